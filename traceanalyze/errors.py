@@ -1,0 +1,43 @@
+"""The one exception tree of traceanalyze.
+
+Library code raises these and never prints or exits; the CLI turns them into one line on stderr
+and ``exit_code``. Every message names the file, what is wrong with it and what to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TraceAnalyzeError(Exception):
+    """Base of every error traceanalyze raises on purpose."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, path: str | Path | None = None, fix: str | None = None):
+        self.path = None if path is None else Path(path)
+        self.fix = fix
+        parts = [f"{self.path}: {message}" if self.path else message]
+        if fix:
+            parts.append(fix)
+        super().__init__(" ".join(p if p.endswith(".") else p + "." for p in parts))
+
+
+class TraceFormatError(TraceAnalyzeError):
+    """The file is not a readable PyTorch profiler (Kineto) Chrome trace."""
+
+
+class EmptyTraceError(TraceAnalyzeError):
+    """The input holds no trace events (or a folder holds no traces)."""
+
+
+class CaptureError(TraceAnalyzeError):
+    """Recording traces on the GPU failed."""
+
+
+class AnalysisError(TraceAnalyzeError):
+    """An analysis cannot answer for this trace (for example a needed column is absent)."""
+
+
+class ExpectationFailed(TraceAnalyzeError):
+    """`traceanalyze check`: one or more stated expectations do not hold."""

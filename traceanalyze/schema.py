@@ -1,0 +1,125 @@
+"""Column schemas of the frames a :class:`~traceanalyze.Trace` holds.
+
+Every frame has exactly these columns in this order, whatever trace format it came from, so
+analyses can rely on names and types. Times are integer nanoseconds on the trace's own clock
+(``ts_ns`` is absolute, ``dur_ns`` a duration); Kineto writes microseconds with three decimals,
+so nanoseconds keep every digit and make interval containment exact.
+
+Ids that Kineto writes as strings (``"Spans"``, ``"stream 7"``) are parsed when numeric, else
+mapped to negative ids in order of first appearance, so ``pid``/``tid`` stay integers.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# One row per GPU activity: kernels, memory copies and memory sets.
+# The ``*_linked`` block is filled by linking (see traceanalyze.link): the runtime or driver call
+# with the same correlation id, the CPU ops around that call and the iteration it belongs to.
+GPU_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "kind": pl.String(),  # "kernel" | "memcpy" | "memset"
+    "name": pl.String(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "device": pl.Int32(),
+    "stream": pl.Int64(),
+    "ts_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+    "correlation": pl.Int64(),
+    "external_id": pl.Int64(),
+    "grid_x": pl.Int64(),
+    "grid_y": pl.Int64(),
+    "grid_z": pl.Int64(),
+    "block_x": pl.Int64(),
+    "block_y": pl.Int64(),
+    "block_z": pl.Int64(),
+    "registers_per_thread": pl.Int64(),
+    "shared_memory": pl.Int64(),  # bytes per block, static + dynamic, as the trace reports it
+    "blocks_per_sm": pl.Float64(),  # grid blocks / SMs: a load figure, not occupancy
+    "warps_per_sm": pl.Float64(),
+    "est_achieved_occupancy_pct": pl.Float64(),
+    "bytes": pl.Int64(),
+    "bandwidth_gbps": pl.Float64(),
+    # Linking results.
+    "linked": pl.Boolean(),  # a runtime/driver call with this correlation exists
+    "launch_api": pl.String(),  # e.g. cudaLaunchKernel, cuLaunchKernelEx, hipLaunchKernel
+    "launch_ts_ns": pl.Int64(),
+    "launch_dur_ns": pl.Int64(),
+    "launch_tid": pl.Int64(),
+    "op_id": pl.Int64(),  # innermost enclosing cpu_op (row id in the cpu frame)
+    "op_name": pl.String(),
+    "annotation": pl.String(),  # outermost user annotation other than ProfilerStep#N
+    "iteration": pl.Int64(),
+}
+
+# One row per CPU-side interval: cpu_op (aten ops and other operators), user_annotation
+# (record_function regions, ProfilerStep#N) and runtime/driver calls. Keeping the runtime calls
+# in this frame lets one containment pass build the whole per-thread call tree.
+CPU_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "op_id": pl.Int64(),  # row id, stable within the trace
+    "cat": pl.String(),  # "cpu_op" | "user_annotation" | "cuda_runtime" | "cuda_driver"
+    "name": pl.String(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "ts_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+    "external_id": pl.Int64(),
+    "correlation": pl.Int64(),  # runtime/driver calls only
+    "sequence_number": pl.Int64(),
+    # Linking results.
+    "parent_id": pl.Int64(),  # op_id of the innermost interval containing this one, same thread
+    "depth": pl.Int32(),  # 0 for a root on its thread
+    "iteration": pl.Int64(),
+}
+
+# Flow events (ph s/f): ac2g (CPU launch -> GPU), fwdbwd (forward -> backward), async_gpu.
+FLOW_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "cat": pl.String(),
+    "id": pl.Int64(),
+    "phase": pl.String(),  # "s" (start) | "f" (finish)
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "ts_ns": pl.Int64(),
+}
+
+# Instant events (ph i), e.g. [memory] allocations and the profiler's own markers.
+INSTANT_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "cat": pl.String(),
+    "name": pl.String(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "ts_ns": pl.Int64(),
+}
+
+# One row per iteration: ProfilerStep#N, else a repeated top-level annotation, else the trace.
+ITERATION_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "iteration": pl.Int64(),
+    "name": pl.String(),
+    "ts_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+}
+
+# One row per GPU the trace describes (Kineto's deviceProperties); empty when the trace has none.
+DEVICE_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "device": pl.Int32(),
+    "name": pl.String(),
+    "compute_major": pl.Int32(),
+    "compute_minor": pl.Int32(),
+    "num_sms": pl.Int32(),
+    "warp_size": pl.Int32(),
+    "max_threads_per_block": pl.Int32(),
+    "max_threads_per_sm": pl.Int32(),
+    "max_blocks_per_sm": pl.Int32(),  # absent from Kineto; null unless known
+    "regs_per_block": pl.Int64(),
+    "regs_per_sm": pl.Int64(),
+    "shared_mem_per_block": pl.Int64(),
+    "shared_mem_per_block_optin": pl.Int64(),
+    "shared_mem_per_sm": pl.Int64(),
+    "total_global_mem": pl.Int64(),
+}

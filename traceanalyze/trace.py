@@ -1,0 +1,54 @@
+"""The Trace: one loaded profiler trace, immutable, as metadata plus typed Polars frames."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """What a trace file says about itself, one per rank."""
+
+    path: Path
+    rank: int
+    schema_version: int | None = None
+    trace_name: str | None = None
+    base_time_ns: int | None = None
+    # Versions the trace records: cuda_runtime_version, cuda_driver_version, cupti_version,
+    # hip_runtime_version, roctracer_version, ... kept as written.
+    versions: dict[str, Any] = field(default_factory=dict)
+    distributed_info: dict[str, Any] = field(default_factory=dict)
+    # Events per Kineto category as found in the file, including categories not kept as frames
+    # (python_function, overhead, ...).
+    event_counts: dict[str, int] = field(default_factory=dict)
+    # Names the trace gives to processes and threads (ph "M" events), keyed by (pid, tid).
+    thread_names: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A loaded trace. Frames follow the schemas in :mod:`traceanalyze.schema`."""
+
+    meta: tuple[TraceMeta, ...]
+    gpu: pl.DataFrame
+    cpu: pl.DataFrame
+    flows: pl.DataFrame
+    instants: pl.DataFrame
+    iterations: pl.DataFrame
+    devices: pl.DataFrame
+    # How iterations were found: "ProfilerStep", "annotation:<name>" or "whole trace".
+    iteration_source: str = "whole trace"
+
+    @property
+    def path(self) -> Path:
+        """The file of the first (usually only) rank."""
+        return self.meta[0].path
+
+    @property
+    def kernels(self) -> pl.DataFrame:
+        """GPU kernels only (no memcpy/memset)."""
+        return self.gpu.filter(pl.col("kind") == "kernel")
