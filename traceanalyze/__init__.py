@@ -7,6 +7,7 @@ from traceanalyze.errors import (
     TraceAnalyzeError,
     TraceFormatError,
 )
+from traceanalyze.load import load, load_each
 from traceanalyze.trace import Trace, TraceMeta
 
 __all__ = [
@@ -17,5 +18,7 @@ __all__ = [
     "TraceAnalyzeError",
     "TraceFormatError",
     "TraceMeta",
+    "load",
+    "load_each",
 ]
 __version__ = "0.1.0"

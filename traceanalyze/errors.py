@@ -23,6 +23,10 @@ class TraceAnalyzeError(Exception):
         super().__init__(" ".join(p if p.endswith(".") else p + "." for p in parts))
 
 
+class TraceReadError(TraceAnalyzeError):
+    """The file or folder cannot be read at all (missing, a directory, no permission)."""
+
+
 class TraceFormatError(TraceAnalyzeError):
     """The file is not a readable PyTorch profiler (Kineto) Chrome trace."""
 

@@ -67,7 +67,6 @@ CPU_SCHEMA: dict[str, pl.DataType] = {
     "dur_ns": pl.Int64(),
     "external_id": pl.Int64(),
     "correlation": pl.Int64(),  # runtime/driver calls only
-    "sequence_number": pl.Int64(),
     # Linking results.
     "parent_id": pl.Int64(),  # op_id of the innermost interval containing this one, same thread
     "depth": pl.Int32(),  # 0 for a root on its thread

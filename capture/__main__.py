@@ -1,0 +1,5 @@
+"""``python -m capture``: needs only torch, click (and optionally rich)."""
+
+from capture.cli import capture
+
+capture(prog_name="python -m capture")

@@ -1,0 +1,78 @@
+"""Where a capture ran: GPU, driver and library versions for the manifest."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import shutil
+import socket
+import subprocess
+
+
+def describe_environment(device: str) -> dict[str, object]:
+    """Versions of the machine, driver and libraries (GPU fields are None on ``device='cpu'``)."""
+    import torch
+
+    environment: dict[str, object] = {
+        "device": device,
+        "gpu": None,
+        "compute_capability": None,
+        "driver": None,
+        "cuda": torch.version.cuda,
+        "cudnn": _cudnn_version(torch.backends.cudnn.version()),
+        "torch": torch.__version__,
+        "triton": _triton_version(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+    }
+    if device == "cuda":
+        major, minor = torch.cuda.get_device_capability()
+        environment |= {
+            "gpu": torch.cuda.get_device_name(),
+            "compute_capability": f"{major}.{minor}",
+            "driver": _nvidia_smi_driver() or _torch_driver_api(torch),
+        }
+    return environment
+
+
+def _cudnn_version(raw: int | None) -> str | None:
+    """cuDNN 9 encodes 9.19.0 as 91900; cuDNN 8 encoded 8.9.7 as 8907."""
+    if raw is None:
+        return None
+    major, rest = divmod(raw, 10000) if raw >= 90000 else divmod(raw, 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def _triton_version() -> str | None:
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _nvidia_smi_driver() -> str | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run(
+            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.strip().splitlines()
+    return lines[0].strip() if lines else None
+
+
+def _torch_driver_api(torch: object) -> str | None:
+    """Without nvidia-smi only the CUDA API version the driver supports is known."""
+    get = getattr(getattr(torch, "_C", None), "_cuda_getDriverVersion", None)
+    if get is None:
+        return None
+    major, rest = divmod(int(get()), 1000)
+    return f"CUDA driver API {major}.{rest // 10} (nvidia-smi unavailable)"

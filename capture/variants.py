@@ -1,0 +1,148 @@
+"""The registry of attention variants: adding a variant is adding one `Variant` to `VARIANTS`.
+
+Builders import torch when called, so this module (and the CLI's help) loads without torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from capture.config import CaptureConfig
+
+Attention = Callable[["torch.Tensor", "torch.Tensor", "torch.Tensor"], "torch.Tensor"]
+Builder = Callable[["CaptureConfig", "torch.device"], Attention]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to compute attention, and how to record it.
+
+    ``region`` names the ``record_function`` around each step (``<region>_fwd`` / ``_bwd``).
+    ``sdpa_backend`` is the ``SDPBackend`` member forced with ``sdpa_kernel`` (None: no forcing).
+    ``detect_backend`` asks the run to name the SDPA backend that actually ran.
+    """
+
+    name: str
+    description: str
+    build: Builder
+    region: str = "attn"
+    needs_cuda: bool = False
+    sdpa_backend: str | None = None
+    detect_backend: bool = False
+
+
+def naive_attention(
+    config: CaptureConfig, device: torch.device, *, in_place: bool = False
+) -> Attention:
+    """q@k^T, scale, causal ``masked_fill`` with a bool triu mask built once, softmax, @v."""
+    import torch
+
+    scale = 1.0 / math.sqrt(config.head_dim)
+    mask = (
+        torch.triu(torch.ones(config.seq, config.seq, dtype=torch.bool, device=device), 1)
+        if config.causal
+        else None
+    )
+
+    def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        scores = (q @ k.transpose(-2, -1)) * scale
+        if mask is not None:
+            fill = scores.masked_fill_ if in_place else scores.masked_fill
+            scores = fill(mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+    return naive
+
+
+def _sdpa(config: CaptureConfig, device: torch.device) -> Attention:
+    from torch.nn.functional import scaled_dot_product_attention
+
+    def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return scaled_dot_product_attention(q, k, v, is_causal=config.causal)
+
+    return sdpa
+
+
+def _causal(
+    _b: torch.Tensor, _h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
+) -> torch.Tensor:
+    return q_idx >= kv_idx
+
+
+def _flex(config: CaptureConfig, device: torch.device) -> Attention:
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    block_mask = (
+        create_block_mask(_causal, None, None, config.seq, config.seq, device=device)
+        if config.causal
+        else None
+    )
+    compiled = torch.compile(flex_attention)
+
+    def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = compiled(q, k, v, block_mask=block_mask)
+        return out
+
+    return flex
+
+
+def _compiled_naive(config: CaptureConfig, device: torch.device) -> Attention:
+    import torch
+
+    compiled: Attention = torch.compile(naive_attention(config, device))
+    return compiled
+
+
+def _forced(name: str, backend: str, what: str) -> Variant:
+    return Variant(
+        name,
+        f"F.scaled_dot_product_attention forced to {what} with sdpa_kernel(SDPBackend.{backend})",
+        _sdpa,
+        region="sdpa",
+        needs_cuda=backend != "MATH",
+        sdpa_backend=backend,
+        detect_backend=True,
+    )
+
+
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant(
+            "naive",
+            "q@k^T * scale, out-of-place masked_fill with a bool triu mask, softmax, @v",
+            naive_attention,
+        ),
+        Variant(
+            "naive_inplace",
+            "as naive but with in-place masked_fill_ (no copy of the scores)",
+            partial(naive_attention, in_place=True),
+        ),
+        _forced("sdpa_math", "MATH", "the math (composite ATen) backend"),
+        _forced("sdpa_efficient", "EFFICIENT_ATTENTION", "memory-efficient attention (cutlass)"),
+        _forced("sdpa_flash", "FLASH_ATTENTION", "FlashAttention"),
+        _forced("sdpa_cudnn", "CUDNN_ATTENTION", "cuDNN attention"),
+        Variant(
+            "sdpa_auto",
+            "F.scaled_dot_product_attention with PyTorch's own backend choice",
+            _sdpa,
+            region="sdpa",
+            detect_backend=True,
+        ),
+        Variant(
+            "flex_attention",
+            "torch.compile'd flex_attention with a causal block mask",
+            _flex,
+            needs_cuda=True,
+        ),
+        Variant("compiled_naive", "torch.compile of the naive variant", _compiled_naive),
+    )
+}

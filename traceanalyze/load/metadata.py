@@ -1,0 +1,88 @@
+"""Trace-level metadata: versions, distributed info, device properties, thread names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceanalyze.load.decode import VERSION_KEYS, Event, TraceDocument
+from traceanalyze.schema import DEVICE_SCHEMA
+from traceanalyze.trace import TraceMeta
+
+# Kineto's deviceProperties key -> our column. ROCm writes maxSharedMemoryPerMultiProcessor.
+_DEVICE_KEYS = {
+    "id": "device",
+    "name": "name",
+    "computeMajor": "compute_major",
+    "computeMinor": "compute_minor",
+    "numSms": "num_sms",
+    "warpSize": "warp_size",
+    "maxThreadsPerBlock": "max_threads_per_block",
+    "maxThreadsPerMultiprocessor": "max_threads_per_sm",
+    "maxBlocksPerMultiprocessor": "max_blocks_per_sm",
+    "regsPerBlock": "regs_per_block",
+    "regsPerMultiprocessor": "regs_per_sm",
+    "sharedMemPerBlock": "shared_mem_per_block",
+    "sharedMemPerBlockOptin": "shared_mem_per_block_optin",
+    "sharedMemPerMultiprocessor": "shared_mem_per_sm",
+    "maxSharedMemoryPerMultiProcessor": "shared_mem_per_sm",
+    "totalGlobalMem": "total_global_mem",
+}
+
+
+def rank_of(document: TraceDocument, default: int) -> int:
+    info = document.distributedInfo or {}
+    rank = info.get("rank")
+    return rank if isinstance(rank, int) else default
+
+
+def device_frame(document: TraceDocument, rank: int) -> pl.DataFrame:
+    rows = []
+    for properties in document.deviceProperties or []:
+        row: dict[str, Any] = {column: None for column in DEVICE_SCHEMA}
+        row["rank"] = rank
+        for key, column in _DEVICE_KEYS.items():
+            if key in properties:
+                row[column] = properties[key]
+        rows.append(row)
+    return pl.DataFrame(rows, schema=DEVICE_SCHEMA, strict=False)
+
+
+def thread_names(metadata_events: list[Event]) -> dict[str, str]:
+    """``"pid"`` -> process name and ``"pid:tid"`` -> thread name, from ph "M" events."""
+    names: dict[str, str] = {}
+    for event in metadata_events:
+        label = event.args.name
+        if event.ph != "M" or not isinstance(label, str):
+            continue
+        if event.name == "process_name":
+            names[str(event.pid)] = label
+        elif event.name == "thread_name":
+            names[f"{event.pid}:{event.tid}"] = label
+    return names
+
+
+def trace_meta(
+    document: TraceDocument,
+    path: Path,
+    rank: int,
+    event_counts: dict[str, int],
+    names: dict[str, str],
+) -> TraceMeta:
+    versions = {
+        key: getattr(document, key) for key in VERSION_KEYS if getattr(document, key) is not None
+    }
+    base = document.baseTimeNanoseconds
+    return TraceMeta(
+        path=path,
+        rank=rank,
+        schema_version=document.schemaVersion if isinstance(document.schemaVersion, int) else None,
+        trace_name=document.traceName if isinstance(document.traceName, str) else None,
+        base_time_ns=base if isinstance(base, int) else None,
+        versions=versions,
+        distributed_info=dict(document.distributedInfo or {}),
+        event_counts=event_counts,
+        thread_names=names,
+    )

@@ -1,0 +1,53 @@
+"""Reading a trace file's bytes: plain or gzip, detected by content rather than by suffix."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+
+from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_bytes(path: Path) -> bytes:
+    """Return the decompressed bytes of ``path``; the file itself is only ever read."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise TraceReadError("no such file", path, "Check the path.") from None
+    except IsADirectoryError:
+        raise TraceReadError("is a folder, not a file", path, "Pass the trace file.") from None
+    except PermissionError:
+        raise TraceReadError(
+            "permission denied", path, "Make the file readable for this user."
+        ) from None
+    except OSError as exc:
+        raise TraceReadError(f"cannot be read ({exc.strerror})", path) from None
+    if not raw:
+        raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
+    if raw[:2] == GZIP_MAGIC:
+        return _gunzip(raw, path)
+    if path.suffix == ".gz":
+        raise TraceFormatError(
+            "is named .gz but is not gzip data",
+            path,
+            "Rename it to .json if it is plain JSON, or re-export it.",
+        )
+    return raw
+
+
+def _gunzip(raw: bytes, path: Path) -> bytes:
+    try:
+        return gzip.decompress(raw)
+    except EOFError:
+        raise TraceFormatError(
+            "the gzip stream is truncated",
+            path,
+            "Copy or re-export the file again; it was cut off while being written or copied.",
+        ) from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise TraceFormatError(
+            f"is corrupt gzip data ({exc})", path, "Copy or re-export the file again."
+        ) from None
