@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-
 from traceanalyze.link import link
 from traceanalyze.load import frames
-from traceanalyze.load.decode import Event, decode_document, gc_paused
+from traceanalyze.load.decode import decode_document, gc_paused
 from traceanalyze.load.metadata import device_frame, rank_of, thread_names, trace_meta
 from traceanalyze.load.read import read_bytes
 from traceanalyze.trace import Trace

@@ -1,0 +1,1 @@
+"""Analyses: pure functions from a Trace to small result frames or records."""

@@ -1,0 +1,48 @@
+"""The ``traceanalyze`` command line: thin commands over the library.
+
+Errors from the library arrive as :class:`~traceanalyze.errors.TraceAnalyzeError` and are turned
+into one line on stderr and exit status 1 here, and only here. Usage errors exit 2 (click).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from traceanalyze import __version__
+from traceanalyze.errors import TraceAnalyzeError
+
+
+class LibraryError(click.ClickException):
+    """A library error shown as one line, with the error's own exit status."""
+
+    def __init__(self, error: TraceAnalyzeError) -> None:
+        super().__init__(str(error))
+        self.exit_code = error.exit_code
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"traceanalyze: error: {self.format_message()}", err=True)
+
+
+class Commands(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TraceAnalyzeError as error:
+            raise LibraryError(error) from None
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="traceanalyze")
+def main() -> None:
+    """Answers from PyTorch profiler traces: kernels, occupancy, cuDNN planning, variants."""
+
+
+def _register() -> None:
+    from traceanalyze.cli.info import info
+
+    main.add_command(info)
+
+
+_register()
