@@ -1,0 +1,282 @@
+"""capture/: registry, configuration, CLI, manifest, and a real CPU capture (marked torch)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from capture import (
+    VARIANTS,
+    CaptureConfig,
+    CaptureError,
+    Manifest,
+    VariantResult,
+    read_manifest,
+    write_manifest,
+)
+from capture.cli import capture
+from capture.run import run_variant
+
+
+def test_registry_names_in_order() -> None:
+    assert list(VARIANTS) == [
+        "naive",
+        "naive_inplace",
+        "sdpa_math",
+        "sdpa_efficient",
+        "sdpa_flash",
+        "sdpa_cudnn",
+        "sdpa_auto",
+        "flex_attention",
+        "compiled_naive",
+    ]
+    assert all(name == variant.name and variant.description for name, variant in VARIANTS.items())
+
+
+def test_registry_regions_and_backends() -> None:
+    forced = {n: v.sdpa_backend for n, v in VARIANTS.items() if v.sdpa_backend}
+    assert forced == {
+        "sdpa_math": "MATH",
+        "sdpa_efficient": "EFFICIENT_ATTENTION",
+        "sdpa_flash": "FLASH_ATTENTION",
+        "sdpa_cudnn": "CUDNN_ATTENTION",
+    }
+    assert {n for n, v in VARIANTS.items() if v.region == "sdpa"} == {*forced, "sdpa_auto"}
+    assert {n for n, v in VARIANTS.items() if v.needs_cuda} == {
+        "sdpa_efficient",
+        "sdpa_flash",
+        "sdpa_cudnn",
+        "flex_attention",
+    }
+
+
+def test_config_defaults_are_the_seed_article() -> None:
+    config = CaptureConfig()
+    assert (config.batch, config.heads, config.seq, config.head_dim) == (8, 16, 1024, 64)
+    assert (config.dtype, config.causal, config.backward, config.device) == (
+        "bfloat16",
+        True,
+        False,
+        "cuda",
+    )
+    assert (config.wait, config.warmup, config.active, config.steps) == (1, 1, 3, 5)
+    assert not (config.record_shapes or config.with_stack or config.profile_memory)
+    assert config.repeats == 20
+    assert config.variants == tuple(VARIANTS)
+    assert config.tolerance == 2e-2
+
+
+def test_config_aliases_and_json() -> None:
+    config = CaptureConfig(dtype="fp16", variants=["naive"])  # type: ignore[arg-type]
+    assert config.dtype == "float16"
+    assert config.tolerance == 5e-3
+    assert json.loads(json.dumps(config.to_dict()))["variants"] == ["naive"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"steps": 4}, "steps (4) must cover wait + warmup + active (5)"),
+        ({"variants": ("naive", "bogus")}, "unknown variant(s) bogus"),
+        ({"dtype": "int8"}, "dtype 'int8' is not one of"),
+        ({"seq": 0}, "seq must be positive"),
+        ({"device": "mps"}, "device 'mps' is not one of"),
+    ],
+)
+def test_config_rejects(options: dict[str, object], message: str) -> None:
+    with pytest.raises(CaptureError, match="invalid capture configuration") as caught:
+        CaptureConfig(**options)  # type: ignore[arg-type]
+    assert message in str(caught.value)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+
+
+def test_import_does_not_load_torch() -> None:
+    done = _python("import sys, capture, capture.cli; assert 'torch' not in sys.modules")
+    assert done.returncode == 0, done.stderr
+
+
+def test_help_runs_without_torch() -> None:
+    done = _python(
+        "import runpy, sys; sys.modules['torch'] = None; "
+        "sys.argv = ['capture', '--help']; runpy.run_module('capture', "
+        "run_name='__main__')"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "python -m capture --out" in done.stdout
+
+
+def test_help_lists_variants_and_example() -> None:
+    result = CliRunner().invoke(capture, ["--help"])
+    assert result.exit_code == 0
+    assert "Example" in result.output
+    assert "sdpa_cudnn" in result.output
+
+
+def test_cli_options_reach_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[CaptureConfig] = []
+
+    def fake_run(config: CaptureConfig, out_dir: Path, **_: object) -> Manifest:
+        seen.append(config)
+        return Manifest("now", (), {}, {}, {}, {})
+
+    monkeypatch.setattr("capture.run.run_capture", fake_run)
+    result = CliRunner().invoke(
+        capture,
+        [
+            "--out",
+            str(tmp_path),
+            "--variants",
+            "naive,sdpa_flash",
+            "--backward",
+            "--batch",
+            "4",
+            "--heads",
+            "32",
+            "--seq",
+            "2048",
+            "--head-dim",
+            "128",
+            "--dtype",
+            "fp16",
+            "--no-causal",
+            "--steps",
+            "7",
+            "--wait",
+            "2",
+            "--active",
+            "4",
+            "--repeats",
+            "5",
+            "--record-shapes",
+            "--with-stack",
+            "--profile-memory",
+            "--device",
+            "cpu",
+            "--seed",
+            "3",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert seen == [
+        CaptureConfig(
+            batch=4,
+            heads=32,
+            seq=2048,
+            head_dim=128,
+            dtype="float16",
+            causal=False,
+            backward=True,
+            steps=7,
+            wait=2,
+            warmup=1,
+            active=4,
+            repeats=5,
+            record_shapes=True,
+            with_stack=True,
+            profile_memory=True,
+            variants=("naive", "sdpa_flash"),
+            device="cpu",
+            seed=3,
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--variants", "naive,nope"], "unknown variant(s) nope"),
+        (["--dtype", "int8"], "'int8' is not one of"),
+    ],
+)
+def test_cli_usage_errors_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(capture, ["--out", str(tmp_path), *args])
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_cli_without_torch_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)
+    result = CliRunner().invoke(capture, ["--out", str(tmp_path), "--device", "cpu"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: torch is not installed; capture needs it: install the capture extra "
+        "(pip install 'traceanalyze[capture]')"
+    ]
+
+
+def _manifest() -> Manifest:
+    return Manifest(
+        created="2026-01-01T00:00:00+00:00",
+        command=("python", "-m", "capture", "--out", "x"),
+        environment={"gpu": "NVIDIA H200", "torch": "2.11.0"},
+        config=CaptureConfig().to_dict(),
+        method={"timing": "median"},
+        variants={
+            "naive": VariantResult(
+                "ok", "naive", trace="naive.json.gz", relative_error=1e-3, median_ms=1.5, repeats=20
+            ),
+            "sdpa_auto": VariantResult(
+                "ok",
+                "auto",
+                trace="sdpa_auto.json.gz",
+                backend="flash",
+                backend_source="ops",
+                median_ms=0.2,
+                repeats=20,
+                relative_error=2e-3,
+            ),
+            "sdpa_cudnn": VariantResult("skipped", "cudnn", reason="no cuDNN"),
+            "broken": VariantResult("failed", "b", reason="wrong result"),
+        },
+    )
+
+
+def test_manifest_round_trip(tmp_path: Path) -> None:
+    manifest = _manifest()
+    write_manifest(manifest, tmp_path / "manifest.json")
+    assert read_manifest(tmp_path / "manifest.json") == manifest
+    assert manifest.failed == ["broken"]
+
+
+def test_manifest_keys(tmp_path: Path) -> None:
+    write_manifest(_manifest(), tmp_path / "manifest.json")
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    assert list(data)[:6] == ["schema", "created", "command", "environment", "config", "method"]
+    assert data["schema"] == 1
+    assert set(data["variants"]["naive"]) == {
+        "status",
+        "reason",
+        "trace",
+        "relative_error",
+        "grad_relative_error",
+        "median_ms",
+        "repeats",
+        "backend",
+        "backend_source",
+        "description",
+    }
+
+
+def test_cuda_only_variant_is_skipped_on_cpu(tmp_path: Path) -> None:
+    result = run_variant(
+        VARIANTS["sdpa_flash"],
+        CaptureConfig(device="cpu"),
+        None,  # type: ignore[arg-type]
+        tmp_path,
+    )
+    assert result.status == "skipped"
+    assert result.reason == "needs CUDA; this capture runs on cpu"
+    assert result.trace is None
