@@ -9,6 +9,8 @@ repeated full garbage collections that cost more than the decode itself.
 from __future__ import annotations
 
 import gc
+import re
+from operator import attrgetter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,11 +58,16 @@ class Args(msgspec.Struct, gc=False, frozen=True):
     name: Scalar = None  # process_name / thread_name metadata events
 
 
-_NO_ARGS = Args()
+_EMPTY_ARGS = msgspec.Raw(b"{}")
 
 
 class Event(msgspec.Struct, gc=False):
-    """One Chrome trace event, reduced to the fields traceanalyze reads."""
+    """One Chrome trace event, reduced to the fields traceanalyze reads.
+
+    ``args`` stays raw JSON: most events (python_function, cpu_op, instants) never need it, and
+    skipping it is cheaper than building an :class:`Args` per event. :func:`decode_args` turns
+    the raw args of the events that do need them into :class:`Args`.
+    """
 
     ph: str = ""
     cat: str = ""
@@ -70,7 +77,7 @@ class Event(msgspec.Struct, gc=False):
     ts: float = 0.0
     dur: float = 0.0
     id: Scalar = None
-    args: Args = _NO_ARGS
+    args: msgspec.Raw = _EMPTY_ARGS
 
 
 class TraceDocument(msgspec.Struct, gc=False):
@@ -101,7 +108,11 @@ VERSION_KEYS = (
 )
 
 _DOCUMENT = msgspec.json.Decoder(TraceDocument)
+_ARGS = msgspec.json.Decoder(Args)
 _EVENT_ARRAY = msgspec.json.Decoder(list[Event])
+
+
+_FIX_NOT_A_TRACE = "Pass a trace written by torch.profiler (export_chrome_trace)."
 
 
 @contextmanager
@@ -116,20 +127,37 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def decode_args(events: list[Event], path: Path) -> list[Args]:
+    """The typed args of ``events``, in order."""
+    try:
+        return list(map(_ARGS.decode, map(_raw_args, events)))
+    except msgspec.ValidationError as exc:
+        raise TraceFormatError(
+            f"has an event whose args do not fit the Kineto format ({exc})",
+            path,
+            "Pass a trace written by torch.profiler (export_chrome_trace).",
+        ) from None
+
+
+_raw_args = attrgetter("args")
+_FIRST_TOKEN = re.compile(rb"\S")
+
+
 def decode_document(data: bytes, path: Path) -> TraceDocument:
     """Decode a whole trace file; raise a specific error naming ``path`` when it is not one."""
-    if not data.strip():
+    first = _FIRST_TOKEN.search(data)  # a search, not strip(): no copy of a large buffer
+    if first is None:
         raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
     try:
         with gc_paused():
-            if data.lstrip()[:1] == b"[":  # the Chrome format also allows a bare event array
+            if first.group() == b"[":  # the Chrome format also allows a bare event array
                 return TraceDocument(traceEvents=_EVENT_ARRAY.decode(data))
             document = _DOCUMENT.decode(data)
     except msgspec.ValidationError as exc:
         raise TraceFormatError(
             f"is JSON but not a Chrome trace ({exc})",
             path,
-            "Pass a trace written by torch.profiler (export_chrome_trace or tensorboard_trace_handler).",
+            _FIX_NOT_A_TRACE,
         ) from None
     except msgspec.DecodeError as exc:
         raise _decode_error(exc, path) from None
@@ -137,7 +165,7 @@ def decode_document(data: bytes, path: Path) -> TraceDocument:
         raise TraceFormatError(
             "is JSON but not a Chrome trace: it has no traceEvents list",
             path,
-            "Pass a trace written by torch.profiler (export_chrome_trace or tensorboard_trace_handler).",
+            _FIX_NOT_A_TRACE,
         )
     if not document.traceEvents:
         raise EmptyTraceError(

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from traceanalyze.load.decode import Event
+from traceanalyze.load.decode import Event, decode_args
 from traceanalyze.schema import CPU_SCHEMA, FLOW_SCHEMA, GPU_SCHEMA, INSTANT_SCHEMA
 
 # Kineto category -> GPU activity kind; the capitalised names are the pre-2021 format.
@@ -100,15 +101,19 @@ Builder = Callable[[str, Sequence[Any]], pl.Series] | str
 # (column, event attribute path, how to build the column)
 Field = tuple[str, str, Builder]
 
+# cpu_op and user_annotation rows: linking uses time containment, so their args are not read.
 _COMMON: tuple[Field, ...] = (
     ("name", "name", _str),
     ("pid", "pid", ID),
     ("tid", "tid", ID),
     ("ts_ns", "ts", _ns),
     ("dur_ns", "dur", _ns),
-    ("external_id", "args.external_id", ID),
 )
-_CALL: tuple[Field, ...] = (*_COMMON, ("correlation", "args.correlation", ID))
+_CALL: tuple[Field, ...] = (
+    *_COMMON,
+    ("external_id", "args.external_id", ID),
+    ("correlation", "args.correlation", ID),
+)
 _GPU: tuple[Field, ...] = (
     *_CALL,
     ("device", "args.device", ID),
@@ -125,23 +130,29 @@ _GPU: tuple[Field, ...] = (
 
 
 def _build(
-    events: Sequence[Event], fields: Sequence[Field], ids: IdMapper, legacy: bool
+    events: list[Event], fields: Sequence[Field], ids: IdMapper, legacy: bool, source: Path
 ) -> pl.DataFrame:
+    needs_args = any(path.startswith("args.") for _, path, _ in fields)
+    args = decode_args(events, source) if needs_args else []
     columns = []
     for column, path, builder in fields:
-        if legacy and path == "args.external_id":
-            path = "args.external_id_legacy"
-        values = _values(events, path)
+        if path.startswith("args."):
+            attribute = path.removeprefix("args.")
+            if legacy and attribute == "external_id":
+                attribute = "external_id_legacy"
+            values = _values(args, attribute)
+        else:
+            values = _values(events, path)
         columns.append(ids.series(column, values) if builder == ID else builder(column, values))  # type: ignore[operator]
     return pl.DataFrame(columns)
 
 
-def _values(events: Sequence[Event], path: str) -> list[Any]:
+def _values(items: Sequence[object], path: str) -> list[Any]:
     try:
-        return list(map(attrgetter(path), events))
+        return list(map(attrgetter(path), items))
     except AttributeError:  # e.g. a grid written as text where a [x, y, z] array was expected
         parent, _, leaf = path.rpartition(".")
-        owners = map(attrgetter(parent), events)
+        owners = map(attrgetter(parent), items)
         return [getattr(owner, leaf, None) for owner in owners]
 
 
@@ -158,25 +169,28 @@ def interval_frame(
     fields: Sequence[Field],
     ids: IdMapper,
     rank: int,
+    source: Path,
 ) -> pl.DataFrame:
     """Complete events of ``categories``, one column per field, plus rank and the category."""
     parts = [
-        _build(_complete_spans(events), fields, ids, cat in LEGACY_CATS).with_columns(
+        _build(_complete_spans(events), fields, ids, cat in LEGACY_CATS, source).with_columns(
             rank=pl.lit(rank, pl.Int32), cat=pl.lit(categories[cat], pl.String)
         )
         for cat, events in buckets.items()
         if cat in categories
     ]
     if not parts:
-        return _build([], fields, ids, legacy=False).with_columns(
+        return _build([], fields, ids, False, source).with_columns(
             rank=pl.lit(rank, pl.Int32), cat=pl.lit(None, pl.String)
         )
     return pl.concat(parts, how="vertical")
 
 
-def gpu_frame(buckets: dict[str, list[Event]], ids: IdMapper, rank: int) -> pl.DataFrame:
+def gpu_frame(
+    buckets: dict[str, list[Event]], ids: IdMapper, rank: int, source: Path
+) -> pl.DataFrame:
     """GPU activities (kernels, memcpy, memset) without the linking columns."""
-    frame = interval_frame(buckets, GPU_KINDS, _GPU, ids, rank)
+    frame = interval_frame(buckets, GPU_KINDS, _GPU, ids, rank, source)
     return frame.with_columns(
         kind=pl.col("cat"),
         # Kineto puts the device in args; the oldest traces only in pid.
@@ -184,21 +198,23 @@ def gpu_frame(buckets: dict[str, list[Event]], ids: IdMapper, rank: int) -> pl.D
     ).select(c for c in GPU_SCHEMA if c in frame.columns or c == "kind")
 
 
-def cpu_frame(buckets: dict[str, list[Event]], ids: IdMapper, rank: int) -> pl.DataFrame:
+def cpu_frame(
+    buckets: dict[str, list[Event]], ids: IdMapper, rank: int, source: Path
+) -> pl.DataFrame:
     """CPU intervals (ops, annotations, runtime/driver calls) without the linking columns."""
     ops = {cat: name for cat, name in CPU_CATS.items() if name in ("cpu_op", "user_annotation")}
     calls = {cat: name for cat, name in CPU_CATS.items() if cat not in ops}
     frame = pl.concat(
         [
-            interval_frame(buckets, ops, _COMMON, ids, rank),
-            interval_frame(buckets, calls, _CALL, ids, rank),
+            interval_frame(buckets, ops, _COMMON, ids, rank, source),
+            interval_frame(buckets, calls, _CALL, ids, rank, source),
         ],
         how="diagonal",
     )
     return frame.select(c for c in CPU_SCHEMA if c in frame.columns)
 
 
-def flow_frame(events: Sequence[Event], ids: IdMapper, rank: int) -> pl.DataFrame:
+def flow_frame(events: list[Event], ids: IdMapper, rank: int, source: Path) -> pl.DataFrame:
     fields: tuple[Field, ...] = (
         ("cat", "cat", _str),
         ("id", "id", ID),
@@ -207,11 +223,11 @@ def flow_frame(events: Sequence[Event], ids: IdMapper, rank: int) -> pl.DataFram
         ("tid", "tid", ID),
         ("ts_ns", "ts", _ns),
     )
-    frame = _build(events, fields, ids, legacy=False).with_columns(rank=pl.lit(rank, pl.Int32))
+    frame = _build(events, fields, ids, False, source).with_columns(rank=pl.lit(rank, pl.Int32))
     return frame.select(FLOW_SCHEMA.keys()).cast(FLOW_SCHEMA)  # type: ignore[arg-type]
 
 
-def instant_frame(events: Sequence[Event], ids: IdMapper, rank: int) -> pl.DataFrame:
+def instant_frame(events: list[Event], ids: IdMapper, rank: int, source: Path) -> pl.DataFrame:
     fields: tuple[Field, ...] = (
         ("cat", "cat", _str),
         ("name", "name", _str),
@@ -219,5 +235,5 @@ def instant_frame(events: Sequence[Event], ids: IdMapper, rank: int) -> pl.DataF
         ("tid", "tid", ID),
         ("ts_ns", "ts", _ns),
     )
-    frame = _build(events, fields, ids, legacy=False).with_columns(rank=pl.lit(rank, pl.Int32))
+    frame = _build(events, fields, ids, False, source).with_columns(rank=pl.lit(rank, pl.Int32))
     return frame.select(INSTANT_SCHEMA.keys()).cast(INSTANT_SCHEMA)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.load.decode import VERSION_KEYS, Event, TraceDocument
+from traceanalyze.load.decode import VERSION_KEYS, Event, TraceDocument, decode_args
 from traceanalyze.schema import DEVICE_SCHEMA
 from traceanalyze.trace import TraceMeta
 
@@ -50,12 +50,12 @@ def device_frame(document: TraceDocument, rank: int) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=DEVICE_SCHEMA, strict=False)
 
 
-def thread_names(metadata_events: list[Event]) -> dict[str, str]:
+def thread_names(metadata_events: list[Event], path: Path) -> dict[str, str]:
     """``"pid"`` -> process name and ``"pid:tid"`` -> thread name, from ph "M" events."""
     names: dict[str, str] = {}
-    for event in metadata_events:
-        label = event.args.name
-        if event.ph != "M" or not isinstance(label, str):
+    for event, args in zip(metadata_events, decode_args(metadata_events, path), strict=True):
+        label = args.name
+        if not isinstance(label, str):
             continue
         if event.name == "process_name":
             names[str(event.pid)] = label

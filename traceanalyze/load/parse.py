@@ -44,11 +44,12 @@ def _parse(path: Path, default_rank: int, timer: StageTimer | None) -> Trace:
     ]
     flows = [e for e in other if e.ph in frames.FLOW_PHASES]
     instants = [e for e in other if e.ph in frames.INSTANT_PHASES]
-    gpu = frames.gpu_frame(buckets, ids, rank)
-    cpu = frames.cpu_frame(buckets, ids, rank)
-    flow = frames.flow_frame(flows, ids, rank)
-    instant = frames.instant_frame(instants, ids, rank)
-    meta = trace_meta(document, path, rank, counts, thread_names(buckets.get("", [])))
+    gpu = frames.gpu_frame(buckets, ids, rank, path)
+    cpu = frames.cpu_frame(buckets, ids, rank, path)
+    flow = frames.flow_frame(flows, ids, rank, path)
+    instant = frames.instant_frame(instants, ids, rank, path)
+    names = thread_names([e for e in buckets.get("", []) if e.ph == "M"], path)
+    meta = trace_meta(document, path, rank, counts, names)
     devices = device_frame(document, rank)
     del document, events, buckets, other, flows, instants
     mark("frames")
