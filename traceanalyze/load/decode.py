@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import gc
 import re
-from operator import attrgetter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Union
 

@@ -1,13 +1,17 @@
 """Typed events -> Polars frames with the schemas of :mod:`traceanalyze.schema`.
 
-Events are bucketed by category once; each frame is then built column by column from a field
-table (one C-level ``map`` per field), never row by row.
+Two steps, kept apart so the first can run in a worker process on half of a large trace:
+
+1. :func:`extract` buckets events by category and pulls each needed field into a plain Python
+   list (one C-level ``map`` per field, never a loop per event). No Polars here.
+2. :func:`build_frames` turns those lists (merged from several extractions) into typed frames.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -27,10 +31,8 @@ GPU_KINDS = {
     "Memset": "memset",
 }
 # Kineto category -> CPU interval category (legacy names folded into today's).
-CPU_CATS = {
-    "cpu_op": "cpu_op",
-    "Operator": "cpu_op",
-    "user_annotation": "user_annotation",
+OP_CATS = {"cpu_op": "cpu_op", "Operator": "cpu_op", "user_annotation": "user_annotation"}
+CALL_CATS = {
     "cuda_runtime": "cuda_runtime",
     "Runtime": "cuda_runtime",
     "cuda_driver": "cuda_driver",
@@ -42,6 +44,135 @@ LEGACY_CATS = frozenset({"Kernel", "Memcpy", "Memset", "Operator", "Runtime", "D
 SKIPPED_CATS = frozenset({"python_function", "Trace", "overhead", "gpu_user_annotation"})
 FLOW_PHASES = frozenset({"s", "f", "t"})
 INSTANT_PHASES = frozenset({"i", "I"})
+
+# A field: (column, attribute path on the event or, after "args.", on its decoded args).
+Field = tuple[str, str]
+_SPAN: tuple[Field, ...] = (
+    ("name", "name"),
+    ("pid", "pid"),
+    ("tid", "tid"),
+    ("ts_ns", "ts"),
+    ("dur_ns", "dur"),
+)
+# cpu_op and user_annotation rows: linking uses time containment, so their args are not read.
+_OP = _SPAN
+_CALL: tuple[Field, ...] = (
+    *_SPAN,
+    ("external_id", "args.external_id"),
+    ("correlation", "args.correlation"),
+)
+_GPU: tuple[Field, ...] = (
+    *_CALL,
+    ("device", "args.device"),
+    ("stream", "args.stream"),
+    *((f"{d}_{a}", f"args.{d}.{a}") for d in ("grid", "block") for a in "xyz"),
+    ("registers_per_thread", "args.registers_per_thread"),
+    ("shared_memory", "args.shared_memory"),
+    ("blocks_per_sm", "args.blocks_per_sm"),
+    ("warps_per_sm", "args.warps_per_sm"),
+    ("est_achieved_occupancy_pct", "args.est_achieved_occupancy_pct"),
+    ("bytes", "args.bytes"),
+    ("bandwidth_gbps", "args.bandwidth_gbps"),
+)
+_FLOW: tuple[Field, ...] = (
+    ("cat", "cat"),
+    ("id", "id"),
+    ("phase", "ph"),
+    ("pid", "pid"),
+    ("tid", "tid"),
+    ("ts_ns", "ts"),
+)
+_INSTANT: tuple[Field, ...] = (
+    ("cat", "cat"),
+    ("name", "name"),
+    ("pid", "pid"),
+    ("tid", "tid"),
+    ("ts_ns", "ts"),
+)
+_META: tuple[Field, ...] = (
+    ("name", "name"),
+    ("pid", "pid"),
+    ("tid", "tid"),
+    ("label", "args.name"),
+)
+
+Columns = dict[str, list[Any]]
+
+
+@dataclass
+class Extracted:
+    """Column lists of one slice of a trace's events, keyed by (frame, category)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    parts: dict[tuple[str, str], Columns] = field(default_factory=dict)
+
+    def merge(self, other: Extracted) -> Extracted:
+        """This slice followed by ``other`` (event order is kept within each key)."""
+        counts = dict(self.counts)
+        for cat, n in other.counts.items():
+            counts[cat] = counts.get(cat, 0) + n
+        parts = {key: dict(columns) for key, columns in self.parts.items()}
+        for key, columns in other.parts.items():
+            mine = parts.setdefault(key, {name: [] for name in columns})
+            for name, values in columns.items():
+                mine[name] = mine[name] + values
+        return Extracted(counts, parts)
+
+
+def extract(events: list[Event], source: Path) -> Extracted:
+    """Bucket ``events`` and pull the fields each frame needs into lists."""
+    buckets: dict[str, list[Event]] = defaultdict(list)
+    for event in events:
+        buckets[event.cat].append(event)
+    result = Extracted(counts={cat or "(none)": len(b) for cat, b in buckets.items()})
+    flows: list[Event] = []
+    instants: list[Event] = []
+    for cat, bucket in buckets.items():
+        legacy = cat in LEGACY_CATS
+        if cat in GPU_KINDS:
+            result.parts["gpu", cat] = _pull(_spans(bucket), _GPU, legacy, source)
+        elif cat in OP_CATS:
+            result.parts["op", cat] = _pull(_spans(bucket), _OP, legacy, source)
+        elif cat in CALL_CATS:
+            result.parts["call", cat] = _pull(_spans(bucket), _CALL, legacy, source)
+        elif cat not in SKIPPED_CATS:
+            flows += [e for e in bucket if e.ph in FLOW_PHASES]
+            instants += [e for e in bucket if e.ph in INSTANT_PHASES]
+    result.parts["flow", ""] = _pull(flows, _FLOW, False, source)
+    result.parts["instant", ""] = _pull(instants, _INSTANT, False, source)
+    metadata = [e for e in buckets.get("", []) if e.ph == "M"]
+    result.parts["meta", ""] = _pull(metadata, _META, False, source)
+    return result
+
+
+def _spans(events: list[Event]) -> list[Event]:
+    """Only complete events (ph "X") are intervals; other phases in these categories are rare."""
+    if set(map(attrgetter("ph"), events)) <= {"X"}:
+        return events
+    return [event for event in events if event.ph == "X"]
+
+
+def _pull(events: list[Event], fields: Sequence[Field], legacy: bool, source: Path) -> Columns:
+    needs_args = any(path.startswith("args.") for _, path in fields)
+    args = decode_args(events, source) if needs_args else []
+    columns: Columns = {}
+    for column, path in fields:
+        if path.startswith("args."):
+            attribute = path.removeprefix("args.")
+            if legacy and attribute == "external_id":
+                attribute = "external_id_legacy"
+            columns[column] = _values(args, attribute)
+        else:
+            columns[column] = _values(events, path)
+    return columns
+
+
+def _values(items: Sequence[object], path: str) -> list[Any]:
+    try:
+        return list(map(attrgetter(path), items))
+    except AttributeError:  # e.g. a grid written as text where a [x, y, z] array was expected
+        parent, _, leaf = path.rpartition(".")
+        return [getattr(owner, leaf, None) for owner in map(attrgetter(parent), items)]
 
 
 class IdMapper:
@@ -68,13 +199,6 @@ class IdMapper:
             return pl.Series(name, [self.to_int(v) for v in values], dtype=pl.Int64)
 
 
-def bucket_by_category(events: list[Event]) -> dict[str, list[Event]]:
-    buckets: dict[str, list[Event]] = defaultdict(list)
-    for event in events:
-        buckets[event.cat].append(event)
-    return buckets
-
-
 def _ns(name: str, micros: Sequence[Any]) -> pl.Series:
     # Kineto writes microseconds with three decimals. Whole microseconds and the fraction are
     # scaled apart: epoch timestamps (~1.7e15 us) times 1000 would exceed float64's 53 bits.
@@ -84,156 +208,105 @@ def _ns(name: str, micros: Sequence[Any]) -> pl.Series:
     return whole.cast(pl.Int64) * 1000 + fraction_ns
 
 
-def _str(name: str, values: Sequence[Any]) -> pl.Series:
-    return pl.Series(name, values, dtype=pl.String)
-
-
-def _float(name: str, values: Sequence[Any]) -> pl.Series:
-    return pl.Series(name, values, dtype=pl.Float64, strict=False)
-
-
-def _int(name: str, values: Sequence[Any]) -> pl.Series:
-    return pl.Series(name, values, dtype=pl.Int64, strict=False)
-
-
-ID = "id"  # marker: convert with the trace's IdMapper
-Builder = Callable[[str, Sequence[Any]], pl.Series] | str
-# (column, event attribute path, how to build the column)
-Field = tuple[str, str, Builder]
-
-# cpu_op and user_annotation rows: linking uses time containment, so their args are not read.
-_COMMON: tuple[Field, ...] = (
-    ("name", "name", _str),
-    ("pid", "pid", ID),
-    ("tid", "tid", ID),
-    ("ts_ns", "ts", _ns),
-    ("dur_ns", "dur", _ns),
+_FLOATS = frozenset(
+    {"blocks_per_sm", "warps_per_sm", "est_achieved_occupancy_pct", "bandwidth_gbps"}
 )
-_CALL: tuple[Field, ...] = (
-    *_COMMON,
-    ("external_id", "args.external_id", ID),
-    ("correlation", "args.correlation", ID),
-)
-_GPU: tuple[Field, ...] = (
-    *_CALL,
-    ("device", "args.device", ID),
-    ("stream", "args.stream", ID),
-    *((f"{d}_{a}", f"args.{d}.{a}", _int) for d in ("grid", "block") for a in "xyz"),
-    ("registers_per_thread", "args.registers_per_thread", ID),
-    ("shared_memory", "args.shared_memory", ID),
-    ("blocks_per_sm", "args.blocks_per_sm", _float),
-    ("warps_per_sm", "args.warps_per_sm", _float),
-    ("est_achieved_occupancy_pct", "args.est_achieved_occupancy_pct", _float),
-    ("bytes", "args.bytes", ID),
-    ("bandwidth_gbps", "args.bandwidth_gbps", _float),
-)
+_STRINGS = frozenset({"name", "cat", "phase", "label"})
+_DIMS = frozenset(f"{d}_{a}" for d in ("grid", "block") for a in "xyz")
 
 
-def _build(
-    events: list[Event], fields: Sequence[Field], ids: IdMapper, legacy: bool, source: Path
-) -> pl.DataFrame:
-    needs_args = any(path.startswith("args.") for _, path, _ in fields)
-    args = decode_args(events, source) if needs_args else []
-    columns = []
-    for column, path, builder in fields:
-        if path.startswith("args."):
-            attribute = path.removeprefix("args.")
-            if legacy and attribute == "external_id":
-                attribute = "external_id_legacy"
-            values = _values(args, attribute)
-        else:
-            values = _values(events, path)
-        columns.append(ids.series(column, values) if builder == ID else builder(column, values))  # type: ignore[operator]
-    return pl.DataFrame(columns)
+def _series(name: str, values: Sequence[Any], ids: IdMapper) -> pl.Series:
+    if name in ("ts_ns", "dur_ns"):
+        return _ns(name, values)
+    if name in _STRINGS:
+        return pl.Series(name, values, dtype=pl.String)
+    if name in _FLOATS:
+        return pl.Series(name, values, dtype=pl.Float64, strict=False)
+    if name in _DIMS:
+        return pl.Series(name, values, dtype=pl.Int64, strict=False)
+    return ids.series(name, values)
 
 
-def _values(items: Sequence[object], path: str) -> list[Any]:
-    try:
-        return list(map(attrgetter(path), items))
-    except AttributeError:  # e.g. a grid written as text where a [x, y, z] array was expected
-        parent, _, leaf = path.rpartition(".")
-        owners = map(attrgetter(parent), items)
-        return [getattr(owner, leaf, None) for owner in owners]
+def _frame(columns: Columns, ids: IdMapper, rank: int) -> pl.DataFrame:
+    frame = pl.DataFrame([_series(name, values, ids) for name, values in columns.items()])
+    return frame.with_columns(rank=pl.lit(rank, pl.Int32))
 
 
-def _complete_spans(events: list[Event]) -> list[Event]:
-    """Only complete events (ph "X") are intervals; other phases in these categories are rare."""
-    if set(map(attrgetter("ph"), events)) <= {"X"}:
-        return events
-    return [event for event in events if event.ph == "X"]
-
-
-def interval_frame(
-    buckets: dict[str, list[Event]],
-    categories: dict[str, str],
-    fields: Sequence[Field],
-    ids: IdMapper,
-    rank: int,
-    source: Path,
-) -> pl.DataFrame:
-    """Complete events of ``categories``, one column per field, plus rank and the category."""
+def _stack(
+    extracted: Extracted, frame: str, categories: dict[str, str], ids: IdMapper, rank: int
+) -> pl.DataFrame | None:
     parts = [
-        _build(_complete_spans(events), fields, ids, cat in LEGACY_CATS, source).with_columns(
-            rank=pl.lit(rank, pl.Int32), cat=pl.lit(categories[cat], pl.String)
-        )
-        for cat, events in buckets.items()
-        if cat in categories
+        _frame(columns, ids, rank).with_columns(cat=pl.lit(categories[cat], pl.String))
+        for (kind, cat), columns in extracted.parts.items()
+        if kind == frame
     ]
-    if not parts:
-        return _build([], fields, ids, False, source).with_columns(
-            rank=pl.lit(rank, pl.Int32), cat=pl.lit(None, pl.String)
+    return pl.concat(parts, how="vertical") if parts else None
+
+
+@dataclass(frozen=True)
+class Frames:
+    gpu: pl.DataFrame
+    cpu: pl.DataFrame
+    flows: pl.DataFrame
+    instants: pl.DataFrame
+    thread_names: dict[str, str]
+
+
+def build_frames(extracted: Extracted, rank: int) -> Frames:
+    """Typed frames (without linking columns) from merged extractions."""
+    ids = IdMapper()
+    gpu = _stack(extracted, "gpu", GPU_KINDS, ids, rank)
+    if gpu is not None:
+        gpu = gpu.with_columns(
+            kind=pl.col("cat"),
+            # Kineto puts the device in args; the oldest traces only in pid.
+            device=pl.coalesce("device", "pid"),
         )
-    return pl.concat(parts, how="vertical")
-
-
-def gpu_frame(
-    buckets: dict[str, list[Event]], ids: IdMapper, rank: int, source: Path
-) -> pl.DataFrame:
-    """GPU activities (kernels, memcpy, memset) without the linking columns."""
-    frame = interval_frame(buckets, GPU_KINDS, _GPU, ids, rank, source)
-    return frame.with_columns(
-        kind=pl.col("cat"),
-        # Kineto puts the device in args; the oldest traces only in pid.
-        device=pl.coalesce("device", "pid").cast(pl.Int32),
-    ).select(c for c in GPU_SCHEMA if c in frame.columns or c == "kind")
-
-
-def cpu_frame(
-    buckets: dict[str, list[Event]], ids: IdMapper, rank: int, source: Path
-) -> pl.DataFrame:
-    """CPU intervals (ops, annotations, runtime/driver calls) without the linking columns."""
-    ops = {cat: name for cat, name in CPU_CATS.items() if name in ("cpu_op", "user_annotation")}
-    calls = {cat: name for cat, name in CPU_CATS.items() if cat not in ops}
-    frame = pl.concat(
-        [
-            interval_frame(buckets, ops, _COMMON, ids, rank, source),
-            interval_frame(buckets, calls, _CALL, ids, rank, source),
-        ],
-        how="diagonal",
+    calls = _stack(extracted, "call", CALL_CATS, ids, rank)
+    ops = _stack(extracted, "op", OP_CATS, ids, rank)
+    cpu_parts = [f for f in (ops, calls) if f is not None]
+    cpu = pl.concat(cpu_parts, how="diagonal") if cpu_parts else None
+    return Frames(
+        gpu=_conform(gpu, _unlinked(GPU_SCHEMA)),
+        cpu=_conform(cpu, _unlinked(CPU_SCHEMA)),
+        flows=_conform(_frame(extracted.parts["flow", ""], ids, rank), FLOW_SCHEMA),
+        instants=_conform(_frame(extracted.parts["instant", ""], ids, rank), INSTANT_SCHEMA),
+        thread_names=_thread_names(extracted.parts["meta", ""]),
     )
-    return frame.select(c for c in CPU_SCHEMA if c in frame.columns)
 
 
-def flow_frame(events: list[Event], ids: IdMapper, rank: int, source: Path) -> pl.DataFrame:
-    fields: tuple[Field, ...] = (
-        ("cat", "cat", _str),
-        ("id", "id", ID),
-        ("phase", "ph", _str),
-        ("pid", "pid", ID),
-        ("tid", "tid", ID),
-        ("ts_ns", "ts", _ns),
+def _conform(frame: pl.DataFrame | None, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Exactly ``schema``'s columns, in order; those the trace lacks are null."""
+    if frame is None:
+        return pl.DataFrame(schema=schema)
+    return frame.select(
+        (pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name)
+        for name, dtype in schema.items()
     )
-    frame = _build(events, fields, ids, False, source).with_columns(rank=pl.lit(rank, pl.Int32))
-    return frame.select(FLOW_SCHEMA.keys()).cast(FLOW_SCHEMA)  # type: ignore[arg-type]
 
 
-def instant_frame(events: list[Event], ids: IdMapper, rank: int, source: Path) -> pl.DataFrame:
-    fields: tuple[Field, ...] = (
-        ("cat", "cat", _str),
-        ("name", "name", _str),
-        ("pid", "pid", ID),
-        ("tid", "tid", ID),
-        ("ts_ns", "ts", _ns),
-    )
-    frame = _build(events, fields, ids, False, source).with_columns(rank=pl.lit(rank, pl.Int32))
-    return frame.select(INSTANT_SCHEMA.keys()).cast(INSTANT_SCHEMA)  # type: ignore[arg-type]
+def _unlinked(schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
+    """The columns of ``schema`` that exist before linking."""
+    linked = {
+        "linked", "launch_api", "launch_ts_ns", "launch_dur_ns", "launch_tid", "op_id",
+        "op_name", "annotation", "iteration", "parent_id", "depth",
+    }  # fmt: skip
+    return {name: dtype for name, dtype in schema.items() if name not in linked}
+
+
+def _thread_names(columns: Columns) -> dict[str, str]:
+    """``"pid"`` -> process name and ``"pid:tid"`` -> thread name, from ph "M" events."""
+    names: dict[str, str] = {}
+    for kind, pid, tid, label in zip(
+        columns["name"], columns["pid"], columns["tid"], columns["label"], strict=True
+    ):
+        if not isinstance(label, str):
+            continue
+        if kind == "process_name":
+            names[str(pid)] = label
+        elif kind == "thread_name":
+            names[f"{pid}:{tid}"] = label
+    return names
+
+
+__all__ = ["Extracted", "Frames", "IdMapper", "build_frames", "extract"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.load.decode import VERSION_KEYS, Event, TraceDocument, decode_args
+from traceanalyze.load.decode import VERSION_KEYS, TraceDocument
 from traceanalyze.schema import DEVICE_SCHEMA
 from traceanalyze.trace import TraceMeta
 
@@ -48,20 +48,6 @@ def device_frame(document: TraceDocument, rank: int) -> pl.DataFrame:
                 row[column] = properties[key]
         rows.append(row)
     return pl.DataFrame(rows, schema=DEVICE_SCHEMA, strict=False)
-
-
-def thread_names(metadata_events: list[Event], path: Path) -> dict[str, str]:
-    """``"pid"`` -> process name and ``"pid:tid"`` -> thread name, from ph "M" events."""
-    names: dict[str, str] = {}
-    for event, args in zip(metadata_events, decode_args(metadata_events, path), strict=True):
-        label = args.name
-        if not isinstance(label, str):
-            continue
-        if event.name == "process_name":
-            names[str(event.pid)] = label
-        elif event.name == "thread_name":
-            names[f"{event.pid}:{event.tid}"] = label
-    return names
 
 
 def trace_meta(

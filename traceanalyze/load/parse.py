@@ -7,8 +7,8 @@ from pathlib import Path
 
 from traceanalyze.link import link
 from traceanalyze.load import frames
-from traceanalyze.load.decode import decode_document, gc_paused
-from traceanalyze.load.metadata import device_frame, rank_of, thread_names, trace_meta
+from traceanalyze.load.decode import TraceDocument, decode_document, gc_paused
+from traceanalyze.load.metadata import device_frame, rank_of, trace_meta
 from traceanalyze.load.read import read_bytes
 from traceanalyze.trace import Trace
 
@@ -26,42 +26,32 @@ def _parse(path: Path, default_rank: int, timer: StageTimer | None) -> Trace:
     mark = timer or (lambda _stage: None)
     data = read_bytes(path)
     mark("read")
-    document = decode_document(data, path)
+    header, extracted = _decode(data, path)
     del data  # the raw bytes are the largest object alive; free them before building frames
     mark("decode")
-    events = document.traceEvents or []
-    rank = rank_of(document, default_rank)
-    buckets = frames.bucket_by_category(events)
-    counts = {cat or "(none)": len(bucket) for cat, bucket in buckets.items()}
-    ids = frames.IdMapper()
-    other = [
-        event
-        for cat, bucket in buckets.items()
-        if cat not in frames.GPU_KINDS
-        and cat not in frames.CPU_CATS
-        and cat not in frames.SKIPPED_CATS
-        for event in bucket
-    ]
-    flows = [e for e in other if e.ph in frames.FLOW_PHASES]
-    instants = [e for e in other if e.ph in frames.INSTANT_PHASES]
-    gpu = frames.gpu_frame(buckets, ids, rank, path)
-    cpu = frames.cpu_frame(buckets, ids, rank, path)
-    flow = frames.flow_frame(flows, ids, rank, path)
-    instant = frames.instant_frame(instants, ids, rank, path)
-    names = thread_names([e for e in buckets.get("", []) if e.ph == "M"], path)
-    meta = trace_meta(document, path, rank, counts, names)
-    devices = device_frame(document, rank)
-    del document, events, buckets, other, flows, instants
+    rank = rank_of(header, default_rank)
+    built = frames.build_frames(extracted, rank)
+    meta = trace_meta(header, path, rank, extracted.counts, built.thread_names)
+    del extracted
+    devices = device_frame(header, rank)
     mark("frames")
-    linked = link(cpu, gpu, rank)
+    linked = link(built.cpu, built.gpu, rank)
     mark("link")
     return Trace(
         meta=(meta,),
         gpu=linked.gpu,
         cpu=linked.cpu,
-        flows=flow,
-        instants=instant,
+        flows=built.flows,
+        instants=built.instants,
         iterations=linked.iterations,
         devices=devices,
         iteration_source=linked.iteration_source,
     )
+
+
+def _decode(data: bytes, path: Path) -> tuple[TraceDocument, frames.Extracted]:
+    """Decode and pull the needed fields into column lists."""
+    document = decode_document(data, path)
+    events = document.traceEvents or []
+    document.traceEvents = None
+    return document, frames.extract(events, path)
