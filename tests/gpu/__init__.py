@@ -1,0 +1,1 @@
+"""GPU-only tests: marked ``gpu`` and skipped without CUDA."""

@@ -1,0 +1,6 @@
+"""Kernel classification: the taxonomy's rules (data) and the columnar classifier."""
+
+from traceanalyze.classify.classify import category_expr, classify, gemm_precision_expr
+from traceanalyze.classify.rules import CATEGORIES
+
+__all__ = ["CATEGORIES", "category_expr", "classify", "gemm_precision_expr"]

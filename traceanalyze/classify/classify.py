@@ -1,0 +1,161 @@
+"""Classify GPU activities into the kernel taxonomy, columnar.
+
+The rule tables in :mod:`traceanalyze.classify.rules` are compiled into Polars expressions: one
+``when/then`` chain over the kernel name (evaluated once per distinct name, then joined back),
+one over the launching CPU op context, one for the GEMM precision. No per-row Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import cache
+
+import polars as pl
+
+from traceanalyze.classify.rules import (
+    FALLBACK_CATEGORY,
+    GEMM_PRECISION_RULES,
+    KIND_CATEGORIES,
+    MAX_OP_ANCESTORS,
+    NAME_RULES,
+    OP_REFINEMENTS,
+    UNKNOWN_PRECISION,
+)
+from traceanalyze.errors import AnalysisError
+
+GPU_COLUMNS = ("rank", "kind", "name", "op_id")
+CPU_COLUMNS = ("rank", "op_id", "parent_id", "name")
+
+# Helper column names; the leading underscore keeps them apart from schema columns.
+_NAME_CATEGORY = "_name_category"
+_ANCESTOR = "_ancestor"
+_NEXT = "_next"
+
+
+def _first_match(subject: pl.Expr, rules: Iterable[tuple[str, str]], otherwise: pl.Expr) -> pl.Expr:
+    """``when(subject matches p1) then v1 ... otherwise``, in table order."""
+    chain: pl.Expr = otherwise
+    # Built back to front so the first rule of the table ends up outermost and wins.
+    for value, pattern in reversed(tuple(rules)):
+        chain = pl.when(subject.str.contains(pattern)).then(pl.lit(value)).otherwise(chain)
+    return chain
+
+
+@cache
+def category_expr() -> pl.Expr:
+    """The name-based category of a GPU activity, from its ``kind`` and ``name`` columns.
+
+    ``kind`` "memcpy"/"memset" map to those categories; kernels go through ``NAME_RULES`` and
+    fall back to "other". Usable in any ``with_columns``; the CPU-op refinements that
+    :func:`classify` adds need the cpu frame and are not part of this expression.
+    """
+    by_name = _first_match(pl.col("name"), NAME_RULES, pl.lit(FALLBACK_CATEGORY))
+    chain = by_name
+    for kind, category in reversed(KIND_CATEGORIES):
+        chain = pl.when(pl.col("kind") == kind).then(pl.lit(category)).otherwise(chain)
+    return chain.cast(pl.String).alias("category")
+
+
+@cache
+def gemm_precision_expr() -> pl.Expr:
+    """Input precision of rows whose ``category`` is "gemm" (null for every other category)."""
+    precision = _first_match(pl.col("name"), GEMM_PRECISION_RULES, pl.lit(UNKNOWN_PRECISION))
+    return (
+        pl.when(pl.col("category") == "gemm")
+        .then(precision)
+        .otherwise(pl.lit(None))
+        .cast(pl.String)
+        .alias("gemm_precision")
+    )
+
+
+def _flag(index: int) -> str:
+    return f"_refine_{index}"
+
+
+def _require(frame: pl.DataFrame, columns: Sequence[str], which: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise AnalysisError(
+            f"cannot classify kernels: the {which} frame lacks column(s) {', '.join(missing)}",
+            fix="pass the frames of a loaded Trace (trace.gpu, trace.cpu)",
+        )
+
+
+def _op_context_flags(gpu: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.LazyFrame:
+    """Per launching op (rank, op_id): does it or one of its nearest ancestors match each
+    refinement's op pattern?
+
+    The ancestor walk is a fixed number of self-joins on ``parent_id`` over the ops that
+    launched something, so its cost does not depend on the depth of the call tree.
+    """
+    flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
+    ops = cpu.select(
+        "rank",
+        "op_id",
+        "parent_id",
+        *(
+            pl.col("name").str.contains(r.op_pattern).fill_null(False).alias(f)
+            for r, f in zip(OP_REFINEMENTS, flags, strict=True)
+        ),
+    )
+    launching = gpu.select("rank", "op_id").drop_nulls().unique()
+    walk = launching.join(ops, on=["rank", "op_id"], how="inner").rename({"parent_id": _ANCESTOR})
+    parents = ops.select(
+        "rank",
+        pl.col("op_id").alias(_ANCESTOR),
+        pl.col("parent_id").alias(_NEXT),
+        *(pl.col(f).alias(f"{f}_up") for f in flags),
+    )
+    for _ in range(MAX_OP_ANCESTORS):
+        walk = (
+            walk.join(parents, on=["rank", _ANCESTOR], how="left")
+            .with_columns(
+                *(pl.col(f) | pl.col(f"{f}_up").fill_null(False) for f in flags),
+                pl.col(_NEXT).alias(_ANCESTOR),
+            )
+            .drop(_NEXT, *(f"{f}_up" for f in flags))
+        )
+    return walk.select("rank", "op_id", *flags)
+
+
+def _refined_category() -> pl.Expr:
+    """Apply ``OP_REFINEMENTS`` (first match wins) on top of the name-based category."""
+    name_category = pl.col(_NAME_CATEGORY)
+    chain: pl.Expr = name_category
+    for index, refinement in reversed(tuple(enumerate(OP_REFINEMENTS))):
+        applies = (pl.col("kind") == "kernel") & pl.col(_flag(index)).fill_null(False)
+        if refinement.applies_to is not None:
+            applies = applies & name_category.is_in(refinement.applies_to)
+        chain = pl.when(applies).then(pl.lit(refinement.category)).otherwise(chain)
+    return chain.cast(pl.String).alias("category")
+
+
+def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """Add ``category`` and ``gemm_precision`` (String) to the gpu frame of a trace.
+
+    ``category`` follows the taxonomy of ARCHITECTURE.md: the kernel name decides
+    (:func:`category_expr`), then the CPU op that launched the kernel refines ambiguous cases
+    (``OP_REFINEMENTS``: copies under a transpose/contiguous, anything under cuDNN attention,
+    GEMMs under a convolution). ``gemm_precision`` is null except for GEMMs. Row order and the
+    existing columns are kept.
+    """
+    _require(gpu, GPU_COLUMNS, "gpu")
+    _require(cpu, CPU_COLUMNS, "cpu")
+    flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
+    lazy_gpu = gpu.lazy()
+    # Names repeat thousands of times; matching each distinct name once keeps the regex work
+    # proportional to the vocabulary, not to the number of launches.
+    by_name = (
+        lazy_gpu.select("kind", "name").unique().with_columns(category_expr().alias(_NAME_CATEGORY))
+    )
+    context = _op_context_flags(lazy_gpu, cpu.lazy())
+    return (
+        lazy_gpu.drop("category", "gemm_precision", strict=False)
+        .join(by_name, on=["kind", "name"], how="left", nulls_equal=True, maintain_order="left")
+        .join(context, on=["rank", "op_id"], how="left", maintain_order="left")
+        .with_columns(_refined_category())
+        .with_columns(gemm_precision_expr())
+        .drop(_NAME_CATEGORY, *flags)
+        .collect()
+    )

@@ -1,0 +1,212 @@
+"""Kernel classification rules, as data.
+
+Three ordered tables drive :mod:`traceanalyze.classify.classify`:
+
+* ``NAME_RULES``: (category, regex on the kernel name). The first match wins, so specific
+  families come before the generic ones that would also match them (fused attention before
+  softmax, convolution before GEMM since implicit-GEMM convolutions say "gemm", copy before
+  elementwise since PyTorch's copy kernels are elementwise templates).
+* ``OP_REFINEMENTS``: where the name alone is ambiguous, the CPU op that launched the kernel (or
+  one of its nearest ancestors) decides.
+* ``GEMM_PRECISION_RULES``: (precision, regex) for kernels classified as ``gemm``.
+
+Patterns use the Rust ``regex`` syntax that Polars speaks: no look-around, ``(?i)`` for
+case-insensitive matching. Names were surveyed on real traces from A100, V100, H100, MI210,
+MI250 and MI300 and on the kernel families ARCHITECTURE.md lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The taxonomy, in the order ARCHITECTURE.md lists it.
+CATEGORIES: tuple[str, ...] = (
+    "fused_attention",
+    "gemm",
+    "convolution",
+    "softmax",
+    "transpose",
+    "memcpy",
+    "memset",
+    "copy",
+    "fill",
+    "mask",
+    "elementwise",
+    "reduction",
+    "normalization",
+    "indexing",
+    "optimizer",
+    "communication",
+    "other",
+)
+
+# GPU activities whose kind alone says what they are (the ``kind`` column of the gpu frame).
+KIND_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("memcpy", "memcpy"),
+    ("memset", "memset"),
+)
+
+FALLBACK_CATEGORY = "other"
+
+NAME_RULES: tuple[tuple[str, str], ...] = (
+    # NCCL/RCCL names embed the reduction ("Sum") and a dtype, so they go before everything.
+    (
+        "communication",
+        r"(?i)nccl|rccl|msccl|multimem_|cross_device_reduce"
+        r"|(^|[^a-z])(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)",
+    ),
+    # torch.compile (Inductor) names kernels triton_{poi,red,per,tem}_fused_<sorted aten ops>_<n>.
+    # The prefix is the reliable part: a pointwise prologue of SDPA is called
+    # triton_poi_fused__scaled_dot_product_..._attention_0 but is not an attention kernel.
+    ("fused_attention", r"^triton_.*(flex_attention|flex_decoding)|^triton_tem_.*(attention|sdpa)"),
+    ("convolution", r"^triton_tem_.*conv"),
+    ("gemm", r"^triton_tem_"),  # the remaining templates are mm/bmm/addmm
+    ("softmax", r"^triton_(red|per)_.*softmax"),
+    # Inductor sorts the op names, so a decomposed RMSNorm reads "mean_..._pow_rsqrt" and a
+    # decomposed LayerNorm "..._rsqrt_..._var_mean".
+    (
+        "normalization",
+        r"^triton_(red|per)_.*(layer_norm|group_norm|batch_norm|rms_norm"
+        r"|mean.*pow.*rsqrt|rsqrt.*var_mean)",
+    ),
+    ("reduction", r"^triton_(red|per)_"),
+    ("elementwise", r"^triton_poi_"),
+    # FlashAttention 2/3 (pytorch_flash::, flash::), memory-efficient (fmha_cutlassF/B,
+    # AttentionKernel), cuDNN (cudnn_generated_fort_native_sdpa_*), Blackwell fmhaSm100*,
+    # composable-kernel/aiter fmha on ROCm, Triton attn_fwd/_attn_bwd, paged attention.
+    (
+        "fused_attention",
+        r"(?i)flash|fmha|sdpa|attention|attn_(fwd|bwd)|fused_attn|mha_(fwd|bwd)|xformers",
+    ),
+    # cuDNN/MIOpen/CUTLASS convolutions, including the implicit-GEMM ones that also say "gemm",
+    # and their helpers (cask offsets, FFT and Winograd transforms, wgrad reductions).
+    (
+        "convolution",
+        r"(?i)convol|conv[123]d|conv_(fwd|bwd|wrw|dgrad|wgrad)|grouped_conv|naive_conv"
+        r"|miopen\w*conv|igemm_(fwd|bwd|wrw)|implicit_?gemm|scudnn|winograd|fprop|dgrad|wgrad"
+        r"|cask_cudnn|fft2d_(r2c|c2r).*cudnn|cudnn::cnn::|nhwckrsc",
+    ),
+    # cuBLAS/cuBLASLt (sgemm, xmma, nvjet, gemv, split-K reduction and epilogue helpers),
+    # CUTLASS, hipBLASLt/Tensile (Cijk_*), rocBLAS, composable-kernel gemm, Triton matmul.
+    (
+        "gemm",
+        r"(?i)gemm|gemv|nvjet|cijk_|cublas|matmul|(^|[^a-z])b?mm_kernel|splitkreduce"
+        r"|reducesplitk|splitk_reduce|wgmma|cutlass.*(tensorop|simt)|rocblas|hipblaslt",
+    ),
+    ("softmax", r"(?i)softmax"),
+    # PyTorch's layer/group norm kernels (RowwiseMoments, GammaBetaBackward, ...), cuDNN
+    # bn_fw/bn_bw, apex cuApplyLayerNorm/cuComputeGradInput, batch_norm_* (also inside
+    # elementwise templates).
+    (
+        "normalization",
+        r"(?i)layer_?norm|rms_?norm|group_?norm|batch_?norm|instance_?norm|bn_(fw|bw)"
+        r"|rowwisemoments|gammabeta|computeinternalgradients|computefusedparams"
+        r"|backwardfusedparams|cuapply(layer|rms)norm|cucomputegradinput|cucomputepartgrad",
+    ),
+    # Layout changes: transpose/permute kernels and cuDNN's NCHW<->NHWC conversions (a cost that
+    # channels_last removes, so it is worth seeing apart from the convolution itself).
+    ("transpose", r"(?i)transpose|permute|nchw_?to_?nhwc|nhwc_?to_?nchw|nchw2nhwc|nhwc2nchw"),
+    (
+        "mask",
+        r"(?i)masked_fill|masked_scatter|masked_select|triu_tril|where_kernel|mask_kernel"
+        r"|causal_mask|attn_mask",
+    ),
+    # multi_tensor_apply_kernel is the foreach machinery that fused optimizers run on. "_adam"
+    # and "adam_" keep "hadamard" out; "lamb_" keeps "lambda" out.
+    (
+        "optimizer",
+        r"(?i)multi_tensor_apply|fused_?adam|_adam|adam_|adamw|(^|[^a-z])sgd|lamb_|adagrad|rmsprop"
+        r"|_foreach_",
+    ),
+    # "index_" rather than "index": elementwise_kernel_with_index (arange) is not indexing.
+    (
+        "indexing",
+        r"(?i)index_|indexselect|indexfunc|indexing|gather|scatter|embedding|take_kernel"
+        r"|put_kernel|nonzero|unique|upsample|grid_sampler|interpolat|roi_align|bucketize"
+        r"|searchsorted|repeat_interleave|one_hot|partials_per_segment",
+    ),
+    # Copies and casts: direct_copy_kernel_cuda, bfloat16_copy_kernel_cuda, CatArrayBatchedCopy,
+    # ROCm's __amd_rocclr_copyBuffer*, MIOpen's CastTensor/CopyTensor, im2col/col2im.
+    (
+        "copy",
+        r"(?i)copy|_to_copy|cast_kernel|convert_|concat|catarray|cat_array"
+        r"|subtensoropwith(cast|sub)tensor|im2col|col2im|reshape_and_cache",
+    ),
+    # FillFunctor, ROCm's __amd_rocclr_fillBuffer*, MIOpen's SetTensor (SubTensorOpWithScalar).
+    ("fill", r"(?i)fill|memset|zero_kernel|subtensoropwithscalar"),
+    # Reductions, scans, sorts, pooling (a windowed reduction) and losses.
+    (
+        "reduction",
+        r"(?i)reduce|reduction|cumsum|cumprod|scan|sort|topk|radix|argmax|argmin|logsumexp|nll"
+        r"|cross_?entropy|loss|mse_|bce_|pool|welford|histc|norm_kernel",
+    ),
+    (
+        "elementwise",
+        r"(?i)elementwise|pointwise|functor|unrolled|vectorized|activation|gelu|relu|silu|swiglu"
+        r"|geglu|sigmoid|tanh|dropout|distribution|philox|curand|random|bernoulli|clamp"
+        r"|threshold|scale|bias|rotary|(^|[^a-z])rope",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class OpRefinement:
+    """Reassign a name-based category from the CPU op context of a kernel.
+
+    ``op_pattern`` is matched against the innermost CPU op that launched the kernel and its
+    nearest ancestors (see ``MAX_OP_ANCESTORS``). ``applies_to`` lists the name-based categories
+    it may override; ``None`` means every kernel (memcpy/memset activities are never refined).
+    """
+
+    category: str
+    op_pattern: str
+    applies_to: tuple[str, ...] | None
+
+
+# How many ancestors above the innermost op are inspected. aten::contiguous -> aten::clone ->
+# aten::copy_ -> kernel needs two; module-level ops far above must not leak into the kernels
+# below them, hence a small bound.
+MAX_OP_ANCESTORS = 4
+
+OP_REFINEMENTS: tuple[OpRefinement, ...] = (
+    # cuDNN SDPA launches helper kernels (and may use generic names) from inside these ops; each
+    # of them is part of the fused attention, not a separate category of work.
+    OpRefinement(
+        "fused_attention",
+        r"^aten::(_cudnn_attention_(forward|backward)|_scaled_dot_product_cudnn_attention)",
+        None,
+    ),
+    # Traces rarely record shapes and strides, so whether a copy permutes data can only be read
+    # from its context: a copy kernel under aten::contiguous (or a transpose/permute/t op) is
+    # assumed to materialise a transposed layout. This is a heuristic: .contiguous() of a
+    # sliced or expanded tensor is counted too, and .reshape() of a transposed tensor is not.
+    OpRefinement("transpose", r"^aten::(transpose|permute|t|contiguous)$", ("copy",)),
+    # cuDNN and the slow convolution paths run plain GEMM kernels (volta_sgemm_*, cutlass
+    # s1688gemm, ampere_gcgemm for FFT) and unnamed helpers as steps of a convolution.
+    OpRefinement(
+        "convolution",
+        r"^aten::(_?convolution|cudnn_convolution|miopen_convolution|miopen_depthwise_convolution"
+        r"|convolution_backward|_slow_conv2d|slow_conv|_conv_depthwise2d|mkldnn_convolution"
+        r"|conv[123]d$|conv_transpose[123]d$)",
+        ("gemm", "other"),
+    ),
+)
+
+# Input precision of GEMM kernels, first match wins. Tensile/hipBLASLt names carry the data type
+# as the first token after the index strings: Cijk_Ailk_Bljk_<type>_..., B = bf16, H = fp16,
+# S = fp32, F8/B8 = fp8, I8 = int8.
+GEMM_PRECISION_RULES: tuple[tuple[str, str], ...] = (
+    ("fp8", r"(?i)fp8|e4m3|e5m2|f8f6f4|(^|_)[fb]8"),
+    ("int8", r"(?i)int8|imma|i8i8|i8i32|s8s8|u8s8|_i8|tensorop_i\d"),
+    ("bf16", r"(?i)bf16|bfloat16|cijk_a[a-z]+_b[a-z]+_b[a-z]*_"),
+    ("fp16", r"(?i)f16|half|hgemm|h884|h1688|h16816|cijk_a[a-z]+_b[a-z]+_h[a-z]*_"),
+    # CUTLASS "s1688gemm" is the fp32-in/TF32-tensor-op GEMM on sm80+.
+    ("tf32", r"(?i)tf32|xf32|s1688"),
+    # Plain fp32 on the CUDA cores (SIMT): cuBLAS sgemm, CUTLASS simt, the fp32 xmma kernels
+    # cuBLAS picks when TF32 is off, complex fp32 (gcgemm) used by FFT convolutions.
+    ("fp32-cuda-cores", r"(?i)sgemm|ffma|gemm_f32|_f32f32_f32f32_f32|simt|cgemm|sgemv"),
+    # Tensor-core kernels whose names do not say the dtype (nvjet_tst_*, some xmma/cutlass).
+    ("tensor-core (unknown dtype)", r"(?i)nvjet|tensorop|wmma|xmma|wgmma|hmma|gmma|tcgen05|umma"),
+)
+
+UNKNOWN_PRECISION = "unknown"
