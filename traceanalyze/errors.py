@@ -43,5 +43,5 @@ class AnalysisError(TraceAnalyzeError):
     """An analysis cannot answer for this trace (for example a needed column is absent)."""
 
 
-class ExpectationFailed(TraceAnalyzeError):
+class ExpectationFailed(TraceAnalyzeError):  # noqa: N818 (a verdict, not a fault)
     """`traceanalyze check`: one or more stated expectations do not hold."""

@@ -29,9 +29,13 @@ class TraceMeta:
     thread_names: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Trace:
-    """A loaded trace. Frames follow the schemas in :mod:`traceanalyze.schema`."""
+    """A loaded trace. Frames follow the schemas in :mod:`traceanalyze.schema`.
+
+    Compared and hashed by identity (``eq=False``): frames have no cheap equality, and analyses
+    memoise derived frames per Trace object.
+    """
 
     meta: tuple[TraceMeta, ...]
     gpu: pl.DataFrame

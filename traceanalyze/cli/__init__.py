@@ -22,7 +22,7 @@ class LibraryError(click.ClickException):
         self.exit_code = error.exit_code
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"traceanalyze: error: {self.format_message()}", err=True)
+        click.echo(f"traceanalyze: {self.format_message()}", err=True)
 
 
 class Commands(click.Group):
@@ -40,9 +40,11 @@ def main() -> None:
 
 
 def _register() -> None:
+    from traceanalyze.cli.analyses import COMMANDS
     from traceanalyze.cli.info import info
 
-    main.add_command(info)
+    for command in (info, *COMMANDS):
+        main.add_command(command)
 
 
 _register()

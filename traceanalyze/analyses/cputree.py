@@ -1,0 +1,51 @@
+"""Questions about the CPU call tree: self time, outermost ops, ancestor chains."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceanalyze.link import nearest_ancestor
+from traceanalyze.trace import Trace
+
+# Views that only change metadata (shape/strides) on the CPU: no kernel unless materialised.
+VIEW_OPS = ("aten::transpose", "aten::permute", "aten::t", "aten::transpose_", "aten::swapaxes")
+# Ancestor chains are short in practice; this bounds the walk.
+_MAX_CHAIN = 32
+
+
+def with_self_time(cpu: pl.DataFrame) -> pl.DataFrame:
+    """Add ``self_ns``: duration minus the durations of direct children (ops and runtime calls)."""
+    children = cpu.group_by("parent_id").agg(children_ns=pl.col("dur_ns").sum())
+    return (
+        cpu.join(children, left_on="op_id", right_on="parent_id", how="left")
+        .with_columns(self_ns=pl.col("dur_ns") - pl.col("children_ns").fill_null(0))
+        .drop("children_ns")
+    )
+
+
+def outermost_ops(trace: Trace) -> pl.DataFrame:
+    """cpu_op rows with no cpu_op ancestor: the time spent inside PyTorch operators."""
+    ops = trace.cpu.filter(pl.col("cat") == "cpu_op")
+    ancestor = nearest_ancestor(trace.cpu, ops["op_id"], pl.col("cat") == "cpu_op")
+    return ops.filter(ancestor.is_null())
+
+
+def op_chains(cpu: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
+    """For each op id, the names of it and its cpu_op ancestors, outermost first."""
+    names = cpu.select("op_id", "parent_id", "name", "cat")
+    walk = op_ids.alias("cursor").to_frame().with_row_index("row")
+    walk = walk.with_columns(chain=pl.lit([], pl.List(pl.String)))
+    for _ in range(_MAX_CHAIN):
+        if walk["cursor"].is_null().all():
+            break
+        walk = (
+            walk.join(names, left_on="cursor", right_on="op_id", how="left")
+            .with_columns(
+                chain=pl.when(pl.col("cat") == "cpu_op")
+                .then(pl.concat_list(pl.col("name"), "chain"))
+                .otherwise("chain"),
+                cursor=pl.col("parent_id"),
+            )
+            .select("row", "cursor", "chain")
+        )
+    return walk.sort("row").get_column("chain")

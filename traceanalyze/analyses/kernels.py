@@ -1,0 +1,109 @@
+"""`kernels`: one row per distinct GPU activity name, the nsys-style kernel summary plus the
+category, launching op, occupancy (theoretical and reported) and GEMM precision."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.trace import Trace
+
+
+def _weighted_mean(column: str) -> pl.Expr:
+    """Duration-weighted mean of ``column`` over the rows where it is known."""
+    known = pl.col(column).is_not_null()
+    weight = pl.when(known).then(pl.col("dur_ns"))
+    return (pl.col(column) * weight).sum() / weight.sum()
+
+
+def _mode(column: str) -> pl.Expr:
+    return pl.col(column).drop_nulls().mode().sort().first()
+
+
+def kernel_table(trace: Trace) -> pl.DataFrame:
+    """Distinct kernels (and memcpy/memset names), by total time, longest first.
+
+    Counts and times cover every activity in the trace; ``count_per_iter`` only those launched
+    inside an iteration.
+    """
+    frame = activities(trace)
+    total_ns = frame["dur_ns"].sum() or 1
+    per_iteration = (
+        in_iterations(frame).group_by("name").agg(count_per_iter=pl.len() / iteration_count(trace))
+    )
+    table = frame.group_by("name").agg(
+        pl.col("kind").first(),
+        pl.col("category").first(),
+        count=pl.len(),
+        total_us=pl.col("dur_ns").sum() / 1e3,
+        mean_us=pl.col("dur_ns").mean() / 1e3,
+        min_us=pl.col("dur_ns").min() / 1e3,
+        max_us=pl.col("dur_ns").max() / 1e3,
+        share_pct=pl.col("dur_ns").sum() / total_ns * 100,
+        theoretical_occupancy_pct=_weighted_mean("theoretical_occupancy_pct"),
+        occupancy_limiter=_mode("occupancy_limiter"),
+        achieved_occupancy_pct=_weighted_mean("achieved_occupancy_pct"),
+        launch_op=_mode("op_name"),
+        launch_api=_mode("launch_api"),
+        gemm_precision=pl.col("gemm_precision").first(),
+        registers_per_thread=_mode("registers_per_thread"),
+        threads_per_block=_mode("threads_per_block"),
+        shared_memory=_mode("shared_memory"),
+    )
+    return (
+        table.join(per_iteration, on="name", how="left")
+        .with_columns(pl.col("count_per_iter").fill_null(0.0))
+        .sort(["total_us", "name"], descending=[True, False])
+        .select(
+            "name",
+            "category",
+            "kind",
+            "count",
+            "count_per_iter",
+            "total_us",
+            "mean_us",
+            "min_us",
+            "max_us",
+            "share_pct",
+            "theoretical_occupancy_pct",
+            "occupancy_limiter",
+            "achieved_occupancy_pct",
+            "launch_op",
+            "launch_api",
+            "gemm_precision",
+            "registers_per_thread",
+            "threads_per_block",
+            "shared_memory",
+        )
+    )
+
+
+def occupancy_table(trace: Trace) -> pl.DataFrame:
+    """Kernels with their launch footprint and occupancy, by total time."""
+    kernels = kernel_table(trace).filter(pl.col("kind") == "kernel")
+    return kernels.select(
+        "name",
+        "category",
+        "count",
+        "total_us",
+        "registers_per_thread",
+        "threads_per_block",
+        "shared_memory",
+        "theoretical_occupancy_pct",
+        "occupancy_limiter",
+        "achieved_occupancy_pct",
+    )
+
+
+def occupancy_by_category(trace: Trace) -> pl.DataFrame:
+    """Duration-weighted mean occupancy per kernel category."""
+    kernels = activities(trace).filter(pl.col("kind") == "kernel")
+    return (
+        kernels.group_by("category")
+        .agg(
+            total_us=pl.col("dur_ns").sum() / 1e3,
+            theoretical_occupancy_pct=_weighted_mean("theoretical_occupancy_pct"),
+            achieved_occupancy_pct=_weighted_mean("achieved_occupancy_pct"),
+        )
+        .sort("total_us", descending=True)
+    )

@@ -1,0 +1,136 @@
+"""`memcpy`: every memory copy and set, the CPU op chain that caused it, and what to change.
+
+The seed example: out-of-place ``masked_fill`` clones its input, so each call adds
+``aten::masked_fill -> aten::clone -> aten::copy_ -> Memcpy DtoD``; ``masked_fill_`` does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceanalyze.analyses.activities import activities, iteration_count
+from traceanalyze.analyses.cputree import op_chains
+from traceanalyze.trace import Trace
+
+# Out-of-place ATen ops that have an in-place twin (name + "_"): when their chain clones the
+# input, the in-place form saves a full copy of the tensor.
+IN_PLACE_TWINS = frozenset(
+    {
+        "masked_fill", "masked_scatter", "index_fill", "index_put", "index_add", "index_copy",
+        "scatter", "scatter_add", "scatter_reduce", "fill", "zero", "clamp", "relu", "add",
+        "sub", "mul", "div", "where", "tril", "triu", "addcmul", "addcdiv", "lerp", "sigmoid",
+        "tanh", "exp", "neg", "copy",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A chain pattern and the advice it earns.
+
+    ``{op}`` in the advice is the op captured by the pattern's first group; such a cause only
+    applies when that op has an in-place twin.
+    """
+
+    pattern: str
+    advice: str
+
+    @property
+    def names_op(self) -> bool:
+        return "{op}" in self.advice
+
+
+# First match wins. Patterns run over "op1 -> op2 -> ... -> <activity name>".
+CAUSES: tuple[Cause, ...] = (
+    Cause(
+        r"aten::(\w+) -> aten::clone -> (?:aten::\w+ -> )*aten::copy_ -> Memcpy DtoD",
+        "out-of-place `{op}` clones its input first; use `{op}_` where the input may be "
+        "overwritten",
+    ),
+    Cause(
+        r"aten::contiguous -> .*Memcpy DtoD",
+        "a non-contiguous (transposed or permuted) tensor is materialised by `.contiguous()`",
+    ),
+    Cause(
+        r"Memcpy HtoD",
+        "host-to-device copy inside the measured region; move inputs to the GPU once (or use "
+        "pinned memory with non_blocking=True)",
+    ),
+    Cause(
+        r"Memcpy DtoH",
+        "device-to-host copy: `.item()`, `.cpu()`, `.tolist()` or printing a tensor; it also "
+        "synchronises the CPU with the GPU",
+    ),
+    Cause(
+        r"aten::(?:bmm|mm|matmul|addmm|baddbmm|linear)\b.*Memset",
+        "cuBLAS zeroes a workspace or split-K accumulator; small and expected",
+    ),
+    Cause(
+        r"cudnn.*Memset",
+        "cuDNN zeroes a workspace (for example the softmax statistics); small and expected",
+    ),
+    Cause(r"Memset", "zero fill"),
+    Cause(r"Memcpy DtoD", "device-to-device copy"),
+)
+
+
+def memory_traffic(trace: Trace) -> pl.DataFrame:
+    """Memcpy/memset grouped by cause chain: count and bytes per iteration, time, advice."""
+    gpu = activities(trace).filter(pl.col("kind").is_in(["memcpy", "memset"]))
+    chains = op_chains(trace.cpu, gpu["op_id"])
+    gpu = gpu.with_columns(
+        chain=pl.concat_list(chains, pl.col("name")).list.join(" -> "),
+        in_iteration=pl.col("iteration").is_not_null(),
+    )
+    n = iteration_count(trace)
+    table = gpu.group_by("chain", "kind", "name").agg(
+        count=pl.len(),
+        count_per_iter=pl.col("in_iteration").sum() / n,
+        bytes_per_call=pl.col("bytes").mean(),
+        bytes_per_iter=pl.col("bytes").filter("in_iteration").sum() / n,
+        total_us=pl.col("dur_ns").sum() / 1e3,
+        launch_op=pl.col("op_name").first(),
+    )
+    return table.with_columns(advice=_advice_expr()).sort("total_us", descending=True)
+
+
+def _advice_expr() -> pl.Expr:
+    """The advice of the first cause that applies to each chain."""
+    expr: pl.Expr = pl.lit(None, pl.String)
+    for cause in reversed(CAUSES):
+        applies = pl.col("chain").str.contains(cause.pattern)
+        advice: pl.Expr = pl.lit(cause.advice)
+        if cause.names_op:
+            op = pl.col("chain").str.extract(cause.pattern, group_index=1)
+            applies = applies & op.is_in(sorted(IN_PLACE_TWINS))
+            pieces = cause.advice.split("{op}")
+            advice = pl.format("{}".join(pieces), *([op] * (len(pieces) - 1)))
+        expr = pl.when(applies).then(advice).otherwise(expr)
+    return expr
+
+
+def findings(trace: Trace) -> list[str]:
+    """One plain sentence per kind of memory traffic inside the iterations."""
+    table = memory_traffic(trace).filter(pl.col("count_per_iter") > 0)
+    sentences = table.select(
+        pl.format(
+            "{}: {} per iteration{}; {}.",
+            "chain",
+            pl.col("count_per_iter").round(2),
+            size_expr("bytes_per_call"),
+            "advice",
+        )
+    )
+    return sentences.to_series().to_list()
+
+
+def size_expr(column: str) -> pl.Expr:
+    """Text such as " of 32 MiB" for a byte count (empty when unknown)."""
+    nbytes = pl.col(column)
+    expr: pl.Expr = pl.format(" of {} B", nbytes.round(0).cast(pl.Int64))
+    for unit, scale in (("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30)):
+        scaled = pl.format(" of {} " + unit, (nbytes / scale).round(2))
+        expr = pl.when(nbytes >= scale).then(scaled).otherwise(expr)
+    return pl.when(nbytes > 0).then(expr).otherwise(pl.lit(""))

@@ -1,0 +1,189 @@
+"""Single-trace analysis commands: kernels, summary, occupancy, cudnn, memcpy, check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import polars as pl
+
+from traceanalyze.analyses import expectations as expect
+from traceanalyze.analyses.cudnn import cudnn_table
+from traceanalyze.analyses.kernels import kernel_table, occupancy_table
+from traceanalyze.analyses.memcpy import memory_traffic
+from traceanalyze.analyses.summary import summary as summarise
+from traceanalyze.cli.options import cache_options, output_options, resolve_output
+from traceanalyze.cli.progress import loading
+from traceanalyze.errors import ExpectationFailed
+from traceanalyze.load import load
+from traceanalyze.render.analyses import render_check, render_record, render_table
+from traceanalyze.trace import Trace
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def trace_argument(func: F) -> F:
+    return click.argument("trace", type=click.Path(path_type=Path))(func)
+
+
+def load_for_cli(path: Path, no_cache: bool, cache_dir: Path | None) -> Trace:
+    with loading([path]):
+        return load(path, cache=not no_cache, cache_dir=cache_dir)
+
+
+def _table_command(name: str, analysis: Callable[[Trace], pl.DataFrame], doc: str) -> click.Command:
+    """A command that loads TRACE, runs one table analysis and renders it."""
+
+    @click.command(name=name, help=doc)
+    @trace_argument
+    @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
+    @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows.")
+    @output_options
+    @cache_options
+    def command(
+        trace: Path,
+        full_names: bool,
+        top: int | None,
+        fmt: str | None,
+        output: Path | None,
+        force: bool,
+        no_cache: bool,
+        cache_dir: Path | None,
+    ) -> None:
+        out = resolve_output(fmt, output, force)
+        table = analysis(load_for_cli(trace, no_cache, cache_dir))
+        if top is not None:
+            table = table.head(top)
+        out.write(render_table(table, out.format, full_names=full_names), inputs=[trace])
+
+    return command
+
+
+kernels = _table_command(
+    "kernels",
+    kernel_table,
+    """Every distinct kernel (and memcpy/memset) with its category, count, time, launching op,
+    occupancy and GEMM precision, longest total time first.
+
+    \b
+    Example:
+      traceanalyze kernels sample_traces/h200_default/sdpa_math.json.gz --top 10
+      traceanalyze kernels trace.json.gz --format json -o kernels.json
+    """,
+)
+occupancy = _table_command(
+    "occupancy",
+    occupancy_table,
+    """Theoretical occupancy of each kernel from its footprint (registers, shared memory, block
+    size) and the GPU's limits, with the limiting resource, beside the occupancy the trace itself
+    reports (blank where Kineto wrote none or 0).
+
+    \b
+    Example:
+      traceanalyze occupancy sample_traces/h200_default/sdpa_flash.json.gz
+    """,
+)
+cudnn = _table_command(
+    "cudnn",
+    cudnn_table,
+    """CPU self time of the ops that call into cuDNN (mostly execution-plan building and
+    lookup), first call against steady state, per iteration, and the launch API.
+
+    \b
+    Example:
+      traceanalyze cudnn sample_traces/h200_default/sdpa_cudnn.json.gz
+    """,
+)
+memcpy = _table_command(
+    "memcpy",
+    memory_traffic,
+    """Every memory copy and set grouped by the CPU op chain that caused it, with bytes, time
+    and what to change.
+
+    \b
+    Example:
+      traceanalyze memcpy sample_traces/h200_default/naive.json.gz
+    """,
+)
+
+
+@click.command()
+@trace_argument
+@output_options
+@cache_options
+def summary(
+    trace: Path,
+    fmt: str | None,
+    output: Path | None,
+    force: bool,
+    no_cache: bool,
+    cache_dir: Path | None,
+) -> None:
+    """Per-iteration figures: kernels, memcpy/memset, GPU and CPU time, launch APIs, CPU-side
+    transposes, cuDNN planning time and time per kernel category.
+
+    \b
+    Example:
+      traceanalyze summary sample_traces/h200_default/sdpa_cudnn.json.gz --format json
+    """
+    out = resolve_output(fmt, output, force)
+    result = summarise(load_for_cli(trace, no_cache, cache_dir))
+    out.write(render_record(result, out.format), inputs=[trace])
+
+
+@click.command()
+@trace_argument
+@click.option(
+    "-e",
+    "--expect",
+    "expressions",
+    multiple=True,
+    metavar="'METRIC OP NUMBER'",
+    help="An expectation, e.g. 'kernels_per_iter <= 1'. Repeatable.",
+)
+@click.option(
+    "-f",
+    "--file",
+    "files",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A file of expectations, one per line ('#' comments).",
+)
+@output_options
+@cache_options
+def check(
+    trace: Path,
+    expressions: tuple[str, ...],
+    files: tuple[Path, ...],
+    fmt: str | None,
+    output: Path | None,
+    force: bool,
+    no_cache: bool,
+    cache_dir: Path | None,
+) -> None:
+    """Check stated expectations against TRACE; exit 1 if any is broken (for CI guards).
+
+    METRIC is a summary key (kernels_per_iter, memcpy_per_iter, gpu_kernel_us_per_iter, ...),
+    category:NAME (kernels of a category per iteration), category_us:NAME or launch_api:NAME.
+
+    \b
+    Example:
+      traceanalyze check sample_traces/h200_default/sdpa_flash.json.gz \\
+          -e 'kernels_per_iter <= 1' -e 'memcpy_per_iter == 0' -e 'category:softmax == 0'
+    """
+    parsed = [expect.parse(text) for text in expressions]
+    for path in files:
+        parsed += expect.read_file(path)
+    if not parsed:
+        raise click.UsageError("give at least one expectation with -e/--expect or -f/--file")
+    out = resolve_output(fmt, output, force)
+    results = expect.check(parsed, summarise(load_for_cli(trace, no_cache, cache_dir)))
+    out.write(render_check(results, out.format), inputs=[trace])
+    broken = int((~results["held"]).sum())
+    if broken:
+        raise ExpectationFailed(f"{broken} of {results.height} expectations broken", trace)
+
+
+COMMANDS = (kernels, summary, occupancy, cudnn, memcpy, check)

@@ -1,0 +1,42 @@
+"""Renderers for the single-trace analyses: a result in, a ``str`` out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceanalyze.render.names import short_name_expr
+from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
+
+
+def render_table(frame: pl.DataFrame, fmt: str, *, full_names: bool = False) -> str:
+    """A result table: markdown (names shortened unless ``full_names``), JSON or CSV."""
+    if fmt == "json":
+        return to_json(frame)
+    if fmt == "csv":
+        return to_csv(frame)
+    shown = frame
+    if not full_names:
+        shown = shown.with_columns(short_name_expr(c) for c in ("name",) if c in frame.columns)
+    return markdown_table(shown)
+
+
+def render_record(record: dict[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return to_json(record)
+    if fmt == "csv":
+        return to_csv(record)
+    return markdown_record(record)
+
+
+def render_check(results: pl.DataFrame, fmt: str) -> str:
+    if fmt != "md":
+        return render_table(results, fmt)
+    lines = [
+        f"{'held  ' if held else 'BROKEN'}  {expectation}   (measured {measured:g})"
+        for expectation, measured, held in results.rows()
+    ]
+    broken = int((~results["held"]).sum())
+    verdict = "all expectations held" if broken == 0 else f"{broken} of {results.height} broken"
+    return "\n".join([*lines, verdict]) + "\n"
