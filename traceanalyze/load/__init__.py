@@ -143,7 +143,7 @@ def _load_file(
         return parse_file(path, default_rank, timer)
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     try:
-        entry = entry_for(path, folder)
+        entry = entry_for(path, folder, default_rank)
     except OSError:
         return parse_file(path, default_rank, timer)  # read_bytes gives the precise error
     cached = read_entry(entry)

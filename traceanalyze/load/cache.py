@@ -21,7 +21,7 @@ import polars as pl
 from traceanalyze.trace import Trace, TraceMeta
 
 # Bump when frames or linking change, so stale entries are never read.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 _FRAMES = ("gpu", "cpu", "flows", "instants", "iterations", "devices")
 
 
@@ -33,9 +33,14 @@ def default_cache_dir() -> Path:
     return Path(base) / "traceanalyze"
 
 
-def entry_for(path: Path, cache_dir: Path) -> Path:
+def entry_for(path: Path, cache_dir: Path, default_rank: int = 0) -> Path:
     stat = path.stat()
-    identity = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{CACHE_FORMAT}|{pl.__version__}"
+    # The default rank (a file's place in its folder) is in the key: a trace without
+    # distributedInfo is rank 0 alone but rank 1 as a folder's second file.
+    identity = (
+        f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{default_rank}|{CACHE_FORMAT}"
+        f"|{pl.__version__}"
+    )
     digest = hashlib.sha256(identity.encode()).hexdigest()[:20]
     return cache_dir / f"{path.name[:60]}-{digest}"
 

@@ -59,6 +59,7 @@ class Args(msgspec.Struct, gc=False, frozen=True):
 
 
 _EMPTY_ARGS = msgspec.Raw(b"{}")
+_ZERO = msgspec.Raw(b"0")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -74,7 +75,9 @@ class Event(msgspec.Struct, gc=False):
     name: str = ""
     pid: Union[int, str] = 0  # noqa: UP007
     tid: Union[int, str] = 0  # noqa: UP007
-    ts: float = 0.0
+    # Raw, not float: an epoch timestamp in microseconds (1712195495505543.047) has 19 digits,
+    # more than a float64 keeps, so its nanoseconds would be lost. Durations fit a float.
+    ts: msgspec.Raw = _ZERO
     dur: float = 0.0
     id: Scalar = None
     args: msgspec.Raw = _EMPTY_ARGS
@@ -112,7 +115,7 @@ _ARGS = msgspec.json.Decoder(Args)
 _EVENT_ARRAY = msgspec.json.Decoder(list[Event])
 
 
-_FIX_NOT_A_TRACE = "Pass a trace written by torch.profiler (export_chrome_trace)."
+FIX_NOT_A_TRACE = "Pass a trace written by torch.profiler (export_chrome_trace)."
 
 
 @contextmanager
@@ -157,7 +160,7 @@ def decode_document(data: bytes, path: Path) -> TraceDocument:
         raise TraceFormatError(
             f"is JSON but not a Chrome trace ({exc})",
             path,
-            _FIX_NOT_A_TRACE,
+            FIX_NOT_A_TRACE,
         ) from None
     except msgspec.DecodeError as exc:
         raise _decode_error(exc, path) from None
@@ -165,7 +168,7 @@ def decode_document(data: bytes, path: Path) -> TraceDocument:
         raise TraceFormatError(
             "is JSON but not a Chrome trace: it has no traceEvents list",
             path,
-            _FIX_NOT_A_TRACE,
+            FIX_NOT_A_TRACE,
         )
     if not document.traceEvents:
         raise EmptyTraceError(

@@ -16,6 +16,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import polars as pl
 
 from traceanalyze.load.decode import Event, decode_args
@@ -199,13 +200,30 @@ class IdMapper:
             return pl.Series(name, [self.to_int(v) for v in values], dtype=pl.Int64)
 
 
+class BadTimestampError(ValueError):
+    """An event's ``ts`` is not a JSON number."""
+
+
 def _ns(name: str, micros: Sequence[Any]) -> pl.Series:
     # Kineto writes microseconds with three decimals. Whole microseconds and the fraction are
-    # scaled apart: epoch timestamps (~1.7e15 us) times 1000 would exceed float64's 53 bits.
+    # scaled apart so that the fraction rounds to the nearest nanosecond.
     us = pl.Series(name, micros, dtype=pl.Float64)
     whole = us.floor()
     fraction_ns = ((us - whole) * 1000.0).round().cast(pl.Int64)
     return whole.cast(pl.Int64) * 1000 + fraction_ns
+
+
+def _exact_ns(name: str, micros: Sequence[msgspec.Raw]) -> pl.Series:
+    """Timestamps as written (raw JSON numbers) -> integer nanoseconds, digit for digit."""
+    if not micros:
+        return pl.Series(name, [], pl.Int64)
+    text = pl.Series(name, [b"\n".join(micros).decode()]).str.split("\n").explode()
+    exact = text.cast(pl.Decimal(38, 3), strict=False)
+    if exact.null_count():
+        raise BadTimestampError(
+            f"has an event whose ts is not a number ({text.filter(exact.is_null())[0]})"
+        )
+    return (exact * 1000).cast(pl.Int64)
 
 
 _FLOATS = frozenset(
@@ -216,7 +234,9 @@ _DIMS = frozenset(f"{d}_{a}" for d in ("grid", "block") for a in "xyz")
 
 
 def _series(name: str, values: Sequence[Any], ids: IdMapper) -> pl.Series:
-    if name in ("ts_ns", "dur_ns"):
+    if name == "ts_ns":
+        return _exact_ns(name, values)
+    if name == "dur_ns":
         return _ns(name, values)
     if name in _STRINGS:
         return pl.Series(name, values, dtype=pl.String)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from traceanalyze.errors import TraceFormatError
 from traceanalyze.link import link
 from traceanalyze.load import frames
-from traceanalyze.load.decode import TraceDocument, decode_document, gc_paused
+from traceanalyze.load.decode import FIX_NOT_A_TRACE, TraceDocument, decode_document, gc_paused
 from traceanalyze.load.metadata import device_frame, rank_of, trace_meta
 from traceanalyze.load.read import read_bytes
 from traceanalyze.trace import Trace
@@ -30,7 +31,10 @@ def _parse(path: Path, default_rank: int, timer: StageTimer | None) -> Trace:
     del data  # the raw bytes are the largest object alive; free them before building frames
     mark("decode")
     rank = rank_of(header, default_rank)
-    built = frames.build_frames(extracted, rank)
+    try:
+        built = frames.build_frames(extracted, rank)
+    except frames.BadTimestampError as exc:
+        raise TraceFormatError(str(exc), path, FIX_NOT_A_TRACE) from None
     meta = trace_meta(header, path, rank, extracted.counts, built.thread_names)
     del extracted
     devices = device_frame(header, rank)

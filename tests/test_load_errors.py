@@ -1,0 +1,168 @@
+"""Bad inputs: each raises one specific error naming the file, the problem and the fix,
+and the input is left exactly as it was."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import traceanalyze
+from tests.micro import annotation, call, document, kernel, op, write, write_trace
+from traceanalyze.errors import (
+    EmptyTraceError,
+    TraceAnalyzeError,
+    TraceFormatError,
+    TraceReadError,
+)
+
+STEP = [
+    annotation("ProfilerStep#0", 0, 100),
+    op("aten::mm", 10, 50),
+    call("cudaLaunchKernel", 20, 5, 1),
+    kernel("gemm", 30, 10, 1),
+]
+TRACE_JSON = json.dumps(document(STEP)).encode()
+
+
+def corrupt_gzip(data: bytes) -> bytes:
+    packed = bytearray(gzip.compress(data, mtime=0))
+    middle = len(packed) // 2
+    packed[middle : middle + 8] = b"\xff" * 8
+    return bytes(packed)
+
+
+NOT_A_TRACE = "not a Chrome trace"
+# name -> (file name, content, expected error, words the message must contain)
+BAD_FILES: dict[str, tuple[str, bytes, type[TraceAnalyzeError], str]] = {
+    "truncated_json": ("t.json", TRACE_JSON[: len(TRACE_JSON) // 2], TraceFormatError, "truncated"),
+    "empty_file": ("t.json", b"", EmptyTraceError, "empty"),
+    "blank_file": ("t.json", b" \n\t\n", EmptyTraceError, "empty"),
+    "not_json": ("t.json", b"hello, world\n", TraceFormatError, "not valid JSON"),
+    "binary": ("t.json", bytes(range(256)), TraceFormatError, "not valid JSON"),
+    "json_object": ("t.json", b'{"loss": 0.25}', TraceFormatError, NOT_A_TRACE),
+    "events_not_list": ("t.json", b'{"traceEvents": 5}', TraceFormatError, NOT_A_TRACE),
+    "array_not_events": ("t.json", b"[1, 2, 3]", TraceFormatError, NOT_A_TRACE),
+    "json_string": ("t.json", b'"trace"', TraceFormatError, NOT_A_TRACE),
+    "event_with_text_time": (
+        "t.json", b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": "soon"}]}',
+        TraceFormatError, "ts is not a number",
+    ),
+    "no_events": ("t.json", b'{"traceEvents": []}', EmptyTraceError, "no events"),
+    "corrupt_gzip": ("t.json.gz", corrupt_gzip(TRACE_JSON), TraceFormatError, "gzip"),
+    "truncated_gzip": (
+        "t.json.gz", gzip.compress(TRACE_JSON, mtime=0)[:-40], TraceFormatError, "truncated"
+    ),
+    "gzip_trailer_missing": (
+        "t.json.gz", gzip.compress(TRACE_JSON, mtime=0)[:-4], TraceFormatError, "truncated"
+    ),
+    "gzip_of_truncated_json": (
+        "t.json.gz", gzip.compress(TRACE_JSON[:-10], mtime=0), TraceFormatError, "truncated"
+    ),
+    "gzip_of_nothing": ("t.json.gz", gzip.compress(b"", mtime=0), EmptyTraceError, "empty"),
+    "gz_name_plain_content": ("t.json.gz", TRACE_JSON, TraceFormatError, "not gzip"),
+}  # fmt: skip
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def raises(
+    error: type[TraceAnalyzeError], load: Callable[[], object], names: Path, *words: str
+) -> TraceAnalyzeError:
+    """``load()`` raises exactly ``error``, naming ``names`` and giving a fix."""
+    with pytest.raises(TraceAnalyzeError) as caught:
+        load()
+    assert type(caught.value) is error, caught.value
+    message = str(caught.value)
+    assert names.name in message
+    assert caught.value.fix, f"no fix offered: {message}"
+    assert message.endswith(caught.value.fix.rstrip(".") + ".")
+    for word in words:
+        assert word in message
+    assert "\n" not in message
+    return caught.value
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_bad_file(tmp_path: Path, case: str) -> None:
+    name, content, error, words = BAD_FILES[case]
+    path = tmp_path / name
+    path.write_bytes(content)
+    before = snapshot(tmp_path)
+    raises(error, lambda: traceanalyze.load(path), path, words)
+    raises(error, lambda: traceanalyze.load(path, cache=False), path, words)
+    assert snapshot(tmp_path) == before
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "missing.json.gz"
+    raises(TraceReadError, lambda: traceanalyze.load(path), path, "no such file")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_folder_given_where_a_file_is_expected(tmp_path: Path) -> None:
+    folder = tmp_path / "run.json"
+    folder.mkdir()
+    write_trace(folder, STEP)
+    raises(TraceReadError, lambda: traceanalyze.load_each([folder]), folder, "folder")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can read any file")
+def test_unreadable_file(tmp_path: Path) -> None:
+    path = write_trace(tmp_path, STEP)
+    path.chmod(0)
+    try:
+        raises(TraceReadError, lambda: traceanalyze.load(path), path, "permission")
+    finally:
+        path.chmod(0o644)
+
+
+def test_empty_folder(tmp_path: Path) -> None:
+    raises(EmptyTraceError, lambda: traceanalyze.load(tmp_path), tmp_path, "no trace files")
+
+
+def test_folder_without_traces(tmp_path: Path) -> None:
+    write(tmp_path, "manifest.json", {"variants": []})
+    (tmp_path / "notes.txt").write_text("no traces here")
+    (tmp_path / "old.json.bak").write_bytes(TRACE_JSON)
+    before = snapshot(tmp_path)
+    raises(EmptyTraceError, lambda: traceanalyze.load(tmp_path), tmp_path, "no trace files")
+    assert snapshot(tmp_path) == before
+
+
+def test_folder_mixing_a_trace_and_other_json(tmp_path: Path) -> None:
+    write_trace(tmp_path, STEP, name="rank0.json")
+    other = write(tmp_path, "results.json", {"loss": [0.5, 0.25]})
+    before = snapshot(tmp_path)
+    raises(TraceFormatError, lambda: traceanalyze.load(tmp_path), other, "not a Chrome trace")
+    assert snapshot(tmp_path) == before
+
+
+def test_folder_with_a_broken_rank(tmp_path: Path) -> None:
+    write_trace(tmp_path, STEP, name="rank0.json", rank=0)
+    broken = write(tmp_path, "rank1.json.gz", gzip.compress(TRACE_JSON, mtime=0)[:-40])
+    before = snapshot(tmp_path)
+    raises(TraceFormatError, lambda: traceanalyze.load(tmp_path), broken, "truncated")
+    assert snapshot(tmp_path) == before
+
+
+def test_load_each_names_the_bad_file(tmp_path: Path) -> None:
+    good = write_trace(tmp_path, STEP, name="good.json")
+    bad = write(tmp_path, "bad.json", TRACE_JSON[:-5])
+    raises(TraceFormatError, lambda: traceanalyze.load_each([good, bad]), bad, "truncated")
+
+
+def test_errors_share_one_tree() -> None:
+    for error in (TraceReadError, TraceFormatError, EmptyTraceError):
+        assert issubclass(error, TraceAnalyzeError)
+        assert error.exit_code == 1

@@ -1,0 +1,418 @@
+"""Format variants, folders of ranks, load_each and the Parquet cache, each as a micro trace."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from decimal import Decimal
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import traceanalyze
+from tests.micro import (
+    actual,
+    annotation,
+    call,
+    expected,
+    kernel,
+    op,
+    span,
+    write,
+    write_trace,
+)
+from traceanalyze.errors import TraceFormatError
+from traceanalyze.schema import (
+    CPU_SCHEMA,
+    DEVICE_SCHEMA,
+    FLOW_SCHEMA,
+    GPU_SCHEMA,
+    INSTANT_SCHEMA,
+    ITERATION_SCHEMA,
+)
+
+SCHEMAS = {
+    "gpu": GPU_SCHEMA,
+    "cpu": CPU_SCHEMA,
+    "flows": FLOW_SCHEMA,
+    "instants": INSTANT_SCHEMA,
+    "iterations": ITERATION_SCHEMA,
+    "devices": DEVICE_SCHEMA,
+}
+
+# One step that launches one kernel: the smallest complete trace.
+STEP = [
+    annotation("ProfilerStep#0", 0, 100),
+    op("aten::mm", 10, 50),
+    call("cudaLaunchKernel", 20, 5, 1),
+    kernel("gemm", 30, 10, 1, grid=[4, 2, 1], block=[128, 1, 1]),
+]
+
+
+def assert_traces_equal(left: traceanalyze.Trace, right: traceanalyze.Trace) -> None:
+    assert left.meta == right.meta
+    assert left.iteration_source == right.iteration_source
+    for name in SCHEMAS:
+        assert_frame_equal(getattr(left, name), getattr(right, name))
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+
+# --- format variants ---------------------------------------------------------------------------
+
+
+def test_frames_follow_their_schemas(tmp_path: Path) -> None:
+    events = [
+        *STEP,
+        {"ph": "s", "cat": "ac2g", "id": 1, "pid": 1, "tid": 1, "ts": 20, "name": "ac2g"},
+        {"ph": "f", "cat": "ac2g", "id": 1, "pid": 0, "tid": 7, "ts": 30, "bp": "e"},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 15},
+    ]
+    trace = traceanalyze.load(write_trace(tmp_path, events), cache=False)
+    for name, schema in SCHEMAS.items():
+        assert getattr(trace, name).schema == pl.Schema(schema), name
+    assert (trace.flows.height, trace.instants.height, trace.devices.height) == (2, 1, 1)
+
+
+def test_gpu_args_become_typed_columns(tmp_path: Path) -> None:
+    args = {
+        "External id": 12,
+        "registers per thread": 255,
+        "shared memory": 65536,
+        "blocks per SM": 0.5,
+        "warps per SM": 2.0,
+        "est. achieved occupancy %": 6,
+    }
+    events = [*STEP[:3], kernel("flash", 30, 10, 1, grid=[4, 2, 1], block=[128, 1, 1], **args)]
+    trace = traceanalyze.load(write_trace(tmp_path, events), cache=False)
+    want = expected(
+        GPU_SCHEMA,
+        "device stream external_id grid_x grid_y grid_z block_x block_y block_z "
+        "registers_per_thread shared_memory blocks_per_sm warps_per_sm est_achieved_occupancy_pct",
+        (0, 7, 12, 4, 2, 1, 128, 1, 1, 255, 65536, 0.5, 2.0, 6.0),
+    )
+    assert_frame_equal(actual(trace.gpu, want), want)
+
+
+@pytest.mark.parametrize("name", ["trace.json", "trace.json.gz", "host_1234.1712.pt.trace.json.gz"])
+def test_plain_gzip_and_pt_trace_names_load_alike(tmp_path: Path, name: str) -> None:
+    reference = traceanalyze.load(write_trace(tmp_path, STEP, name="reference.json"), cache=False)
+    trace = traceanalyze.load(write_trace(tmp_path, STEP, name=name), cache=False)
+    for frame in SCHEMAS:
+        assert_frame_equal(getattr(trace, frame), getattr(reference, frame))
+
+
+def test_nanosecond_float_timestamps_keep_every_digit(tmp_path: Path) -> None:
+    # Epoch microseconds need 16 digits before the point: more than a float64 holds with 3 after.
+    events = [
+        annotation("ProfilerStep#0", Decimal("1712195495505000.001"), 1000.5),
+        call("cudaLaunchKernel", Decimal("1712195495505543.250"), 41.768, 135071),
+        kernel("cat", Decimal("1712195495505583.047"), 4.928, 135071),
+    ]
+    trace = traceanalyze.load(write_trace(tmp_path, events), cache=False)
+    want = expected(
+        GPU_SCHEMA,
+        "ts_ns dur_ns launch_ts_ns launch_dur_ns iteration",
+        (1712195495505583047, 4928, 1712195495505543250, 41768, 0),
+    )
+    assert_frame_equal(actual(trace.gpu, want), want)
+    want = expected(
+        CPU_SCHEMA,
+        "name ts_ns dur_ns",
+        ("ProfilerStep#0", 1712195495505000001, 1000500),
+        ("cudaLaunchKernel", 1712195495505543250, 41768),
+    )
+    assert_frame_equal(actual(trace.cpu, want, "ts_ns"), want)
+
+
+def test_string_pid_and_tid(tmp_path: Path) -> None:
+    # Some exporters write ids as strings; GPU rows may name the stream ("stream 7").
+    events = [
+        op("aten::mm", 10, 50, pid="1234", tid="5678"),
+        call("cudaLaunchKernel", 20, 5, 1, pid="1234", tid="5678"),
+        kernel("gemm", 30, 10, 1, device=0, stream=7) | {"pid": "0", "tid": "stream 7"},
+    ]
+    trace = traceanalyze.load(write_trace(tmp_path, events), cache=False)
+    want = expected(
+        CPU_SCHEMA,
+        "name pid tid depth",
+        ("aten::mm", 1234, 5678, 0),
+        ("cudaLaunchKernel", 1234, 5678, 1),
+    )
+    assert_frame_equal(actual(trace.cpu, want, "depth"), want)
+    want = expected(
+        GPU_SCHEMA,
+        "pid tid stream linked launch_tid op_name",
+        (0, -1, 7, True, 5678, "aten::mm"),
+    )
+    assert_frame_equal(actual(trace.gpu, want), want)
+
+
+def test_rocm_hip_calls_and_hex_streams(tmp_path: Path) -> None:
+    mi250 = {
+        "id": 2,
+        "name": "AMD Instinct MI250X",
+        "computeMajor": 9,
+        "computeMinor": 0,
+        "numSms": 104,
+        "warpSize": 64,
+        "maxSharedMemoryPerMultiProcessor": 65536,
+    }
+    events = [
+        annotation("ProfilerStep#0", 0, 200),
+        op("aten::copy_", 10, 50),
+        span("cuda_runtime", "hipMemcpyWithStream", 11, 30, correlation=117, stream="0x0"),
+        op("aten::add", 60, 50),
+        span("cuda_runtime", "hipLaunchKernel", 61, 10, correlation=118, stream="0x0"),
+        kernel("Memcpy HtoD", 50, 5, 117, cat="gpu_memcpy", device=2, stream=0),
+        kernel("elementwise_kernel", 80, 5, 118, device=2, stream=0, kind="Dispatch Kernel"),
+    ]
+    trace = traceanalyze.load(write_trace(tmp_path, events, devices=[mi250]), cache=False)
+    want = expected(
+        GPU_SCHEMA,
+        "kind device stream linked launch_api op_name",
+        ("kernel", 2, 0, True, "hipLaunchKernel", "aten::add"),
+        ("memcpy", 2, 0, True, "hipMemcpyWithStream", "aten::copy_"),
+    )
+    assert_frame_equal(actual(trace.gpu, want, "kind"), want)
+    want = expected(
+        DEVICE_SCHEMA,
+        "device name warp_size num_sms shared_mem_per_sm",
+        (2, "AMD Instinct MI250X", 64, 104, 65536),
+    )
+    assert_frame_equal(actual(trace.devices, want), want)
+
+
+def test_legacy_categories_and_lowercase_external_id(tmp_path: Path) -> None:
+    # Traces before 2021: Kernel/Runtime/Operator and "external id".
+    events = [
+        span("Operator", "aten::copy_", 10, 50, **{"external id": 5}),
+        span("Runtime", "cudaLaunchKernel", 20, 5, correlation=1, **{"external id": 5}),
+        span("Kernel", "copy_kernel", 30, 4, pid=0, tid=7, device=0, stream=7,
+             correlation=1, **{"external id": 5}),
+    ]  # fmt: skip
+    trace = traceanalyze.load(write_trace(tmp_path, events, devices=None), cache=False)
+    want = expected(
+        CPU_SCHEMA,
+        "cat name correlation depth",
+        ("cpu_op", "aten::copy_", None, 0),
+        ("cuda_runtime", "cudaLaunchKernel", 1, 1),
+    )
+    assert_frame_equal(actual(trace.cpu, want, "depth"), want)
+    calls = trace.cpu.filter(pl.col("cat") == "cuda_runtime")
+    assert calls["external_id"].to_list() == [5]
+    want = expected(
+        GPU_SCHEMA,
+        "kind external_id linked launch_api op_name",
+        ("kernel", 5, True, "cudaLaunchKernel", "aten::copy_"),
+    )
+    assert_frame_equal(actual(trace.gpu, want), want)
+
+
+def test_cpu_only_trace(tmp_path: Path) -> None:
+    events = [annotation("ProfilerStep#4", 0, 100), op("aten::add", 10, 5)]
+    trace = traceanalyze.load(write_trace(tmp_path, events), cache=False)
+    assert trace.gpu.is_empty()
+    assert trace.gpu.schema == pl.Schema(GPU_SCHEMA)
+    assert trace.iteration_source == "ProfilerStep"
+    assert trace.iterations["iteration"].to_list() == [4]
+    assert trace.cpu["name"].to_list() == ["ProfilerStep#4", "aten::add"]
+
+
+def test_missing_device_properties(tmp_path: Path) -> None:
+    trace = traceanalyze.load(write_trace(tmp_path, STEP, devices=None), cache=False)
+    assert trace.devices.is_empty()
+    assert trace.devices.schema == pl.Schema(DEVICE_SCHEMA)
+    assert trace.kernels["linked"].to_list() == [True]
+
+
+def test_device_properties_become_the_device_frame(tmp_path: Path) -> None:
+    trace = traceanalyze.load(write_trace(tmp_path, STEP), cache=False)
+    want = expected(
+        DEVICE_SCHEMA,
+        "rank device name compute_major compute_minor num_sms regs_per_sm "
+        "shared_mem_per_block_optin max_blocks_per_sm",
+        (0, 0, "NVIDIA H200", 9, 0, 132, 65536, 232448, None),
+    )
+    assert_frame_equal(actual(trace.devices, want), want)
+
+
+def test_bare_event_array(tmp_path: Path) -> None:
+    # The Chrome trace format also allows a top-level array of events.
+    reference = traceanalyze.load(write_trace(tmp_path, STEP, devices=None), cache=False)
+    trace = traceanalyze.load(write(tmp_path, "bare.json", STEP), cache=False)
+    for frame in ("gpu", "cpu", "iterations"):
+        assert_frame_equal(getattr(trace, frame), getattr(reference, frame))
+
+
+def test_metadata(tmp_path: Path) -> None:
+    names = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+    ]
+    path = write_trace(
+        tmp_path,
+        [*STEP, *names],
+        rank=1,
+        cuda_runtime_version=12040,
+        baseTimeNanoseconds=1_700_000_000_000_000_000,
+        traceName="run.json",
+    )
+    meta = traceanalyze.load(path, cache=False).meta
+    assert len(meta) == 1
+    assert meta[0].path == path
+    assert meta[0].rank == 1
+    assert meta[0].schema_version == 1
+    assert meta[0].trace_name == "run.json"
+    assert meta[0].base_time_ns == 1_700_000_000_000_000_000
+    assert meta[0].versions == {"cuda_runtime_version": 12040}
+    assert meta[0].distributed_info == {"backend": "nccl", "rank": 1, "world_size": 2}
+    assert meta[0].thread_names == {"1": "python", "1:1": "main"}
+    assert meta[0].event_counts["kernel"] == 1
+    assert meta[0].event_counts["cpu_op"] == 1
+
+
+# --- folders of ranks and load_each ------------------------------------------------------------
+
+
+def test_folder_of_ranks_becomes_one_trace(tmp_path: Path) -> None:
+    # Named so that file order and rank order disagree.
+    write_trace(tmp_path, STEP, name="a_worker.json", rank=1)
+    write_trace(tmp_path, STEP, name="b_worker.json.gz", rank=0)
+    write(tmp_path, "manifest.json", {"variants": ["naive"]})  # capture's, not a trace
+    (tmp_path / "notes.txt").write_text("not a trace")
+    trace = traceanalyze.load(tmp_path, cache=False)
+    assert [(m.path.name, m.rank) for m in trace.meta] == [
+        ("a_worker.json", 1),
+        ("b_worker.json.gz", 0),
+    ]
+    want = expected(GPU_SCHEMA, "rank name linked", (0, "gemm", True), (1, "gemm", True))
+    assert_frame_equal(actual(trace.gpu, want, "rank"), want)
+    assert sorted(trace.cpu["rank"].unique().to_list()) == [0, 1]
+    assert trace.iterations.select("rank", "iteration").sort("rank").rows() == [(0, 0), (1, 0)]
+    assert trace.devices["rank"].sort().to_list() == [0, 1]
+
+
+def test_folder_ranks_default_to_file_order(tmp_path: Path) -> None:
+    write_trace(tmp_path, STEP, name="r0.json")
+    write_trace(tmp_path, STEP, name="r1.json")
+    trace = traceanalyze.load(tmp_path, cache=False)
+    assert [m.rank for m in trace.meta] == [0, 1]
+    assert trace.gpu["rank"].sort().to_list() == [0, 1]
+
+
+def test_folder_with_two_files_of_one_rank_is_an_error(tmp_path: Path) -> None:
+    write_trace(tmp_path, STEP, name="run1.json", rank=0)
+    write_trace(tmp_path, STEP, name="run2.json", rank=0)
+    with pytest.raises(TraceFormatError) as error:
+        traceanalyze.load(tmp_path, cache=False)
+    message = str(error.value)
+    assert "run1.json" in message
+    assert "run2.json" in message
+    assert "load_each" in message
+
+
+def test_load_each_keeps_order_and_files_apart(tmp_path: Path) -> None:
+    second = write_trace(tmp_path, [*STEP[:3], kernel("other", 30, 10, 1)], name="b.json")
+    first = write_trace(tmp_path, STEP, name="a.json.gz")
+    seen: list[Path] = []
+    traces = traceanalyze.load_each([second, str(first)], cache=False, progress=seen.append)
+    assert [t.path for t in traces] == [second, first]
+    assert [t.kernels["name"].to_list() for t in traces] == [["other"], ["gemm"]]
+    assert seen == [second, first]
+
+
+# --- the Parquet cache -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files actually parsed (cache misses) during the test."""
+    seen: list[Path] = []
+    loader = importlib.import_module("traceanalyze.load")  # the package, not its load()
+    parse = loader.parse_file
+
+    def counting(path: Path, *args: object, **kwargs: object) -> traceanalyze.Trace:
+        seen.append(path)
+        return parse(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "parse_file", counting)
+    return seen
+
+
+def test_second_load_comes_from_the_cache(tmp_path: Path, parses: list[Path]) -> None:
+    path = write_trace(tmp_path, STEP, name="t.json.gz")
+    first = traceanalyze.load(path)
+    second = traceanalyze.load(path)
+    assert parses == [path]
+    assert_traces_equal(second, first)
+    assert_traces_equal(second, traceanalyze.load(path, cache=False))
+
+
+def test_touching_the_file_invalidates_the_cache(tmp_path: Path, parses: list[Path]) -> None:
+    path = write_trace(tmp_path, STEP)
+    traceanalyze.load(path)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    traceanalyze.load(path)
+    assert parses == [path, path]
+
+
+def test_rewriting_the_file_invalidates_the_cache(tmp_path: Path) -> None:
+    path = write_trace(tmp_path, STEP)
+    mtime = path.stat().st_mtime_ns
+    assert traceanalyze.load(path).kernels["name"].to_list() == ["gemm"]
+    # Same size, same modification time as far as a coarse clock can tell: only a new mtime helps.
+    write_trace(tmp_path, [*STEP[:3], kernel("gemv", 30, 10, 1, grid=[4, 2, 1], block=[128, 1, 1])])
+    os.utime(path, ns=(mtime + 2_000_000_000, mtime + 2_000_000_000))
+    assert traceanalyze.load(path).kernels["name"].to_list() == ["gemv"]
+
+
+def test_cache_dir_argument_and_environment(tmp_path: Path, cache_dir: Path) -> None:
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    path = write_trace(inputs, STEP)
+    before = snapshot(inputs)
+    traceanalyze.load(path)
+    assert any(cache_dir.iterdir())  # $TRACEANALYZE_CACHE_DIR
+    chosen = tmp_path / "chosen"
+    traceanalyze.load(path, cache_dir=chosen)
+    assert any(chosen.iterdir())
+    assert snapshot(inputs) == before  # nothing written beside the input, the input untouched
+
+
+def test_no_cache_writes_nothing(tmp_path: Path, cache_dir: Path) -> None:
+    path = write_trace(tmp_path, STEP)
+    traceanalyze.load(path, cache=False)
+    traceanalyze.load(tmp_path, cache=False, cache_dir=tmp_path / "unused")
+    assert list(cache_dir.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]
+
+
+def test_damaged_cache_entry_is_rebuilt(tmp_path: Path, cache_dir: Path) -> None:
+    path = write_trace(tmp_path, STEP)
+    reference = traceanalyze.load(path)
+    (entry,) = cache_dir.iterdir()
+    (entry / "gpu.parquet").write_bytes(b"not parquet")
+    assert_traces_equal(traceanalyze.load(path), reference)
+
+
+def test_cached_rank_does_not_depend_on_how_the_file_was_first_loaded(tmp_path: Path) -> None:
+    write_trace(tmp_path, STEP, name="r0.json")
+    second = write_trace(tmp_path, STEP, name="r1.json")
+    assert [m.rank for m in traceanalyze.load(tmp_path).meta] == [0, 1]  # ranks by file order
+    alone = traceanalyze.load(second)
+    assert_traces_equal(alone, traceanalyze.load(second, cache=False))
+    assert alone.meta[0].rank == 0
+
+
+def test_cache_keeps_the_metadata(tmp_path: Path) -> None:
+    names = {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}}
+    path = write_trace(tmp_path, [*STEP, names], rank=3, cuda_runtime_version=12040)
+    first = traceanalyze.load(path)
+    assert traceanalyze.load(path).meta == first.meta
+    assert first.meta[0].rank == 3
