@@ -11,9 +11,9 @@ from traceanalyze.trace import Trace
 
 def _weighted_mean(column: str) -> pl.Expr:
     """Duration-weighted mean of ``column`` over the rows where it is known."""
-    known = pl.col(column).is_not_null()
+    known = pl.col(column).is_not_null() & pl.col(column).is_not_nan()
     weight = pl.when(known).then(pl.col("dur_ns"))
-    return (pl.col(column) * weight).sum() / weight.sum()
+    return pl.when(weight.sum() > 0).then((pl.col(column) * weight).sum() / weight.sum())
 
 
 def _mode(column: str) -> pl.Expr:

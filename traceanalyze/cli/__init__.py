@@ -40,10 +40,11 @@ def main() -> None:
 
 
 def _register() -> None:
-    from traceanalyze.cli.analyses import COMMANDS
+    from traceanalyze.cli.analyses import COMMANDS as ANALYSES
     from traceanalyze.cli.info import info
+    from traceanalyze.cli.report import COMMANDS as REPORTS
 
-    for command in (info, *COMMANDS):
+    for command in (info, *ANALYSES, *REPORTS):
         main.add_command(command)
 
 

@@ -43,9 +43,6 @@ class Output:
 def output_options(func: F) -> F:
     """--format, -o/--output and --force; the command receives ``output: Output``."""
 
-    def make_output(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
-        return value
-
     decorators = [
         click.option(
             "--format",
@@ -80,7 +77,8 @@ def cache_options(func: F) -> F:
         "--cache-dir",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
-        help="Folder for the Parquet cache (default: $TRACEANALYZE_CACHE_DIR or ~/.cache/traceanalyze).",
+        help="Folder for the Parquet cache "
+        "(default: $TRACEANALYZE_CACHE_DIR, else ~/.cache/traceanalyze).",
     )(func)
     return click.option(
         "--no-cache",

@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.render.names import short_name_expr
+from traceanalyze.names import short_name_expr
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
 

@@ -1,0 +1,105 @@
+"""`diff`: what changed between two traces, for regression hunting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.analyses.summary import summary
+from traceanalyze.trace import Trace
+
+# Summary figures compared between the two traces.
+FIGURES = (
+    "kernels_per_iter",
+    "memcpy_per_iter",
+    "memset_per_iter",
+    "gpu_kernel_us_per_iter",
+    "gpu_busy_us_per_iter",
+    "cpu_us_per_iter",
+    "transpose_ops_per_iter",
+    "cudnn_planning_us_per_iter",
+)
+
+
+@dataclass(frozen=True)
+class TraceDiff:
+    figures: pl.DataFrame  # figure, base, new, change, change_pct
+    categories: pl.DataFrame  # category, base_us, new_us, change_us
+    kernels: pl.DataFrame  # name, category, status (added/removed/changed), counts and times
+
+
+def diff(base: Trace, new: Trace) -> TraceDiff:
+    a, b = summary(base), summary(new)
+    figures = pl.DataFrame(
+        {"figure": list(FIGURES), "base": [a[f] for f in FIGURES], "new": [b[f] for f in FIGURES]},
+        schema={"figure": pl.String, "base": pl.Float64, "new": pl.Float64},
+    ).with_columns(_change("base", "new"))
+    return TraceDiff(figures, _categories(a, b), _kernels(base, new))
+
+
+def _change(before: str, after: str) -> list[pl.Expr]:
+    delta = pl.col(after) - pl.col(before)
+    return [
+        delta.alias("change"),
+        pl.when(pl.col(before) != 0).then(delta / pl.col(before) * 100).alias("change_pct"),
+    ]
+
+
+def _categories(a: dict[str, Any], b: dict[str, Any]) -> pl.DataFrame:
+    names = sorted(set(a["category_us"]) | set(b["category_us"]))
+    frame = pl.DataFrame(
+        {
+            "category": names,
+            "base_us": [a["category_us"].get(n, 0.0) for n in names],
+            "new_us": [b["category_us"].get(n, 0.0) for n in names],
+        },
+        schema={"category": pl.String, "base_us": pl.Float64, "new_us": pl.Float64},
+    )
+    return frame.with_columns(change_us=pl.col("new_us") - pl.col("base_us")).sort(
+        pl.col("change_us").abs(), descending=True
+    )
+
+
+def _per_kernel(trace: Trace) -> pl.DataFrame:
+    n = iteration_count(trace)
+    return (
+        in_iterations(activities(trace))
+        .group_by("name")
+        .agg(
+            pl.col("category").first(),
+            count_per_iter=pl.len() / n,
+            us_per_iter=pl.col("dur_ns").sum() / 1e3 / n,
+        )
+    )
+
+
+def _kernels(base: Trace, new: Trace) -> pl.DataFrame:
+    joined = _per_kernel(base).join(
+        _per_kernel(new), on="name", how="full", coalesce=True, suffix="_new"
+    )
+    return (
+        joined.select(
+            "name",
+            pl.coalesce("category", "category_new").alias("category"),
+            pl.when(pl.col("count_per_iter").is_null())
+            .then(pl.lit("added"))
+            .when(pl.col("count_per_iter_new").is_null())
+            .then(pl.lit("removed"))
+            .otherwise(pl.lit("changed"))
+            .alias("status"),
+            pl.col("count_per_iter").fill_null(0.0).alias("base_count_per_iter"),
+            pl.col("count_per_iter_new").fill_null(0.0).alias("new_count_per_iter"),
+            pl.col("us_per_iter").fill_null(0.0).alias("base_us_per_iter"),
+            pl.col("us_per_iter_new").fill_null(0.0).alias("new_us_per_iter"),
+        )
+        .with_columns(change_us=pl.col("new_us_per_iter") - pl.col("base_us_per_iter"))
+        .filter(
+            (pl.col("status") != "changed")
+            | (pl.col("base_count_per_iter") != pl.col("new_count_per_iter"))
+            | (pl.col("change_us").abs() > 0)
+        )
+        .sort([pl.col("change_us").abs(), "name"], descending=[True, False])
+    )

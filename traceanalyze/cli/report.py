@@ -1,0 +1,155 @@
+"""`report`, `compare` and `diff`: several traces side by side."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from traceanalyze import __version__
+from traceanalyze.analyses.compare import comparison
+from traceanalyze.analyses.diff import diff as diff_traces
+from traceanalyze.analyses.report import build_report
+from traceanalyze.cli.analyses import load_for_cli
+from traceanalyze.cli.options import cache_options, output_options, resolve_output
+from traceanalyze.cli.progress import loading
+from traceanalyze.load.variants import VariantSet, load_variants
+from traceanalyze.render.report import charts, render_comparison, render_diff, render_report
+
+paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+baseline_option = click.option(
+    "--baseline",
+    default="naive",
+    show_default=True,
+    help="Variant the speed-up is relative to (the first variant if absent).",
+)
+full_names_option = click.option(
+    "--full-names", is_flag=True, help="Show kernel names in full instead of shortened."
+)
+
+
+def _variants(paths: tuple[Path, ...], no_cache: bool, cache_dir: Path | None) -> VariantSet:
+    with loading(list(paths)):
+        return load_variants(paths, cache=not no_cache, cache_dir=cache_dir)
+
+
+@click.command()
+@paths_argument
+@baseline_option
+@full_names_option
+@click.option("--hta", "with_hta", is_flag=True, help="Add HTA's temporal and idle-time breakdown.")
+@output_options
+@cache_options
+def report(
+    paths: tuple[Path, ...],
+    baseline: str,
+    full_names: bool,
+    with_hta: bool,
+    fmt: str | None,
+    output: Path | None,
+    force: bool,
+    no_cache: bool,
+    cache_dir: Path | None,
+) -> None:
+    """A markdown report comparing the traces in PATHS, with PNG charts beside it.
+
+    PATHS are trace files or folders; a capture folder (with manifest.json) is read as a set of
+    variants in the order they were captured. Charts are written next to -o's file.
+
+    \b
+    Example:
+      traceanalyze report sample_traces/h200_default -o report.md
+      traceanalyze report naive.json.gz sdpa_flash.json.gz --baseline naive -o out/report.md
+    """
+    out = resolve_output(fmt or "md", output, force)
+    if out.format != "md":
+        raise click.UsageError("report writes markdown; use `compare` for JSON or CSV")
+    variants = _variants(paths, no_cache, cache_dir)
+    built = build_report(variants, baseline)
+    extra: tuple[str, ...] = ()
+    if with_hta:
+        from traceanalyze.analyses.hta_section import hta_section
+
+        extra = (hta_section(variants),)
+    images = charts(built) if out.path is not None else {}
+    text = render_report(
+        built,
+        command=_command_line(),
+        version=__version__,
+        extra_sections=extra,
+        full_names=full_names,
+    )
+    out.write(text, inputs=paths)
+    if out.path is not None:
+        for name, data in images.items():
+            (out.path.parent / name).write_bytes(data)
+            click.echo(f"wrote {out.path.parent / name}", err=True)
+
+
+@click.command()
+@paths_argument
+@baseline_option
+@full_names_option
+@output_options
+@cache_options
+def compare(
+    paths: tuple[Path, ...],
+    baseline: str,
+    full_names: bool,
+    fmt: str | None,
+    output: Path | None,
+    force: bool,
+    no_cache: bool,
+    cache_dir: Path | None,
+) -> None:
+    """The comparison table alone: one row per variant (trace) in PATHS.
+
+    \b
+    Example:
+      traceanalyze compare sample_traces/h200_default
+      traceanalyze compare a.json.gz b.json.gz --format csv -o table.csv
+    """
+    out = resolve_output(fmt, output, force)
+    table = comparison(_variants(paths, no_cache, cache_dir).variants, baseline)
+    out.write(render_comparison(table, out.format, full_names=full_names), inputs=paths)
+
+
+@click.command()
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@full_names_option
+@output_options
+@cache_options
+def diff(
+    base: Path,
+    new: Path,
+    full_names: bool,
+    fmt: str | None,
+    output: Path | None,
+    force: bool,
+    no_cache: bool,
+    cache_dir: Path | None,
+) -> None:
+    """What changed from BASE to NEW: per-iteration figures, time per category, kernels
+    added, removed or changed.
+
+    \b
+    Example:
+      traceanalyze diff sample_traces/h200_default/naive.json.gz \\
+          sample_traces/h200_default/naive_inplace.json.gz
+    """
+    out = resolve_output(fmt, output, force)
+    result = diff_traces(
+        load_for_cli(base, no_cache, cache_dir), load_for_cli(new, no_cache, cache_dir)
+    )
+    out.write(render_diff(result, out.format, full_names=full_names), inputs=[base, new])
+
+
+def _command_line() -> str:
+    words = ["traceanalyze", *sys.argv[1:]] if sys.argv else ["traceanalyze"]
+    return shlex.join(words)
+
+
+COMMANDS = (report, compare, diff)

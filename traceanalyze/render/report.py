@@ -1,0 +1,191 @@
+"""The markdown report (GitHub-flavoured) and its charts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceanalyze.analyses.diff import TraceDiff
+from traceanalyze.analyses.report import Report, VariantReport
+from traceanalyze.names import short_name_expr
+from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
+from traceanalyze.render.table import markdown_table, to_csv, to_json
+
+CHART_GPU = "gpu_time_by_category.png"
+CHART_CPU_GPU = "cpu_vs_gpu.png"
+
+# Comparison columns shown to people, with their headings (JSON/CSV keep the keys).
+_COMPARISON_HEADINGS = {
+    "variant": "variant",
+    "gpu_us_per_iter": "GPU µs/iter",
+    "cpu_us_per_iter": "CPU µs/iter",
+    "speedup": "speed-up",
+    "kernels_per_iter": "kernels/iter",
+    "memcpy_per_iter": "memcpy/iter",
+    "memset_per_iter": "memset/iter",
+    "transpose_ops_per_iter": "CPU transposes/iter",
+    "fused_kernel": "fused attention kernel",
+    "theoretical_occupancy_pct": "theor. occupancy %",
+    "achieved_occupancy_pct": "reported occupancy %",
+    "cudnn_planning_us_per_iter": "cuDNN planning µs/iter",
+    "launch_api": "launch API",
+    "gemm_precision": "GEMM precision",
+    "median_ms": "capture median ms",
+}
+
+
+def comparison_markdown(table: pl.DataFrame, *, full_names: bool = False) -> str:
+    shown = table.filter(pl.col("status") == "ok")
+    if full_names:
+        shown = shown.with_columns(pl.col("fused_kernel_full").alias("fused_kernel"))
+    columns = [c for c in _COMPARISON_HEADINGS if c in shown.columns]
+    if shown["median_ms"].is_null().all():
+        columns.remove("median_ms")
+    shown = shown.select(columns).with_columns(
+        pl.col("fused_kernel").fill_null("—"),
+        pl.format("{}x", pl.col("speedup").round(2)).alias("speedup"),
+    )
+    return markdown_table(shown.rename({c: _COMPARISON_HEADINGS[c] for c in columns}))
+
+
+def render_comparison(table: pl.DataFrame, fmt: str, *, full_names: bool = False) -> str:
+    if fmt == "json":
+        return to_json(table)
+    if fmt == "csv":
+        return to_csv(table)
+    return comparison_markdown(table, full_names=full_names)
+
+
+def charts(report: Report) -> dict[str, bytes]:
+    """PNG files of the report, by file name."""
+    if not report.category_us.height:
+        return {}
+    return {
+        CHART_GPU: gpu_time_by_category(report.category_us),
+        CHART_CPU_GPU: cpu_vs_gpu(report.comparison),
+    }
+
+
+def render_report(
+    report: Report,
+    *,
+    command: str,
+    version: str,
+    chart_prefix: str = "",
+    extra_sections: tuple[str, ...] = (),
+    full_names: bool = False,
+) -> str:
+    """The whole report; ``chart_prefix`` is prepended to chart links (e.g. "report_files/")."""
+    parts = [
+        "# Attention profiling report\n",
+        _header(report.header, command, version),
+        "## Comparison\n",
+        f"Per iteration (one profiler step), means over the profiled iterations. Speed-up is "
+        f"GPU time relative to `{report.baseline}`.\n",
+        comparison_markdown(report.comparison, full_names=full_names),
+        _skipped(report),
+    ]
+    if report.category_us.height:
+        parts += [
+            "## Charts\n",
+            f"![GPU time per variant by category]({chart_prefix}{CHART_GPU})\n",
+            f"![CPU vs GPU time per iteration]({chart_prefix}{CHART_CPU_GPU})\n",
+        ]
+    parts += [_variant_section(v, full_names) for v in report.variants if v.status == "ok"]
+    parts += list(extra_sections)
+    parts.append(_glossary())
+    return "\n".join(p for p in parts if p)
+
+
+def _header(info: dict[str, Any], command: str, version: str) -> str:
+    config = info.get("config") or {}
+    lines = [f"| {k} | {v} |" for k, v in info.items() if k not in ("config", "captured")]
+    table = "\n".join(["| | |", "|---|---|", *lines]) + "\n" if lines else ""
+    shape = ""
+    if config:
+        keys = ("batch", "heads", "seq", "head_dim", "dtype", "causal", "backward")
+        shape = (
+            "Capture configuration: "
+            + ", ".join(f"{k} {config[k]}" for k in keys if k in config)
+            + f"; profiler steps wait {config.get('wait')}, warmup {config.get('warmup')}, "
+            f"active {config.get('active')}.\n"
+        )
+    produced = f"Produced by traceanalyze {version}: `{command}`.\n"
+    return "\n".join(s for s in (table, shape, produced) if s)
+
+
+def _skipped(report: Report) -> str:
+    rows = [v for v in report.variants if v.status != "ok"]
+    if not rows:
+        return ""
+    lines = [f"- `{v.label}`: {v.status} ({v.reason or 'no reason recorded'})" for v in rows]
+    return "Not compared:\n\n" + "\n".join(lines) + "\n"
+
+
+def _variant_section(variant: VariantReport, full_names: bool) -> str:
+    figures = variant.summary
+    kernels = variant.top_kernels
+    if not full_names:
+        kernels = kernels.with_columns(short_name_expr("name"))
+    kernels = kernels.select(
+        "name", "category", "count_per_iter", "mean_us", "share_pct",
+        "theoretical_occupancy_pct", "occupancy_limiter", "achieved_occupancy_pct", "launch_op",
+    )  # fmt: skip
+    counts = (
+        f"{figures['kernels_per_iter']:g} kernels, {figures['memcpy_per_iter']:g} memcpy and "
+        f"{figures['memset_per_iter']:g} memset per iteration"
+    )
+    times = (
+        f"GPU {figures['gpu_kernel_us_per_iter']:.1f} µs in kernels, CPU "
+        f"{figures['cpu_us_per_iter']:.1f} µs in operators ({figures['bound']})"
+    )
+    parts = [f"## `{variant.label}`\n", f"{counts}; {times}.\n"]
+    if variant.findings:
+        parts.append("**Findings**\n\n" + "\n".join(f"- {s}" for s in variant.findings) + "\n")
+    parts += ["**Time by category**\n", markdown_table(variant.categories)]
+    parts += ["**Top kernels**\n", markdown_table(kernels)]
+    memory = variant.memory.filter(pl.col("count_per_iter") > 0)
+    if memory.height:
+        shown = memory.select("chain", "count_per_iter", "bytes_per_call", "total_us", "advice")
+        parts += ["**Memory copies and sets**\n", markdown_table(shown)]
+    if variant.cudnn.height:
+        parts += ["**cuDNN CPU time**\n", markdown_table(variant.cudnn)]
+    return "\n".join(parts)
+
+
+def _glossary() -> str:
+    return (
+        "## How to read this\n\n"
+        "- *GPU µs/iter*: sum of kernel durations per iteration (memcpy/memset excluded).\n"
+        "- *CPU µs/iter*: time inside outermost PyTorch operators per iteration.\n"
+        "- *theor. occupancy*: resident warps per SM allowed by the kernel's registers, shared "
+        "memory and block size on this GPU, time-weighted over kernels; *reported occupancy* is "
+        "Kineto's own estimate (blank when it wrote 0 or none).\n"
+        "- *CPU transposes*: `aten::transpose`/`permute`/`t` ops, metadata-only views.\n"
+        "- *cuDNN planning*: self time of the ops that call cuDNN (plan build and lookup).\n"
+    )
+
+
+def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str:
+    if fmt == "json":
+        return to_json(
+            {
+                "figures": result.figures.to_dicts(),
+                "categories": result.categories.to_dicts(),
+                "kernels": result.kernels.to_dicts(),
+            }
+        )
+    if fmt == "csv":
+        return to_csv(result.kernels)
+    kernels = result.kernels if full_names else result.kernels.with_columns(short_name_expr("name"))
+    return "\n".join(
+        [
+            "## Per-iteration figures\n",
+            markdown_table(result.figures),
+            "## GPU time by category (µs per iteration)\n",
+            markdown_table(result.categories),
+            "## Kernels added, removed or changed\n",
+            markdown_table(kernels),
+        ]
+    )
