@@ -8,7 +8,7 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 import traceanalyze
-from tests.micro import actual, annotation, call, expected, kernel, op, write_trace
+from tests.micro import actual, annotation, call, expected, kernel, op, span, write_trace
 from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA, ITERATION_SCHEMA
 
 CPU_TREE = {**CPU_SCHEMA, "parent": pl.String()}
@@ -293,3 +293,33 @@ def test_driver_launch_cu_launch_kernel_ex(tmp_path: Path) -> None:
         ("cuda_driver", "cuLaunchKernelEx", 1, "aten::_cudnn_attention_forward", 31),
     )
     assert_frame_equal(actual(with_parent_names(trace.cpu), want, "depth", "correlation"), want)
+
+
+def test_profiler_step_recorded_as_an_operator(tmp_path: Path) -> None:
+    # Before user_annotation existed (torch <= 1.10), ProfilerStep#N was an "Operator" event:
+    # reduced from the PyTorch TensorBoard plugin's legacy-format test trace.
+    legacy = [
+        span("Operator", "ProfilerStep#1", 50, 400, pid=13721, tid="123"),
+        span("Operator", "aten::to", 200, 60, pid=13721, tid="123"),
+        span("Runtime", "cudaMemcpyAsync", 210, 20, pid=13721, tid="123", correlation=334),
+        span("Runtime", "cudaLaunchKernel", 300, 5, pid=13721, tid="123", correlation=40348),
+        span("Memcpy", "Memcpy HtoD (Pageable -> Device)", 405, 10, pid=0, tid="stream 7",
+             stream=7, correlation=334),
+        span("Kernel", "cunn_ClassNLLCriterion_updateGradInput_kernel", 430, 15, pid=0,
+             tid="stream 7", correlation=40348, device=0),
+    ]  # fmt: skip
+    trace = traceanalyze.load(write_trace(tmp_path, legacy, devices=None), cache=False)
+    assert trace.iteration_source == "ProfilerStep"
+    want = expected(
+        ITERATION_SCHEMA,
+        "rank iteration name ts_ns dur_ns",
+        (0, 1, "ProfilerStep#1", 50_000, 400_000),
+    )
+    assert_frame_equal(trace.iterations, want)
+    want = expected(
+        GPU_SCHEMA,
+        "kind launch_api op_name annotation iteration",
+        ("memcpy", "cudaMemcpyAsync", "aten::to", None, 1),
+        ("kernel", "cudaLaunchKernel", None, None, 1),  # the step is not the launching op
+    )
+    assert_frame_equal(actual(trace.gpu, want, "launch_ts_ns"), want)

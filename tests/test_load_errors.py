@@ -3,6 +3,7 @@ and the input is left exactly as it was."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
@@ -166,3 +167,32 @@ def test_errors_share_one_tree() -> None:
     for error in (TraceReadError, TraceFormatError, EmptyTraceError):
         assert issubclass(error, TraceAnalyzeError)
         assert error.exit_code == 1
+
+
+def os_error(error: OSError) -> Callable[..., object]:
+    def fail(*_args: object, **_kwargs: object) -> object:
+        raise error
+
+    return fail
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        (PermissionError(errno.EACCES, "Permission denied"), "permission denied"),
+        (OSError(errno.EIO, "Input/output error"), "Input/output error"),
+    ],
+)
+def test_read_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, words: str
+) -> None:
+    # Tests run as root, who can read a chmod 0 file: the failure is simulated instead.
+    path = write_trace(tmp_path, STEP)
+    monkeypatch.setattr(Path, "read_bytes", os_error(error))
+    raises(TraceReadError, lambda: traceanalyze.load(path, cache=False), path, words)
+
+
+def test_unlistable_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_trace(tmp_path, STEP)
+    monkeypatch.setattr(Path, "iterdir", os_error(PermissionError(errno.EACCES, "denied")))
+    raises(TraceReadError, lambda: traceanalyze.load(tmp_path), tmp_path, "cannot list")

@@ -326,6 +326,20 @@ def test_load_each_keeps_order_and_files_apart(tmp_path: Path) -> None:
     assert seen == [second, first]
 
 
+def test_large_loads_run_in_worker_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_trace(tmp_path, STEP, name="r0.json")
+    write_trace(tmp_path, STEP, name="r1.json.gz", rank=5)
+    serial = traceanalyze.load(tmp_path, cache=False)
+    monkeypatch.setattr(importlib.import_module("traceanalyze.load"), "_PARALLEL_MIN_BYTES", 0)
+    assert_traces_equal(traceanalyze.load(tmp_path, cache=False), serial)
+    bad = write(tmp_path, "r2.json", b'{"traceEvents": [')
+    with pytest.raises(TraceFormatError) as error:  # raised in a worker, re-raised here whole
+        traceanalyze.load(tmp_path, cache=False)
+    assert (error.value.path, bool(error.value.fix)) == (bad, True)
+
+
 # --- the Parquet cache -------------------------------------------------------------------------
 
 

@@ -55,6 +55,11 @@ class Counts:
     iterations: int  # distinct ProfilerStep#N; 0 where the trace has none
 
 
+def is_step(e: Event) -> bool:
+    # Old traces record the step as an Operator, newer ones as a user annotation.
+    return e.get("cat") in {"user_annotation", *OP_CATS} and bool(STEP.fullmatch(e["name"]))
+
+
 def raw_counts(events: list[Event]) -> Counts:
     gpu = [e for e in events if e.get("cat") in GPU_CATS]
     launched = {
@@ -62,9 +67,7 @@ def raw_counts(events: list[Event]) -> Counts:
         for e in events
         if e.get("cat") in CALL_CATS and "correlation" in e.get("args", {})
     }
-    steps = {
-        e["name"] for e in events if e.get("cat") == "user_annotation" and STEP.fullmatch(e["name"])
-    }
+    steps = {e["name"] for e in events if is_step(e)}
     return Counts(
         gpu=len(gpu),
         kernels=sum(e["cat"] in KERNEL_CATS for e in gpu),
@@ -88,11 +91,9 @@ def raw_links(events: list[Event]) -> list[tuple[Any, ...]]:
     """(kernel ts_ns, launch api, innermost enclosing op, outermost annotation, step) per kernel,
     by brute force over the raw events."""
     calls = {e["args"]["correlation"]: e for e in events if e.get("cat") in CALL_CATS}
-    ops = [e for e in events if e.get("cat") in OP_CATS]
-    regions = [
-        e for e in events if e.get("cat") == "user_annotation" and not STEP.fullmatch(e["name"])
-    ]
-    steps = [e for e in events if e.get("cat") == "user_annotation" and STEP.fullmatch(e["name"])]
+    steps = [e for e in events if is_step(e)]
+    ops = [e for e in events if e.get("cat") in OP_CATS and not is_step(e)]
+    regions = [e for e in events if e.get("cat") == "user_annotation" and not is_step(e)]
     rows = []
     for k in (e for e in events if e.get("cat") in KERNEL_CATS):
         launch = calls.get(k["args"].get("correlation"))

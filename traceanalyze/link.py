@@ -23,6 +23,8 @@ from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA, ITERATION_SCHEMA
 THREAD = ["rank", "pid", "tid"]
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+# Before user_annotation existed (torch <= 1.10) the step was recorded as an op (Operator).
+STEP_CATS = ("user_annotation", "cpu_op")
 # At equal start and duration an annotation encloses an op, which encloses a runtime call.
 _CAT_ORDER = {"user_annotation": 0, "cpu_op": 1, "cuda_runtime": 2, "cuda_driver": 3}
 # A runtime call's op chain is rarely deeper than a few levels; this bounds the ancestor walk.
@@ -128,9 +130,7 @@ def _parent_ids(cpu: pl.DataFrame) -> pl.Series:
 
 def find_iterations(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, str]:
     """Iteration spans and how they were found (see the module docstring)."""
-    steps = cpu.filter(
-        (pl.col("cat") == "user_annotation") & pl.col("name").str.contains(PROFILER_STEP.pattern)
-    )
+    steps = cpu.filter(pl.col("cat").is_in(STEP_CATS) & _is_profiler_step())
     if steps.height:
         frame = steps.select(
             "rank",
@@ -152,6 +152,10 @@ def find_iterations(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> tuple[pl
         )
         return _iteration_frame(frame), f"annotation:{name}"
     return _whole_trace(cpu, gpu, rank), "whole trace"
+
+
+def _is_profiler_step() -> pl.Expr:
+    return pl.col("name").str.contains(PROFILER_STEP.pattern)
 
 
 def _iteration_frame(frame: pl.DataFrame) -> pl.DataFrame:
@@ -230,7 +234,7 @@ def link_gpu(
     gpu = gpu.join(calls, on=["rank", "correlation"], how="left").with_columns(
         linked=pl.col("call_id").is_not_null()
     )
-    ops = nearest_ancestor(cpu, gpu["call_id"], pl.col("cat") == "cpu_op")
+    ops = nearest_ancestor(cpu, gpu["call_id"], (pl.col("cat") == "cpu_op") & ~_is_profiler_step())
     annotations = outermost_annotation(cpu, gpu["call_id"])
     gpu = gpu.with_columns(
         op_id=ops,
@@ -276,9 +280,7 @@ def nearest_ancestor(cpu: pl.DataFrame, start_ids: pl.Series, matches: pl.Expr) 
 
 def outermost_annotation(cpu: pl.DataFrame, start_ids: pl.Series) -> pl.Series:
     """Name of the outermost user annotation (not ProfilerStep#N) enclosing each call."""
-    regions = cpu.filter(
-        (pl.col("cat") == "user_annotation") & ~pl.col("name").str.contains(PROFILER_STEP.pattern)
-    )
+    regions = cpu.filter((pl.col("cat") == "user_annotation") & ~_is_profiler_step())
     if not regions.height:
         return pl.Series("annotation", [None] * len(start_ids), dtype=pl.String)
     regions = regions.with_columns(

@@ -85,7 +85,11 @@ def trace_files(folder: Path) -> list[Path]:
     try:
         entries = sorted(folder.iterdir())
     except OSError as exc:
-        raise TraceReadError(f"cannot list the folder ({exc.strerror})", folder) from None
+        raise TraceReadError(
+            f"cannot list the folder ({exc.strerror})",
+            folder,
+            "Make the folder readable for this user, or pass the trace files.",
+        ) from None
     files = [p for p in entries if p.is_file() and is_trace_name(p) and p.name not in NOT_TRACES]
     if not files:
         raise EmptyTraceError(

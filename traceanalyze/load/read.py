@@ -24,7 +24,9 @@ def read_bytes(path: Path) -> bytes:
             "permission denied", path, "Make the file readable for this user."
         ) from None
     except OSError as exc:
-        raise TraceReadError(f"cannot be read ({exc.strerror})", path) from None
+        raise TraceReadError(
+            f"cannot be read ({exc.strerror})", path, "Copy it to a local disk and try again."
+        ) from None
     if not raw:
         raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
     if raw[:2] == GZIP_MAGIC:
