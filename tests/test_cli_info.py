@@ -54,7 +54,7 @@ def test_json(trace: Path) -> None:
     assert record["file"] == str(trace)
     assert {key: record[key] for key in SUMMARY} == SUMMARY
     assert record["devices"] == ["NVIDIA H200 (compute capability 9.0, 132 SMs)"]
-    assert record["versions"] == {"cuda_runtime_version": 12040}
+    assert {k: str(v) for k, v in record["versions"].items()} == {"cuda_runtime_version": "12040"}
     assert record["span_ms"] == pytest.approx(0.1)
     assert record["event_counts"]["kernel"] == 2
 
@@ -188,3 +188,11 @@ def test_no_cache_and_cache_dir(trace: Path, tmp_path: Path, cache_dir: Path) ->
     chosen = tmp_path / "cache"
     assert run(trace, "--cache-dir", chosen).exit_code == 0
     assert any(chosen.iterdir())
+
+
+def test_devices_described_by_what_the_trace_says(tmp_path: Path) -> None:
+    devices = [{"id": 0, "name": "NVIDIA H200"}, {"id": 1}]
+    path = write_trace(tmp_path, EVENTS, name="partial.json", devices=devices)
+    result = run(path, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["devices"] == ["NVIDIA H200", "device 1"]

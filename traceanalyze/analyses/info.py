@@ -50,13 +50,18 @@ def _span(trace: Trace) -> tuple[int | None, int]:
 def _devices(devices: pl.DataFrame) -> list[str]:
     if not devices.height:
         return []
+    # pl.format is null when any part is: fall back to what the trace does say.
     labels = devices.select(
-        pl.format(
-            "{} (compute capability {}.{}, {} SMs)",
+        pl.coalesce(
+            pl.format(
+                "{} (compute capability {}.{}, {} SMs)",
+                pl.col("name"),
+                pl.col("compute_major"),
+                pl.col("compute_minor"),
+                pl.col("num_sms"),
+            ),
             pl.col("name"),
-            pl.col("compute_major"),
-            pl.col("compute_minor"),
-            pl.col("num_sms"),
+            pl.format("device {}", pl.col("device")),
         ).alias("label")
     ).unique(maintain_order=True)
     return labels["label"].to_list()
