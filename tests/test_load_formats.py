@@ -430,3 +430,23 @@ def test_cache_keeps_the_metadata(tmp_path: Path) -> None:
     first = traceanalyze.load(path)
     assert traceanalyze.load(path).meta == first.meta
     assert first.meta[0].rank == 3
+
+
+def test_cached_trace_names_the_path_it_was_loaded_by(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_trace(tmp_path, STEP)
+    monkeypatch.chdir(tmp_path)
+    assert traceanalyze.load("trace.json").path == Path("trace.json")
+    assert traceanalyze.load(path).path == path  # same file, same cache entry
+
+
+def test_unusable_cache_folder_only_costs_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("")
+    monkeypatch.setenv("TRACEANALYZE_CACHE_DIR", str(blocker))
+    path = write_trace(tmp_path, STEP)
+    assert traceanalyze.load(path).kernels["name"].to_list() == ["gemm"]
+    assert traceanalyze.load(path, cache_dir=blocker / "sub").kernels.height == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -152,7 +153,8 @@ def _load_file(
         return parse_file(path, default_rank, timer)  # read_bytes gives the precise error
     cached = read_entry(entry)
     if cached is not None:
-        return cached
+        # Entries are keyed by the resolved path: name the file as this caller did.
+        return replace(cached, meta=tuple(replace(m, path=path) for m in cached.meta))
     trace = parse_file(path, default_rank, timer)
     write_entry(entry, trace)
     return trace
