@@ -13,11 +13,16 @@ VIEW_OPS = ("aten::transpose", "aten::permute", "aten::t", "aten::transpose_", "
 _MAX_CHAIN = 32
 
 
-def with_self_time(cpu: pl.DataFrame) -> pl.DataFrame:
-    """Add ``self_ns``: duration minus the durations of direct children (ops and runtime calls)."""
-    children = cpu.group_by("parent_id").agg(children_ns=pl.col("dur_ns").sum())
+def with_self_time(ops: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """Add ``self_ns`` to ``ops`` (rows of ``cpu``): duration minus the durations of direct
+    children (ops and runtime calls)."""
+    children = (
+        cpu.filter(pl.col("parent_id").is_in(ops["op_id"].implode()))
+        .group_by("parent_id")
+        .agg(children_ns=pl.col("dur_ns").sum())
+    )
     return (
-        cpu.join(children, left_on="op_id", right_on="parent_id", how="left")
+        ops.join(children, left_on="op_id", right_on="parent_id", how="left")
         .with_columns(self_ns=pl.col("dur_ns") - pl.col("children_ns").fill_null(0))
         .drop("children_ns")
     )

@@ -23,9 +23,8 @@ CUDNN_OP = (
 
 def cudnn_calls(trace: Trace) -> pl.DataFrame:
     """One row per call of a cuDNN-calling op: its self time, call index and iteration."""
-    calls = with_self_time(trace.cpu).filter(
-        (pl.col("cat") == "cpu_op") & pl.col("name").str.contains(CUDNN_OP)
-    )
+    ops = trace.cpu.filter((pl.col("cat") == "cpu_op") & pl.col("name").str.contains(CUDNN_OP))
+    calls = with_self_time(ops, trace.cpu)
     return calls.sort("ts_ns").with_columns(
         call_index=pl.int_range(pl.len()).over("name"),
     )

@@ -22,7 +22,7 @@ def trace_info(trace: Trace) -> dict[str, Any]:
         "file": ", ".join(str(m.path) for m in trace.meta),
         "ranks": len(trace.meta),
         "devices": _devices(trace.devices),
-        "versions": first.versions,
+        "versions": {key: str(value) for key, value in first.versions.items()},
         "span_ms": None if start is None else (end - start) / 1e6,
         "events": sum(counts.values()),
         "event_counts": dict(sorted(counts.items(), key=lambda kv: -kv[1])),

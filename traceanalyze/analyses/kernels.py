@@ -20,6 +20,16 @@ def _mode(column: str) -> pl.Expr:
     return pl.col(column).drop_nulls().mode().sort().first()
 
 
+def _category() -> pl.Expr:
+    """The category most launches of a name get, counting only linked launches where any are.
+
+    A kernel launched before the profiling window has no launching op, so only its name
+    classifies it (cuDNN's convert_dq_to_16bits reads "copy" instead of fused_attention).
+    """
+    linked = pl.col("category").filter(pl.col("linked")).mode().sort().first()
+    return pl.when(pl.col("linked").any()).then(linked).otherwise(_mode("category"))
+
+
 def kernel_table(trace: Trace) -> pl.DataFrame:
     """Distinct kernels (and memcpy/memset names), by total time, longest first.
 
@@ -33,7 +43,7 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
     )
     table = frame.group_by("name").agg(
         pl.col("kind").first(),
-        pl.col("category").first(),
+        category=_category(),
         count=pl.len(),
         total_us=pl.col("dur_ns").sum() / 1e3,
         mean_us=pl.col("dur_ns").mean() / 1e3,

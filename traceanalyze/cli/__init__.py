@@ -46,6 +46,10 @@ def _register() -> None:
 
     for command in (info, *ANALYSES, *REPORTS):
         main.add_command(command)
+    # The capture command imports torch only when it runs, so registering it costs nothing.
+    from capture.cli import capture
+
+    main.add_command(capture)
 
 
 _register()
