@@ -3,6 +3,7 @@ counts and links agree with numbers worked out here from the raw JSON, without t
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
@@ -32,6 +33,7 @@ STEP = re.compile(r"ProfilerStep#(\d+)")
 Event = dict[str, Any]
 
 
+@functools.cache
 def raw_events(path: Path) -> list[Event]:
     """The complete ("X") events, times as exact Decimals (what the file says, digit for digit)."""
     data = path.read_bytes()
@@ -40,6 +42,12 @@ def raw_events(path: Path) -> list[Event]:
     document = json.loads(data, parse_float=Decimal)
     events = document["traceEvents"] if isinstance(document, dict) else document
     return [e for e in events if e.get("ph") == "X"]
+
+
+@functools.cache
+def load(path: Path) -> traceanalyze.Trace:
+    """Each public trace parsed once per session (a Trace is immutable), never cached on disk."""
+    return traceanalyze.load(path, cache=False)
 
 
 def ns(micros: Decimal | int) -> int:
@@ -128,7 +136,7 @@ def loaded_links(trace: traceanalyze.Trace) -> list[tuple[Any, ...]]:
 
 
 def test_every_public_trace_loads(public_trace: Path) -> None:
-    trace = traceanalyze.load(public_trace, cache=False)
+    trace = load(public_trace)
     schemas = {
         "gpu": GPU_SCHEMA,
         "cpu": CPU_SCHEMA,
@@ -148,7 +156,7 @@ def test_every_public_trace_loads(public_trace: Path) -> None:
 
 def test_counts_agree_with_the_raw_json(public_trace: Path) -> None:
     want = raw_counts(raw_events(public_trace))
-    trace = traceanalyze.load(public_trace, cache=False)
+    trace = load(public_trace)
     got = Counts(
         gpu=trace.gpu.height,
         kernels=trace.kernels.height,
@@ -197,7 +205,7 @@ BRUTE_FORCE = [
 @pytest.mark.parametrize("name", BRUTE_FORCE)
 def test_links_agree_with_brute_force(public: Path, name: str) -> None:
     path = public / name
-    trace = traceanalyze.load(path, cache=False)
+    trace = load(path)
     assert loaded_links(trace) == raw_links(raw_events(path))
 
 
@@ -206,7 +214,7 @@ def test_nanosecond_timestamps_of_a_real_trace(public: Path) -> None:
     path = public / "hta_ns_resolution_v100.pt.trace.json.gz"
     events = raw_events(path)
     want = sorted(ns(e["ts"]) for e in events if e.get("cat") in GPU_CATS)
-    trace = traceanalyze.load(path, cache=False)
+    trace = load(path)
     assert trace.gpu["ts_ns"].sort().to_list() == want
     want_calls = sorted(ns(e["ts"]) for e in events if e.get("cat") in CALL_CATS)
     calls = trace.cpu.filter(pl.col("cat").is_in(["cuda_runtime", "cuda_driver"]))
@@ -221,14 +229,14 @@ def test_iteration_sources(public: Path) -> None:
         "tl_mi210_gpu_only.json.gz": "whole trace",
     }
     for name, source in sources.items():
-        assert traceanalyze.load(public / name, cache=False).iteration_source == source, name
+        assert load(public / name).iteration_source == source, name
 
 
 LAUNCH_APIS_MI250 = {"hipLaunchKernel", "hipExtModuleLaunchKernel"}
 
 
 def test_rocm_trace_keeps_streams_and_devices(public: Path) -> None:
-    trace = traceanalyze.load(public / "hta_mi250_rocm.json.gz", cache=False)
+    trace = load(public / "hta_mi250_rocm.json.gz")
     assert trace.gpu["stream"].unique().to_list() == [0]
     assert set(trace.kernels["launch_api"]) == LAUNCH_APIS_MI250
     assert trace.devices["warp_size"].unique().to_list() == [64]

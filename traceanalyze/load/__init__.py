@@ -123,7 +123,8 @@ def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
         seen[meta.rank] = meta.path
 
     def stack(name: str) -> pl.DataFrame:
-        return pl.concat([getattr(t, name) for t in traces], how="vertical")
+        frames: list[pl.DataFrame] = [getattr(t, name) for t in traces]
+        return pl.concat(frames, how="vertical")
 
     return Trace(
         meta=tuple(t.meta[0] for t in traces),
