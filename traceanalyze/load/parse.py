@@ -8,12 +8,12 @@ from pathlib import Path
 from traceanalyze.errors import TraceFormatError
 from traceanalyze.link import link
 from traceanalyze.load import frames
-from traceanalyze.load.decode import FIX_NOT_A_TRACE, TraceDocument, decode_document, gc_paused
+from traceanalyze.load.decode import FIX_NOT_A_TRACE, decode_document, gc_paused
 from traceanalyze.load.metadata import device_frame, rank_of, trace_meta
 from traceanalyze.load.read import read_bytes
 from traceanalyze.trace import Trace
 
-# Called with a stage name ("read", "decode", "frames", "link") after each stage finishes.
+# Called with a stage name ("read", "decode", "extract", "frames", "link") after each stage.
 StageTimer = Callable[[str], None]
 
 
@@ -27,9 +27,14 @@ def _parse(path: Path, default_rank: int, timer: StageTimer | None) -> Trace:
     mark = timer or (lambda _stage: None)
     data = read_bytes(path)
     mark("read")
-    header, extracted = _decode(data, path)
-    del data  # the raw bytes are the largest object alive; free them before building frames
+    header = decode_document(data, path)
+    events = header.traceEvents or []
+    header.traceEvents = None
     mark("decode")
+    extracted = frames.extract(events, path)
+    # The raw bytes and the events are the largest objects alive; free them before building.
+    del data, events
+    mark("extract")
     rank = rank_of(header, default_rank)
     try:
         built = frames.build_frames(extracted, rank)
@@ -51,11 +56,3 @@ def _parse(path: Path, default_rank: int, timer: StageTimer | None) -> Trace:
         devices=devices,
         iteration_source=linked.iteration_source,
     )
-
-
-def _decode(data: bytes, path: Path) -> tuple[TraceDocument, frames.Extracted]:
-    """Decode and pull the needed fields into column lists."""
-    document = decode_document(data, path)
-    events = document.traceEvents or []
-    document.traceEvents = None
-    return document, frames.extract(events, path)
