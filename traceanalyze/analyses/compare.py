@@ -106,10 +106,10 @@ def baseline_label(table: pl.DataFrame, baseline: str | None) -> str | None:
 
 def _weighted(kernels: pl.DataFrame, column: str) -> float | None:
     known = kernels.filter(pl.col(column).is_not_null())
-    total = known["dur_ns"].sum()
+    total = float(known["dur_ns"].sum())
     if not total:
         return None
-    return float((known[column] * known["dur_ns"]).sum() / total)
+    return float((known[column] * known["dur_ns"]).sum()) / total
 
 
 def _joined_counts(frame: pl.DataFrame, column: str) -> str | None:

@@ -17,12 +17,16 @@ from traceanalyze.errors import TraceAnalyzeError
 class LibraryError(click.ClickException):
     """A library error shown as one line, with the error's own exit status."""
 
-    def __init__(self, error: TraceAnalyzeError) -> None:
-        super().__init__(str(error))
-        self.exit_code = error.exit_code
+    exit_code = 1
 
     def show(self, file: Any = None) -> None:
         click.echo(f"traceanalyze: {self.format_message()}", err=True)
+
+
+class LibraryUsageError(LibraryError):
+    """A library error about what the user asked for (e.g. a malformed expectation)."""
+
+    exit_code = 2
 
 
 class Commands(click.Group):
@@ -30,7 +34,8 @@ class Commands(click.Group):
         try:
             return super().invoke(ctx)
         except TraceAnalyzeError as error:
-            raise LibraryError(error) from None
+            shown = LibraryUsageError if error.exit_code == 2 else LibraryError
+            raise shown(str(error)) from None
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
