@@ -176,7 +176,8 @@ def test_missing_file_and_empty_folder_exit_1(tmp_path: Path) -> None:
 
 
 def test_usage_errors_exit_2(trace: Path) -> None:
-    for args in ([], [trace, "--format", "xml"], [trace, "--bogus"]):
+    cases: list[list[str | Path]] = [[], [trace, "--format", "xml"], [trace, "--bogus"]]
+    for args in cases:
         result = run(*args)
         assert result.exit_code == 2, args
         assert "Traceback" not in result.output

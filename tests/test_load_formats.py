@@ -6,6 +6,7 @@ import importlib
 import os
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -79,7 +80,7 @@ def test_frames_follow_their_schemas(tmp_path: Path) -> None:
 
 
 def test_gpu_args_become_typed_columns(tmp_path: Path) -> None:
-    args = {
+    args: dict[str, Any] = {
         "External id": 12,
         "registers per thread": 255,
         "shared memory": 65536,
@@ -352,7 +353,8 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
     def counting(path: Path, *args: object, **kwargs: object) -> traceanalyze.Trace:
         seen.append(path)
-        return parse(path, *args, **kwargs)  # type: ignore[arg-type]
+        trace: traceanalyze.Trace = parse(path, *args, **kwargs)
+        return trace
 
     monkeypatch.setattr(loader, "parse_file", counting)
     return seen

@@ -102,7 +102,7 @@ def raw_links(events: list[Event]) -> list[tuple[Any, ...]]:
     steps = [e for e in events if is_step(e)]
     ops = [e for e in events if e.get("cat") in OP_CATS and not is_step(e)]
     regions = [e for e in events if e.get("cat") == "user_annotation" and not is_step(e)]
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for k in (e for e in events if e.get("cat") in KERNEL_CATS):
         launch = calls.get(k["args"].get("correlation"))
         if launch is None:
