@@ -31,7 +31,9 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
-_SYNTAX = re.compile(r"^\s*([A-Za-z_][\w.:/#-]*)\s*(==|!=|<=|>=|<|>)\s*(-?[\d.]+(?:e-?\d+)?)\s*$")
+# The number must be one float() reads: "[\d.]+" let "1.2.3" through to a ValueError traceback.
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_SYNTAX = re.compile(rf"^\s*([A-Za-z_][\w.:/#-]*)\s*(==|!=|<=|>=|<|>)\s*({_NUMBER})\s*$")
 _GROUPED = {"category": "category_count", "category_us": "category_us", "launch_api": "launch_apis"}
 # Figures are means over iterations; compare with a tolerance far below anything meaningful.
 _TOLERANCE = 1e-9

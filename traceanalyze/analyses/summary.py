@@ -9,6 +9,7 @@ import polars as pl
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.cputree import VIEW_OPS, outermost_ops
 from traceanalyze.analyses.cudnn import planning_us_per_iter
+from traceanalyze.link import nearest_ancestor
 from traceanalyze.trace import Trace
 
 # When the CPU spends longer inside operators than the GPU is busy, launches cannot keep the
@@ -55,18 +56,21 @@ def summary(trace: Trace) -> dict[str, Any]:
         "cpu_us_per_iter": cpu_ops_us,
         "launch_us_per_iter": float(gpu["launch_dur_ns"].sum()) / 1e3 / n,
         "bound": BOUND_CPU if cpu_ops_us > gpu_busy else BOUND_GPU,
-        "transpose_ops_per_iter": int(
-            cpu_in_iterations.filter(
-                (pl.col("cat") == "cpu_op") & pl.col("name").is_in(VIEW_OPS)
-            ).height
-        )
-        / n,
+        "transpose_ops_per_iter": _view_ops(trace, cpu_in_iterations) / n,
         "cudnn_planning_us_per_iter": planning_us_per_iter(trace),
         "category_us": _per_iteration(kernels, "category", n, us=True),
         "category_count": _per_iteration(gpu, "category", n, us=False),
         "launch_apis": _per_iteration(gpu.filter(pl.col("linked")), "launch_api", n, us=False),
         "unlinked_gpu_activities": int((~activities(trace)["linked"]).sum()),
     }
+
+
+def _view_ops(trace: Trace, cpu: pl.DataFrame) -> int:
+    """CPU-side transpose/permute views, each counted once: aten::t runs aten::transpose inside
+    itself, and counting both doubled every ``.t()`` (nn.Linear's weight, for example)."""
+    views = cpu.filter((pl.col("cat") == "cpu_op") & pl.col("name").is_in(VIEW_OPS))
+    inside_a_view = nearest_ancestor(trace.cpu, views["op_id"], pl.col("name").is_in(VIEW_OPS))
+    return int(inside_a_view.is_null().sum())
 
 
 def _count(frame: pl.DataFrame, kind: str) -> int:

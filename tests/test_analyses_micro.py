@@ -1,0 +1,454 @@
+"""Analyses, diff-test style: a handful of events as a tiny Kineto trace, and the exact result.
+
+Times in the events are microseconds, as Kineto writes them (see tests/micro.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import traceanalyze
+from tests.micro import annotation, call, kernel, op, write_trace
+from traceanalyze.analyses import expectations as expect
+from traceanalyze.analyses.cudnn import cudnn_table
+from traceanalyze.analyses.kernels import kernel_table
+from traceanalyze.analyses.memcpy import findings, memory_traffic
+from traceanalyze.analyses.summary import busy_ns, summary
+from traceanalyze.names import short_name_expr
+
+Event = dict[str, Any]
+SGEMM = "ampere_sgemm_128x64_nn"
+SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10>(float*)"
+FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>(Flash_fwd_params)"
+CUDNN_SDPA = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64"
+CONVERT_DQ = "void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*)"
+DTOD = "Memcpy DtoD (Device -> Device)"
+MEMSET = "Memset (Device)"
+
+
+def load(folder: Path, events: list[Event]) -> traceanalyze.Trace:
+    return traceanalyze.load(write_trace(folder, events), cache=False)
+
+
+def memcpy(name: str, ts: float, dur: float, correlation: int, nbytes: int, **kw: Any) -> Event:
+    return kernel(name, ts, dur, correlation, cat="gpu_memcpy", bytes=nbytes, **kw)
+
+
+def memset(ts: float, dur: float, correlation: int, **kw: Any) -> Event:
+    return kernel(MEMSET, ts, dur, correlation, cat="gpu_memset", bytes=4, **kw)
+
+
+def footprint(registers: int, threads: int, shared: int, achieved: float) -> dict[str, Any]:
+    """Kernel args as Kineto names them."""
+    return {
+        "registers per thread": registers,
+        "shared memory": shared,
+        "block": [threads, 1, 1],
+        "grid": [132, 1, 1],
+        "est. achieved occupancy %": achieved,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# summary
+
+# Two profiler steps of 100 us. One kernel runs inside step 1 but was launched before the
+# profiling window (no runtime call): it must not count. Step 1: a GEMM, a DtoD copy, a memset and
+# three views (aten::t holds an aten::transpose: one view). Step 2: a GEMM on stream 7 and a
+# softmax on stream 8 launched through the driver API, overlapping by 5 us.
+SUMMARY_EVENTS: list[Event] = [
+    annotation("ProfilerStep#1", 100, 100),
+    annotation("ProfilerStep#2", 200, 100),
+    kernel("pre_window_kernel", 101, 3, 99),
+    op("aten::mm", 110, 20),
+    call("cudaLaunchKernel", 112, 5, 1),
+    kernel(SGEMM, 150, 10, 1),
+    op("aten::transpose", 131, 2),
+    op("aten::t", 134, 4),
+    op("aten::transpose", 135, 2),
+    op("aten::copy_", 140, 10),
+    call("cudaMemcpyAsync", 141, 3, 2),
+    memcpy(DTOD, 165, 6, 2, 1024),
+    op("aten::zero_", 152, 5),
+    call("cudaMemsetAsync", 153, 2, 3),
+    memset(172, 1, 3),
+    op("aten::mm", 210, 20),
+    call("cudaLaunchKernel", 212, 5, 4),
+    kernel(SGEMM, 240, 10, 4),
+    op("aten::_softmax", 232, 10),
+    call("cuLaunchKernelEx", 233, 4, 5, cat="cuda_driver"),
+    kernel(SOFTMAX, 245, 8, 5, stream=8),
+]
+
+
+def test_summary(tmp_path: Path) -> None:
+    result = summary(load(tmp_path, SUMMARY_EVENTS))
+    assert result == {
+        "iterations": 2,
+        "iteration_source": "ProfilerStep",
+        "iteration_us": 100.0,
+        "kernels_per_iter": 1.5,  # 3 kernels in 2 steps; the pre-window kernel is not counted
+        "memcpy_per_iter": 0.5,
+        "memset_per_iter": 0.5,
+        "gpu_kernel_us_per_iter": 14.0,  # (10 + 10 + 8) / 2: kernels only
+        # Union of all activities: step 1 10 + 6 + 1, step 2 [240, 250] | [245, 253] = 13.
+        "gpu_busy_us_per_iter": 15.0,
+        # Outermost ops: 20 + 2 + 4 + 10 + 5 and 20 + 10; the aten::transpose inside aten::t is
+        # not added again.
+        "cpu_us_per_iter": 35.5,
+        "launch_us_per_iter": 9.5,  # (5 + 3 + 2 + 5 + 4) / 2
+        "bound": "CPU-bound",
+        "transpose_ops_per_iter": 1.0,  # transpose and t in step 1
+        "cudnn_planning_us_per_iter": 0.0,
+        "category_us": {"gemm": 10.0, "softmax": 4.0},
+        "category_count": {"gemm": 1.0, "memcpy": 0.5, "memset": 0.5, "softmax": 0.5},
+        "launch_apis": {
+            "cudaLaunchKernel": 1.0,
+            "cuLaunchKernelEx": 0.5,
+            "cudaMemcpyAsync": 0.5,
+            "cudaMemsetAsync": 0.5,
+        },
+        "unlinked_gpu_activities": 1,
+    }
+
+
+def test_summary_gpu_bound_and_busy_time_per_device(tmp_path: Path) -> None:
+    # One step; two devices each busy 30 us, overlapping in time: busy time is per device, summed.
+    trace = load(
+        tmp_path,
+        [
+            annotation("ProfilerStep#7", 0, 100),
+            op("aten::mm", 10, 4),
+            call("cudaLaunchKernel", 11, 2, 1),
+            call("cudaLaunchKernel", 12, 1, 2),
+            kernel(SGEMM, 20, 30, 1, device=0),
+            kernel(SGEMM, 20, 30, 2, device=1),
+        ],
+    )
+    result = summary(trace)
+    assert (result["gpu_busy_us_per_iter"], result["cpu_us_per_iter"]) == (60.0, 4.0)
+    assert result["bound"] == "GPU-bound"
+    assert busy_ns(trace.gpu) == 60_000
+
+
+def test_summary_without_iterations_is_one_whole_trace_iteration(tmp_path: Path) -> None:
+    trace = load(
+        tmp_path,
+        [op("aten::mm", 0, 10), call("cudaLaunchKernel", 1, 2, 1), kernel(SGEMM, 5, 20, 1)],
+    )
+    result = summary(trace)
+    assert (result["iterations"], result["iteration_source"]) == (1, "whole trace")
+    assert (result["kernels_per_iter"], result["gpu_kernel_us_per_iter"]) == (1.0, 20.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# cuDNN planning: self time = duration minus direct children (ops and runtime/driver calls)
+
+
+def cudnn_call(ts: float, dur: float, correlation: int, launch_at: float) -> list[Event]:
+    """aten::_cudnn_attention_forward (inside SDPA) with an allocation and a driver launch."""
+    return [
+        op("aten::scaled_dot_product_attention", ts - 2, dur + 4),
+        op("aten::_cudnn_attention_forward", ts, dur),
+        op("aten::empty", ts + 2, 5),
+        call("cudaMalloc", ts + 3, 3, correlation + 1000),  # a grandchild: not subtracted twice
+        call("cuLaunchKernelEx", launch_at, 4, correlation, cat="cuda_driver"),
+        kernel(CUDNN_SDPA, launch_at + 10, 20, correlation),
+    ]
+
+
+def test_cudnn_self_time_first_call_and_steady(tmp_path: Path) -> None:
+    # The first call (plan building) runs before the profiler steps; two steady calls inside.
+    trace = load(
+        tmp_path,
+        [
+            *cudnn_call(10, 100, 1, 90),  # self 100 - 5 - 4 = 91
+            annotation("ProfilerStep#1", 180, 100),
+            *cudnn_call(200, 40, 2, 230),  # self 31
+            annotation("ProfilerStep#2", 280, 100),
+            *cudnn_call(300, 30, 3, 320),  # self 21
+        ],
+    )
+    table = cudnn_table(trace)
+    want = pl.DataFrame(
+        {
+            "name": ["aten::_cudnn_attention_forward"],
+            "calls": pl.Series([3], dtype=pl.UInt32),
+            "self_us_total": [143.0],
+            "self_us_first_call": [91.0],
+            "self_us_steady": [26.0],  # median of 31 and 21
+            "self_us_per_iter": [26.0],  # (31 + 21) / 2 steps
+            "duration_us_mean": [170 / 3],
+            "self_share_pct": [143 / 170 * 100],
+            "launch_api": ["cuLaunchKernelEx"],
+        }
+    )
+    assert_frame_equal(table, want)
+    result = summary(trace)
+    assert result["cudnn_planning_us_per_iter"] == 26.0
+    assert result["launch_apis"] == {"cuLaunchKernelEx": 1.0}
+    assert result["category_us"] == {"fused_attention": 20.0}
+
+
+# ---------------------------------------------------------------------------------------------
+# memcpy: the op chain that caused each copy, and the advice it earns
+
+
+def clone_chain(top: str, ts: float, correlation: int) -> list[Event]:
+    """``top -> aten::clone -> aten::copy_ -> Memcpy DtoD``, as out-of-place ops record it."""
+    return [
+        op(top, ts, 50),
+        op("aten::clone", ts + 2, 40),
+        op("aten::empty_like", ts + 3, 2),
+        op("aten::copy_", ts + 10, 30),
+        call("cudaMemcpyAsync", ts + 12, 5, correlation),
+        memcpy(DTOD, ts + 20, 10, correlation, 2**20),
+    ]
+
+
+MASKED_FILL_ADVICE = (
+    "out-of-place `masked_fill` clones its input first; use `masked_fill_` where the input may "
+    "be overwritten"
+)
+
+
+def test_memcpy_chains_and_advice(tmp_path: Path) -> None:
+    trace = load(
+        tmp_path,
+        [
+            *clone_chain("aten::masked_fill", 0, 1),
+            op("aten::masked_fill_", 45, 4),  # the in-place op masked_fill runs: no copy
+            call("cudaLaunchKernel", 46, 2, 2),
+            kernel("masked_fill_kernel", 60, 5, 2),
+            # The same chain from ops with no in-place twin does not get the masked_fill advice.
+            *clone_chain("aten::masked_fill_", 100, 3),
+            *clone_chain("aten::contiguous", 200, 4),
+            op("aten::bmm", 300, 10),
+            call("cudaMemsetAsync", 301, 2, 5),
+            memset(320, 1, 5),
+            op("aten::to", 400, 10),
+            call("cudaMemcpyAsync", 401, 5, 6),
+            memcpy("Memcpy HtoD (Pageable -> Device)", 420, 30, 6, 512),
+        ],
+    )
+    table = memory_traffic(trace).sort("chain")
+    want = pl.DataFrame(
+        {
+            "chain": [
+                "aten::bmm -> Memset (Device)",
+                f"aten::contiguous -> aten::clone -> aten::copy_ -> {DTOD}",
+                f"aten::masked_fill -> aten::clone -> aten::copy_ -> {DTOD}",
+                f"aten::masked_fill_ -> aten::clone -> aten::copy_ -> {DTOD}",
+                "aten::to -> Memcpy HtoD (Pageable -> Device)",
+            ],
+            "count_per_iter": [1.0] * 5,
+            "bytes_per_call": [4.0, 2.0**20, 2.0**20, 2.0**20, 512.0],
+            "launch_op": ["aten::bmm", "aten::copy_", "aten::copy_", "aten::copy_", "aten::to"],
+            "advice": [
+                "cuBLAS zeroes a workspace or split-K accumulator; small and expected",
+                "a non-contiguous (transposed or permuted) tensor is materialised by "
+                "`.contiguous()`",
+                MASKED_FILL_ADVICE,
+                "device-to-device copy",
+                "host-to-device copy inside the measured region; move inputs to the GPU once (or "
+                "use pinned memory with non_blocking=True)",
+            ],
+        }
+    )
+    assert_frame_equal(table.select(want.columns), want)
+    assert (
+        f"aten::masked_fill -> aten::clone -> aten::copy_ -> {DTOD}: 1.0 per iteration of "
+        f"1.0 MiB; {MASKED_FILL_ADVICE}." in findings(trace)
+    )
+
+
+def test_memcpy_in_place_has_no_traffic(tmp_path: Path) -> None:
+    trace = load(
+        tmp_path,
+        [
+            op("aten::masked_fill_", 0, 4),
+            call("cudaLaunchKernel", 1, 2, 1),
+            kernel("masked_fill_kernel", 10, 5, 1),
+        ],
+    )
+    assert memory_traffic(trace).is_empty()
+    assert findings(trace) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# kernel table: aggregation, occupancy (theoretical from the footprint; achieved 0 -> null)
+
+
+def test_kernel_table_aggregation_and_occupancy(tmp_path: Path) -> None:
+    # The flash forward footprint on an H200 (255 registers, 128 threads, 64 KiB): 12.5%.
+    flash = footprint(255, 128, 65536, 0)
+    trace = load(
+        tmp_path,
+        [
+            annotation("ProfilerStep#1", 0, 1000),
+            op("aten::_flash_attention_forward", 10, 300),
+            call("cudaLaunchKernel", 11, 2, 1),
+            call("cudaLaunchKernel", 12, 2, 2),
+            call("cudaLaunchKernel", 13, 2, 3),
+            kernel(FLASH, 100, 10, 1, **{**flash, "est. achieved occupancy %": 50}),
+            kernel(FLASH, 200, 20, 2, **flash),  # Kineto's 0 means "no estimate"
+            kernel(FLASH, 300, 30, 3, **{**flash, "est. achieved occupancy %": 25}),
+            op("aten::mm", 400, 10),
+            call("cudaLaunchKernel", 401, 2, 4),
+            kernel(SGEMM, 500, 5, 4, **footprint(128, 256, 0, 0)),
+            op("aten::copy_", 600, 10),
+            call("cudaMemcpyAsync", 601, 2, 5),
+            memcpy(DTOD, 700, 15, 5, 4096),
+        ],
+    )
+    table = kernel_table(trace)
+    want = pl.DataFrame(
+        {
+            "name": [FLASH, DTOD, SGEMM],
+            "category": ["fused_attention", "memcpy", "gemm"],
+            "count": pl.Series([3, 1, 1], dtype=pl.UInt32),
+            "count_per_iter": [3.0, 1.0, 1.0],
+            "total_us": [60.0, 15.0, 5.0],
+            "mean_us": [20.0, 15.0, 5.0],
+            "min_us": [10.0, 15.0, 5.0],
+            "max_us": [30.0, 15.0, 5.0],
+            "share_pct": [75.0, 18.75, 6.25],
+            # 128 registers x 256 threads: 4 warps of each sub-partition's 16384 registers.
+            "theoretical_occupancy_pct": [12.5, None, 25.0],
+            "occupancy_limiter": ["registers", None, "registers"],
+            # (50 * 10 + 25 * 30) / 40: the launch reported as 0 carries no weight.
+            "achieved_occupancy_pct": [31.25, None, None],
+            "launch_op": ["aten::_flash_attention_forward", "aten::copy_", "aten::mm"],
+            "launch_api": ["cudaLaunchKernel", "cudaMemcpyAsync", "cudaLaunchKernel"],
+            "gemm_precision": [None, None, "fp32-cuda-cores"],
+        }
+    )
+    assert_frame_equal(table.select(want.columns), want)
+
+
+def test_kernel_table_category_from_linked_launches(tmp_path: Path) -> None:
+    # Launched once before the window (name only: "copy") and twice under cuDNN attention
+    # backward (fused_attention). The row takes the linked launches' category.
+    trace = load(
+        tmp_path,
+        [
+            kernel(CONVERT_DQ, 1, 2, 100),
+            op("aten::_cudnn_attention_backward", 10, 50),
+            call("cuLaunchKernelEx", 11, 2, 1, cat="cuda_driver"),
+            call("cuLaunchKernelEx", 14, 2, 2, cat="cuda_driver"),
+            kernel(CONVERT_DQ, 20, 2, 1),
+            kernel(CONVERT_DQ, 30, 2, 2),
+        ],
+    )
+    table = kernel_table(trace)
+    assert table.select("name", "category", "count").rows() == [(CONVERT_DQ, "fused_attention", 3)]
+
+
+# ---------------------------------------------------------------------------------------------
+# expectations: METRIC OP NUMBER, checked against a summary
+
+SUMMARY = {
+    "iterations": 3,
+    "kernels_per_iter": 1.0,
+    "memcpy_per_iter": 0.0,
+    "gpu_kernel_us_per_iter": 94.72,
+    "bound": "GPU-bound",
+    "category_count": {"fused_attention": 1.0},
+    "category_us": {"fused_attention": 94.72},
+    "launch_apis": {"cudaLaunchKernel": 1.0},
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "measured", "held"),
+    [
+        ("kernels_per_iter == 1", 1.0, True),
+        ("kernels_per_iter != 1", 1.0, False),
+        ("kernels_per_iter <= 1", 1.0, True),
+        ("kernels_per_iter >= 2", 1.0, False),
+        ("kernels_per_iter < 1", 1.0, False),
+        ("gpu_kernel_us_per_iter > 90.5", 94.72, True),
+        ("memcpy_per_iter==0", 0.0, True),
+        ("iterations == 3", 3.0, True),
+        ("category:fused_attention == 1", 1.0, True),
+        ("category:softmax == 0", 0.0, True),  # a category absent from the trace counts 0
+        ("category_us:fused_attention < 1e2", 94.72, True),
+        ("launch_api:cuLaunchKernelEx >= 1", 0.0, False),
+    ],
+)
+def test_expectation_check(text: str, measured: float, held: bool) -> None:
+    result = expect.check([expect.parse(text)], SUMMARY)
+    assert result.rows() == [(str(expect.parse(text)), measured, held)]
+
+
+def test_expectation_parse() -> None:
+    assert expect.parse("  kernels_per_iter<=1.5 ") == expect.Expectation(
+        "kernels_per_iter", "<=", 1.5
+    )
+    assert str(expect.parse("category:softmax == 0")) == "category:softmax == 0"
+    assert expect.parse("x > -2.5e-3").value == -2.5e-3
+
+
+@pytest.mark.parametrize(
+    "text", ["kernels_per_iter", "kernels_per_iter = 1", "== 1", "k == one", "k == 1.2.3", "k == ."]
+)
+def test_expectation_bad_syntax(text: str) -> None:
+    with pytest.raises(expect.ExpectationError, match="cannot read the expectation") as info:
+        expect.parse(text)
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("metric", ["kernels_per_itr", "bound", "category_count", "foo:bar"])
+def test_expectation_unknown_metric(metric: str) -> None:
+    with pytest.raises(expect.ExpectationError, match=f"unknown metric '{metric}'") as info:
+        expect.check([expect.parse(f"{metric} == 1")], SUMMARY)
+    assert "kernels_per_iter" in str(info.value)  # the message lists the metrics there are
+    assert info.value.exit_code == 2
+
+
+def test_expectations_file(tmp_path: Path) -> None:
+    path = tmp_path / "expect.txt"
+    path.write_text("# flash\nkernels_per_iter <= 1  # one fused kernel\n\ncategory:softmax == 0\n")
+    assert [str(e) for e in expect.read_file(path)] == [
+        "kernels_per_iter <= 1",
+        "category:softmax == 0",
+    ]
+    with pytest.raises(expect.ExpectationError, match="cannot read the expectations file"):
+        expect.read_file(tmp_path / "missing.txt")
+
+
+# ---------------------------------------------------------------------------------------------
+# short kernel names (markdown tables)
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        (FLASH, "pytorch_flash::flash_fwd_kernel"),
+        (SOFTMAX, "softmax_warp_forward"),
+        (
+            "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT",
+            "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT",
+        ),
+        # The arity wrapper (AUnaryFunctor) names no operation; the functor inside it does.
+        (
+            "void at::native::vectorized_elementwise_kernel<8, at::native::AUnaryFunctor<"
+            "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::"
+            "MulFunctor<float> >, std::array<char*, 2ul> >(int, at::native::AUnaryFunctor<float>)",
+            "vectorized_elementwise_kernel [MulFunctor]",
+        ),
+        (
+            "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::"
+            "CUDAFunctor_add<float> >(at::TensorIteratorBase&)::{lambda(int)#1}>(int)",
+            "elementwise_kernel [CUDAFunctor_add]",
+        ),
+        ("x" * 80, "x" * 71 + "…"),
+    ],
+)
+def test_short_names(name: str, short: str) -> None:
+    assert pl.DataFrame({"name": [name]}).select(short_name_expr()).item() == short

@@ -1,0 +1,227 @@
+"""The numbers that must hold on the real H200 traces in sample_traces/ (the project's contract).
+
+``h200_default`` was captured with the seed article's configuration: B8 H16 S1024 D64 bf16,
+causal, forward only, 3 active profiler steps (ProfilerStep#2..#4). Per forward (= per
+iteration) it must show:
+
+| variant        | kernels | memcpy | memset | CPU transposes | also                            |
+| -------------- | ------- | ------ | ------ | -------------- | ------------------------------- |
+| naive          | 5       | 1 DtoD | 1      |                | memcpy finding: masked_fill_    |
+| naive_inplace  | 5       | 0      | 1      |                |                                 |
+| sdpa_math      | 20      | 0      | 0      |                | GEMMs fp32 on CUDA cores        |
+| sdpa_efficient | 1 fused | 0      | 0      | 4              |                                 |
+| sdpa_flash     | 1 fused | 0      | 0      | 4              | theoretical occupancy 12.5%     |
+| sdpa_cudnn     | 1 fused | 0      | 1      | 0              | cuLaunchKernelEx, 18.75%, cuDNN |
+|                |         |        |        |                | planning time > 0               |
+
+(The memsets of naive are cuBLAS's, of cuDNN its softmax-statistics zeroing.) Changing any of
+these numbers is a change of the contract: update ARCHITECTURE.md with it.
+
+``h200_backward_large`` (B4 H32 S2048 D128, forward + backward): every variant analyses, and the
+flash and cuDNN backward passes run fused attention kernels.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import traceanalyze
+from traceanalyze.analyses.cudnn import cudnn_table
+from traceanalyze.analyses.kernels import kernel_table, occupancy_by_category, occupancy_table
+from traceanalyze.analyses.memcpy import findings, memory_traffic
+from traceanalyze.analyses.summary import summary
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+DEFAULT = SAMPLES / "h200_default"
+BACKWARD = SAMPLES / "h200_backward_large"
+FUSED_VARIANTS = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn")
+CUDNN_BPROP = "cudnn_generated_fort_native_sdpa_sm90_flash_bprop"
+CUDNN_BACKWARD = "aten::_cudnn_attention_backward"
+
+
+def variants(folder: Path) -> list[str]:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    return [name for name, v in manifest["variants"].items() if v["status"] == "ok"]
+
+
+@cache
+def trace(folder: Path, variant: str) -> traceanalyze.Trace:
+    return traceanalyze.load(folder / f"{variant}.json.gz", cache=False)
+
+
+@cache
+def summary_of(folder: Path, variant: str) -> dict[str, Any]:
+    return summary(trace(folder, variant))
+
+
+def kernels_of(folder: Path, variant: str) -> pl.DataFrame:
+    return kernel_table(trace(folder, variant)).filter(pl.col("kind") == "kernel")
+
+
+def test_every_default_variant_was_captured() -> None:
+    assert variants(DEFAULT) == [
+        "naive",
+        "naive_inplace",
+        "sdpa_math",
+        "sdpa_efficient",
+        "sdpa_flash",
+        "sdpa_cudnn",
+        "sdpa_auto",
+        "flex_attention",
+        "compiled_naive",
+    ]
+
+
+@pytest.mark.parametrize("variant", variants(DEFAULT))
+def test_three_profiler_steps(variant: str) -> None:
+    result = summary_of(DEFAULT, variant)
+    assert (result["iterations"], result["iteration_source"]) == (3, "ProfilerStep")
+
+
+@pytest.mark.parametrize(
+    ("variant", "kernels", "memcpy", "memset"),
+    [
+        ("naive", 5, 1, 1),
+        ("naive_inplace", 5, 0, 1),
+        ("sdpa_math", 20, 0, 0),
+        ("sdpa_efficient", 1, 0, 0),
+        ("sdpa_flash", 1, 0, 0),
+        ("sdpa_cudnn", 1, 0, 1),
+    ],
+)
+def test_kernels_memcpy_memset_per_forward(
+    variant: str, kernels: int, memcpy: int, memset: int
+) -> None:
+    result = summary_of(DEFAULT, variant)
+    measured = (result["kernels_per_iter"], result["memcpy_per_iter"], result["memset_per_iter"])
+    assert measured == (kernels, memcpy, memset)
+
+
+def test_naive_memcpy_is_device_to_device() -> None:
+    table = kernel_table(trace(DEFAULT, "naive")).filter(pl.col("kind") == "memcpy")
+    assert table.select("name", "category", "count_per_iter", "launch_op").rows() == [
+        ("Memcpy DtoD (Device -> Device)", "memcpy", 1.0, "aten::copy_")
+    ]
+
+
+def test_naive_memcpy_finding_names_masked_fill_and_its_in_place_twin() -> None:
+    traffic = memory_traffic(trace(DEFAULT, "naive")).filter(pl.col("kind") == "memcpy")
+    assert traffic["chain"].to_list() == [
+        "aten::masked_fill -> aten::clone -> aten::copy_ -> Memcpy DtoD (Device -> Device)"
+    ]
+    [sentence] = [s for s in findings(trace(DEFAULT, "naive")) if "Memcpy" in s]
+    assert "`masked_fill`" in sentence
+    assert "use `masked_fill_`" in sentence
+    assert "256.0 MiB" in sentence  # B8 x H16 x 1024 x 1024 bf16 scores, copied once a forward
+
+
+def test_naive_inplace_has_no_memcpy_finding() -> None:
+    assert not [s for s in findings(trace(DEFAULT, "naive_inplace")) if "Memcpy" in s]
+
+
+def test_sdpa_math_gemms_run_fp32_on_cuda_cores() -> None:
+    gemms = kernels_of(DEFAULT, "sdpa_math").filter(pl.col("category") == "gemm")
+    assert gemms["count_per_iter"].sum() == 2  # Q K^T and P V
+    assert set(gemms["gemm_precision"]) == {"fp32-cuda-cores"}
+
+
+@pytest.mark.parametrize("variant", FUSED_VARIANTS)
+def test_fused_variants_run_one_fused_attention_kernel(variant: str) -> None:
+    result = summary_of(DEFAULT, variant)
+    assert result["category_count"].get("fused_attention") == 1.0
+    assert list(result["category_us"]) == ["fused_attention"]
+    kernels = kernels_of(DEFAULT, variant)
+    assert kernels.select("category", "count_per_iter").rows() == [("fused_attention", 1.0)]
+
+
+@pytest.mark.parametrize(
+    ("variant", "transposes"), [("sdpa_efficient", 4), ("sdpa_flash", 4), ("sdpa_cudnn", 0)]
+)
+def test_cpu_side_transposes(variant: str, transposes: int) -> None:
+    assert summary_of(DEFAULT, variant)["transpose_ops_per_iter"] == transposes
+
+
+def test_cudnn_planning_time_and_table() -> None:
+    assert summary_of(DEFAULT, "sdpa_cudnn")["cudnn_planning_us_per_iter"] > 0
+    table = cudnn_table(trace(DEFAULT, "sdpa_cudnn"))
+    top = table.row(0, named=True)
+    assert top["name"] == "aten::_cudnn_attention_forward"
+    assert top["calls"] == 3
+    assert top["launch_api"] == "cuLaunchKernelEx"
+    assert top["self_us_total"] > 0
+    # Nothing calls cuDNN in the other variants.
+    assert summary_of(DEFAULT, "sdpa_flash")["cudnn_planning_us_per_iter"] == 0
+    assert cudnn_table(trace(DEFAULT, "sdpa_flash")).is_empty()
+
+
+def test_cudnn_launches_with_cu_launch_kernel_ex_plus_one_memset() -> None:
+    result = summary_of(DEFAULT, "sdpa_cudnn")
+    assert result["launch_apis"] == {"cuLaunchKernelEx": 1.0, "cudaMemsetAsync": 1.0}
+    [api] = kernels_of(DEFAULT, "sdpa_cudnn")["launch_api"]
+    assert api == "cuLaunchKernelEx"
+
+
+@pytest.mark.parametrize(
+    ("variant", "kernel", "occupancy"),
+    [
+        ("sdpa_flash", "pytorch_flash::flash_fwd_kernel", 12.5),  # 255 regs x 128 threads
+        ("sdpa_cudnn", "cudnn_generated_fort_native_sdpa_", 18.75),  # 168 regs x 384 threads
+    ],
+)
+def test_theoretical_occupancy_of_the_fused_kernels(
+    variant: str, kernel: str, occupancy: float
+) -> None:
+    table = occupancy_table(trace(DEFAULT, variant))
+    row = table.filter(pl.col("name").str.contains(kernel, literal=True)).row(0, named=True)
+    assert (row["theoretical_occupancy_pct"], row["occupancy_limiter"]) == (occupancy, "registers")
+
+
+def test_cudnn_kernel_has_no_achieved_occupancy_estimate() -> None:
+    # Kineto writes 0 for driver-API launches; that means "unknown", shown as null.
+    [achieved] = kernels_of(DEFAULT, "sdpa_cudnn")["achieved_occupancy_pct"]
+    assert achieved is None
+
+
+@pytest.mark.parametrize("variant", variants(BACKWARD))
+def test_backward_variants_analyse(variant: str) -> None:
+    loaded = trace(BACKWARD, variant)
+    result = summary_of(BACKWARD, variant)
+    assert result["iterations"] == 3
+    assert result["kernels_per_iter"] > 0
+    for table in (
+        kernel_table(loaded),
+        occupancy_table(loaded),
+        occupancy_by_category(loaded),
+        cudnn_table(loaded),
+        memory_traffic(loaded),
+    ):
+        assert isinstance(table, pl.DataFrame)
+    assert "other" not in result["category_us"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "backward_kernel", "backward_op"),
+    [
+        ("sdpa_flash", "pytorch_flash::flash_bwd_", "aten::_flash_attention_backward"),
+        ("sdpa_cudnn", CUDNN_BPROP, CUDNN_BACKWARD),
+        # cuDNN's convert_dq_to_16bits also ran once before the window, with no launching op.
+        ("sdpa_auto", CUDNN_BPROP, CUDNN_BACKWARD),
+    ],
+)
+def test_backward_runs_fused_attention_kernels(
+    variant: str, backward_kernel: str, backward_op: str
+) -> None:
+    kernels = kernels_of(BACKWARD, variant)
+    backward = kernels.filter(pl.col("name").str.contains(backward_kernel, literal=True))
+    assert not backward.is_empty()
+    assert set(backward["category"]) == {"fused_attention"}
+    assert set(backward["launch_op"]) == {backward_op}
+    # Every kernel the backward op launches is part of the fused attention (cuDNN's helpers too).
+    under_op = kernels.filter(pl.col("launch_op") == backward_op)
+    assert set(under_op["category"]) == {"fused_attention"}
