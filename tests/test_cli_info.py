@@ -151,17 +151,12 @@ def test_bad_input_is_one_line_and_exit_1(
     assert result.exit_code == 1
     assert result.stdout == ""
     (line,) = result.stderr.splitlines()
-    assert line.startswith(f"traceanalyze: {path}: ")
+    assert line.startswith(f"traceanalyze: error: {path}: ")
     assert words in line
     assert "Traceback" not in result.output
     assert path.read_bytes() == content
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 2 asks for 'traceanalyze: error: ...'; cli/__init__.py (LibraryError.show) "
-    "has printed 'traceanalyze: ...' since the analyses commit",
-)
 def test_error_line_says_error(tmp_path: Path) -> None:
     result = run(tmp_path / "nope.json")
     assert result.stderr.startswith("traceanalyze: error: ")
@@ -172,7 +167,7 @@ def test_missing_file_and_empty_folder_exit_1(tmp_path: Path) -> None:
         result = run(path)
         assert result.exit_code == 1
         (line,) = result.stderr.splitlines()
-        assert line.startswith(f"traceanalyze: {path}: ")
+        assert line.startswith(f"traceanalyze: error: {path}: ")
 
 
 def test_usage_errors_exit_2(trace: Path) -> None:

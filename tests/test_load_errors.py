@@ -51,7 +51,7 @@ BAD_FILES: dict[str, tuple[str, bytes, type[TraceAnalyzeError], str]] = {
     "json_string": ("t.json", b'"trace"', TraceFormatError, NOT_A_TRACE),
     "event_with_text_time": (
         "t.json", b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": "soon"}]}',
-        TraceFormatError, "ts is not a number",
+        TraceFormatError, "traceEvents[0].ts",
     ),
     "no_events": ("t.json", b'{"traceEvents": []}', EmptyTraceError, "no events"),
     "corrupt_gzip": ("t.json.gz", corrupt_gzip(TRACE_JSON), TraceFormatError, "gzip"),

@@ -20,7 +20,7 @@ class LibraryError(click.ClickException):
     exit_code = 1
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"traceanalyze: {self.format_message()}", err=True)
+        click.echo(f"traceanalyze: error: {self.format_message()}", err=True)
 
 
 class LibraryUsageError(LibraryError):

@@ -8,9 +8,11 @@ and returns them in order.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
@@ -59,26 +61,58 @@ def load_each(
     for file in files:
         if file.is_dir():
             raise TraceReadError("is a folder", file, "Pass trace files, or load the folder.")
-    total = sum(f.stat().st_size for f in files if f.is_file())
-    workers = min(len(files), os.cpu_count() or 1)
-    if workers < 2 or total < _PARALLEL_MIN_BYTES:
-        traces = []
-        for index, file in enumerate(files):
-            traces.append(_load_file(file, index, cache, cache_dir, None))
+    traces: dict[int, Trace] = {}
+    for index, file in enumerate(files):
+        cached = _cached(file, index, cache, cache_dir)
+        if cached is not None:
+            traces[index] = cached
             if progress:
                 progress(file)
-        return traces
+    pending = [i for i in range(len(files)) if i not in traces]
+    traces |= _parse_all(files, pending, cache, cache_dir, progress)
+    return [traces[i] for i in range(len(files))]
+
+
+def _parse_all(
+    files: list[Path],
+    pending: list[int],
+    cache: bool,
+    cache_dir: str | os.PathLike[str] | None,
+    progress: Progress | None,
+) -> dict[int, Trace]:
+    """Parse ``files[i]`` for each pending i: in worker processes when they are large."""
+    parsed: dict[int, Trace] = {}
+    total = sum(files[i].stat().st_size for i in pending if files[i].is_file())
+    workers = min(len(pending), os.cpu_count() or 1)
+    if workers >= 2 and total >= _PARALLEL_MIN_BYTES:
+        # A script without an `if __name__ == "__main__":` guard cannot spawn workers (the pool
+        # breaks); whatever they did not parse is parsed here below.
+        with contextlib.suppress(BrokenProcessPool):
+            _parse_in_workers(files, pending, workers, cache, cache_dir, progress, parsed)
+    for index in pending:
+        if index not in parsed:
+            parsed[index] = _load_file(files[index], index, cache, cache_dir, None)
+            if progress:
+                progress(files[index])
+    return parsed
+
+
+def _parse_in_workers(
+    files: list[Path],
+    pending: list[int],
+    workers: int,
+    cache: bool,
+    cache_dir: str | os.PathLike[str] | None,
+    progress: Progress | None,
+    parsed: dict[int, Trace],
+) -> None:
     # spawn, not fork: forking a process whose Polars thread pool is running can deadlock.
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [
-            pool.submit(_load_file, f, i, cache, cache_dir, None) for i, f in enumerate(files)
-        ]
-        traces = []
-        for file, future in zip(files, futures, strict=True):
-            traces.append(future.result())
+        futures = {i: pool.submit(_load_file, files[i], i, cache, cache_dir, None) for i in pending}
+        for index, future in futures.items():
+            parsed[index] = future.result()
             if progress:
-                progress(file)
-        return traces
+                progress(files[index])
 
 
 def trace_files(folder: Path) -> list[Path]:
@@ -138,6 +172,23 @@ def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
     )
 
 
+def _cached(
+    path: Path, default_rank: int, cache: bool, cache_dir: str | os.PathLike[str] | None
+) -> Trace | None:
+    """The cached trace of ``path``, or None (no cache, no entry, or the file is unreadable)."""
+    if not cache:
+        return None
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    try:
+        cached = read_entry(entry_for(path, folder, default_rank))
+    except OSError:
+        return None
+    if cached is None:
+        return None
+    # Entries are keyed by the resolved path: name the file as this caller did.
+    return replace(cached, meta=tuple(replace(m, path=path) for m in cached.meta))
+
+
 def _load_file(
     path: Path,
     default_rank: int,
@@ -145,19 +196,13 @@ def _load_file(
     cache_dir: str | os.PathLike[str] | None,
     timer: StageTimer | None,
 ) -> Trace:
-    if not cache:
-        return parse_file(path, default_rank, timer)
-    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    try:
-        entry = entry_for(path, folder, default_rank)
-    except OSError:
-        return parse_file(path, default_rank, timer)  # read_bytes gives the precise error
-    cached = read_entry(entry)
+    cached = _cached(path, default_rank, cache, cache_dir)
     if cached is not None:
-        # Entries are keyed by the resolved path: name the file as this caller did.
-        return replace(cached, meta=tuple(replace(m, path=path) for m in cached.meta))
-    trace = parse_file(path, default_rank, timer)
-    write_entry(entry, trace)
+        return cached
+    trace = parse_file(path, default_rank, timer)  # read_bytes raises the precise error
+    if cache:
+        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        write_entry(entry_for(path, folder, default_rank), trace)
     return trace
 
 

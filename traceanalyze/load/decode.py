@@ -75,9 +75,8 @@ class Event(msgspec.Struct, gc=False):
     name: str = ""
     pid: Union[int, str] = 0  # noqa: UP007
     tid: Union[int, str] = 0  # noqa: UP007
-    # Raw, not float: an epoch timestamp in microseconds (1712195495505543.047) has 19 digits,
-    # more than a float64 keeps, so its nanoseconds would be lost. Durations fit a float.
-    ts: msgspec.Raw = _ZERO
+    # A float is exact for Kineto's usual timestamps; for epoch-sized ones see exact_timestamps.
+    ts: float = 0.0
     dur: float = 0.0
     id: Scalar = None
     args: msgspec.Raw = _EMPTY_ARGS
@@ -110,7 +109,21 @@ VERSION_KEYS = (
     "roctracer_version",
 )
 
+
+class _Timestamp(msgspec.Struct, gc=False):
+    ts: msgspec.Raw = _ZERO
+
+
+class _TimestampDocument(msgspec.Struct, gc=False):
+    traceEvents: Union[list[_Timestamp], None] = None  # noqa: N815, UP007
+
+
+# Above this many microseconds a float64 no longer holds every nanosecond digit (2**53 ns).
+EXACT_FLOAT_LIMIT_US = 2**53 / 1000
+
 _DOCUMENT = msgspec.json.Decoder(TraceDocument)
+_TIMESTAMPS = msgspec.json.Decoder(_TimestampDocument)
+_TIMESTAMP_ARRAY = msgspec.json.Decoder(list[_Timestamp])
 _ARGS = msgspec.json.Decoder(Args)
 _EVENT_ARRAY = msgspec.json.Decoder(list[Event])
 
@@ -128,6 +141,27 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def exact_timestamps(data: bytes, events: list[Event]) -> None:
+    """Give events their timestamps as written when floats would lose nanoseconds.
+
+    Older traces write epoch microseconds with three decimals (1712195495505543.047): 19 digits,
+    more than a float64 keeps. Only then are the timestamps decoded a second time, as raw JSON
+    numbers, which the frame builder converts digit for digit.
+    """
+    if not events or max(map(abs, map(_event_ts, events))) < EXACT_FLOAT_LIMIT_US:
+        return
+    with gc_paused():
+        if _FIRST_TOKEN.search(data).group() == b"[":  # type: ignore[union-attr]
+            stamps = _TIMESTAMP_ARRAY.decode(data)
+        else:
+            stamps = _TIMESTAMPS.decode(data).traceEvents or []
+    for event, stamp in zip(events, stamps, strict=True):  # old, small traces only
+        event.ts = stamp.ts  # type: ignore[assignment]
+
+
+_event_ts = attrgetter("ts")
 
 
 def decode_args(events: list[Event], path: Path) -> list[Args]:

@@ -41,8 +41,11 @@ CALL_CATS = {
 }
 # Old traces spell the external id "external id"; newer ones "External id".
 LEGACY_CATS = frozenset({"Kernel", "Memcpy", "Memset", "Operator", "Runtime", "Driver"})
-# Counted but not kept: large, and no analysis reads them.
-SKIPPED_CATS = frozenset({"python_function", "Trace", "overhead", "gpu_user_annotation"})
+# Counted but not kept: large, and no analysis reads them. cpu_instant_event holds the
+# profile_memory allocation events, whose only content is in args that are not decoded.
+SKIPPED_CATS = frozenset(
+    {"python_function", "cpu_instant_event", "Trace", "overhead", "gpu_user_annotation"}
+)
 FLOW_PHASES = frozenset({"s", "f", "t"})
 INSTANT_PHASES = frozenset({"i", "I"})
 
@@ -235,7 +238,8 @@ _DIMS = frozenset(f"{d}_{a}" for d in ("grid", "block") for a in "xyz")
 
 def _series(name: str, values: Sequence[Any], ids: IdMapper) -> pl.Series:
     if name == "ts_ns":
-        return _exact_ns(name, values)
+        exact = bool(values) and isinstance(values[0], msgspec.Raw)
+        return _exact_ns(name, values) if exact else _ns(name, values)
     if name == "dur_ns":
         return _ns(name, values)
     if name in _STRINGS:

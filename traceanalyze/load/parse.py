@@ -8,7 +8,12 @@ from pathlib import Path
 from traceanalyze.errors import TraceFormatError
 from traceanalyze.link import link
 from traceanalyze.load import frames
-from traceanalyze.load.decode import FIX_NOT_A_TRACE, decode_document, gc_paused
+from traceanalyze.load.decode import (
+    FIX_NOT_A_TRACE,
+    decode_document,
+    exact_timestamps,
+    gc_paused,
+)
 from traceanalyze.load.metadata import device_frame, rank_of, trace_meta
 from traceanalyze.load.read import read_bytes
 from traceanalyze.trace import Trace
@@ -30,6 +35,7 @@ def _parse(path: Path, default_rank: int, timer: StageTimer | None) -> Trace:
     header = decode_document(data, path)
     events = header.traceEvents or []
     header.traceEvents = None
+    exact_timestamps(data, events)
     mark("decode")
     extracted = frames.extract(events, path)
     # The raw bytes and the events are the largest objects alive; free them before building.
