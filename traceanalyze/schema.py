@@ -65,6 +65,8 @@ CPU_SCHEMA: dict[str, pl.DataType] = {
     "tid": pl.Int64(),
     "ts_ns": pl.Int64(),
     "dur_ns": pl.Int64(),
+    # Runtime/driver calls only, like correlation: linking uses time containment, and reading
+    # every cpu_op's args would cost a tenth of the load time.
     "external_id": pl.Int64(),
     "correlation": pl.Int64(),  # runtime/driver calls only
     # Linking results.

@@ -15,9 +15,10 @@ from traceanalyze.analyses.cputree import with_self_time
 from traceanalyze.trace import Trace
 
 # CPU ops that call into cuDNN (or MIOpen, its ROCm counterpart).
+# The SDPA wrapper aten::_scaled_dot_product_cudnn_attention is not one: it only dispatches.
 CUDNN_OP = (
-    r"^aten::(_cudnn_attention_(forward|backward)|_scaled_dot_product_cudnn_attention"
-    r"(_backward)?|cudnn_convolution\w*|cudnn_batch_norm\w*|_cudnn_rnn\w*|miopen_\w+)$"
+    r"^aten::(_cudnn_attention_(forward|backward)|cudnn_convolution\w*|cudnn_batch_norm\w*"
+    r"|_cudnn_rnn\w*|miopen_\w+)$"
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from traceanalyze.errors import TraceFormatError
+from traceanalyze.errors import EmptyTraceError, TraceFormatError
 from traceanalyze.link import link
 from traceanalyze.load import frames
 from traceanalyze.load.decode import (
@@ -46,6 +46,12 @@ def _parse(path: Path, default_rank: int, timer: StageTimer | None) -> Trace:
         built = frames.build_frames(extracted, rank)
     except frames.BadTimestampError as exc:
         raise TraceFormatError(str(exc), path, FIX_NOT_A_TRACE) from None
+    if not built.cpu.height and not built.gpu.height:
+        raise EmptyTraceError(
+            "the trace has no CPU operators, runtime calls or GPU activity",
+            path,
+            "Profile at least one active step with CPU and CUDA activities.",
+        )
     meta = trace_meta(header, path, rank, extracted.counts, built.thread_names)
     del extracted
     devices = device_frame(header, rank)
