@@ -90,6 +90,7 @@ def test_summary(tmp_path: Path) -> None:
     result = summary(load(tmp_path, SUMMARY_EVENTS))
     assert result == {
         "iterations": 2,
+        "ranks": 1,
         "iteration_source": "ProfilerStep",
         "iteration_us": 100.0,
         "kernels_per_iter": 1.5,  # 3 kernels in 2 steps; the pre-window kernel is not counted

@@ -39,4 +39,6 @@ def in_iterations(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def iteration_count(trace: Trace) -> int:
+    """The divisor of per-iteration figures: iterations times ranks (one row per rank and step),
+    so a multi-rank trace reports the mean per rank and iteration."""
     return max(trace.iterations.height, 1)

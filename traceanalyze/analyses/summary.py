@@ -36,7 +36,10 @@ def busy_ns(frame: pl.DataFrame) -> int:
 
 
 def summary(trace: Trace) -> dict[str, Any]:
-    """The per-iteration summary (keys are a public contract, see ARCHITECTURE.md)."""
+    """The per-iteration summary (keys are a public contract, see ARCHITECTURE.md).
+
+    Figures are means per iteration; for a folder of ranks, per rank and iteration.
+    """
     n = iteration_count(trace)
     gpu = in_iterations(activities(trace))
     kernels = gpu.filter(pl.col("kind") == "kernel")
@@ -45,7 +48,8 @@ def summary(trace: Trace) -> dict[str, Any]:
     gpu_busy = busy_ns(gpu) / 1e3 / n
     cpu_ops_us = float(outer["dur_ns"].sum()) / 1e3 / n
     return {
-        "iterations": trace.iterations.height,
+        "iterations": trace.iterations["iteration"].n_unique(),
+        "ranks": len(trace.meta),
         "iteration_source": trace.iteration_source,
         "iteration_us": _mean_us(trace.iterations["dur_ns"]),
         "kernels_per_iter": kernels.height / n,
