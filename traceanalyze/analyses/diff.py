@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 
@@ -37,7 +36,8 @@ def diff(base: Trace, new: Trace) -> TraceDiff:
         {"figure": list(FIGURES), "base": [a[f] for f in FIGURES], "new": [b[f] for f in FIGURES]},
         schema={"figure": pl.String, "base": pl.Float64, "new": pl.Float64},
     ).with_columns(_change("base", "new"))
-    return TraceDiff(figures, _categories(a, b), _kernels(base, new))
+    per_kernel = _per_kernel(base), _per_kernel(new)
+    return TraceDiff(figures, _categories(*per_kernel), _kernels(*per_kernel))
 
 
 def _change(before: str, after: str) -> list[pl.Expr]:
@@ -48,18 +48,21 @@ def _change(before: str, after: str) -> list[pl.Expr]:
     ]
 
 
-def _categories(a: dict[str, Any], b: dict[str, Any]) -> pl.DataFrame:
-    names = sorted(set(a["category_us"]) | set(b["category_us"]))
-    frame = pl.DataFrame(
-        {
-            "category": names,
-            "base_us": [a["category_us"].get(n, 0.0) for n in names],
-            "new_us": [b["category_us"].get(n, 0.0) for n in names],
-        },
-        schema={"category": pl.String, "base_us": pl.Float64, "new_us": pl.Float64},
+def _categories(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
+    """Time per category from the per-kernel frames, so memcpy and memset are in it as in the
+    kernel rows (the summary's category_us counts kernels only: a removed copy was invisible)."""
+
+    def per_category(frame: pl.DataFrame, name: str) -> pl.DataFrame:
+        return frame.group_by("category").agg(pl.col("us_per_iter").sum().alias(name))
+
+    joined = per_category(base, "base_us").join(
+        per_category(new, "new_us"), on="category", how="full", coalesce=True
     )
-    return frame.with_columns(change_us=pl.col("new_us") - pl.col("base_us")).sort(
-        pl.col("change_us").abs(), descending=True
+    # The name breaks ties: a sort on the change alone left equal changes in hash order.
+    return (
+        joined.with_columns(pl.col("base_us", "new_us").fill_null(0.0))
+        .with_columns(change_us=pl.col("new_us") - pl.col("base_us"))
+        .sort([pl.col("change_us").abs(), "category"], descending=[True, False])
     )
 
 
@@ -76,10 +79,8 @@ def _per_kernel(trace: Trace) -> pl.DataFrame:
     )
 
 
-def _kernels(base: Trace, new: Trace) -> pl.DataFrame:
-    joined = _per_kernel(base).join(
-        _per_kernel(new), on="name", how="full", coalesce=True, suffix="_new"
-    )
+def _kernels(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
+    joined = base.join(new, on="name", how="full", coalesce=True, suffix="_new")
     return (
         joined.select(
             "name",

@@ -18,8 +18,8 @@ from traceanalyze.load.variants import VariantSet
 from traceanalyze.render.table import markdown_table
 
 
-def hta_section(variants: VariantSet) -> str:
-    """Markdown: one row per variant with HTA's temporal and idle breakdown."""
+def require_hta() -> type:
+    """HTA's ``TraceAnalysis`` class, or an :class:`AnalysisError` saying how to install it."""
     try:
         from hta.trace_analysis import TraceAnalysis
     except ImportError:
@@ -28,11 +28,17 @@ def hta_section(variants: VariantSet) -> str:
             None,
             "Install the extra: pip install 'traceanalyze[hta]'.",
         ) from None
+    return TraceAnalysis  # type: ignore[no-any-return]
+
+
+def hta_section(variants: VariantSet) -> str:
+    """Markdown: one row per variant with HTA's temporal and idle breakdown."""
+    analysis_class = require_hta()
     rows = []
     for variant in variants.loaded:
         if variant.path is None:
             continue
-        rows.append({"variant": variant.label, **_breakdown(TraceAnalysis, variant.path)})
+        rows.append({"variant": variant.label, **_breakdown(analysis_class, variant.path)})
     table = pl.DataFrame(rows)
     return (
         "## Holistic Trace Analysis cross-view\n\n"

@@ -19,7 +19,10 @@ from traceanalyze.names import short_name_expr
 from traceanalyze.trace import Trace
 
 TOP_KERNELS = 8
-ENVIRONMENT_KEYS = ("gpu", "compute_capability", "driver", "cuda", "cudnn", "torch", "triton")
+ENVIRONMENT_KEYS = (
+    "gpu", "compute_capability", "driver", "cuda", "cudnn", "torch", "triton", "python",
+)  # fmt: skip
+VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version")
 
 
 @dataclass(frozen=True)
@@ -78,16 +81,7 @@ def header(variant_set: VariantSet) -> dict[str, Any]:
     if variant_set.manifests:
         manifest = variant_set.manifests[0]
         environment = manifest.get("environment", {})
-        for key in (
-            "gpu",
-            "compute_capability",
-            "driver",
-            "cuda",
-            "cudnn",
-            "torch",
-            "triton",
-            "python",
-        ):
+        for key in ENVIRONMENT_KEYS:
             if environment.get(key):
                 info[key] = environment[key]
         info["config"] = manifest.get("config", {})
@@ -97,10 +91,12 @@ def header(variant_set: VariantSet) -> dict[str, Any]:
         devices = pl.concat([t.devices for t in traces]).get_column("name").unique().sort()
         if devices.len():
             info["gpu"] = ", ".join(devices.to_list())
-        versions = traces[0].meta[0].versions
-        for key in ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version"):
+        # The first trace that records versions (traces[0] alone may have none), as text: the
+        # header's table would write the integer 12040 as "12,040".
+        versions = next((t.meta[0].versions for t in traces if t.meta[0].versions), {})
+        for key in VERSION_KEYS:
             if key in versions:
-                info[key] = versions[key]
+                info[key] = str(versions[key])
     return info
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from traceanalyze import __version__
 from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.diff import diff as diff_traces
+from traceanalyze.analyses.hta_section import hta_section, require_hta
 from traceanalyze.analyses.report import build_report
 from traceanalyze.cli.analyses import load_for_cli
 from traceanalyze.cli.options import cache_options, output_options, resolve_output
@@ -42,7 +43,9 @@ def _variants(paths: tuple[Path, ...], no_cache: bool, cache_dir: Path | None) -
 @click.option("--hta", "with_hta", is_flag=True, help="Add HTA's temporal and idle-time breakdown.")
 @output_options
 @cache_options
+@click.pass_context
 def report(
+    ctx: click.Context,
     paths: tuple[Path, ...],
     baseline: str,
     full_names: bool,
@@ -63,21 +66,21 @@ def report(
       traceanalyze report sample_traces/h200_default -o report.md
       traceanalyze report naive.json.gz sdpa_flash.json.gz --baseline naive -o out/report.md
     """
-    out = resolve_output(fmt or "md", output, force)
+    # `fmt or "md"` ignored the -o suffix, so `-o report.json` silently got markdown.
+    out = resolve_output(fmt, output, force)
     if out.format != "md":
         raise click.UsageError("report writes markdown; use `compare` for JSON or CSV")
+    if with_hta:
+        require_hta()  # before the slow part, not after it
     variants = _variants(paths, no_cache, cache_dir)
     built = build_report(variants, baseline)
-    extra: tuple[str, ...] = ()
-    if with_hta:
-        from traceanalyze.analyses.hta_section import hta_section
-
-        extra = (hta_section(variants),)
+    extra = (hta_section(variants),) if with_hta else ()
     images = charts(built) if out.path is not None else {}
     text = render_report(
         built,
-        command=_command_line(),
+        command=_command_line(ctx),
         version=__version__,
+        charts=tuple(images),
         extra_sections=extra,
         full_names=full_names,
     )
@@ -147,8 +150,20 @@ def diff(
     out.write(render_diff(result, out.format, full_names=full_names), inputs=[base, new])
 
 
-def _command_line() -> str:
-    words = ["traceanalyze", *sys.argv[1:]] if sys.argv else ["traceanalyze"]
+def _command_line(ctx: click.Context) -> str:
+    """The command as given, rebuilt from what click parsed: sys.argv is the host program's
+    under CliRunner or an embedding script, not this command's."""
+    words = ["traceanalyze", ctx.info_name or ctx.command.name or ""]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if ctx.get_parameter_source(param.name or "") is not ParameterSource.COMMANDLINE:
+            continue
+        if isinstance(param, click.Argument):
+            words += [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
+        elif getattr(param, "is_flag", False):
+            words.append(param.opts[0])
+        else:
+            words += [param.opts[0], str(value)]
     return shlex.join(words)
 
 

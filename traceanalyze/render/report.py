@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -10,17 +11,21 @@ from traceanalyze.analyses.diff import TraceDiff
 from traceanalyze.analyses.report import Report, VariantReport
 from traceanalyze.names import short_name_expr
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
-from traceanalyze.render.table import markdown_table, to_csv, to_json
+from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
 CHART_GPU = "gpu_time_by_category.png"
 CHART_CPU_GPU = "cpu_vs_gpu.png"
+CHART_TITLES = {
+    CHART_GPU: "GPU time per variant by category",
+    CHART_CPU_GPU: "CPU vs GPU time per iteration",
+}
 
 # Comparison columns shown to people, with their headings (JSON/CSV keep the keys).
 _COMPARISON_HEADINGS = {
     "variant": "variant",
     "gpu_us_per_iter": "GPU µs/iter",
     "cpu_us_per_iter": "CPU µs/iter",
-    "speedup": "speed-up",
+    "speedup": "speed-up (x)",
     "kernels_per_iter": "kernels/iter",
     "memcpy_per_iter": "memcpy/iter",
     "memset_per_iter": "memset/iter",
@@ -42,10 +47,8 @@ def comparison_markdown(table: pl.DataFrame, *, full_names: bool = False) -> str
     columns = [c for c in _COMPARISON_HEADINGS if c in shown.columns]
     if shown["median_ms"].is_null().all():
         columns.remove("median_ms")
-    shown = shown.select(columns).with_columns(
-        pl.col("fused_kernel").fill_null("—"),
-        pl.format("{}x", pl.col("speedup").round(2)).alias("speedup"),
-    )
+    # The speed-up stays a number (was pl.format("{}x"): "1.0x" next to "16.67x", left-aligned).
+    shown = shown.select(columns).with_columns(pl.col("fused_kernel").fill_null("—"))
     return markdown_table(shown.rename({c: _COMPARISON_HEADINGS[c] for c in columns}))
 
 
@@ -72,11 +75,13 @@ def render_report(
     *,
     command: str,
     version: str,
+    charts: Sequence[str] = (),
     chart_prefix: str = "",
     extra_sections: tuple[str, ...] = (),
     full_names: bool = False,
 ) -> str:
-    """The whole report; ``chart_prefix`` is prepended to chart links (e.g. "report_files/")."""
+    """The whole report; ``charts`` are the chart files written beside it (see :func:`charts`),
+    ``chart_prefix`` is prepended to their links (e.g. "report_files/")."""
     parts = [
         "# Attention profiling report\n",
         _header(report.header, command, version),
@@ -86,12 +91,10 @@ def render_report(
         comparison_markdown(report.comparison, full_names=full_names),
         _skipped(report),
     ]
-    if report.category_us.height:
-        parts += [
-            "## Charts\n",
-            f"![GPU time per variant by category]({chart_prefix}{CHART_GPU})\n",
-            f"![CPU vs GPU time per iteration]({chart_prefix}{CHART_CPU_GPU})\n",
-        ]
+    # Only the charts actually written: on standard output there are none to link to.
+    if charts:
+        parts.append("## Charts\n")
+        parts += [f"![{CHART_TITLES[name]}]({chart_prefix}{name})\n" for name in charts]
     parts += [_variant_section(v, full_names) for v in report.variants if v.status == "ok"]
     parts += list(extra_sections)
     parts.append(_glossary())
@@ -100,8 +103,9 @@ def render_report(
 
 def _header(info: dict[str, Any], command: str, version: str) -> str:
     config = info.get("config") or {}
-    lines = [f"| {k} | {v} |" for k, v in info.items() if k not in ("config", "captured")]
-    table = "\n".join(["| | |", "|---|---|", *lines]) + "\n" if lines else ""
+    # Through markdown_record, which escapes "|" in a value (the f-string rows did not).
+    shown = {k: v for k, v in info.items() if k not in ("config", "captured")}
+    table = markdown_record(shown) if shown else ""
     shape = ""
     if config:
         keys = ("batch", "heads", "seq", "head_dim", "dtype", "causal", "backward")
@@ -111,8 +115,9 @@ def _header(info: dict[str, Any], command: str, version: str) -> str:
             + f"; profiler steps wait {config.get('wait')}, warmup {config.get('warmup')}, "
             f"active {config.get('active')}.\n"
         )
+    captured = f"Traces captured {info['captured']}.\n" if info.get("captured") else ""
     produced = f"Produced by traceanalyze {version}: `{command}`.\n"
-    return "\n".join(s for s in (table, shape, produced) if s)
+    return "\n".join(s for s in (table, shape, captured, produced) if s)
 
 
 def _skipped(report: Report) -> str:
@@ -186,6 +191,6 @@ def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str
             "## GPU time by category (µs per iteration)\n",
             markdown_table(result.categories),
             "## Kernels added, removed or changed\n",
-            markdown_table(kernels),
+            markdown_table(kernels) if kernels.height else "None.\n",
         ]
     )

@@ -1,0 +1,260 @@
+"""`traceanalyze compare` and `traceanalyze diff`: the H200 capture through the CLI (golden
+markdown and JSON), speed-up baselines, label clashes, and a micro trace pair for the diff."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import traceanalyze
+from tests.micro import annotation, call, kernel, op, write_trace
+from tests.test_report import CAPTURE, VARIANTS, check_golden, invoke
+from traceanalyze.analyses.compare import COLUMNS
+from traceanalyze.analyses.diff import diff
+
+# The machine-readable contract of `compare --format json` (ARCHITECTURE.md).
+CONTRACT_KEYS = [
+    "variant", "gpu_us_per_iter", "cpu_us_per_iter", "speedup", "kernels_per_iter",
+    "memcpy_per_iter", "memset_per_iter", "transpose_ops_per_iter", "fused_kernel",
+    "theoretical_occupancy_pct", "achieved_occupancy_pct", "cudnn_planning_us_per_iter",
+    "launch_api", "gemm_precision",
+]  # fmt: skip
+NAIVE = str(CAPTURE / "naive.json.gz")
+NAIVE_INPLACE = str(CAPTURE / "naive_inplace.json.gz")
+
+
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("module-cache")
+
+
+def run(args: list[str], cache: Path) -> str:
+    result = invoke(args, cache)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def compare_json(module_cache: Path) -> str:
+    return run(["compare", str(CAPTURE), "--format", "json"], module_cache)
+
+
+# ---------------------------------------------------------------------------------------------
+# compare
+
+
+def test_compare_markdown_matches_golden(module_cache: Path) -> None:
+    check_golden("compare_h200_default.md", run(["compare", str(CAPTURE)], module_cache))
+
+
+def test_compare_json_matches_golden(compare_json: str) -> None:
+    check_golden("compare_h200_default.json", compare_json)
+
+
+def test_compare_json_keys_and_order(compare_json: str) -> None:
+    rows = json.loads(compare_json)
+    assert [row["variant"] for row in rows] == VARIANTS
+    for row in rows:
+        assert list(row) == list(COLUMNS)
+        assert set(CONTRACT_KEYS) <= set(row)
+    by_variant = {row["variant"]: row for row in rows}
+    assert by_variant["naive"]["memcpy_per_iter"] == 1.0
+    assert by_variant["naive_inplace"]["memcpy_per_iter"] == 0.0
+    assert by_variant["sdpa_cudnn"]["launch_api"] == "cuLaunchKernelEx"
+    assert by_variant["sdpa_math"]["gemm_precision"] == "fp32-cuda-cores"
+    assert by_variant["sdpa_flash"]["theoretical_occupancy_pct"] == 12.5
+
+
+def test_compare_csv_holds_the_json_figures(compare_json: str, module_cache: Path) -> None:
+    text = run(["compare", str(CAPTURE), "--format", "csv"], module_cache)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert list(rows[0]) == list(COLUMNS)
+    for row, expected in zip(rows, json.loads(compare_json), strict=True):
+        for key, value in expected.items():
+            if value is None:
+                assert row[key] == ""
+            elif isinstance(value, float):
+                assert float(row[key]) == value, key
+            else:
+                assert row[key] == str(value), key
+
+
+def test_speedup_is_relative_to_naive_by_default(compare_json: str) -> None:
+    rows = {row["variant"]: row for row in json.loads(compare_json)}
+    naive_us = rows["naive"]["gpu_us_per_iter"]
+    for row in rows.values():
+        assert row["speedup"] == pytest.approx(naive_us / row["gpu_us_per_iter"])
+    assert rows["naive"]["speedup"] == 1.0
+
+
+def speedups(args: list[str], cache: Path) -> dict[str, Any]:
+    rows = json.loads(run(["compare", *args, "--format", "json"], cache))
+    return {row["variant"]: row["speedup"] for row in rows}
+
+
+def test_speedup_relative_to_the_baseline_option(module_cache: Path) -> None:
+    result = speedups([NAIVE, NAIVE_INPLACE, "--baseline", "naive_inplace"], module_cache)
+    assert result["naive_inplace"] == 1.0
+    assert result["naive"] == pytest.approx(947.0716666666667 / 946.241)
+
+
+@pytest.mark.parametrize("baseline", [[], ["--baseline", "no_such_variant"]], ids=str)
+def test_speedup_relative_to_the_first_variant_without_the_baseline(
+    module_cache: Path, baseline: list[str]
+) -> None:
+    flash, cudnn = str(CAPTURE / "sdpa_flash.json.gz"), str(CAPTURE / "sdpa_cudnn.json.gz")
+    result = speedups([flash, cudnn, *baseline], module_cache)
+    assert result["sdpa_flash"] == 1.0
+    assert result["sdpa_cudnn"] == pytest.approx(94.72066666666666 / 56.757666666666665)
+
+
+def test_duplicate_labels_are_an_error_naming_both_files(
+    tmp_path: Path, module_cache: Path
+) -> None:
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    copy = shutil.copy2(NAIVE, other)
+
+    result = invoke(["compare", NAIVE, str(copy)], module_cache)
+
+    assert result.exit_code == 1
+    [line] = result.stderr.splitlines()
+    assert "two traces are both called 'naive'" in line
+    assert NAIVE in line and str(copy) in line
+
+
+def test_a_folder_and_a_file_of_the_same_label_clash(tmp_path: Path, module_cache: Path) -> None:
+    copy = shutil.copy2(NAIVE, tmp_path)
+
+    result = invoke(["compare", str(CAPTURE), str(copy)], module_cache)
+
+    assert result.exit_code == 1
+    assert f"({NAIVE} and {copy})" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# diff on the H200 traces
+
+
+def diff_json(base: str, new: str, cache: Path) -> dict[str, list[dict[str, Any]]]:
+    return json.loads(run(["diff", base, new, "--format", "json"], cache))  # type: ignore[no-any-return]
+
+
+def test_diff_naive_to_in_place_removes_the_copy(module_cache: Path) -> None:
+    result = diff_json(NAIVE, NAIVE_INPLACE, module_cache)
+
+    figures = {row["figure"]: row for row in result["figures"]}
+    assert (figures["memcpy_per_iter"]["base"], figures["memcpy_per_iter"]["new"]) == (1.0, 0.0)
+    assert figures["memcpy_per_iter"]["change_pct"] == -100.0
+    assert figures["kernels_per_iter"]["change"] == 0.0
+    [removed] = [row for row in result["kernels"] if row["status"] != "changed"]
+    assert removed["name"].startswith("Memcpy DtoD")
+    assert (removed["status"], removed["category"]) == ("removed", "memcpy")
+    assert (removed["base_count_per_iter"], removed["new_count_per_iter"]) == (1.0, 0.0)
+    # The copy's time shows in the categories too, the largest change.
+    assert result["categories"][0]["category"] == "memcpy"
+    assert result["categories"][0]["new_us"] == 0.0
+
+    markdown = run(["diff", NAIVE, NAIVE_INPLACE], module_cache)
+    assert "| Memcpy DtoD | memcpy | removed | 1.00 | 0.00 |" in markdown
+    assert "| memcpy_per_iter | 1.00 | 0.00 | -1.00 | -100.00 |" in markdown
+
+
+def test_diff_of_a_trace_with_itself_is_empty(module_cache: Path) -> None:
+    result = diff_json(NAIVE, NAIVE, module_cache)
+
+    assert result["kernels"] == []
+    assert all(row["change"] == 0.0 for row in result["figures"])
+    assert all(row["change_us"] == 0.0 for row in result["categories"])
+    # Equal changes are ordered by name, not by hash order.
+    names = [row["category"] for row in result["categories"]]
+    assert names == sorted(names)
+    markdown = run(["diff", NAIVE, NAIVE], module_cache)
+    assert markdown.endswith("## Kernels added, removed or changed\n\nNone.\n")
+    csv_text = run(["diff", NAIVE, NAIVE, "--format", "csv"], module_cache)
+    assert csv_text.splitlines() == [
+        "name,category,status,base_count_per_iter,new_count_per_iter,base_us_per_iter,"
+        "new_us_per_iter,change_us"
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# diff on a micro trace pair: the exact frames
+
+SGEMM = "ampere_sgemm_128x64_nn"
+SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10>(float*)"
+FUSED = "triton_per_fused__softmax_0"
+DTOD = "Memcpy DtoD (Device -> Device)"
+
+
+def step(number: int, kernels: Sequence[tuple[str, float]], cat: dict[str, str]) -> list[Any]:
+    """A 100 us profiler step: one op launching each (name, duration in us) in turn."""
+    start = number * 100
+    events: list[Any] = [annotation(f"ProfilerStep#{number}", start, 100)]
+    for index, (name, dur) in enumerate(kernels):
+        correlation = number * 10 + index
+        at = start + index * 30
+        events += [
+            op("aten::op", at + 1, 10),
+            call("cudaLaunchKernel", at + 2, 2, correlation),
+            kernel(name, at + 5, dur, correlation, cat=cat.get(name, "kernel")),
+        ]
+    return events
+
+
+def micro_pair(folder: Path) -> tuple[traceanalyze.Trace, traceanalyze.Trace]:
+    # Base: a GEMM, a device copy and a softmax per step. New: the GEMM 2 us slower, the copy
+    # gone, the softmax unchanged (so not listed) and a Triton kernel added.
+    cat = {DTOD: "gpu_memcpy"}
+    base = [(SGEMM, 10), (DTOD, 6), (SOFTMAX, 8)]
+    new = [(SGEMM, 12), (SOFTMAX, 8), (FUSED, 4)]
+    paths = [
+        write_trace(folder, [*step(1, kernels, cat), *step(2, kernels, cat)], name)
+        for name, kernels in (("base.json", base), ("new.json", new))
+    ]
+    first, second = traceanalyze.load_each(paths, cache=False)
+    return first, second
+
+
+def test_diff_micro_frames(tmp_path: Path) -> None:
+    result = diff(*micro_pair(tmp_path))
+
+    kernels = pl.DataFrame(
+        [
+            (DTOD, "memcpy", "removed", 1.0, 0.0, 6.0, 0.0, -6.0),
+            (FUSED, "softmax", "added", 0.0, 1.0, 0.0, 4.0, 4.0),
+            (SGEMM, "gemm", "changed", 1.0, 1.0, 10.0, 12.0, 2.0),
+        ],
+        schema={
+            "name": pl.String,
+            "category": pl.String,
+            "status": pl.String,
+            "base_count_per_iter": pl.Float64,
+            "new_count_per_iter": pl.Float64,
+            "base_us_per_iter": pl.Float64,
+            "new_us_per_iter": pl.Float64,
+            "change_us": pl.Float64,
+        },
+        orient="row",
+    )
+    assert_frame_equal(result.kernels, kernels)
+    categories = pl.DataFrame(
+        [("memcpy", 6.0, 0.0, -6.0), ("softmax", 8.0, 12.0, 4.0), ("gemm", 10.0, 12.0, 2.0)],
+        schema={"category": pl.String, "base_us": pl.Float64, "new_us": pl.Float64,
+                "change_us": pl.Float64},
+        orient="row",
+    )  # fmt: skip
+    assert_frame_equal(result.categories, categories)
+    figures = dict(zip(result.figures["figure"], result.figures["change"], strict=True))
+    assert figures["memcpy_per_iter"] == -1.0
+    assert figures["kernels_per_iter"] == 1.0  # the Triton kernel
+    assert figures["gpu_kernel_us_per_iter"] == 6.0
