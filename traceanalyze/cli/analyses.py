@@ -14,10 +14,8 @@ from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table, occupancy_table
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary as summarise
-from traceanalyze.cli.options import cache_options, output_options, resolve_output
-from traceanalyze.cli.progress import loading
+from traceanalyze.cli.options import Loader, Output, cache_options, output_options
 from traceanalyze.errors import ExpectationFailed
-from traceanalyze.load import load
 from traceanalyze.render.analyses import render_check, render_record, render_table
 from traceanalyze.trace import Trace
 
@@ -26,11 +24,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def trace_argument(func: F) -> F:
     return click.argument("trace", type=click.Path(path_type=Path))(func)
-
-
-def load_for_cli(path: Path, no_cache: bool, cache_dir: Path | None) -> Trace:
-    with loading([path]):
-        return load(path, cache=not no_cache, cache_dir=cache_dir)
 
 
 def _table_command(name: str, analysis: Callable[[Trace], pl.DataFrame], doc: str) -> click.Command:
@@ -46,14 +39,10 @@ def _table_command(name: str, analysis: Callable[[Trace], pl.DataFrame], doc: st
         trace: Path,
         full_names: bool,
         top: int | None,
-        fmt: str | None,
-        output: Path | None,
-        force: bool,
-        no_cache: bool,
-        cache_dir: Path | None,
+        out: Output,
+        loader: Loader,
     ) -> None:
-        out = resolve_output(fmt, output, force)
-        table = analysis(load_for_cli(trace, no_cache, cache_dir))
+        table = analysis(loader.trace(trace))
         if top is not None:
             table = table.head(top)
         out.write(render_table(table, out.format, full_names=full_names), inputs=[trace])
@@ -115,11 +104,8 @@ memcpy = _table_command(
 @cache_options
 def summary(
     trace: Path,
-    fmt: str | None,
-    output: Path | None,
-    force: bool,
-    no_cache: bool,
-    cache_dir: Path | None,
+    out: Output,
+    loader: Loader,
 ) -> None:
     """Per-iteration figures: kernels, memcpy/memset, GPU and CPU time, launch APIs, CPU-side
     transposes, cuDNN planning time and time per kernel category.
@@ -128,8 +114,7 @@ def summary(
     Example:
       traceanalyze summary sample_traces/h200_default/sdpa_cudnn.json.gz --format json
     """
-    out = resolve_output(fmt, output, force)
-    result = summarise(load_for_cli(trace, no_cache, cache_dir))
+    result = summarise(loader.trace(trace))
     out.write(render_record(result, out.format), inputs=[trace])
 
 
@@ -157,11 +142,8 @@ def check(
     trace: Path,
     expressions: tuple[str, ...],
     files: tuple[Path, ...],
-    fmt: str | None,
-    output: Path | None,
-    force: bool,
-    no_cache: bool,
-    cache_dir: Path | None,
+    out: Output,
+    loader: Loader,
 ) -> None:
     """Check stated expectations against TRACE; exit 1 if any is broken (for CI guards).
 
@@ -178,8 +160,7 @@ def check(
         parsed += expect.read_file(path)
     if not parsed:
         raise click.UsageError("give at least one expectation with -e/--expect or -f/--file")
-    out = resolve_output(fmt, output, force)
-    results = expect.check(parsed, summarise(load_for_cli(trace, no_cache, cache_dir)))
+    results = expect.check(parsed, summarise(loader.trace(trace)))
     out.write(render_check(results, out.format), inputs=[trace])
     broken = int((~results["held"]).sum())
     if broken:

@@ -7,9 +7,7 @@ from pathlib import Path
 import click
 
 from traceanalyze.analyses.info import trace_info
-from traceanalyze.cli.options import cache_options, output_options, resolve_output
-from traceanalyze.cli.progress import loading
-from traceanalyze.load import load
+from traceanalyze.cli.options import Loader, Output, cache_options, output_options
 from traceanalyze.render.info import render_info
 
 
@@ -17,14 +15,7 @@ from traceanalyze.render.info import render_info
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @output_options
 @cache_options
-def info(
-    traces: tuple[Path, ...],
-    fmt: str | None,
-    output: Path | None,
-    force: bool,
-    no_cache: bool,
-    cache_dir: Path | None,
-) -> None:
+def info(traces: tuple[Path, ...], out: Output, loader: Loader) -> None:
     """Device, versions, time span, event counts, iterations and linking of each TRACE.
 
     TRACE is a .json or .json.gz trace, or a folder of per-rank traces.
@@ -34,9 +25,5 @@ def info(
       traceanalyze info sample_traces/h200_default/sdpa_flash.json.gz
       traceanalyze info run/*.json.gz --format json
     """
-    out = resolve_output(fmt, output, force)
-    records = []
-    for path in traces:
-        with loading([path]):
-            records.append(trace_info(load(path, cache=not no_cache, cache_dir=cache_dir)))
+    records = [trace_info(loader.trace(path)) for path in traces]
     out.write(render_info(records, out.format), inputs=traces)

@@ -1,16 +1,22 @@
-"""Options every command shares, defined once: output format, output file, overwrite, cache."""
+"""What every command shares, defined once: where output goes (--format, -o, --force) and how
+traces load (--no-cache, --cache-dir, progress). Commands receive one ``out: Output`` and one
+``loader: Loader`` instead of five loose parameters."""
 
 from __future__ import annotations
 
-import sys
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
+from traceanalyze.cli.progress import loading
+from traceanalyze.load import load
+from traceanalyze.load.variants import VariantSet, load_variants
 from traceanalyze.render.table import FORMATS
+from traceanalyze.trace import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
 SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".json": "json", ".csv": "csv"}
@@ -24,6 +30,21 @@ class Output:
     path: Path | None
     force: bool
 
+    @classmethod
+    def from_options(cls, fmt: str | None, path: Path | None, force: bool) -> Output:
+        """The format defaults to the -o suffix, else md. An existing -o file is refused here,
+        before any trace is loaded, unless --force."""
+        if fmt is None:
+            fmt = SUFFIX_FORMATS.get(path.suffix.lower(), "md") if path else "md"
+        out = cls(fmt, path, force)
+        if path is not None:
+            out.check_free(path)
+        return out
+
+    def check_free(self, path: Path) -> None:
+        if path.exists() and not self.force:
+            raise click.UsageError(f"{path} exists; pass --force to overwrite it.")
+
     def write(self, text: str, inputs: Sequence[Path] = ()) -> None:
         if self.path is None:
             click.echo(text, nl=False)
@@ -33,60 +54,95 @@ class Output:
             raise click.UsageError(
                 f"-o {self.path} is one of the inputs; refusing to overwrite it."
             )
-        if self.path.exists() and not self.force:
-            raise click.UsageError(f"{self.path} exists; pass --force to overwrite it.")
+        self.check_free(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(text)
         click.echo(f"wrote {self.path}", err=True)
 
+    def write_beside(self, name: str, data: bytes) -> None:
+        """A companion file (a chart) in the folder of the -o file."""
+        assert self.path is not None
+        target = self.path.parent / name
+        target.write_bytes(data)
+        click.echo(f"wrote {target}", err=True)
 
-def output_options(func: F) -> F:
-    """--format, -o/--output and --force; the command receives ``output: Output``."""
 
-    decorators = [
-        click.option(
-            "--format",
-            "fmt",
-            type=click.Choice(FORMATS),
-            default=None,
-            help="Output format (default: from the -o suffix, else md).",
-        ),
-        click.option(
-            "-o",
-            "--output",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="Write to this file instead of standard output.",
-        ),
-        click.option("--force", is_flag=True, help="Overwrite the -o file if it exists."),
-    ]
-    for decorator in reversed(decorators):
-        func = decorator(func)
+@dataclass(frozen=True)
+class Loader:
+    """Loads traces for a command, with the cache options given and a spinner on a terminal."""
+
+    cache: bool
+    cache_dir: Path | None
+
+    def trace(self, path: Path) -> Trace:
+        with loading([path]):
+            return load(path, cache=self.cache, cache_dir=self.cache_dir)
+
+    def variants(self, paths: Sequence[Path]) -> VariantSet:
+        with loading(list(paths)):
+            return load_variants(paths, cache=self.cache, cache_dir=self.cache_dir)
+
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _add_options(func: Callable[..., Any], options: Sequence[Decorator]) -> Any:
+    for option in reversed(options):
+        func = option(func)
     return func
 
 
-def resolve_output(fmt: str | None, output: Path | None, force: bool) -> Output:
-    if fmt is None:
-        fmt = SUFFIX_FORMATS.get(output.suffix.lower(), "md") if output else "md"
-    return Output(fmt, output, force)
-
-
-def cache_options(func: F) -> F:
-    """--no-cache and --cache-dir; the command receives ``cache`` and ``cache_dir``."""
-    func = click.option(
-        "--cache-dir",
-        type=click.Path(file_okay=False, path_type=Path),
+_OUTPUT_OPTIONS: tuple[Decorator, ...] = (
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
         default=None,
-        help="Folder for the Parquet cache "
-        "(default: $TRACEANALYZE_CACHE_DIR, else ~/.cache/traceanalyze).",
-    )(func)
-    return click.option(
+        help="Output format (default: from the -o suffix, else md).",
+    ),
+    click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Write to this file instead of standard output.",
+    ),
+    click.option("--force", is_flag=True, help="Overwrite the -o file if it exists."),
+)
+_CACHE_OPTIONS: tuple[Decorator, ...] = (
+    click.option(
         "--no-cache",
         "no_cache",
         is_flag=True,
         help="Parse the trace again even if a cached copy exists, and write no cache.",
-    )(func)
+    ),
+    click.option(
+        "--cache-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Folder for the Parquet cache (default: $TRACEANALYZE_CACHE_DIR, else "
+        "~/.cache/traceanalyze).",
+    ),
+)
 
 
-def is_terminal() -> bool:
-    return sys.stderr.isatty()
+def output_options(func: F) -> F:
+    """--format, -o/--output and --force; the command receives ``out: Output``."""
+
+    @functools.wraps(func)
+    def command(
+        *args: Any, fmt: str | None, output: Path | None, force: bool, **kwargs: Any
+    ) -> Any:
+        return func(*args, out=Output.from_options(fmt, output, force), **kwargs)
+
+    return cast(F, _add_options(command, _OUTPUT_OPTIONS))
+
+
+def cache_options(func: F) -> F:
+    """--no-cache and --cache-dir; the command receives ``loader: Loader``."""
+
+    @functools.wraps(func)
+    def command(*args: Any, no_cache: bool, cache_dir: Path | None, **kwargs: Any) -> Any:
+        return func(*args, loader=Loader(not no_cache, cache_dir), **kwargs)
+
+    return cast(F, _add_options(command, _CACHE_OPTIONS))

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
 
-from traceanalyze.cli.options import is_terminal
+
+def is_terminal() -> bool:
+    return sys.stderr.isatty()
 
 
 def _size(path: Path) -> str:

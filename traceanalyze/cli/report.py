@@ -13,10 +13,7 @@ from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.diff import diff as diff_traces
 from traceanalyze.analyses.hta_section import hta_section, require_hta
 from traceanalyze.analyses.report import build_report
-from traceanalyze.cli.analyses import load_for_cli
-from traceanalyze.cli.options import cache_options, output_options, resolve_output
-from traceanalyze.cli.progress import loading
-from traceanalyze.load.variants import VariantSet, load_variants
+from traceanalyze.cli.options import Loader, Output, cache_options, output_options
 from traceanalyze.render.report import charts, render_comparison, render_diff, render_report
 
 paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -29,11 +26,6 @@ baseline_option = click.option(
 full_names_option = click.option(
     "--full-names", is_flag=True, help="Show kernel names in full instead of shortened."
 )
-
-
-def _variants(paths: tuple[Path, ...], no_cache: bool, cache_dir: Path | None) -> VariantSet:
-    with loading(list(paths)):
-        return load_variants(paths, cache=not no_cache, cache_dir=cache_dir)
 
 
 @click.command()
@@ -50,11 +42,8 @@ def report(
     baseline: str,
     full_names: bool,
     with_hta: bool,
-    fmt: str | None,
-    output: Path | None,
-    force: bool,
-    no_cache: bool,
-    cache_dir: Path | None,
+    out: Output,
+    loader: Loader,
 ) -> None:
     """A markdown report comparing the traces in PATHS, with PNG charts beside it.
 
@@ -66,13 +55,12 @@ def report(
       traceanalyze report sample_traces/h200_default -o report.md
       traceanalyze report naive.json.gz sdpa_flash.json.gz --baseline naive -o out/report.md
     """
-    # `fmt or "md"` ignored the -o suffix, so `-o report.json` silently got markdown.
-    out = resolve_output(fmt, output, force)
+    # The format follows -o's suffix: `-o report.json` must not silently get markdown.
     if out.format != "md":
         raise click.UsageError("report writes markdown; use `compare` for JSON or CSV")
     if with_hta:
         require_hta()  # before the slow part, not after it
-    variants = _variants(paths, no_cache, cache_dir)
+    variants = loader.variants(paths)
     built = build_report(variants, baseline)
     extra = (hta_section(variants),) if with_hta else ()
     images = charts(built) if out.path is not None else {}
@@ -85,10 +73,8 @@ def report(
         full_names=full_names,
     )
     out.write(text, inputs=paths)
-    if out.path is not None:
-        for name, data in images.items():
-            (out.path.parent / name).write_bytes(data)
-            click.echo(f"wrote {out.path.parent / name}", err=True)
+    for name, data in images.items():
+        out.write_beside(name, data)
 
 
 @click.command()
@@ -101,11 +87,8 @@ def compare(
     paths: tuple[Path, ...],
     baseline: str,
     full_names: bool,
-    fmt: str | None,
-    output: Path | None,
-    force: bool,
-    no_cache: bool,
-    cache_dir: Path | None,
+    out: Output,
+    loader: Loader,
 ) -> None:
     """The comparison table alone: one row per variant (trace) in PATHS.
 
@@ -114,8 +97,7 @@ def compare(
       traceanalyze compare sample_traces/h200_default
       traceanalyze compare a.json.gz b.json.gz --format csv -o table.csv
     """
-    out = resolve_output(fmt, output, force)
-    table = comparison(_variants(paths, no_cache, cache_dir).variants, baseline)
+    table = comparison(loader.variants(paths).variants, baseline)
     out.write(render_comparison(table, out.format, full_names=full_names), inputs=paths)
 
 
@@ -129,11 +111,8 @@ def diff(
     base: Path,
     new: Path,
     full_names: bool,
-    fmt: str | None,
-    output: Path | None,
-    force: bool,
-    no_cache: bool,
-    cache_dir: Path | None,
+    out: Output,
+    loader: Loader,
 ) -> None:
     """What changed from BASE to NEW: per-iteration figures, time per category, kernels
     added, removed or changed.
@@ -143,10 +122,7 @@ def diff(
       traceanalyze diff sample_traces/h200_default/naive.json.gz \\
           sample_traces/h200_default/naive_inplace.json.gz
     """
-    out = resolve_output(fmt, output, force)
-    result = diff_traces(
-        load_for_cli(base, no_cache, cache_dir), load_for_cli(new, no_cache, cache_dir)
-    )
+    result = diff_traces(loader.trace(base), loader.trace(new))
     out.write(render_diff(result, out.format, full_names=full_names), inputs=[base, new])
 
 
