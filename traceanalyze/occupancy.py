@@ -28,11 +28,9 @@ not hold, so any number would be a guess. A GPU is treated as computable only wh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import polars as pl
 
-from traceanalyze.errors import AnalysisError
+from traceanalyze.schema import require_columns
 
 REGISTER_ALLOCATION_UNIT = 256  # registers, per warp, every NVIDIA architecture since Kepler
 NVIDIA_WARP_SIZE = 32
@@ -110,15 +108,6 @@ _DEVICE_RENAMES = {
     "shared_mem_per_sm": "_smem_per_sm",
 }
 _LIMIT_COLUMNS = tuple(f"_limit_{name}" for name in LIMITERS)
-
-
-def _require(frame: pl.DataFrame, columns: Sequence[str], which: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise AnalysisError(
-            f"cannot compute occupancy: the {which} frame lacks column(s) {', '.join(missing)}",
-            fix="pass the frames of a loaded Trace (trace.kernels, trace.devices)",
-        )
 
 
 def _ceil_div(numerator: pl.Expr, denominator: pl.Expr | int) -> pl.Expr:
@@ -228,8 +217,8 @@ def theoretical_occupancy(kernels: pl.DataFrame, devices: pl.DataFrame) -> pl.Da
     or the device's properties are missing, and for AMD GPUs (see the module docstring).
     Rows and their order are kept.
     """
-    _require(kernels, KERNEL_COLUMNS, "kernels")
-    _require(devices, DEVICE_COLUMNS, "devices")
+    require_columns(kernels, KERNEL_COLUMNS, "compute occupancy", "trace.kernels, trace.devices")
+    require_columns(devices, DEVICE_COLUMNS, "compute occupancy", "trace.kernels, trace.devices")
     helpers = [*_DEVICE_RENAMES.values(), *ARCH_LIMITS.columns[2:], *_LIMIT_COLUMNS, "_computable"]
     active = pl.min_horizontal(*_LIMIT_COLUMNS)
     occupancy = (
@@ -279,9 +268,8 @@ def weighted_occupancy(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     of first appearance, with ``by``, ``dur_ns`` (total), ``theoretical_occupancy_pct`` and
     ``achieved_occupancy_pct``; a mean is null where no row of the group has the value.
     """
-    _require(
-        frame, [*by, "dur_ns", "theoretical_occupancy_pct", "achieved_occupancy_pct"], "kernels"
-    )
+    needed = [*by, "dur_ns", "theoretical_occupancy_pct", "achieved_occupancy_pct"]
+    require_columns(frame, needed, "average occupancy", "theoretical_occupancy(...)'s result")
     return frame.group_by(by, maintain_order=True).agg(
         pl.col("dur_ns").sum(),
         _duration_weighted_mean("theoretical_occupancy_pct"),

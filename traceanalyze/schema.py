@@ -11,7 +11,11 @@ mapped to negative ids in order of first appearance, so ``pid``/``tid`` stay int
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
+
+from traceanalyze.errors import AnalysisError
 
 # One row per GPU activity: kernels, memory copies and memory sets.
 # The ``*_linked`` block is filled by linking (see traceanalyze.link): the runtime or driver call
@@ -124,3 +128,16 @@ DEVICE_SCHEMA: dict[str, pl.DataType] = {
     "shared_mem_per_sm": pl.Int64(),
     "total_global_mem": pl.Int64(),
 }
+
+
+def require_columns(frame: pl.DataFrame, columns: Sequence[str], task: str, frames: str) -> None:
+    """Fail loudly (AnalysisError) when ``frame`` lacks a column ``task`` needs.
+
+    ``frames`` names what to pass instead, e.g. "trace.gpu, trace.cpu".
+    """
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise AnalysisError(
+            f"cannot {task}: the frame lacks column(s) {', '.join(missing)}",
+            fix=f"pass the frames of a loaded Trace ({frames})",
+        )

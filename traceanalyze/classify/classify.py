@@ -7,7 +7,7 @@ one over the launching CPU op context, one for the GEMM precision. No per-row Py
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from functools import cache
 
 import polars as pl
@@ -21,7 +21,7 @@ from traceanalyze.classify.rules import (
     OP_REFINEMENTS,
     UNKNOWN_PRECISION,
 )
-from traceanalyze.errors import AnalysisError
+from traceanalyze.schema import require_columns
 
 GPU_COLUMNS = ("rank", "kind", "name", "op_id")
 CPU_COLUMNS = ("rank", "op_id", "parent_id", "name")
@@ -71,15 +71,6 @@ def gemm_precision_expr() -> pl.Expr:
 
 def _flag(index: int) -> str:
     return f"_refine_{index}"
-
-
-def _require(frame: pl.DataFrame, columns: Sequence[str], which: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise AnalysisError(
-            f"cannot classify kernels: the {which} frame lacks column(s) {', '.join(missing)}",
-            fix="pass the frames of a loaded Trace (trace.gpu, trace.cpu)",
-        )
 
 
 def _op_context_flags(gpu: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.LazyFrame:
@@ -140,8 +131,8 @@ def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     GEMMs under a convolution). ``gemm_precision`` is null except for GEMMs. Row order and the
     existing columns are kept.
     """
-    _require(gpu, GPU_COLUMNS, "gpu")
-    _require(cpu, CPU_COLUMNS, "cpu")
+    require_columns(gpu, GPU_COLUMNS, "classify kernels", "trace.gpu, trace.cpu")
+    require_columns(cpu, CPU_COLUMNS, "classify kernels", "trace.gpu, trace.cpu")
     flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
     lazy_gpu = gpu.lazy()
     # Names repeat thousands of times; matching each distinct name once keeps the regex work
