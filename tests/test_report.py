@@ -33,7 +33,7 @@ VARIANTS = [
     "naive", "naive_inplace", "sdpa_math", "sdpa_efficient", "sdpa_flash", "sdpa_cudnn",
     "sdpa_auto", "flex_attention", "compiled_naive",
 ]  # fmt: skip
-CHARTS = {"gpu_time_by_category.png", "cpu_vs_gpu.png"}
+CHARTS = {"report_gpu_time_by_category.png", "report_cpu_vs_gpu.png"}
 # Public NVIDIA traces (PROVENANCE.md there) for a report from a folder without a manifest.
 PUBLIC_NVIDIA = (
     "hta_alexnet_a100.json.gz",
@@ -222,8 +222,8 @@ def test_report_writes_valid_pngs_beside_it_and_links_exactly_them(h200_report: 
     assert set(IMAGE_LINK.findall(h200_report.text)) == CHARTS
     assert h200_report.result.stderr.splitlines() == [
         "wrote report.md",
-        "wrote gpu_time_by_category.png",
-        "wrote cpu_vs_gpu.png",
+        "wrote report_gpu_time_by_category.png",
+        "wrote report_cpu_vs_gpu.png",
     ]
 
 

@@ -33,13 +33,18 @@ def _category() -> pl.Expr:
 def kernel_table(trace: Trace) -> pl.DataFrame:
     """Distinct kernels (and memcpy/memset names), by total time, longest first.
 
-    Counts and times cover every activity in the trace; ``count_per_iter`` only those launched
-    inside an iteration.
+    Counts and times cover every activity in the trace; ``count_per_iter`` and ``us_per_iter``
+    only those launched inside an iteration.
     """
     frame = activities(trace)
     total_ns = frame["dur_ns"].sum() or 1
     per_iteration = (
-        in_iterations(frame).group_by("name").agg(count_per_iter=pl.len() / iteration_count(trace))
+        in_iterations(frame)
+        .group_by("name")
+        .agg(
+            count_per_iter=pl.len() / iteration_count(trace),
+            us_per_iter=pl.col("dur_ns").sum() / 1e3 / iteration_count(trace),
+        )
     )
     table = frame.group_by("name").agg(
         pl.col("kind").first(),
@@ -62,7 +67,7 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
     )
     return (
         table.join(per_iteration, on="name", how="left")
-        .with_columns(pl.col("count_per_iter").fill_null(0.0))
+        .with_columns(pl.col("count_per_iter", "us_per_iter").fill_null(0.0))
         .sort(["total_us", "name"], descending=[True, False])
         .select(
             "name",
@@ -70,6 +75,7 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
             "kind",
             "count",
             "count_per_iter",
+            "us_per_iter",
             "total_us",
             "mean_us",
             "min_us",

@@ -112,7 +112,10 @@ def _variant_report(variant: Variant) -> VariantReport:
         reason=variant.reason,
         summary=figures,
         categories=_categories(trace),
-        top_kernels=kernels.head(TOP_KERNELS),
+        # Ranked by time inside the iterations, as the rest of the section counts.
+        top_kernels=kernels.sort(["us_per_iter", "name"], descending=[True, False]).head(
+            TOP_KERNELS
+        ),
         memory=memory_traffic(trace),
         cudnn=cudnn_table(trace),
         findings=tuple(_findings(trace, figures, kernels)),
@@ -167,9 +170,13 @@ def _findings(trace: Trace, figures: dict[str, Any], kernels: pl.DataFrame) -> l
 
 
 def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
-    top = kernels.filter(
-        (pl.col("kind") == "kernel") & pl.col("theoretical_occupancy_pct").is_not_null()
-    ).head(1)
+    top = (
+        kernels.filter(
+            (pl.col("kind") == "kernel") & pl.col("theoretical_occupancy_pct").is_not_null()
+        )
+        .sort(["us_per_iter", "name"], descending=[True, False])
+        .head(1)
+    )
     if not top.height:
         return []
     row = top.with_columns(short_name_expr("name", width=60)).row(0, named=True)

@@ -14,7 +14,13 @@ from traceanalyze.analyses.diff import diff as diff_traces
 from traceanalyze.analyses.hta_section import hta_section, require_hta
 from traceanalyze.analyses.report import build_report
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.render.report import charts, render_comparison, render_diff, render_report
+from traceanalyze.render.report import (
+    chart_files,
+    charts,
+    render_comparison,
+    render_diff,
+    render_report,
+)
 
 paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 baseline_option = click.option(
@@ -60,6 +66,9 @@ def report(
         raise click.UsageError("report writes markdown; use `compare` for JSON or CSV")
     if with_hta:
         require_hta()  # before the slow part, not after it
+    files = chart_files(out.path.stem) if out.path is not None else {}
+    for name in files.values():
+        out.check_free(out.path.parent / name)  # type: ignore[union-attr]
     variants = loader.variants(paths)
     built = build_report(variants, baseline)
     extra = (hta_section(variants),) if with_hta else ()
@@ -68,13 +77,13 @@ def report(
         built,
         command=_command_line(ctx),
         version=__version__,
-        charts=tuple(images),
+        charts={chart: files[chart] for chart in images},
         extra_sections=extra,
         full_names=full_names,
     )
     out.write(text, inputs=paths)
-    for name, data in images.items():
-        out.write_beside(name, data)
+    for chart, data in images.items():
+        out.write_beside(files[chart], data)
 
 
 @click.command()

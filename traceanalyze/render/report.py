@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -13,8 +13,8 @@ from traceanalyze.names import short_name_expr
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
-CHART_GPU = "gpu_time_by_category.png"
-CHART_CPU_GPU = "cpu_vs_gpu.png"
+CHART_GPU = "gpu_time_by_category"
+CHART_CPU_GPU = "cpu_vs_gpu"
 CHART_TITLES = {
     CHART_GPU: "GPU time per variant by category",
     CHART_CPU_GPU: "CPU vs GPU time per iteration",
@@ -60,8 +60,14 @@ def render_comparison(table: pl.DataFrame, fmt: str, *, full_names: bool = False
     return comparison_markdown(table, full_names=full_names)
 
 
+def chart_files(stem: str) -> dict[str, str]:
+    """File names of the charts of a report called ``stem``.md, by chart: named after the
+    report so that two reports in one folder keep their own charts."""
+    return {chart: f"{stem}_{chart}.png" for chart in CHART_TITLES}
+
+
 def charts(report: Report) -> dict[str, bytes]:
-    """PNG files of the report, by file name."""
+    """The report's charts as PNG bytes, by chart (see :func:`chart_files` for file names)."""
     if not report.category_us.height:
         return {}
     return {
@@ -75,13 +81,11 @@ def render_report(
     *,
     command: str,
     version: str,
-    charts: Sequence[str] = (),
-    chart_prefix: str = "",
+    charts: Mapping[str, str] | None = None,
     extra_sections: tuple[str, ...] = (),
     full_names: bool = False,
 ) -> str:
-    """The whole report; ``charts`` are the chart files written beside it (see :func:`charts`),
-    ``chart_prefix`` is prepended to their links (e.g. "report_files/")."""
+    """The whole report; ``charts`` maps each chart written beside it to its file name."""
     parts = [
         "# Attention profiling report\n",
         _header(report.header, command, version),
@@ -94,7 +98,7 @@ def render_report(
     # Only the charts actually written: on standard output there are none to link to.
     if charts:
         parts.append("## Charts\n")
-        parts += [f"![{CHART_TITLES[name]}]({chart_prefix}{name})\n" for name in charts]
+        parts += [f"![{CHART_TITLES[chart]}]({file})\n" for chart, file in charts.items()]
     parts += [_variant_section(v, full_names) for v in report.variants if v.status == "ok"]
     parts += list(extra_sections)
     parts.append(_glossary())
@@ -134,7 +138,7 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
     if not full_names:
         kernels = kernels.with_columns(short_name_expr("name"))
     kernels = kernels.select(
-        "name", "category", "count_per_iter", "mean_us", "share_pct",
+        "name", "category", "count_per_iter", "us_per_iter", "mean_us",
         "theoretical_occupancy_pct", "occupancy_limiter", "achieved_occupancy_pct", "launch_op",
     )  # fmt: skip
     counts = (
