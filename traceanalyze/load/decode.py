@@ -19,6 +19,7 @@ from typing import Any, Union
 import msgspec
 
 from traceanalyze.errors import EmptyTraceError, TraceFormatError
+from traceanalyze.load.read import Buffer
 
 Scalar = Union[int, float, str, None]  # noqa: UP007 (msgspec needs a runtime union here)
 
@@ -143,7 +144,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def exact_timestamps(data: bytes, events: list[Event]) -> None:
+def exact_timestamps(data: Buffer, events: list[Event]) -> None:
     """Give events their timestamps as written when floats would lose nanoseconds.
 
     Older traces write epoch microseconds with three decimals (1712195495505543.047): 19 digits,
@@ -180,7 +181,7 @@ _raw_args = attrgetter("args")
 _FIRST_TOKEN = re.compile(rb"\S")
 
 
-def decode_document(data: bytes, path: Path) -> TraceDocument:
+def decode_document(data: Buffer, path: Path) -> TraceDocument:
     """Decode a whole trace file; raise a specific error naming ``path`` when it is not one."""
     first = _FIRST_TOKEN.search(data)  # a search, not strip(): no copy of a large buffer
     if first is None:

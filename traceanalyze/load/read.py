@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import mmap
+import os
 import zlib
 from pathlib import Path
 
@@ -11,10 +13,19 @@ from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadErro
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def read_bytes(path: Path) -> bytes:
-    """Return the decompressed bytes of ``path``; the file itself is only ever read."""
+# Plain files at least this large are memory-mapped rather than read: mapping page-cache pages
+# takes a tenth of the page faults of filling fresh memory (the kernel maps 16 pages around each
+# fault), which on the 175 MB benchmark saves about 0.1 s.
+MAP_MIN_BYTES = 16 * 1024 * 1024
+
+Buffer = bytes | mmap.mmap
+
+
+def read_bytes(path: Path) -> Buffer:
+    """The decompressed contents of ``path`` (bytes, or a read-only map of a large plain file);
+    the file itself is only ever read."""
     try:
-        raw = path.read_bytes()
+        raw = _read(path)
     except FileNotFoundError:
         raise TraceReadError("no such file", path, "Check the path.") from None
     except IsADirectoryError:
@@ -27,10 +38,10 @@ def read_bytes(path: Path) -> bytes:
         raise TraceReadError(
             f"cannot be read ({exc.strerror})", path, "Copy it to a local disk and try again."
         ) from None
-    if not raw:
+    if not len(raw):
         raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
     if raw[:2] == GZIP_MAGIC:
-        return _gunzip(raw, path)
+        return _gunzip(bytes(raw), path)
     if path.suffix == ".gz":
         raise TraceFormatError(
             "is named .gz but is not gzip data",
@@ -38,6 +49,14 @@ def read_bytes(path: Path) -> bytes:
             "Rename it to .json if it is plain JSON, or re-export it.",
         )
     return raw
+
+
+def _read(path: Path) -> Buffer:
+    with path.open("rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size < MAP_MIN_BYTES:
+            return file.read()
+        return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def _gunzip(raw: bytes, path: Path) -> bytes:
