@@ -188,7 +188,7 @@ def test_read_failure(
 ) -> None:
     # Tests run as root, who can read a chmod 0 file: the failure is simulated instead.
     path = write_trace(tmp_path, STEP)
-    monkeypatch.setattr(Path, "read_bytes", os_error(error))
+    monkeypatch.setattr(Path, "open", os_error(error))
     raises(TraceReadError, lambda: traceanalyze.load(path, cache=False), path, words)
 
 
