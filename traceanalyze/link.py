@@ -68,33 +68,41 @@ def with_call_tree(cpu: pl.DataFrame) -> pl.DataFrame:
 def nesting_depth(intervals: pl.DataFrame) -> pl.Series:
     """Depth of each interval among the intervals of its thread (0 = root).
 
-    ``intervals`` must be sorted by thread, start, longest first. At equal times an end closes
-    before a start opens, so back-to-back siblings do not nest; a zero-length interval's own end
-    sorts after the starts at its instant so it does not close itself early.
+    ``intervals`` must be sorted by thread, start, longest first, with ``op_id`` increasing in
+    that order. At equal times an end closes before a start opens, so back-to-back siblings do
+    not nest; a zero-length interval's own end sorts after the starts at its instant so it does
+    not close itself early; of two ends at one instant the inner (later started) goes first.
     """
-    n = intervals.height
-    starts = intervals.select(
-        *THREAD,
+    if not intervals.height:
+        return pl.Series("depth", [], pl.Int32)
+    thread = pl.struct(THREAD).rank("dense").cast(pl.Int64).alias("thread")
+    base = intervals.select(thread, "ts_ns", "dur_ns", "op_id")
+    # One sort key for (phase, order) at equal times: phase in the bits above 2**40.
+    starts = base.select(
+        "thread",
         pl.col("ts_ns").alias("t"),
-        pl.lit(1, pl.Int8).alias("phase"),
-        pl.col("op_id").alias("order"),
+        (pl.lit(_PHASE_START) + pl.col("op_id")).alias("key"),
         pl.lit(1, pl.Int32).alias("delta"),
     )
-    ends = intervals.select(
-        *THREAD,
+    end_phase = pl.when(pl.col("dur_ns") > 0).then(_PHASE_END).otherwise(_PHASE_INSTANT_END)
+    ends = base.select(
+        "thread",
         (pl.col("ts_ns") + pl.col("dur_ns")).alias("t"),
-        pl.when(pl.col("dur_ns") > 0).then(0).otherwise(2).cast(pl.Int8).alias("phase"),
-        (-pl.col("op_id")).alias("order"),
+        (end_phase + pl.lit(_REVERSE) - pl.col("op_id")).alias("key"),
         pl.lit(-1, pl.Int32).alias("delta"),
     )
-    boundaries = pl.concat([starts, ends]).sort([*THREAD, "t", "phase", "order"])
+    boundaries = pl.concat([starts, ends]).sort(["thread", "t", "key"])
     depth = (
-        boundaries.with_columns(open=pl.col("delta").cum_sum().over(THREAD))
+        boundaries.with_columns(open=pl.col("delta").cum_sum().over("thread"))
         .filter(pl.col("delta") == 1)
-        .sort("order")
+        .sort("key")
         .get_column("open")
     )
-    return (depth - 1).cast(pl.Int32).alias("depth") if n else pl.Series("depth", [], pl.Int32)
+    return (depth - 1).cast(pl.Int32).alias("depth")
+
+
+_PHASE_END, _PHASE_START, _PHASE_INSTANT_END = 0, 1 << 40, 2 << 40
+_REVERSE = 1 << 39  # ends sort by descending op_id: key = phase + 2**39 - op_id
 
 
 def _parent_ids(cpu: pl.DataFrame) -> pl.Series:
