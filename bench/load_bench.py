@@ -2,7 +2,8 @@
 
 Every measured load runs in a fresh subprocess (cold: nothing cached in memory, peak RSS is
 that process's own), timed inside the process around the load alone (interpreter start and
-imports excluded, for every contender alike).
+imports excluded, for every contender alike). One extra row loads repeatedly in one process, as
+a notebook or a report over many traces does.
 
     python bench/load_bench.py                       # the 175 MB trace in ../shared/bench
     python bench/load_bench.py TRACE --runs 5 --hta-python /path/to/venv-with-hta/bin/python
@@ -56,6 +57,19 @@ def worker_parse(path: str) -> dict[str, Any]:
     }
 
 
+def worker_warm(path: str, runs: str) -> dict[str, Any]:
+    """Several full loads (no cache) in one process, as a notebook or a multi-trace report
+    does: the allocator's memory is already mapped after the first."""
+    from traceanalyze.load.parse import parse_file
+
+    times = []
+    for _ in range(int(runs)):
+        start = time.perf_counter()
+        parse_file(Path(path))
+        times.append(time.perf_counter() - start)
+    return {"seconds": statistics.median(times[1:] or times), "rss_mb": _peak_rss_mb()}
+
+
 def worker_cached(path: str, cache_dir: str) -> dict[str, Any]:
     """Reload from a cache entry written by an earlier process."""
     from traceanalyze import load
@@ -88,7 +102,13 @@ def worker_hta(trace_dir: str) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - start, "rss_mb": _peak_rss_mb()}
 
 
-WORKERS = {"parse": worker_parse, "cached": worker_cached, "bare": worker_bare, "hta": worker_hta}
+WORKERS = {
+    "parse": worker_parse,
+    "warm": worker_warm,
+    "cached": worker_cached,
+    "bare": worker_bare,
+    "hta": worker_hta,
+}
 
 
 def run_worker(python: str, name: str, *args: str) -> dict[str, Any]:
@@ -144,6 +164,15 @@ def main() -> None:
         if args.trace.suffix == ".gz":
             t_gz, rss_gz, _ = median_of(python, args.runs, "parse", str(args.trace))
             rows.append(("traceanalyze, .json.gz directly", t_gz, rss_gz, "full load + linking"))
+        warm = run_worker(python, "warm", str(raw), str(args.runs + 1))
+        rows.append(
+            (
+                "traceanalyze, raw JSON, in one process",
+                warm["seconds"],
+                warm["rss_mb"],
+                f"median of loads 2..{args.runs + 1}",
+            )
+        )
         t_bare, rss_bare, _ = median_of(python, args.runs, "bare", str(raw))
         rows.append(
             ("bare read + msgspec decode (floor)", t_bare, rss_bare, "no frames, no linking")
