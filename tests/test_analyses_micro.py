@@ -263,8 +263,8 @@ def test_memcpy_chains_and_advice(tmp_path: Path) -> None:
     )
     assert_frame_equal(table.select(want.columns), want)
     assert (
-        f"aten::masked_fill -> aten::clone -> aten::copy_ -> {DTOD}: 1.0 per iteration of "
-        f"1.0 MiB; {MASKED_FILL_ADVICE}." in findings(trace)
+        f"aten::masked_fill -> aten::clone -> aten::copy_ -> {DTOD}: 1 per iteration, "
+        f"1 MiB each; {MASKED_FILL_ADVICE}." in findings(trace)
     )
 
 

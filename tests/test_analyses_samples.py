@@ -118,7 +118,7 @@ def test_naive_memcpy_finding_names_masked_fill_and_its_in_place_twin() -> None:
     [sentence] = [s for s in findings(trace(DEFAULT, "naive")) if "Memcpy" in s]
     assert "`masked_fill`" in sentence
     assert "use `masked_fill_`" in sentence
-    assert "256.0 MiB" in sentence  # B8 x H16 x 1024 x 1024 bf16 scores, copied once a forward
+    assert "256 MiB each" in sentence  # B8 x H16 x 1024 x 1024 bf16 scores, copied once a forward
 
 
 def test_naive_inplace_has_no_memcpy_finding() -> None:

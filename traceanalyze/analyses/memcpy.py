@@ -6,6 +6,7 @@ The seed example: out-of-place ``masked_fill`` clones its input, so each call ad
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import polars as pl
@@ -36,6 +37,8 @@ class Cause:
 
     pattern: str
     advice: str
+    # False for traffic that is expected and small: it stays in the table, not in the findings.
+    actionable: bool = True
 
     @property
     def names_op(self) -> bool:
@@ -66,10 +69,12 @@ CAUSES: tuple[Cause, ...] = (
     Cause(
         r"aten::(?:bmm|mm|matmul|addmm|baddbmm|linear)\b.*Memset",
         "cuBLAS zeroes a workspace or split-K accumulator; small and expected",
+        actionable=False,
     ),
     Cause(
         r"cudnn.*Memset",
         "cuDNN zeroes a workspace (for example the softmax statistics); small and expected",
+        actionable=False,
     ),
     Cause(r"Memset", "zero fill"),
     Cause(r"Memcpy DtoD", "device-to-device copy"),
@@ -93,32 +98,49 @@ def memory_traffic(trace: Trace) -> pl.DataFrame:
         total_us=pl.col("dur_ns").sum() / 1e3,
         launch_op=pl.col("op_name").first(),
     )
-    return table.with_columns(advice=_advice_expr()).sort("total_us", descending=True)
+    return table.with_columns(
+        advice=_first_cause(_advice), actionable=_first_cause(_actionable)
+    ).sort("total_us", descending=True)
 
 
-def _advice_expr() -> pl.Expr:
-    """The advice of the first cause that applies to each chain."""
-    expr: pl.Expr = pl.lit(None, pl.String)
+def _applies(cause: Cause) -> pl.Expr:
+    applies = pl.col("chain").str.contains(cause.pattern)
+    if cause.names_op:
+        applies = applies & _op(cause).is_in(sorted(IN_PLACE_TWINS))
+    return applies
+
+
+def _op(cause: Cause) -> pl.Expr:
+    return pl.col("chain").str.extract(cause.pattern, group_index=1)
+
+
+def _advice(cause: Cause) -> pl.Expr:
+    if not cause.names_op:
+        return pl.lit(cause.advice)
+    pieces = cause.advice.split("{op}")
+    return pl.format("{}".join(pieces), *([_op(cause)] * (len(pieces) - 1)))
+
+
+def _actionable(cause: Cause) -> pl.Expr:
+    return pl.lit(cause.actionable)
+
+
+def _first_cause(value: Callable[[Cause], pl.Expr]) -> pl.Expr:
+    """``value`` of the first cause (in table order) that applies to each chain."""
+    expr: pl.Expr = pl.lit(None)
     for cause in reversed(CAUSES):
-        applies = pl.col("chain").str.contains(cause.pattern)
-        advice: pl.Expr = pl.lit(cause.advice)
-        if cause.names_op:
-            op = pl.col("chain").str.extract(cause.pattern, group_index=1)
-            applies = applies & op.is_in(sorted(IN_PLACE_TWINS))
-            pieces = cause.advice.split("{op}")
-            advice = pl.format("{}".join(pieces), *([op] * (len(pieces) - 1)))
-        expr = pl.when(applies).then(advice).otherwise(expr)
+        expr = pl.when(_applies(cause)).then(value(cause)).otherwise(expr)
     return expr
 
 
 def findings(trace: Trace) -> list[str]:
-    """One plain sentence per kind of memory traffic inside the iterations."""
-    table = memory_traffic(trace).filter(pl.col("count_per_iter") > 0)
+    """One plain sentence per kind of actionable memory traffic inside the iterations."""
+    table = memory_traffic(trace).filter((pl.col("count_per_iter") > 0) & pl.col("actionable"))
     sentences = table.select(
         pl.format(
             "{}: {} per iteration{}; {}.",
             "chain",
-            pl.col("count_per_iter").round(2),
+            number_text(pl.col("count_per_iter")),
             size_expr("bytes_per_call"),
             "advice",
         )
@@ -126,11 +148,16 @@ def findings(trace: Trace) -> list[str]:
     return sentences.to_series().to_list()
 
 
+def number_text(value: pl.Expr) -> pl.Expr:
+    """A number as a person writes it: 1 rather than 1.0, 2.5 rather than 2.50."""
+    return value.round(2).cast(pl.String).str.replace(r"\.0+$", "")
+
+
 def size_expr(column: str) -> pl.Expr:
-    """Text such as " of 32 MiB" for a byte count (empty when unknown)."""
+    """Text such as ", 256 MiB each" for a byte count (empty when unknown)."""
     nbytes = pl.col(column)
-    expr: pl.Expr = pl.format(" of {} B", nbytes.round(0).cast(pl.Int64))
+    expr: pl.Expr = pl.format(", {} B each", number_text(nbytes))
     for unit, scale in (("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30)):
-        scaled = pl.format(" of {} " + unit, (nbytes / scale).round(2))
+        scaled = pl.format(", {} " + unit + " each", number_text(nbytes / scale))
         expr = pl.when(nbytes >= scale).then(scaled).otherwise(expr)
     return pl.when(nbytes > 0).then(expr).otherwise(pl.lit(""))

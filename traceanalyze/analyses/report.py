@@ -156,10 +156,11 @@ def _findings(trace: Trace, figures: dict[str, Any], kernels: pl.DataFrame) -> l
             f"{figures['gpu_busy_us_per_iter']:.1f} µs of GPU work; a faster kernel will not "
             "help, fewer launches (fusion, CUDA graphs) will."
         )
-    if figures["transpose_ops_per_iter"]:
+    views = figures["transpose_ops_per_iter"]
+    if views:
         sentences.append(
-            f"{figures['transpose_ops_per_iter']:g} CPU-side transpose/permute ops per iteration "
-            "(metadata-only views: they launch no kernel)."
+            f"{views:g} CPU-side transpose/permute {'op' if views == 1 else 'ops'} per iteration "
+            "(metadata-only views: no kernel)."
         )
     if figures["unlinked_gpu_activities"]:
         sentences.append(
@@ -191,7 +192,8 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
         f"threads/block, {row['shared_memory']:,} B shared memory"
     )
     return [
-        f"The longest kernel, `{row['name']}`, has {row['theoretical_occupancy_pct']:.2f}% "
+        f"The longest kernel, `{row['name']}` (from `{row['launch_op']}`), has "
+        f"{row['theoretical_occupancy_pct']:.2f}% "
         f"theoretical occupancy, limited by {row['occupancy_limiter'].replace('_', ' ')} "
         f"({footprint}){said}."
     ]
