@@ -1,10 +1,10 @@
 """Typed events -> Polars frames with the schemas of :mod:`traceanalyze.schema`.
 
-Two steps, kept apart so the first can run in a worker process on half of a large trace:
+Two steps:
 
 1. :func:`extract` buckets events by category and pulls each needed field into a plain Python
    list (one C-level ``map`` per field, never a loop per event). No Polars here.
-2. :func:`build_frames` turns those lists (merged from several extractions) into typed frames.
+2. :func:`build_frames` turns those lists into typed frames.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ _GPU: tuple[Field, ...] = (
     ("bytes", "args.bytes"),
     ("bandwidth_gbps", "args.bandwidth_gbps"),
 )
+# Flows and instants are pulled per category bucket; the category is added as a constant.
 _FLOW: tuple[Field, ...] = (
-    ("cat", "cat"),
     ("id", "id"),
     ("phase", "ph"),
     ("pid", "pid"),
@@ -87,7 +87,6 @@ _FLOW: tuple[Field, ...] = (
     ("ts_ns", "ts"),
 )
 _INSTANT: tuple[Field, ...] = (
-    ("cat", "cat"),
     ("name", "name"),
     ("pid", "pid"),
     ("tid", "tid"),
@@ -105,22 +104,10 @@ Columns = dict[str, list[Any]]
 
 @dataclass
 class Extracted:
-    """Column lists of one slice of a trace's events, keyed by (frame, category)."""
+    """Column lists of a trace's events, keyed by (frame, category), and counts per category."""
 
     counts: dict[str, int] = field(default_factory=dict)
     parts: dict[tuple[str, str], Columns] = field(default_factory=dict)
-
-    def merge(self, other: Extracted) -> Extracted:
-        """This slice followed by ``other`` (event order is kept within each key)."""
-        counts = dict(self.counts)
-        for cat, n in other.counts.items():
-            counts[cat] = counts.get(cat, 0) + n
-        parts = {key: dict(columns) for key, columns in self.parts.items()}
-        for key, columns in other.parts.items():
-            mine = parts.setdefault(key, {name: [] for name in columns})
-            for name, values in columns.items():
-                mine[name] = mine[name] + values
-        return Extracted(counts, parts)
 
 
 def extract(events: list[Event], source: Path) -> Extracted:
@@ -129,31 +116,38 @@ def extract(events: list[Event], source: Path) -> Extracted:
     for event in events:
         buckets[event.cat].append(event)
     result = Extracted(counts={cat or "(none)": len(b) for cat, b in buckets.items()})
-    flows: list[Event] = []
-    instants: list[Event] = []
     for cat, bucket in buckets.items():
         legacy = cat in LEGACY_CATS
         if cat in GPU_KINDS:
-            result.parts["gpu", cat] = _pull(_spans(bucket), _GPU, legacy, source)
+            result.parts["gpu", cat] = _pull(_phase(bucket, _COMPLETE), _GPU, legacy, source)
         elif cat in OP_CATS:
-            result.parts["op", cat] = _pull(_spans(bucket), _OP, legacy, source)
+            result.parts["op", cat] = _pull(_phase(bucket, _COMPLETE), _OP, legacy, source)
         elif cat in CALL_CATS:
-            result.parts["call", cat] = _pull(_spans(bucket), _CALL, legacy, source)
+            result.parts["call", cat] = _pull(_phase(bucket, _COMPLETE), _CALL, legacy, source)
         elif cat not in SKIPPED_CATS:
-            flows += [e for e in bucket if e.ph in FLOW_PHASES]
-            instants += [e for e in bucket if e.ph in INSTANT_PHASES]
-    result.parts["flow", ""] = _pull(flows, _FLOW, False, source)
-    result.parts["instant", ""] = _pull(instants, _INSTANT, False, source)
-    metadata = [e for e in buckets.get("", []) if e.ph == "M"]
+            flows = _phase(bucket, FLOW_PHASES)
+            instants = _phase(bucket, INSTANT_PHASES)
+            if flows:
+                result.parts["flow", cat] = _pull(flows, _FLOW, False, source)
+            if instants:
+                result.parts["instant", cat] = _pull(instants, _INSTANT, False, source)
+    metadata = _phase(buckets.get("", []), frozenset("M"))
     result.parts["meta", ""] = _pull(metadata, _META, False, source)
     return result
 
 
-def _spans(events: list[Event]) -> list[Event]:
-    """Only complete events (ph "X") are intervals; other phases in these categories are rare."""
-    if set(map(attrgetter("ph"), events)) <= {"X"}:
+_COMPLETE = frozenset("X")
+
+
+def _phase(events: list[Event], phases: frozenset[str]) -> list[Event]:
+    """The events of ``events`` in one of ``phases``. Categories rarely mix phases, so the
+    common case is one C-level pass and no copy."""
+    present = set(map(attrgetter("ph"), events))
+    if present <= phases:
         return events
-    return [event for event in events if event.ph == "X"]
+    if not present & phases:
+        return []
+    return [event for event in events if event.ph in phases]
 
 
 def _pull(events: list[Event], fields: Sequence[Field], legacy: bool, source: Path) -> Columns:
@@ -257,10 +251,13 @@ def _frame(columns: Columns, ids: IdMapper, rank: int) -> pl.DataFrame:
 
 
 def _stack(
-    extracted: Extracted, frame: str, categories: dict[str, str], ids: IdMapper, rank: int
+    extracted: Extracted, frame: str, categories: dict[str, str] | None, ids: IdMapper, rank: int
 ) -> pl.DataFrame | None:
+    """All parts of one frame kind, each with its category (renamed through ``categories``)."""
     parts = [
-        _frame(columns, ids, rank).with_columns(cat=pl.lit(categories[cat], pl.String))
+        _frame(columns, ids, rank).with_columns(
+            cat=pl.lit(categories[cat] if categories else cat, pl.String)
+        )
         for (kind, cat), columns in extracted.parts.items()
         if kind == frame
     ]
@@ -293,8 +290,8 @@ def build_frames(extracted: Extracted, rank: int) -> Frames:
     return Frames(
         gpu=_conform(gpu, _unlinked(GPU_SCHEMA)),
         cpu=_conform(cpu, _unlinked(CPU_SCHEMA)),
-        flows=_conform(_frame(extracted.parts["flow", ""], ids, rank), FLOW_SCHEMA),
-        instants=_conform(_frame(extracted.parts["instant", ""], ids, rank), INSTANT_SCHEMA),
+        flows=_conform(_stack(extracted, "flow", None, ids, rank), FLOW_SCHEMA),
+        instants=_conform(_stack(extracted, "instant", None, ids, rank), INSTANT_SCHEMA),
         thread_names=_thread_names(extracted.parts["meta", ""]),
     )
 
