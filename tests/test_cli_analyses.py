@@ -262,3 +262,17 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_unknown_format_is_a_usage_error(trace: Path) -> None:
     assert run("kernels", trace, "--format", "xml").exit_code == 2
+
+
+def test_occupancy_by_category_is_duration_weighted() -> None:
+    # sdpa_math: the two fp32 GEMMs (25% over 417 us, 12.5% over 541 us a call) dominate "gemm".
+    result = run("occupancy", SAMPLES / "sdpa_math.json.gz", "--by", "category", "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = {row["category"]: row for row in json.loads(result.stdout)}
+    assert set(rows) == {"gemm", "elementwise", "mask", "softmax", "copy", "reduction", "fill"}
+    assert rows["softmax"]["theoretical_occupancy_pct"] == 62.5
+    assert 12.5 < rows["gemm"]["theoretical_occupancy_pct"] < 25.0
+
+
+def test_by_is_hidden_where_there_is_one_view() -> None:
+    assert "--by" not in run("kernels", "--help").stdout

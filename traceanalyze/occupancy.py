@@ -250,13 +250,14 @@ def theoretical_occupancy(kernels: pl.DataFrame, devices: pl.DataFrame) -> pl.Da
     )
 
 
-def _duration_weighted_mean(column: str) -> pl.Expr:
-    """Mean of ``column`` weighted by ``dur_ns`` over the rows where it is known."""
-    weight = pl.when(pl.col(column).is_not_null()).then(pl.col("dur_ns"))
+def duration_weighted_mean(column: str) -> pl.Expr:
+    """Mean of ``column`` weighted by ``dur_ns`` over the rows where it is known (null when
+    no row has it)."""
+    weight = pl.when(pl.col(column).is_not_null() & pl.col(column).is_not_nan()).then(
+        pl.col("dur_ns")
+    )
     return (
-        pl.when(weight.sum() > 0)
-        .then((pl.col(column) * pl.col("dur_ns")).sum() / weight.sum())
-        .alias(column)
+        pl.when(weight.sum() > 0).then((pl.col(column) * weight).sum() / weight.sum()).alias(column)
     )
 
 
@@ -272,6 +273,6 @@ def weighted_occupancy(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     require_columns(frame, needed, "average occupancy", "theoretical_occupancy(...)'s result")
     return frame.group_by(by, maintain_order=True).agg(
         pl.col("dur_ns").sum(),
-        _duration_weighted_mean("theoretical_occupancy_pct"),
-        _duration_weighted_mean("achieved_occupancy_pct"),
+        duration_weighted_mean("theoretical_occupancy_pct"),
+        duration_weighted_mean("achieved_occupancy_pct"),
     )

@@ -11,6 +11,7 @@ from traceanalyze.analyses.activities import activities, in_iterations
 from traceanalyze.analyses.summary import summary
 from traceanalyze.load.variants import Variant
 from traceanalyze.names import short_name_expr
+from traceanalyze.occupancy import duration_weighted_mean
 from traceanalyze.trace import Trace
 
 COLUMNS = {
@@ -105,11 +106,8 @@ def baseline_label(table: pl.DataFrame, baseline: str | None) -> str | None:
 
 
 def _weighted(kernels: pl.DataFrame, column: str) -> float | None:
-    known = kernels.filter(pl.col(column).is_not_null())
-    total = float(known["dur_ns"].sum())
-    if not total:
-        return None
-    return float((known[column] * known["dur_ns"]).sum()) / total
+    value = kernels.select(duration_weighted_mean(column)).item()
+    return None if value is None else float(value)
 
 
 def _joined_counts(frame: pl.DataFrame, column: str) -> str | None:

@@ -6,14 +6,8 @@ from __future__ import annotations
 import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.occupancy import duration_weighted_mean, weighted_occupancy
 from traceanalyze.trace import Trace
-
-
-def _weighted_mean(column: str) -> pl.Expr:
-    """Duration-weighted mean of ``column`` over the rows where it is known."""
-    known = pl.col(column).is_not_null() & pl.col(column).is_not_nan()
-    weight = pl.when(known).then(pl.col("dur_ns"))
-    return pl.when(weight.sum() > 0).then((pl.col(column) * weight).sum() / weight.sum())
 
 
 def _mode(column: str) -> pl.Expr:
@@ -55,9 +49,9 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
         min_us=pl.col("dur_ns").min() / 1e3,
         max_us=pl.col("dur_ns").max() / 1e3,
         share_pct=pl.col("dur_ns").sum() / total_ns * 100,
-        theoretical_occupancy_pct=_weighted_mean("theoretical_occupancy_pct"),
+        theoretical_occupancy_pct=duration_weighted_mean("theoretical_occupancy_pct"),
         occupancy_limiter=_mode("occupancy_limiter"),
-        achieved_occupancy_pct=_weighted_mean("achieved_occupancy_pct"),
+        achieved_occupancy_pct=duration_weighted_mean("achieved_occupancy_pct"),
         launch_op=_mode("op_name"),
         launch_api=_mode("launch_api"),
         gemm_precision=pl.col("gemm_precision").first(),
@@ -112,14 +106,15 @@ def occupancy_table(trace: Trace) -> pl.DataFrame:
 
 
 def occupancy_by_category(trace: Trace) -> pl.DataFrame:
-    """Duration-weighted mean occupancy per kernel category."""
+    """Duration-weighted mean occupancy per kernel category, most GPU time first."""
     kernels = activities(trace).filter(pl.col("kind") == "kernel")
     return (
-        kernels.group_by("category")
-        .agg(
-            total_us=pl.col("dur_ns").sum() / 1e3,
-            theoretical_occupancy_pct=_weighted_mean("theoretical_occupancy_pct"),
-            achieved_occupancy_pct=_weighted_mean("achieved_occupancy_pct"),
+        weighted_occupancy(kernels, ["category"])
+        .select(
+            "category",
+            (pl.col("dur_ns") / 1e3).alias("total_us"),
+            "theoretical_occupancy_pct",
+            "achieved_occupancy_pct",
         )
-        .sort("total_us", descending=True)
+        .sort(["total_us", "category"], descending=[True, False])
     )

@@ -11,7 +11,7 @@ import polars as pl
 
 from traceanalyze.analyses import expectations as expect
 from traceanalyze.analyses.cudnn import cudnn_table
-from traceanalyze.analyses.kernels import kernel_table, occupancy_table
+from traceanalyze.analyses.kernels import kernel_table, occupancy_by_category, occupancy_table
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary as summarise
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
@@ -26,23 +26,37 @@ def trace_argument(func: F) -> F:
     return click.argument("trace", type=click.Path(path_type=Path))(func)
 
 
-def _table_command(name: str, analysis: Callable[[Trace], pl.DataFrame], doc: str) -> click.Command:
-    """A command that loads TRACE, runs one table analysis and renders it."""
+Analysis = Callable[[Trace], pl.DataFrame]
+
+
+def _table_command(name: str, views: dict[str, Analysis], doc: str) -> click.Command:
+    """A command that loads TRACE, runs one table analysis and renders it. With several views
+    (e.g. per kernel, per category) a --by option picks one; the first is the default."""
+    by_option = click.option(
+        "--by",
+        type=click.Choice(list(views)),
+        default=next(iter(views)),
+        show_default=True,
+        help="One row per what.",
+        hidden=len(views) == 1,
+    )
 
     @click.command(name=name, help=doc)
     @trace_argument
+    @by_option
     @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
     @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows.")
     @output_options
     @cache_options
     def command(
         trace: Path,
+        by: str,
         full_names: bool,
         top: int | None,
         out: Output,
         loader: Loader,
     ) -> None:
-        table = analysis(loader.trace(trace))
+        table = views[by](loader.trace(trace))
         if top is not None:
             table = table.head(top)
         out.write(render_table(table, out.format, full_names=full_names), inputs=[trace])
@@ -52,7 +66,7 @@ def _table_command(name: str, analysis: Callable[[Trace], pl.DataFrame], doc: st
 
 kernels = _table_command(
     "kernels",
-    kernel_table,
+    {"kernel": kernel_table},
     """Every distinct kernel (and memcpy/memset) with its category, count, time, launching op,
     occupancy and GEMM precision, longest total time first.
 
@@ -64,19 +78,20 @@ kernels = _table_command(
 )
 occupancy = _table_command(
     "occupancy",
-    occupancy_table,
+    {"kernel": occupancy_table, "category": occupancy_by_category},
     """Theoretical occupancy of each kernel from its footprint (registers, shared memory, block
     size) and the GPU's limits, with the limiting resource, beside the occupancy the trace itself
-    reports (blank where Kineto wrote none or 0).
+    reports (blank where Kineto wrote none or 0). --by category gives duration-weighted means.
 
     \b
     Example:
       traceanalyze occupancy sample_traces/h200_default/sdpa_flash.json.gz
+      traceanalyze occupancy sample_traces/h200_default/sdpa_math.json.gz --by category
     """,
 )
 cudnn = _table_command(
     "cudnn",
-    cudnn_table,
+    {"op": cudnn_table},
     """CPU self time of the ops that call into cuDNN (mostly execution-plan building and
     lookup), first call against steady state, per iteration, and the launch API.
 
@@ -87,7 +102,7 @@ cudnn = _table_command(
 )
 memcpy = _table_command(
     "memcpy",
-    memory_traffic,
+    {"chain": memory_traffic},
     """Every memory copy and set grouped by the CPU op chain that caused it, with bytes, time
     and what to change.
 
