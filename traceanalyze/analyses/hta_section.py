@@ -7,8 +7,12 @@ own. Its output is reported as HTA computes it; where a variant fails in HTA the
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -43,23 +47,45 @@ def hta_section(variants: VariantSet) -> str:
     return (
         "## Holistic Trace Analysis cross-view\n\n"
         "HTA's temporal breakdown of rank 0 (its own definitions: idle = no kernel running, "
-        "compute = computation kernels, non-compute = memory and communication kernels).\n\n"
+        "compute = computation kernels, non-compute = memory and communication kernels) and "
+        "its idle-time breakdown (µs idle waiting on the host, on another kernel, or other).\n\n"
         + markdown_table(table)
     )
 
 
 def _breakdown(analysis_class: type, trace: Path) -> dict[str, object]:
-    with tempfile.TemporaryDirectory(prefix="traceanalyze-hta-") as folder:
+    with tempfile.TemporaryDirectory(prefix="traceanalyze-hta-") as folder, _hta_quiet():
         name = trace.name if trace.name.endswith((".json", ".json.gz")) else trace.name + ".json"
         os.symlink(trace.resolve(), Path(folder) / name)
         try:
             analyzer = analysis_class(trace_dir=folder)
             temporal = analyzer.get_temporal_breakdown(visualize=False)
+            idle, _ = analyzer.get_idle_time_breakdown(visualize=False)
         except Exception as exc:  # HTA raises many kinds; report it rather than abort the report
             return {"error": f"{type(exc).__name__}: {exc}"[:120]}
     first = temporal.iloc[0]
-    return {
+    row: dict[str, object] = {
         key: float(first[key])
         for key in temporal.columns
         if key != "rank" and isinstance(first[key], (int, float))
     }
+    waits = idle[idle["rank"] == first["rank"]].groupby("idle_category")["idle_time"].sum()
+    row |= {f"idle {category} (us)": float(waits.get(category, 0.0)) for category in _IDLE}
+    return row
+
+
+_IDLE = ("host_wait", "kernel_wait", "other")
+
+
+@contextlib.contextmanager
+def _hta_quiet() -> Iterator[None]:
+    """HTA logs its parsing progress at INFO, some of it to standard output, where the report
+    may be going: keep it to warnings, on standard error."""
+    logger = logging.getLogger("hta")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        logger.setLevel(level)
