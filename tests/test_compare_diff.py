@@ -258,3 +258,17 @@ def test_diff_micro_frames(tmp_path: Path) -> None:
     assert figures["memcpy_per_iter"] == -1.0
     assert figures["kernels_per_iter"] == 1.0  # the Triton kernel
     assert figures["gpu_kernel_us_per_iter"] == 6.0
+
+
+def test_reported_occupancy_needs_half_the_kernel_time() -> None:
+    # cuDNN backward: the main kernel (driver-API launch) reports no occupancy; its small helper
+    # reporting 100% must not stand for the variant.
+    from traceanalyze.analyses.compare import _weighted
+
+    kernels = pl.DataFrame(
+        {"dur_ns": [900, 100], "achieved_occupancy_pct": [None, 100.0]},
+        schema={"dur_ns": pl.Int64, "achieved_occupancy_pct": pl.Float64},
+    )
+    assert _weighted(kernels, "achieved_occupancy_pct") is None
+    covered = kernels.with_columns(pl.Series("achieved_occupancy_pct", [20.0, 100.0]))
+    assert _weighted(covered, "achieved_occupancy_pct") == 28.0

@@ -105,9 +105,21 @@ def baseline_label(table: pl.DataFrame, baseline: str | None) -> str | None:
     return loaded["variant"].first() if loaded.height else None  # type: ignore[return-value]
 
 
+# A time-weighted occupancy speaks for the variant only if it covers most of its kernel time:
+# cuDNN's main kernel reports none, and its helpers' 100% must not stand for the variant.
+MIN_COVERAGE = 0.5
+
+
 def _weighted(kernels: pl.DataFrame, column: str) -> float | None:
-    value = kernels.select(duration_weighted_mean(column)).item()
-    return None if value is None else float(value)
+    """Time-weighted mean of ``column``; None when known for under half the kernel time."""
+    known = pl.col(column).is_not_null() & pl.col(column).is_not_nan()
+    value, coverage = kernels.select(
+        duration_weighted_mean(column),
+        pl.col("dur_ns").filter(known).sum() / pl.col("dur_ns").sum(),
+    ).row(0)
+    if value is None or coverage is None or coverage < MIN_COVERAGE:
+        return None
+    return float(value)
 
 
 def _joined_counts(frame: pl.DataFrame, column: str) -> str | None:

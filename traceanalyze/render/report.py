@@ -170,7 +170,8 @@ def _glossary() -> str:
         "- *CPU µs/iter*: time inside outermost PyTorch operators per iteration.\n"
         "- *theor. occupancy*: resident warps per SM allowed by the kernel's registers, shared "
         "memory and block size on this GPU, time-weighted over kernels; *reported occupancy* is "
-        "Kineto's own estimate (blank when it wrote 0 or none).\n"
+        "Kineto's own estimate, time-weighted likewise (blank when it wrote 0 or none for half "
+        "the kernel time or more).\n"
         "- *CPU transposes*: `aten::transpose`/`permute`/`t` ops, metadata-only views.\n"
         "- *cuDNN planning*: self time of the ops that call cuDNN (plan build and lookup).\n"
     )
