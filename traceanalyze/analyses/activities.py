@@ -1,11 +1,15 @@
 """GPU activities with everything the analyses share: category, GEMM precision, occupancy.
 
-Computed once per Trace and memoised: a report runs many analyses over the same trace.
+Analyses that others build on are memoised per Trace (:func:`per_trace`): a report asks for the
+summary, the kernel table and the memory traffic of one trace from several places.
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
+from collections.abc import Callable
+from typing import TypeVar
 
 import polars as pl
 
@@ -13,14 +17,28 @@ from traceanalyze.classify import classify
 from traceanalyze.occupancy import theoretical_occupancy
 from traceanalyze.trace import Trace
 
-_MEMO: weakref.WeakKeyDictionary[Trace, pl.DataFrame] = weakref.WeakKeyDictionary()
+R = TypeVar("R")
 
 
+def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
+    """Compute ``analysis(trace)`` once per Trace object (kept while the Trace lives).
+
+    Results are shared: callers must not mutate them (frames are immutable anyway).
+    """
+    memo: weakref.WeakKeyDictionary[Trace, R] = weakref.WeakKeyDictionary()
+
+    @functools.wraps(analysis)
+    def memoised(trace: Trace) -> R:
+        if trace not in memo:
+            memo[trace] = analysis(trace)
+        return memo[trace]
+
+    return memoised
+
+
+@per_trace
 def activities(trace: Trace) -> pl.DataFrame:
     """The gpu frame plus ``category``, ``gemm_precision`` and the occupancy columns."""
-    cached = _MEMO.get(trace)
-    if cached is not None:
-        return cached
     classified = classify(trace.gpu, trace.cpu)
     frame = theoretical_occupancy(classified, trace.devices).with_columns(
         # Occupancy is a property of kernels; copies and sets have no launch footprint.
@@ -29,7 +47,6 @@ def activities(trace: Trace) -> pl.DataFrame:
             for c in ("theoretical_occupancy_pct", "occupancy_limiter", "achieved_occupancy_pct")
         )
     )
-    _MEMO[trace] = frame
     return frame
 
 

@@ -82,7 +82,7 @@ def comparison(variants: Sequence[Variant], baseline: str | None = "naive") -> p
         row["relative_error"] = variant.manifest_entry.get("relative_error")
         rows.append(row)
     table = pl.DataFrame(rows, schema=COLUMNS)
-    reference = baseline_gpu_us(table, baseline)
+    reference = _baseline_gpu_us(table, baseline)
     return table.with_columns(
         speedup=pl.when(pl.col("gpu_us_per_iter") > 0).then(
             pl.lit(reference) / pl.col("gpu_us_per_iter")
@@ -90,19 +90,18 @@ def comparison(variants: Sequence[Variant], baseline: str | None = "naive") -> p
     )
 
 
-def baseline_gpu_us(table: pl.DataFrame, baseline: str | None) -> float | None:
-    loaded = table.filter(pl.col("gpu_us_per_iter").is_not_null())
-    chosen = loaded.filter(pl.col("variant") == baseline) if baseline else loaded.head(0)
-    if not chosen.height:
-        chosen = loaded.head(1)
-    return chosen["gpu_us_per_iter"].first() if chosen.height else None  # type: ignore[return-value]
-
-
 def baseline_label(table: pl.DataFrame, baseline: str | None) -> str | None:
-    loaded = table.filter(pl.col("gpu_us_per_iter").is_not_null())
-    if baseline and baseline in loaded["variant"].to_list():
+    """The variant speed-ups are relative to: ``baseline`` if loaded, else the first loaded."""
+    loaded = table.filter(pl.col("gpu_us_per_iter").is_not_null())["variant"].to_list()
+    if baseline in loaded:
         return baseline
-    return loaded["variant"].first() if loaded.height else None  # type: ignore[return-value]
+    return loaded[0] if loaded else None
+
+
+def _baseline_gpu_us(table: pl.DataFrame, baseline: str | None) -> float | None:
+    label = baseline_label(table, baseline)
+    rows = table.filter(pl.col("variant") == label)
+    return rows["gpu_us_per_iter"].first() if rows.height else None  # type: ignore[return-value]
 
 
 # A time-weighted occupancy speaks for the variant only if it covers most of its kernel time:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.occupancy import duration_weighted_mean, weighted_occupancy
 from traceanalyze.trace import Trace
 
@@ -24,6 +24,7 @@ def _category() -> pl.Expr:
     return pl.when(pl.col("linked").any()).then(linked).otherwise(_mode("category"))
 
 
+@per_trace
 def kernel_table(trace: Trace) -> pl.DataFrame:
     """Distinct kernels (and memcpy/memset names), by total time, longest first.
 

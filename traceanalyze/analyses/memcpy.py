@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.activities import activities, iteration_count
+from traceanalyze.analyses.activities import activities, iteration_count, per_trace
 from traceanalyze.analyses.cputree import op_chains
 from traceanalyze.trace import Trace
 
@@ -81,6 +81,7 @@ CAUSES: tuple[Cause, ...] = (
 )
 
 
+@per_trace
 def memory_traffic(trace: Trace) -> pl.DataFrame:
     """Memcpy/memset grouped by cause chain: count and bytes per iteration, time, advice."""
     gpu = activities(trace).filter(pl.col("kind").is_in(["memcpy", "memset"]))

@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.cputree import VIEW_OPS, outermost_ops
 from traceanalyze.analyses.cudnn import planning_us_per_iter
 from traceanalyze.link import nearest_ancestor
@@ -35,6 +35,7 @@ def busy_ns(frame: pl.DataFrame) -> int:
     return int((spans["end"] - spans["start"]).sum())
 
 
+@per_trace
 def summary(trace: Trace) -> dict[str, Any]:
     """The per-iteration summary (keys are a public contract, see ARCHITECTURE.md).
 
