@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.activities import activities, iteration_count
+from traceanalyze.analyses.activities import activities, iteration_count, per_trace
 from traceanalyze.analyses.cputree import with_self_time
 from traceanalyze.trace import Trace
 
@@ -22,6 +22,7 @@ CUDNN_OP = (
 )
 
 
+@per_trace
 def cudnn_calls(trace: Trace) -> pl.DataFrame:
     """One row per call of a cuDNN-calling op: its self time, call index and iteration."""
     ops = trace.cpu.filter((pl.col("cat") == "cpu_op") & pl.col("name").str.contains(CUDNN_OP))

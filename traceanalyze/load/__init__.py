@@ -172,15 +172,18 @@ def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
     )
 
 
+def _cache_folder(cache_dir: str | os.PathLike[str] | None) -> Path:
+    return Path(cache_dir) if cache_dir is not None else default_cache_dir()
+
+
 def _cached(
     path: Path, default_rank: int, cache: bool, cache_dir: str | os.PathLike[str] | None
 ) -> Trace | None:
     """The cached trace of ``path``, or None (no cache, no entry, or the file is unreadable)."""
     if not cache:
         return None
-    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     try:
-        cached = read_entry(entry_for(path, folder, default_rank))
+        cached = read_entry(entry_for(path, _cache_folder(cache_dir), default_rank))
     except OSError:
         return None
     if cached is None:
@@ -201,8 +204,7 @@ def _load_file(
         return cached
     trace = parse_file(path, default_rank, timer)  # read_bytes raises the precise error
     if cache:
-        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        write_entry(entry_for(path, folder, default_rank), trace)
+        write_entry(entry_for(path, _cache_folder(cache_dir), default_rank), trace)
     return trace
 
 
