@@ -298,6 +298,37 @@ def test_folder_of_ranks_becomes_one_trace(tmp_path: Path) -> None:
     assert trace.devices["rank"].sort().to_list() == [0, 1]
 
 
+def test_folder_of_ranks_keeps_op_ids_unique(tmp_path: Path) -> None:
+    # op_id is the row position in the combined cpu frame, so walking parents (nearest_ancestor)
+    # and GPU -> op links never land on another rank's rows.
+    write_trace(tmp_path, STEP, name="r0.json", rank=0)
+    write_trace(tmp_path, [op("aten::outer", 5, 90), *STEP], name="r1.json", rank=1)
+    trace = traceanalyze.load(tmp_path, cache=False)
+    assert trace.cpu["op_id"].to_list() == list(range(trace.cpu.height))
+    parents = trace.cpu.join(
+        trace.cpu.select(pl.col("op_id").alias("parent_id"), pl.col("rank").alias("parent_rank")),
+        on="parent_id",
+    )
+    assert (parents["rank"] == parents["parent_rank"]).all()
+    launched = trace.gpu.join(
+        trace.cpu.select("op_id", pl.col("rank").alias("op_rank"), pl.col("name").alias("op")),
+        on="op_id",
+    )
+    assert launched.select("rank", "op_rank", "op", "op_name").sort("rank").rows() == [
+        (0, 0, "aten::mm", "aten::mm"),
+        (1, 1, "aten::mm", "aten::mm"),
+    ]
+    outer = trace.cpu.filter(pl.col("cat") == "cpu_op")
+    ancestors = traceanalyze.link.nearest_ancestor(
+        trace.cpu, outer["op_id"], pl.col("cat") == "cpu_op"
+    )
+    assert outer.with_columns(ancestor=ancestors).select("rank", "name", "ancestor").rows() == [
+        (0, "aten::mm", None),
+        (1, "aten::outer", None),
+        (1, "aten::mm", int(trace.cpu.filter(pl.col("name") == "aten::outer")["op_id"][0])),
+    ]
+
+
 def test_folder_ranks_default_to_file_order(tmp_path: Path) -> None:
     write_trace(tmp_path, STEP, name="r0.json")
     write_trace(tmp_path, STEP, name="r1.json")

@@ -21,12 +21,16 @@ import polars as pl
 from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA, ITERATION_SCHEMA
 
 THREAD = ["rank", "pid", "tid"]
+# A dense number per thread (rank, pid, tid), kept while linking and dropped by the final
+# select: one integer sorts and joins faster than three columns.
+THREAD_KEY = "thread_key"
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # Before user_annotation existed (torch <= 1.10) the step was recorded as an op (Operator).
 STEP_CATS = ("user_annotation", "cpu_op")
 # At equal start and duration an annotation encloses an op, which encloses a runtime call.
 _CAT_ORDER = {"user_annotation": 0, "cpu_op": 1, "cuda_runtime": 2, "cuda_driver": 3}
+_CAT_ORDER_SLOTS = 16  # > every value of _CAT_ORDER (and its default, 9)
 # A runtime call's op chain is rarely deeper than a few levels; this bounds the ancestor walk.
 _MAX_ANCESTOR_STEPS = 64
 
@@ -54,86 +58,82 @@ def link(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> Linked:
 
 
 def with_call_tree(cpu: pl.DataFrame) -> pl.DataFrame:
-    """Sort CPU intervals, number them (``op_id``) and add ``depth`` and ``parent_id``."""
-    cpu = cpu.sort(
-        [*THREAD, "ts_ns", "dur_ns", pl.col("cat").replace_strict(_CAT_ORDER, default=9)],
-        descending=[False, False, False, False, True, False],
-    ).with_row_index("op_id")
-    cpu = cpu.with_columns(pl.col("op_id").cast(pl.Int64))
-    depth = nesting_depth(cpu)
-    cpu = cpu.with_columns(depth=depth)
+    """Sort CPU intervals into call order (thread, start, longest first), number them
+    (``op_id``, equal to the row position) and add ``depth``, ``parent_id`` and ``THREAD_KEY``."""
+    # Longest first, then annotation > op > call at equal spans, as one integer.
+    tie_break = -pl.col("dur_ns").fill_null(0) * _CAT_ORDER_SLOTS + pl.col("cat").replace_strict(
+        _CAT_ORDER, default=9, return_dtype=pl.Int64
+    )
+    cpu = (
+        cpu.with_columns(
+            pl.struct(THREAD).rank("dense").cast(pl.Int64).alias(THREAD_KEY),
+            tie_break.alias("_tie_break"),
+        )
+        .sort([THREAD_KEY, "ts_ns", "_tie_break"])
+        .drop("_tie_break")
+        .with_row_index("op_id")
+        .with_columns(pl.col("op_id").cast(pl.Int64))
+    )
+    cpu = cpu.with_columns(depth=nesting_depth(cpu))
     return cpu.with_columns(parent_id=_parent_ids(cpu))
+
+
+# Boundary keys: thread in the high 64 bits, twice the time in the low ones, so that an end at
+# an instant (even key) sorts before a start there (same key, counted by side="right") and a
+# zero-length interval's own end (odd key) after it.
+_THREAD_STRIDE = 1 << 64
 
 
 def nesting_depth(intervals: pl.DataFrame) -> pl.Series:
     """Depth of each interval among the intervals of its thread (0 = root).
 
-    ``intervals`` must be sorted by thread, start, longest first, with ``op_id`` increasing in
-    that order. At equal times an end closes before a start opens, so back-to-back siblings do
-    not nest; a zero-length interval's own end sorts after the starts at its instant so it does
-    not close itself early; of two ends at one instant the inner (later started) goes first.
+    ``intervals`` must be in call order: by ``THREAD_KEY``, then start, longest first. Then an
+    interval's depth is the number of earlier intervals on its thread still open at its start:
+    its position minus the number of intervals closed by then. All intervals of earlier threads
+    are closed by definition, so one ``search_sorted`` over every thread's sorted ends counts
+    them all at once. At equal times an end closes before a start opens (back-to-back siblings
+    do not nest) and a zero-length interval stays open at its own instant (what starts there
+    too is its child).
     """
     if not intervals.height:
         return pl.Series("depth", [], pl.Int32)
-    thread = pl.struct(THREAD).rank("dense").cast(pl.Int64).alias("thread")
-    base = intervals.select(thread, "ts_ns", "dur_ns", "op_id")
-    # One sort key for (phase, order) at equal times: phase in the bits above 2**40.
-    starts = base.select(
-        "thread",
-        pl.col("ts_ns").alias("t"),
-        (pl.lit(_PHASE_START) + pl.col("op_id")).alias("key"),
-        pl.lit(1, pl.Int32).alias("delta"),
+    origin = intervals["ts_ns"].min()
+    thread = pl.col(THREAD_KEY).cast(pl.Int128) * _THREAD_STRIDE
+    start = pl.col("ts_ns").cast(pl.Int128) - origin
+    length = pl.col("dur_ns").fill_null(0).clip(lower_bound=0).cast(pl.Int128)
+    keys = intervals.select(
+        start=thread + 2 * start,
+        end=thread + 2 * (start + length) + (length == 0).cast(pl.Int128),
     )
-    end_phase = pl.when(pl.col("dur_ns") > 0).then(_PHASE_END).otherwise(_PHASE_INSTANT_END)
-    ends = base.select(
-        "thread",
-        (pl.col("ts_ns") + pl.col("dur_ns")).alias("t"),
-        (end_phase + pl.lit(_REVERSE) - pl.col("op_id")).alias("key"),
-        pl.lit(-1, pl.Int32).alias("delta"),
-    )
-    boundaries = pl.concat([starts, ends]).sort(["thread", "t", "key"])
-    depth = (
-        boundaries.with_columns(open=pl.col("delta").cum_sum().over("thread"))
-        .filter(pl.col("delta") == 1)
-        .sort("key")
-        .get_column("open")
-    )
-    return (depth - 1).cast(pl.Int32).alias("depth")
-
-
-_PHASE_END, _PHASE_START, _PHASE_INSTANT_END = 0, 1 << 40, 2 << 40
-_REVERSE = 1 << 39  # ends sort by descending op_id: key = phase + 2**39 - op_id
+    closed = keys["end"].sort().search_sorted(keys["start"], side="right").cast(pl.Int64)
+    position = pl.int_range(intervals.height, dtype=pl.Int64, eager=True)
+    return (position - closed).cast(pl.Int32).alias("depth")
 
 
 def _parent_ids(cpu: pl.DataFrame) -> pl.Series:
-    """The last interval before each one (start order) on its thread at one level up."""
-    keyed = cpu.select(*THREAD, "op_id", "ts_ns", "dur_ns", "depth")
-    children = keyed.filter(pl.col("depth") > 0).with_columns(key_depth=pl.col("depth") - 1)
-    candidates = keyed.select(
-        *THREAD,
-        pl.col("op_id").alias("parent_id"),
-        pl.col("depth").alias("key_depth"),
-        (pl.col("ts_ns") + pl.col("dur_ns")).alias("parent_end"),
-        pl.col("op_id").alias("order"),
+    """The last interval before each one (call order) on its thread at one level up."""
+    children = cpu.select(
+        THREAD_KEY, "ts_ns", order="op_id", level=pl.col("depth") - 1
+    )  # roots ask for level -1, which nothing has
+    candidates = cpu.select(
+        THREAD_KEY,
+        order="op_id",
+        level="depth",
+        parent_id="op_id",
+        parent_end=pl.col("ts_ns") + pl.col("dur_ns"),
     )
-    joined = children.with_columns(order=pl.col("op_id")).join_asof(
+    joined = children.join_asof(
         candidates,
         on="order",
-        by=[*THREAD, "key_depth"],
+        by=[THREAD_KEY, "level"],
         strategy="backward",
         allow_exact_matches=False,
         check_sortedness=False,
     )
     # A parent must still be open when the child starts; clock rounding can break nesting.
-    joined = joined.with_columns(
-        parent_id=pl.when(pl.col("parent_end") >= pl.col("ts_ns")).then("parent_id")
-    )
-    return (
-        keyed.select("op_id")
-        .join(joined.select("op_id", "parent_id"), on="op_id", how="left")
-        .sort("op_id")
-        .get_column("parent_id")
-    )
+    return joined.select(
+        pl.when(pl.col("parent_end") >= pl.col("ts_ns")).then("parent_id").alias("parent_id")
+    ).to_series()
 
 
 def find_iterations(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, str]:
@@ -207,19 +207,17 @@ def _iteration_of(ts_ns: pl.Series, iterations: pl.DataFrame, source: str) -> pl
     """The iteration whose span holds each timestamp (null outside every span)."""
     if source == "whole trace":
         return pl.Series("iteration", [0] * len(ts_ns), dtype=pl.Int64).set(ts_ns.is_null(), None)
-    points = ts_ns.to_frame("ts_ns").with_row_index("row")
-    spans = iterations.select(
-        pl.col("ts_ns").alias("start"),
-        (pl.col("ts_ns") + pl.col("dur_ns")).alias("end"),
-        "iteration",
+    # Spans are sorted by start: the candidate is the last one starting at or before ts.
+    slot = iterations["ts_ns"].search_sorted(ts_ns, side="right").cast(pl.Int64) - 1
+    found = pl.DataFrame({"ts": ts_ns, "slot": slot}).select(
+        "ts", slot=pl.when(pl.col("ts").is_not_null() & (pl.col("slot") >= 0)).then("slot")
     )
-    joined = (
-        points.filter(pl.col("ts_ns").is_not_null())
-        .sort("ts_ns")
-        .join_asof(spans, left_on="ts_ns", right_on="start", strategy="backward")
-        .select("row", pl.when(pl.col("ts_ns") < pl.col("end")).then("iteration").alias("it"))
-    )
-    return points.join(joined, on="row", how="left").sort("row").get_column("it").alias("iteration")
+    span = iterations.select("iteration", end=pl.col("ts_ns") + pl.col("dur_ns"))
+    return found.select(
+        pl.when(pl.col("ts") < pl.lit(span["end"]).gather("slot"))
+        .then(pl.lit(span["iteration"]).gather("slot"))
+        .alias("iteration")
+    ).to_series()
 
 
 def link_gpu(
@@ -243,11 +241,11 @@ def link_gpu(
         linked=pl.col("call_id").is_not_null()
     )
     ops = nearest_ancestor(cpu, gpu["call_id"], (pl.col("cat") == "cpu_op") & ~_is_profiler_step())
-    annotations = outermost_annotation(cpu, gpu["call_id"])
     gpu = gpu.with_columns(
         op_id=ops,
-        annotation=annotations,
-    ).join(cpu.select("op_id", pl.col("name").alias("op_name")), on="op_id", how="left")
+        op_name=cpu["name"].gather(ops),
+        annotation=outermost_annotation(cpu, gpu["call_id"]),
+    )
     if source == "whole trace":
         iteration = pl.Series("iteration", [0] * gpu.height, dtype=pl.Int64)
     else:
@@ -258,32 +256,25 @@ def link_gpu(
 def nearest_ancestor(cpu: pl.DataFrame, start_ids: pl.Series, matches: pl.Expr) -> pl.Series:
     """For each id, its nearest strict ancestor whose row satisfies ``matches``, else null.
 
-    Walks the parent pointers of all rows at once: one join per level climbed.
+    Walks the parent pointers of all rows at once, one level per step. ``op_id`` is the row
+    position in ``cpu`` (for a combined multi-rank trace too), so a step is a gather.
     """
-    table = cpu.select(
-        pl.col("op_id").alias("cursor"), pl.col("parent_id").alias("next"), matches.alias("hit")
-    )
-    parents = cpu.select(pl.col("op_id").alias("start"), pl.col("parent_id").alias("cursor"))
-    walk = (
-        start_ids.alias("start")
-        .to_frame()
-        .with_row_index("row")
-        .join(parents, on="start", how="left")
-        .select("row", "cursor", found=pl.lit(None, pl.Int64))
+    parents = cpu["parent_id"]
+    hits = cpu.select(matches.fill_null(value=False)).to_series()
+    walk = pl.DataFrame(
+        {"cursor": parents.gather(start_ids), "found": pl.Series([None] * len(start_ids))},
+        schema={"cursor": pl.Int64, "found": pl.Int64},
     )
     for _ in range(_MAX_ANCESTOR_STEPS):
-        if walk.filter(pl.col("found").is_null() & pl.col("cursor").is_not_null()).is_empty():
-            break
-        walk = (
-            walk.join(table, on="cursor", how="left")
-            .with_columns(found=pl.when(pl.col("hit")).then("cursor").otherwise("found"))
-            .select(
-                "row",
-                "found",
-                cursor=pl.when(pl.col("found").is_null()).then("next"),
+        if walk.select((pl.col("found").is_null() & pl.col("cursor").is_not_null()).any()).item():
+            walk = walk.with_columns(
+                found=pl.when(pl.lit(hits).gather("cursor")).then("cursor").otherwise("found")
+            ).with_columns(
+                cursor=pl.when(pl.col("found").is_null()).then(pl.lit(parents).gather("cursor"))
             )
-        )
-    return walk.sort("row").get_column("found").alias("op_id")
+        else:
+            break
+    return walk["found"].alias("op_id")
 
 
 def outermost_annotation(cpu: pl.DataFrame, start_ids: pl.Series) -> pl.Series:
@@ -291,21 +282,10 @@ def outermost_annotation(cpu: pl.DataFrame, start_ids: pl.Series) -> pl.Series:
     regions = cpu.filter((pl.col("cat") == "user_annotation") & ~_is_profiler_step())
     if not regions.height:
         return pl.Series("annotation", [None] * len(start_ids), dtype=pl.String)
-    regions = regions.with_columns(
-        depth=nesting_depth(regions.with_columns(op_id=pl.int_range(pl.len(), dtype=pl.Int64)))
-    ).filter(pl.col("depth") == 0)
-    calls = (
-        start_ids.alias("call_id")
-        .to_frame()
-        .with_row_index("row")
-        .join(
-            cpu.select(pl.col("op_id").alias("call_id"), *THREAD, "ts_ns", "dur_ns"),
-            on="call_id",
-            how="left",
-        )
-    )
-    spans = regions.select(
-        *THREAD,
+    top = regions.filter(nesting_depth(regions) == 0)  # regions keep cpu's call order
+    calls = cpu.select(THREAD_KEY, "ts_ns", "dur_ns")[start_ids].with_row_index("row")
+    spans = top.select(
+        THREAD_KEY,
         pl.col("ts_ns").alias("start"),
         (pl.col("ts_ns") + pl.col("dur_ns")).alias("end"),
         pl.col("name").alias("annotation"),
@@ -317,7 +297,7 @@ def outermost_annotation(cpu: pl.DataFrame, start_ids: pl.Series) -> pl.Series:
             spans,
             left_on="ts_ns",
             right_on="start",
-            by=THREAD,
+            by=THREAD_KEY,
             strategy="backward",
             check_sortedness=False,
         )

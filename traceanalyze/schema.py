@@ -62,7 +62,7 @@ GPU_SCHEMA: dict[str, pl.DataType] = {
 # in this frame lets one containment pass build the whole per-thread call tree.
 CPU_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
-    "op_id": pl.Int64(),  # row id, stable within the trace
+    "op_id": pl.Int64(),  # the row position (0, 1, ...), unique across the ranks of a folder
     "cat": pl.String(),  # "cpu_op" | "user_annotation" | "cuda_runtime" | "cuda_driver"
     "name": pl.String(),
     "pid": pl.Int64(),

@@ -160,10 +160,19 @@ def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
         frames: list[pl.DataFrame] = [getattr(t, name) for t in traces]
         return pl.concat(frames, how="vertical")
 
+    # op_id is the row position in the cpu frame: shift each rank's ids past the ranks before.
+    offsets = [0]
+    for trace in traces[:-1]:
+        offsets.append(offsets[-1] + trace.cpu.height)
+    ids = ("op_id", "parent_id")
     return Trace(
         meta=tuple(t.meta[0] for t in traces),
-        gpu=stack("gpu"),
-        cpu=stack("cpu"),
+        gpu=pl.concat(
+            [t.gpu.with_columns(pl.col("op_id") + n) for t, n in zip(traces, offsets, strict=True)]
+        ),
+        cpu=pl.concat(
+            [t.cpu.with_columns(pl.col(ids) + n) for t, n in zip(traces, offsets, strict=True)]
+        ),
         flows=stack("flows"),
         instants=stack("instants"),
         iterations=stack("iterations"),

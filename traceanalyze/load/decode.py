@@ -76,7 +76,7 @@ class Event(msgspec.Struct, gc=False):
     name: str = ""
     pid: Union[int, str] = 0  # noqa: UP007
     tid: Union[int, str] = 0  # noqa: UP007
-    # A float is exact for Kineto's usual timestamps; for epoch-sized ones see exact_timestamps.
+    # A float is exact for Kineto's usual timestamps; epoch-sized ones: restore_exact_timestamps.
     ts: float = 0.0
     dur: float = 0.0
     id: Scalar = None
@@ -144,15 +144,18 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def exact_timestamps(data: Buffer, events: list[Event]) -> None:
-    """Give events their timestamps as written when floats would lose nanoseconds.
+def needs_exact_timestamps(largest_us: float) -> bool:
+    """Whether timestamps this large (in microseconds) lose nanoseconds as float64."""
+    return largest_us >= EXACT_FLOAT_LIMIT_US
+
+
+def restore_exact_timestamps(data: Buffer, events: list[Event]) -> None:
+    """Give events their timestamps as written, for traces where floats lose nanoseconds.
 
     Older traces write epoch microseconds with three decimals (1712195495505543.047): 19 digits,
-    more than a float64 keeps. Only then are the timestamps decoded a second time, as raw JSON
-    numbers, which the frame builder converts digit for digit.
+    more than a float64 keeps. Only for those are the timestamps decoded a second time, as raw
+    JSON numbers, which the frame builder converts digit for digit.
     """
-    if not events or max(map(abs, map(_event_ts, events))) < EXACT_FLOAT_LIMIT_US:
-        return
     with gc_paused():
         if _FIRST_TOKEN.search(data).group() == b"[":  # type: ignore[union-attr]
             stamps = _TIMESTAMP_ARRAY.decode(data)
@@ -160,9 +163,6 @@ def exact_timestamps(data: Buffer, events: list[Event]) -> None:
             stamps = _TIMESTAMPS.decode(data).traceEvents or []
     for event, stamp in zip(events, stamps, strict=True):  # old, small traces only
         event.ts = stamp.ts  # type: ignore[assignment]
-
-
-_event_ts = attrgetter("ts")
 
 
 def decode_args(events: list[Event], path: Path) -> list[Args]:

@@ -11,8 +11,9 @@ from traceanalyze.load import frames
 from traceanalyze.load.decode import (
     FIX_NOT_A_TRACE,
     decode_document,
-    exact_timestamps,
     gc_paused,
+    needs_exact_timestamps,
+    restore_exact_timestamps,
 )
 from traceanalyze.load.metadata import device_frame, rank_of, trace_meta
 from traceanalyze.load.read import read_bytes
@@ -35,9 +36,11 @@ def _parse(path: Path, default_rank: int, timer: StageTimer | None) -> Trace:
     header = decode_document(data, path)
     events = header.traceEvents or []
     header.traceEvents = None
-    exact_timestamps(data, events)
     mark("decode")
     extracted = frames.extract(events, path)
+    if needs_exact_timestamps(extracted.largest_timestamp_us()):
+        restore_exact_timestamps(data, events)
+        extracted = frames.extract(events, path)
     # The raw bytes and the events are the largest objects alive; free them before building.
     del data, events
     mark("extract")
