@@ -250,6 +250,21 @@ def test_bare_event_array(tmp_path: Path) -> None:
         assert_frame_equal(getattr(trace, frame), getattr(reference, frame))
 
 
+@pytest.mark.parametrize("bare", [False, True])
+def test_phase_outside_the_spec_still_loads(tmp_path: Path, bare: bool) -> None:
+    # Decoding types ph as the spec's phases; an unknown one falls back to any string.
+    odd = {"ph": "Z", "cat": "custom", "name": "odd", "pid": 1, "tid": 1, "ts": 5}
+    reference = traceanalyze.load(write_trace(tmp_path, STEP, devices=None), cache=False)
+    if bare:
+        path = write(tmp_path, "odd.json", [*STEP, odd])
+    else:
+        path = write_trace(tmp_path, [*STEP, odd], name="odd.json", devices=None)
+    trace = traceanalyze.load(path, cache=False)
+    for frame in ("gpu", "cpu", "iterations"):
+        assert_frame_equal(getattr(trace, frame), getattr(reference, frame))
+    assert trace.meta[0].event_counts["custom"] == 1
+
+
 def test_metadata(tmp_path: Path) -> None:
     names = [
         {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import msgspec
 
@@ -63,6 +63,16 @@ _EMPTY_ARGS = msgspec.Raw(b"{}")
 _ZERO = msgspec.Raw(b"0")
 
 
+# Every phase of the Chrome trace event format ("" when absent). Typed as this Literal, ph decodes
+# to one shared string per phase rather than a new string per event, which makes decoding,
+# bucketing by phase and freeing the events cheaper (about 0.1 s on the 175 MB benchmark). A
+# trace with a phase outside the spec is decoded again as LenientEvent.
+Phase = Literal[
+    "", "B", "E", "X", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "N", "O", "D", "M", "V",
+    "v", "R", "c", "(", ")",
+]  # fmt: skip
+
+
 class Event(msgspec.Struct, gc=False):
     """One Chrome trace event, reduced to the fields traceanalyze reads.
 
@@ -71,7 +81,7 @@ class Event(msgspec.Struct, gc=False):
     the raw args of the events that do need them into :class:`Args`.
     """
 
-    ph: str = ""
+    ph: Phase = ""
     cat: str = ""
     name: str = ""
     pid: Union[int, str] = 0  # noqa: UP007
@@ -81,6 +91,12 @@ class Event(msgspec.Struct, gc=False):
     dur: float = 0.0
     id: Scalar = None
     args: msgspec.Raw = _EMPTY_ARGS
+
+
+class LenientEvent(Event, gc=False):
+    """An :class:`Event` whose ``ph`` may be any string: the fallback for nonstandard phases."""
+
+    ph: str = ""  # type: ignore[assignment]
 
 
 class TraceDocument(msgspec.Struct, gc=False):
@@ -99,6 +115,10 @@ class TraceDocument(msgspec.Struct, gc=False):
     hip_driver_version: Any = None
     roctracer_version: Any = None
     displayTimeUnit: Any = None  # noqa: N815
+
+
+class LenientDocument(TraceDocument, gc=False):
+    traceEvents: Union[list[LenientEvent], None] = None  # type: ignore[assignment]  # noqa: N815, UP007
 
 
 VERSION_KEYS = (
@@ -127,6 +147,8 @@ _TIMESTAMPS = msgspec.json.Decoder(_TimestampDocument)
 _TIMESTAMP_ARRAY = msgspec.json.Decoder(list[_Timestamp])
 _ARGS = msgspec.json.Decoder(Args)
 _EVENT_ARRAY = msgspec.json.Decoder(list[Event])
+_LENIENT_DOCUMENT = msgspec.json.Decoder(LenientDocument)
+_LENIENT_EVENT_ARRAY = msgspec.json.Decoder(list[LenientEvent])
 
 
 FIX_NOT_A_TRACE = "Pass a trace written by torch.profiler (export_chrome_trace)."
@@ -187,10 +209,7 @@ def decode_document(data: Buffer, path: Path) -> TraceDocument:
     if first is None:
         raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
     try:
-        with gc_paused():
-            if first.group() == b"[":  # the Chrome format also allows a bare event array
-                return TraceDocument(traceEvents=_EVENT_ARRAY.decode(data))
-            document = _DOCUMENT.decode(data)
+        document = _decode_events(data, bare_array=first.group() == b"[")
     except msgspec.ValidationError as exc:
         raise TraceFormatError(
             f"is JSON but not a Chrome trace ({exc})",
@@ -212,6 +231,30 @@ def decode_document(data: Buffer, path: Path) -> TraceDocument:
             "Profile at least one active step (check the profiler schedule).",
         )
     return document
+
+
+def _decode_events(data: Buffer, bare_array: bool) -> TraceDocument:
+    """Decode with the fast :class:`Event`; when a phase is outside the spec, again with
+    :class:`LenientEvent` (any other mismatch is raised at once)."""
+    with gc_paused():
+        try:
+            return _decode_with(data, bare_array, _DOCUMENT, _EVENT_ARRAY)
+        except msgspec.ValidationError as exc:
+            if not str(exc).endswith(".ph`"):
+                raise
+        return _decode_with(data, bare_array, _LENIENT_DOCUMENT, _LENIENT_EVENT_ARRAY)
+
+
+def _decode_with(
+    data: Buffer,
+    bare_array: bool,
+    document: msgspec.json.Decoder[Any],
+    array: msgspec.json.Decoder[Any],
+) -> TraceDocument:
+    if bare_array:  # the Chrome format also allows a bare event array
+        return TraceDocument(traceEvents=array.decode(data))
+    decoded: TraceDocument = document.decode(data)
+    return decoded
 
 
 def _decode_error(exc: msgspec.DecodeError, path: Path) -> TraceFormatError:
