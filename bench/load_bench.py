@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,7 @@ def worker_hta(trace_dir: str) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - start, "rss_mb": _peak_rss_mb()}
 
 
-WORKERS = {
+WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
     "parse": worker_parse,
     "warm": worker_warm,
     "cached": worker_cached,
@@ -116,13 +117,28 @@ def run_worker(python: str, name: str, *args: str) -> dict[str, Any]:
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"{name} worker failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    measured: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return measured
 
 
-def median_of(
-    python: str, runs: int, name: str, *args: str
-) -> tuple[float, float, list[dict[str, Any]]]:
-    results = [run_worker(python, name, *args) for _ in range(runs)]
+Measured = tuple[float, float, list[dict[str, Any]]]  # median seconds, peak RSS, every run
+
+
+def median_of(python: str, runs: int, name: str, *args: str) -> Measured:
+    return _summary([run_worker(python, name, *args) for _ in range(runs)])
+
+
+def interleaved(python: str, runs: int, names: tuple[str, str], *args: str) -> list[Measured]:
+    """Runs of two workers taken in turns (A B A B ...), so that both see the same machine:
+    on a shared host the speed drifts within minutes, and their ratio is the figure to trust."""
+    results: list[list[dict[str, Any]]] = [[], []]
+    for _ in range(runs):
+        for index, name in enumerate(names):
+            results[index].append(run_worker(python, name, *args))
+    return [_summary(r) for r in results]
+
+
+def _summary(results: list[dict[str, Any]]) -> Measured:
     return (
         statistics.median(r["seconds"] for r in results),
         max(r["rss_mb"] for r in results),
@@ -154,7 +170,9 @@ def main() -> None:
         size_mb = raw.stat().st_size / 1e6
         rows: list[tuple[str, float, float, str]] = []
 
-        t_raw, rss_raw, results = median_of(python, args.runs, "parse", str(raw))
+        (t_raw, rss_raw, results), (t_bare, rss_bare, _) = interleaved(
+            python, args.runs, ("parse", "bare"), str(raw)
+        )
         stages = {
             k: statistics.median(r["stages"][k] for r in results) for k in results[0]["stages"]
         }
@@ -173,7 +191,6 @@ def main() -> None:
                 f"median of loads 2..{args.runs + 1}",
             )
         )
-        t_bare, rss_bare, _ = median_of(python, args.runs, "bare", str(raw))
         rows.append(
             ("bare read + msgspec decode (floor)", t_bare, rss_bare, "no frames, no linking")
         )
