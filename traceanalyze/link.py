@@ -2,9 +2,10 @@
 
 Done once at load time, columnar throughout:
 
-1. CPU intervals on each thread form a call tree. Sorting boundaries (starts +1, ends -1) and
-   taking a running sum gives every interval's depth; its parent is then the last interval on
-   the same thread, earlier in start order, one level up (an as-of join).
+1. CPU intervals on each thread form a call tree. In call order (thread, start, longest first)
+   an interval's depth is its position minus the number of intervals that ended before it
+   started (one search over the sorted ends); its parent is then the last interval on the same
+   thread, earlier in call order, one level up (an as-of join).
 2. A GPU activity joins its runtime/driver call on ``correlation``; the call's nearest ``cpu_op``
    ancestor is the launching op, its outermost user annotation the region.
 3. Iterations come from ``ProfilerStep#N`` spans, else a repeated top-level annotation, else
@@ -89,11 +90,11 @@ def nesting_depth(intervals: pl.DataFrame) -> pl.Series:
 
     ``intervals`` must be in call order: by ``THREAD_KEY``, then start, longest first. Then an
     interval's depth is the number of earlier intervals on its thread still open at its start:
-    its position minus the number of intervals closed by then. All intervals of earlier threads
-    are closed by definition, so one ``search_sorted`` over every thread's sorted ends counts
-    them all at once. At equal times an end closes before a start opens (back-to-back siblings
-    do not nest) and a zero-length interval stays open at its own instant (what starts there
-    too is its child).
+    its position minus the number of intervals closed by then. Keys put each thread above all
+    earlier ones, so every interval of an earlier thread counts as closed and one
+    ``search_sorted`` over all threads' sorted ends does every thread at once. At equal times
+    an end closes before a start opens (back-to-back siblings do not nest) and a zero-length
+    interval stays open at its own instant (what starts there too is its child).
     """
     if not intervals.height:
         return pl.Series("depth", [], pl.Int32)
