@@ -156,23 +156,21 @@ def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
             )
         seen[meta.rank] = meta.path
 
-    def stack(name: str) -> pl.DataFrame:
-        frames: list[pl.DataFrame] = [getattr(t, name) for t in traces]
-        return pl.concat(frames, how="vertical")
-
-    # op_id is the row position in the cpu frame: shift each rank's ids past the ranks before.
+    # op_id is the row position in the cpu frame: each rank's ids move past the ranks before.
     offsets = [0]
     for trace in traces[:-1]:
         offsets.append(offsets[-1] + trace.cpu.height)
-    ids = ("op_id", "parent_id")
+
+    def stack(name: str, ids: tuple[str, ...] = ()) -> pl.DataFrame:
+        frames: list[pl.DataFrame] = [getattr(t, name) for t in traces]
+        if ids:
+            frames = [f.with_columns(pl.col(ids) + n) for f, n in zip(frames, offsets, strict=True)]
+        return pl.concat(frames, how="vertical")
+
     return Trace(
         meta=tuple(t.meta[0] for t in traces),
-        gpu=pl.concat(
-            [t.gpu.with_columns(pl.col("op_id") + n) for t, n in zip(traces, offsets, strict=True)]
-        ),
-        cpu=pl.concat(
-            [t.cpu.with_columns(pl.col(ids) + n) for t, n in zip(traces, offsets, strict=True)]
-        ),
+        gpu=stack("gpu", ("op_id",)),
+        cpu=stack("cpu", ("op_id", "parent_id")),
         flows=stack("flows"),
         instants=stack("instants"),
         iterations=stack("iterations"),

@@ -118,6 +118,8 @@ class TraceDocument(msgspec.Struct, gc=False):
 
 
 class LenientDocument(TraceDocument, gc=False):
+    """A :class:`TraceDocument` of :class:`LenientEvent`."""
+
     traceEvents: Union[list[LenientEvent], None] = None  # type: ignore[assignment]  # noqa: N815, UP007
 
 
