@@ -28,20 +28,9 @@ from traceanalyze.errors import TraceFormatError
 from traceanalyze.schema import (
     CPU_SCHEMA,
     DEVICE_SCHEMA,
-    FLOW_SCHEMA,
     GPU_SCHEMA,
-    INSTANT_SCHEMA,
-    ITERATION_SCHEMA,
+    TRACE_FRAMES,
 )
-
-SCHEMAS = {
-    "gpu": GPU_SCHEMA,
-    "cpu": CPU_SCHEMA,
-    "flows": FLOW_SCHEMA,
-    "instants": INSTANT_SCHEMA,
-    "iterations": ITERATION_SCHEMA,
-    "devices": DEVICE_SCHEMA,
-}
 
 # One step that launches one kernel: the smallest complete trace.
 STEP = [
@@ -55,7 +44,7 @@ STEP = [
 def assert_traces_equal(left: traceanalyze.Trace, right: traceanalyze.Trace) -> None:
     assert left.meta == right.meta
     assert left.iteration_source == right.iteration_source
-    for name in SCHEMAS:
+    for name in TRACE_FRAMES:
         assert_frame_equal(getattr(left, name), getattr(right, name))
 
 
@@ -74,7 +63,7 @@ def test_frames_follow_their_schemas(tmp_path: Path) -> None:
         {"ph": "i", "name": "Iteration Start: PyTorch Profiler", "pid": 1, "tid": 1, "ts": 15},
     ]
     trace = traceanalyze.load(write_trace(tmp_path, events), cache=False)
-    for name, schema in SCHEMAS.items():
+    for name, schema in TRACE_FRAMES.items():
         assert getattr(trace, name).schema == pl.Schema(schema), name
     assert (trace.flows.height, trace.instants.height, trace.devices.height) == (2, 1, 1)
 
@@ -103,7 +92,7 @@ def test_gpu_args_become_typed_columns(tmp_path: Path) -> None:
 def test_plain_gzip_and_pt_trace_names_load_alike(tmp_path: Path, name: str) -> None:
     reference = traceanalyze.load(write_trace(tmp_path, STEP, name="reference.json"), cache=False)
     trace = traceanalyze.load(write_trace(tmp_path, STEP, name=name), cache=False)
-    for frame in SCHEMAS:
+    for frame in TRACE_FRAMES:
         assert_frame_equal(getattr(trace, frame), getattr(reference, frame))
 
 

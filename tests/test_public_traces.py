@@ -16,14 +16,7 @@ import polars as pl
 import pytest
 
 import traceanalyze
-from traceanalyze.schema import (
-    CPU_SCHEMA,
-    DEVICE_SCHEMA,
-    FLOW_SCHEMA,
-    GPU_SCHEMA,
-    INSTANT_SCHEMA,
-    ITERATION_SCHEMA,
-)
+from traceanalyze.schema import TRACE_FRAMES
 
 GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 KERNEL_CATS = {"kernel", "Kernel"}
@@ -137,15 +130,7 @@ def loaded_links(trace: traceanalyze.Trace) -> list[tuple[Any, ...]]:
 
 def test_every_public_trace_loads(public_trace: Path) -> None:
     trace = load(public_trace)
-    schemas = {
-        "gpu": GPU_SCHEMA,
-        "cpu": CPU_SCHEMA,
-        "flows": FLOW_SCHEMA,
-        "instants": INSTANT_SCHEMA,
-        "iterations": ITERATION_SCHEMA,
-        "devices": DEVICE_SCHEMA,
-    }
-    for name, schema in schemas.items():
+    for name, schema in TRACE_FRAMES.items():
         assert getattr(trace, name).schema == pl.Schema(schema), name
     assert trace.iterations.height >= 1
     assert trace.gpu["ts_ns"].null_count() == 0

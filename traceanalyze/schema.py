@@ -130,6 +130,17 @@ DEVICE_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+# Every frame of a Trace, by attribute name, with its schema.
+TRACE_FRAMES: dict[str, dict[str, pl.DataType]] = {
+    "gpu": GPU_SCHEMA,
+    "cpu": CPU_SCHEMA,
+    "flows": FLOW_SCHEMA,
+    "instants": INSTANT_SCHEMA,
+    "iterations": ITERATION_SCHEMA,
+    "devices": DEVICE_SCHEMA,
+}
+
+
 def require_columns(frame: pl.DataFrame, columns: Sequence[str], task: str, frames: str) -> None:
     """Fail loudly (AnalysisError) when ``frame`` lacks a column ``task`` needs.
 

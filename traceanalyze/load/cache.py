@@ -18,11 +18,11 @@ from pathlib import Path
 
 import polars as pl
 
+from traceanalyze.schema import TRACE_FRAMES
 from traceanalyze.trace import Trace, TraceMeta
 
 # Bump when frames or linking change, so stale entries are never read.
 CACHE_FORMAT = 4
-_FRAMES = ("gpu", "cpu", "flows", "instants", "iterations", "devices")
 
 
 def default_cache_dir() -> Path:
@@ -51,7 +51,7 @@ def read_entry(entry: Path) -> Trace | None:
         return None
     try:
         stored = json.loads((entry / "meta.json").read_text())
-        frames = {name: pl.read_parquet(entry / f"{name}.parquet") for name in _FRAMES}
+        frames = {name: pl.read_parquet(entry / f"{name}.parquet") for name in TRACE_FRAMES}
     except (OSError, ValueError, pl.exceptions.PolarsError):
         return None  # a damaged entry is simply rebuilt
     meta = tuple(TraceMeta(**{**m, "path": Path(m["path"])}) for m in stored["meta"])
@@ -66,7 +66,7 @@ def write_entry(entry: Path, trace: Trace) -> bool:
     except OSError:
         return False
     try:
-        for name in _FRAMES:
+        for name in TRACE_FRAMES:
             getattr(trace, name).write_parquet(staging / f"{name}.parquet", compression="lz4")
         meta = [{**asdict(m), "path": str(m.path)} for m in trace.meta]
         stored = {"meta": meta, "iteration_source": trace.iteration_source}
