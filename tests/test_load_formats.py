@@ -88,6 +88,37 @@ def test_gpu_args_become_typed_columns(tmp_path: Path) -> None:
     assert_frame_equal(actual(trace.gpu, want), want)
 
 
+def test_recorded_shapes_are_kept_as_raw_json(tmp_path: Path) -> None:
+    shaped = span(
+        "cpu_op",
+        "aten::mm",
+        10,
+        50,
+        **{
+            "External id": 3,
+            "Input Dims": [[64, 128], [128, 32]],
+            "Input type": ["c10::BFloat16", "c10::BFloat16"],
+            "Concrete Inputs": ["", ""],
+            "Input Strides": [[128, 1], [32, 1]],
+        },
+    )
+    events = [STEP[0], shaped, op("aten::relu", 70, 5)]
+    trace = traceanalyze.load(write_trace(tmp_path, events), cache=False)
+    want = expected(
+        CPU_SCHEMA,
+        "name input_dims input_types concrete_inputs",
+        ("ProfilerStep#0", None, None, None),
+        (
+            "aten::mm",
+            "[[64, 128], [128, 32]]",
+            '["c10::BFloat16", "c10::BFloat16"]',
+            '["", ""]',
+        ),
+        ("aten::relu", None, None, None),
+    )
+    assert_frame_equal(actual(trace.cpu, want), want)
+
+
 @pytest.mark.parametrize("name", ["trace.json", "trace.json.gz", "host_1234.1712.pt.trace.json.gz"])
 def test_plain_gzip_and_pt_trace_names_load_alike(tmp_path: Path, name: str) -> None:
     reference = traceanalyze.load(write_trace(tmp_path, STEP, name="reference.json"), cache=False)

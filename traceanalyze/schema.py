@@ -73,6 +73,11 @@ CPU_SCHEMA: dict[str, pl.DataType] = {
     # every cpu_op's args would cost a tenth of the load time.
     "external_id": pl.Int64(),
     "correlation": pl.Int64(),  # runtime/driver calls only
+    # cpu_op rows of traces recorded with record_shapes: the args "Input Dims", "Input type" and
+    # "Concrete Inputs" as raw JSON text (e.g. "[[8, 16, 1024, 64], []]"); null otherwise.
+    "input_dims": pl.String(),
+    "input_types": pl.String(),
+    "concrete_inputs": pl.String(),
     # Linking results.
     "parent_id": pl.Int64(),  # op_id of the innermost interval containing this one, same thread
     "depth": pl.Int32(),  # 0 for a root on its thread

@@ -22,7 +22,7 @@ from traceanalyze.schema import TRACE_FRAMES
 from traceanalyze.trace import Trace, TraceMeta
 
 # Bump when frames or linking change, so stale entries are never read.
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 
 
 def default_cache_dir() -> Path:

@@ -59,6 +59,15 @@ class Args(msgspec.Struct, gc=False, frozen=True):
     name: Scalar = None  # process_name / thread_name metadata events
 
 
+class OpArgs(msgspec.Struct, gc=False, frozen=True):
+    """The args of a ``cpu_op`` that traceanalyze keeps: the shapes ``record_shapes`` writes,
+    as raw JSON (most analyses never read them; the performance models parse them)."""
+
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+
+
 _EMPTY_ARGS = msgspec.Raw(b"{}")
 _ZERO = msgspec.Raw(b"0")
 
@@ -148,6 +157,7 @@ _DOCUMENT = msgspec.json.Decoder(TraceDocument)
 _TIMESTAMPS = msgspec.json.Decoder(_TimestampDocument)
 _TIMESTAMP_ARRAY = msgspec.json.Decoder(list[_Timestamp])
 _ARGS = msgspec.json.Decoder(Args)
+_OP_ARGS = msgspec.json.Decoder(OpArgs)
 _EVENT_ARRAY = msgspec.json.Decoder(list[Event])
 _LENIENT_DOCUMENT = msgspec.json.Decoder(LenientDocument)
 _LENIENT_EVENT_ARRAY = msgspec.json.Decoder(list[LenientEvent])
@@ -189,10 +199,11 @@ def restore_exact_timestamps(data: Buffer, events: list[Event]) -> None:
         event.ts = stamp.ts  # type: ignore[assignment]
 
 
-def decode_args(events: list[Event], path: Path) -> list[Args]:
-    """The typed args of ``events``, in order."""
+def decode_args(events: list[Event], path: Path, *, ops: bool = False) -> list[Any]:
+    """The typed args of ``events``, in order: :class:`Args`, or :class:`OpArgs` for cpu ops."""
+    decoder = _OP_ARGS if ops else _ARGS
     try:
-        return list(map(_ARGS.decode, map(_raw_args, events)))
+        return list(map(decoder.decode, map(_raw_args, events)))
     except msgspec.ValidationError as exc:
         raise TraceFormatError(
             f"has an event whose args do not fit the Kineto format ({exc})",

@@ -58,8 +58,14 @@ _SPAN: tuple[Field, ...] = (
     ("ts_ns", "ts"),
     ("dur_ns", "dur"),
 )
-# cpu_op and user_annotation rows: linking uses time containment, so their args are not read.
-_OP = _SPAN
+# cpu_op and user_annotation rows: linking uses time containment, so of their args only the
+# shapes (record_shapes) are kept, as raw JSON text for the performance models.
+_OP: tuple[Field, ...] = (
+    *_SPAN,
+    ("input_dims", "opargs.input_dims"),
+    ("input_types", "opargs.input_types"),
+    ("concrete_inputs", "opargs.concrete_inputs"),
+)
 _CALL: tuple[Field, ...] = (
     *_SPAN,
     ("external_id", "args.external_id"),
@@ -161,9 +167,16 @@ def _phase(events: list[Event], phases: frozenset[str]) -> list[Event]:
 def _pull(events: list[Event], fields: Sequence[Field], legacy: bool, source: Path) -> Columns:
     needs_args = any(path.startswith("args.") for _, path in fields)
     args = decode_args(events, source) if needs_args else []
+    op_args = (
+        decode_args(events, source, ops=True)
+        if any(path.startswith("opargs.") for _, path in fields)
+        else []
+    )
     columns: Columns = {}
     for column, path in fields:
-        if path.startswith("args."):
+        if path.startswith("opargs."):
+            columns[column] = _values(op_args, path.removeprefix("opargs."))
+        elif path.startswith("args."):
             attribute = path.removeprefix("args.")
             if legacy and attribute == "external_id":
                 attribute = "external_id_legacy"
@@ -235,6 +248,7 @@ _FLOATS = frozenset(
     {"blocks_per_sm", "warps_per_sm", "est_achieved_occupancy_pct", "bandwidth_gbps"}
 )
 _STRINGS = frozenset({"name", "cat", "phase", "label"})
+_RAW_JSON = frozenset({"input_dims", "input_types", "concrete_inputs"})
 _DIMS = frozenset(f"{d}_{a}" for d in ("grid", "block") for a in "xyz")
 
 
@@ -246,6 +260,10 @@ def _series(name: str, values: Sequence[Any], ids: IdMapper) -> pl.Series:
         return _ns(name, values)
     if name in _STRINGS:
         return pl.Series(name, values, dtype=pl.String)
+    if name in _RAW_JSON:  # msgspec.Raw -> text; absent (empty) -> null
+        raw = pl.Series(name, list(map(bytes, values)), dtype=pl.Binary).to_frame()
+        text = pl.when(pl.col(name).bin.size() > 0).then(pl.col(name)).cast(pl.String)
+        return raw.select(text).to_series()
     if name in _FLOATS:
         return pl.Series(name, values, dtype=pl.Float64, strict=False)
     if name in _DIMS:
