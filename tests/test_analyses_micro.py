@@ -15,10 +15,11 @@ from polars.testing import assert_frame_equal
 import traceanalyze
 from tests.micro import annotation, call, kernel, op, write_trace
 from traceanalyze.analyses import expectations as expect
+from traceanalyze.analyses.accounting import busy_and_span
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import findings, memory_traffic
-from traceanalyze.analyses.summary import busy_ns, summary
+from traceanalyze.analyses.summary import summary
 from traceanalyze.names import short_name_expr
 
 Event = dict[str, Any]
@@ -92,21 +93,33 @@ def test_summary(tmp_path: Path) -> None:
         "iterations": 2,
         "ranks": 1,
         "iteration_source": "ProfilerStep",
-        "iteration_us": 100.0,
+        "iteration_note": None,
         "kernels_per_iter": 1.5,  # 3 kernels in 2 steps; the pre-window kernel is not counted
         "memcpy_per_iter": 0.5,
         "memset_per_iter": 0.5,
-        "gpu_kernel_us_per_iter": 14.0,  # (10 + 10 + 8) / 2: kernels only
-        # Union of all activities: step 1 10 + 6 + 1, step 2 [240, 250] | [245, 253] = 13.
+        # Step 1: 10 + 6 + 1; step 2: 10 + 8.
+        "gpu_activity_us_per_iter": 17.5,
+        "gpu_kernel_us_per_iter": 14.0,
+        "gpu_memcpy_us_per_iter": 3.0,
+        "gpu_memset_us_per_iter": 0.5,
+        # Union per step: 17 in step 1, [240, 250] | [245, 253] = 13 in step 2: less than the
+        # activity time, since the two streams overlap.
         "gpu_busy_us_per_iter": 15.0,
+        "gpu_span_us_per_iter": 18.0,  # [150, 173] and [240, 253]
+        "gpu_idle_us_per_iter": 3.0,  # 23 - 17 and 13 - 13
         # Outermost ops: 20 + 2 + 4 + 10 + 5 and 20 + 10; the aten::transpose inside aten::t is
         # not added again.
-        "cpu_us_per_iter": 35.5,
-        "launch_us_per_iter": 9.5,  # (5 + 3 + 2 + 5 + 4) / 2
+        "cpu_op_us_per_iter": 35.5,
+        "launch_us_per_iter": 9.5,  # (5 + 3 + 2) and (5 + 4)
+        "cpu_span_us_per_iter": 100.0,
+        "wall_us_per_iter": 100.0,  # the CPU side is longer in both steps
+        "gpu_busy_pct_of_wall": 15.0,
         "bound": "CPU-bound",
+        "bound_note": "GPU busy time 15% of the wall time (the trace's iteration span)",
         "transpose_ops_per_iter": 1.0,  # transpose and t in step 1
-        "cudnn_planning_us_per_iter": 0.0,
-        "category_us": {"gemm": 10.0, "softmax": 4.0},
+        "cudnn_cpu_us_per_iter": 0.0,
+        # Every activity kind, adding up to gpu_activity_us_per_iter.
+        "category_us": {"gemm": 10.0, "softmax": 4.0, "memcpy": 3.0, "memset": 0.5},
         "category_count": {"gemm": 1.0, "memcpy": 0.5, "memset": 0.5, "softmax": 0.5},
         "launch_apis": {
             "cudaLaunchKernel": 1.0,
@@ -114,27 +127,42 @@ def test_summary(tmp_path: Path) -> None:
             "cudaMemcpyAsync": 0.5,
             "cudaMemsetAsync": 0.5,
         },
-        "unlinked_gpu_activities": 1,
+        "gpu_activities_outside_iterations_total": 1,
+        "cpu_ops_outside_iterations_total": 0,
     }
+    assert sum(result["category_us"].values()) == result["gpu_activity_us_per_iter"]
 
 
 def test_summary_gpu_bound_and_busy_time_per_device(tmp_path: Path) -> None:
-    # One step; two devices each busy 30 us, overlapping in time: busy time is per device, summed.
+    # One step; two devices each busy 30 us, overlapping in time: busy time is per device, summed;
+    # the wall time is the CPU span, the longer side.
     trace = load(
         tmp_path,
         [
-            annotation("ProfilerStep#7", 0, 100),
+            annotation("ProfilerStep#7", 0, 40),
             op("aten::mm", 10, 4),
             call("cudaLaunchKernel", 11, 2, 1),
             call("cudaLaunchKernel", 12, 1, 2),
-            kernel(SGEMM, 20, 30, 1, device=0),
-            kernel(SGEMM, 20, 30, 2, device=1),
+            kernel(SGEMM, 5, 34, 1, device=0),
+            kernel(SGEMM, 6, 33, 2, device=1),
         ],
     )
     result = summary(trace)
-    assert (result["gpu_busy_us_per_iter"], result["cpu_us_per_iter"]) == (60.0, 4.0)
+    assert (result["gpu_busy_us_per_iter"], result["cpu_op_us_per_iter"]) == (67.0, 4.0)
+    assert (result["wall_us_per_iter"], result["gpu_span_us_per_iter"]) == (40.0, 67.0)
     assert result["bound"] == "GPU-bound"
-    assert busy_ns(trace.gpu) == 60_000
+
+
+def test_busy_time_is_the_union_of_intervals_per_group() -> None:
+    frame = pl.DataFrame(
+        {
+            "device": [0, 0, 0, 0, 1],
+            "ts_ns": [0, 5, 20, 22, 0],
+            "dur_ns": [10, 10, 1, 5, 3],  # [0,10] | [5,15] -> 15; [20,21]; [22,27]
+        }
+    )
+    result = busy_and_span(frame, ["device"]).sort("device")
+    assert result.rows() == [(0, 21, 27), (1, 3, 3)]
 
 
 def test_summary_without_iterations_is_one_whole_trace_iteration(tmp_path: Path) -> None:
@@ -179,19 +207,20 @@ def test_cudnn_self_time_first_call_and_steady(tmp_path: Path) -> None:
     want = pl.DataFrame(
         {
             "name": ["aten::_cudnn_attention_forward"],
-            "calls": pl.Series([3], dtype=pl.UInt32),
-            "self_us_total": [143.0],
-            "self_us_first_call": [91.0],
-            "self_us_steady": [26.0],  # median of 31 and 21
+            "calls_per_iter": [1.0],  # the two calls inside the steps
             "self_us_per_iter": [26.0],  # (31 + 21) / 2 steps
-            "duration_us_mean": [170 / 3],
-            "self_share_pct": [143 / 170 * 100],
-            "launch_api": ["cuLaunchKernelEx"],
+            "self_us_mean": [26.0],
+            # Of the CPU operator time per iteration: the SDPA calls (44 + 34) / 2 = 39.
+            "share_of_cpu_op_pct": [26 / 39 * 100],
+            "self_us_first_in_trace": [91.0],
+            "self_us_steady_median": [26.0],  # median of 31 and 21
+            "calls_total": pl.Series([3], dtype=pl.UInt32),
+            "launch_api": [["cuLaunchKernelEx"]],
         }
     )
     assert_frame_equal(table, want)
     result = summary(trace)
-    assert result["cudnn_planning_us_per_iter"] == 26.0
+    assert result["cudnn_cpu_us_per_iter"] == 26.0
     assert result["launch_apis"] == {"cuLaunchKernelEx": 1.0}
     assert result["category_us"] == {"fused_attention": 20.0}
 
@@ -235,6 +264,11 @@ def test_memcpy_chains_and_advice(tmp_path: Path) -> None:
             op("aten::to", 400, 10),
             call("cudaMemcpyAsync", 401, 5, 6),
             memcpy("Memcpy HtoD (Pageable -> Device)", 420, 30, 6, 512),
+            # autograd's backward of masked_fill_ runs an out-of-place masked_fill on the
+            # gradient: a copy the user's code did not write, so no advice to change it.
+            op("autograd::engine::evaluate_function: MaskedFillBackward0", 500, 60),
+            op("MaskedFillBackward0", 501, 58),
+            *clone_chain("aten::masked_fill", 502, 7),
         ],
     )
     table = memory_traffic(trace).sort("chain")
@@ -246,10 +280,30 @@ def test_memcpy_chains_and_advice(tmp_path: Path) -> None:
                 f"aten::masked_fill -> aten::clone -> aten::copy_ -> {DTOD}",
                 f"aten::masked_fill_ -> aten::clone -> aten::copy_ -> {DTOD}",
                 "aten::to -> Memcpy HtoD (Pageable -> Device)",
+                "autograd::engine::evaluate_function: MaskedFillBackward0 -> MaskedFillBackward0"
+                f" -> aten::masked_fill -> aten::clone -> aten::copy_ -> {DTOD}",
             ],
-            "count_per_iter": [1.0] * 5,
-            "bytes_per_call": [4.0, 2.0**20, 2.0**20, 2.0**20, 512.0],
-            "launch_op": ["aten::bmm", "aten::copy_", "aten::copy_", "aten::copy_", "aten::to"],
+            "count_per_iter": [1.0] * 6,
+            "us_per_iter": [1.0, 10.0, 10.0, 10.0, 30.0, 10.0],
+            "bytes_per_call": [4.0, 2.0**20, 2.0**20, 2.0**20, 512.0, 2.0**20],
+            # bytes per ns is GB/s: 4 B in 1 us, 1 MiB in 10 us, 512 B in 30 us
+            "bandwidth_gbps": [
+                0.004,
+                2**20 / 10_000,
+                2**20 / 10_000,
+                2**20 / 10_000,
+                512 / 30_000,
+                2**20 / 10_000,
+            ],
+            "launch_op": [
+                "aten::bmm",
+                "aten::copy_",
+                "aten::copy_",
+                "aten::copy_",
+                "aten::to",
+                "aten::copy_",
+            ],
+            "actionable": [False, True, True, True, True, False],
             "advice": [
                 "cuBLAS zeroes a workspace or split-K accumulator; small and expected",
                 "a non-contiguous (transposed or permuted) tensor is materialised by "
@@ -258,14 +312,18 @@ def test_memcpy_chains_and_advice(tmp_path: Path) -> None:
                 "device-to-device copy",
                 "host-to-device copy inside the measured region; move inputs to the GPU once (or "
                 "use pinned memory with non_blocking=True)",
+                "made by autograd's backward formula of an op, not by your code; it goes away "
+                "only with a different op or a custom backward",
             ],
         }
     )
     assert_frame_equal(table.select(want.columns), want)
+    sentences = findings(trace)
     assert (
-        f"aten::masked_fill -> aten::clone -> aten::copy_ -> {DTOD}: 1 per iteration, "
-        f"1 MiB each; {MASKED_FILL_ADVICE}." in findings(trace)
+        f"aten::masked_fill -> aten::clone -> aten::copy_ -> {DTOD}: 1 per iteration (10 µs), "
+        f"1 MiB each; {MASKED_FILL_ADVICE}." in sentences
     )
+    assert not [s for s in sentences if "Backward" in s]
 
 
 def test_memcpy_in_place_has_no_traffic(tmp_path: Path) -> None:
@@ -305,6 +363,8 @@ def test_kernel_table_aggregation_and_occupancy(tmp_path: Path) -> None:
             op("aten::copy_", 600, 10),
             call("cudaMemcpyAsync", 601, 2, 5),
             memcpy(DTOD, 700, 15, 5, 4096),
+            # Launched before the window (no call): counted in the whole-trace columns only.
+            kernel(SGEMM, 900, 50, 99, **footprint(128, 256, 0, 0)),
         ],
     )
     table = kernel_table(trace)
@@ -312,13 +372,15 @@ def test_kernel_table_aggregation_and_occupancy(tmp_path: Path) -> None:
         {
             "name": [FLASH, DTOD, SGEMM],
             "category": ["fused_attention", "memcpy", "gemm"],
-            "count": pl.Series([3, 1, 1], dtype=pl.UInt32),
             "count_per_iter": [3.0, 1.0, 1.0],
-            "total_us": [60.0, 15.0, 5.0],
+            "us_per_iter": [60.0, 15.0, 5.0],
+            # Over the launches inside the iterations: count_per_iter * mean_us == us_per_iter.
             "mean_us": [20.0, 15.0, 5.0],
             "min_us": [10.0, 15.0, 5.0],
             "max_us": [30.0, 15.0, 5.0],
-            "share_pct": [75.0, 18.75, 6.25],
+            "share_of_gpu_activity_pct": [75.0, 18.75, 6.25],
+            "count": pl.Series([3, 1, 2], dtype=pl.UInt32),  # whole trace
+            "total_us": [60.0, 15.0, 55.0],
             # 128 registers x 256 threads: 4 warps of each sub-partition's 16384 registers.
             "theoretical_occupancy_pct": [12.5, None, 25.0],
             "occupancy_limiter": ["registers", None, "registers"],

@@ -34,10 +34,14 @@ SUMMARY_KEYS = {
     "kernels_per_iter",
     "memcpy_per_iter",
     "memset_per_iter",
+    "gpu_activity_us_per_iter",
+    "gpu_busy_us_per_iter",
     "gpu_kernel_us_per_iter",
-    "cpu_us_per_iter",
+    "cpu_op_us_per_iter",
+    "wall_us_per_iter",
+    "bound",
     "transpose_ops_per_iter",
-    "cudnn_planning_us_per_iter",
+    "cudnn_cpu_us_per_iter",
     "category_us",
     "launch_apis",
 }
@@ -112,11 +116,15 @@ def test_summary_json_contract(trace: Path) -> None:
         "kernels_per_iter": 1.0,
         "memcpy_per_iter": 1.0,
         "memset_per_iter": 0.0,
+        "gpu_activity_us_per_iter": 55.0,  # the kernel and the copy
+        "gpu_busy_us_per_iter": 55.0,
         "gpu_kernel_us_per_iter": 50.0,
-        "cpu_us_per_iter": 40.0,
+        "cpu_op_us_per_iter": 40.0,
+        "wall_us_per_iter": 100.0,  # the step: longer than the GPU span [40, 96]
+        "bound": "CPU-bound",  # GPU busy 55% of the wall time
         "transpose_ops_per_iter": 0.0,
-        "cudnn_planning_us_per_iter": 0.0,
-        "category_us": {"fused_attention": 50.0},
+        "cudnn_cpu_us_per_iter": 0.0,
+        "category_us": {"fused_attention": 50.0, "memcpy": 5.0},
         "launch_apis": {"cudaLaunchKernel": 1.0, "cudaMemcpyAsync": 1.0},
     }
 
@@ -141,6 +149,8 @@ def test_every_command_in_every_format(trace: Path, command: str, fmt: str) -> N
         rows = list(csv.reader(io.StringIO(text)))
         assert len(rows) >= 1
         assert len({len(row) for row in rows}) == 1  # rectangular
+    elif command == "cudnn":  # nothing calls cuDNN here: one line says so, no empty table
+        assert text == "No ops that call cuDNN (or MIOpen) in this trace.\n"
     else:
         assert text.startswith("| ")
 

@@ -25,6 +25,7 @@ from tests.micro import (
     write_trace,
 )
 from traceanalyze.errors import TraceFormatError
+from traceanalyze.load import SeparateTracesError
 from traceanalyze.schema import (
     CPU_SCHEMA,
     DEVICE_SCHEMA,
@@ -319,7 +320,6 @@ def test_folder_of_ranks_becomes_one_trace(tmp_path: Path) -> None:
     # Named so that file order and rank order disagree.
     write_trace(tmp_path, STEP, name="a_worker.json", rank=1)
     write_trace(tmp_path, STEP, name="b_worker.json.gz", rank=0)
-    write(tmp_path, "manifest.json", {"variants": ["naive"]})  # capture's, not a trace
     (tmp_path / "notes.txt").write_text("not a trace")
     trace = traceanalyze.load(tmp_path, cache=False)
     assert [(m.path.name, m.rank) for m in trace.meta] == [
@@ -364,23 +364,42 @@ def test_folder_of_ranks_keeps_op_ids_unique(tmp_path: Path) -> None:
     ]
 
 
-def test_folder_ranks_default_to_file_order(tmp_path: Path) -> None:
+def test_folder_of_traces_stating_no_rank_holds_separate_traces(tmp_path: Path) -> None:
+    # Traces without distributedInfo are separate runs (variants), never ranks by file order:
+    # adding them up as ranks would report one job that never ran.
     write_trace(tmp_path, STEP, name="r0.json")
     write_trace(tmp_path, STEP, name="r1.json")
-    trace = traceanalyze.load(tmp_path, cache=False)
-    assert [m.rank for m in trace.meta] == [0, 1]
-    assert trace.gpu["rank"].sort().to_list() == [0, 1]
+    with pytest.raises(SeparateTracesError, match=r"r0\.json states no rank.*load_variants"):
+        traceanalyze.load(tmp_path, cache=False)
+    variants = traceanalyze.load_variants([tmp_path])
+    assert [(v.label, v.trace.meta[0].rank) for v in variants.loaded] == [("r0", 0), ("r1", 0)]
 
 
 def test_folder_with_two_files_of_one_rank_is_an_error(tmp_path: Path) -> None:
     write_trace(tmp_path, STEP, name="run1.json", rank=0)
     write_trace(tmp_path, STEP, name="run2.json", rank=0)
-    with pytest.raises(TraceFormatError) as error:
+    with pytest.raises(SeparateTracesError) as error:
         traceanalyze.load(tmp_path, cache=False)
     message = str(error.value)
     assert "run1.json" in message
     assert "run2.json" in message
-    assert "load_each" in message
+    assert "load_variants" in message
+
+
+def test_capture_folder_is_a_variant_set(tmp_path: Path) -> None:
+    write_trace(tmp_path, STEP, name="naive.json", rank=0)
+    write_trace(tmp_path, STEP, name="flash.json", rank=1)
+    write(tmp_path, "manifest.json", {"variants": {"naive": {"trace": "naive.json"}}})
+    with pytest.raises(SeparateTracesError, match="capture folder"):
+        traceanalyze.load(tmp_path, cache=False)
+
+
+def test_rank_folder_is_one_variant_of_a_variant_set(tmp_path: Path) -> None:
+    write_trace(tmp_path, STEP, name="r0.json", rank=0)
+    write_trace(tmp_path, STEP, name="r1.json", rank=1)
+    (variant,) = traceanalyze.load_variants([tmp_path]).loaded
+    assert variant.label == tmp_path.name
+    assert [m.rank for m in variant.trace.meta] == [0, 1]
 
 
 def test_load_each_keeps_order_and_files_apart(tmp_path: Path) -> None:
@@ -396,7 +415,7 @@ def test_load_each_keeps_order_and_files_apart(tmp_path: Path) -> None:
 def test_large_loads_run_in_worker_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_trace(tmp_path, STEP, name="r0.json")
+    write_trace(tmp_path, STEP, name="r0.json", rank=0)
     write_trace(tmp_path, STEP, name="r1.json.gz", rank=5)
     serial = traceanalyze.load(tmp_path, cache=False)
     monkeypatch.setattr(importlib.import_module("traceanalyze.load"), "_PARALLEL_MIN_BYTES", 0)
@@ -486,7 +505,8 @@ def test_damaged_cache_entry_is_rebuilt(tmp_path: Path, cache_dir: Path) -> None
 def test_cached_rank_does_not_depend_on_how_the_file_was_first_loaded(tmp_path: Path) -> None:
     write_trace(tmp_path, STEP, name="r0.json")
     second = write_trace(tmp_path, STEP, name="r1.json")
-    assert [m.rank for m in traceanalyze.load(tmp_path).meta] == [0, 1]  # ranks by file order
+    loaded = traceanalyze.load_each([tmp_path / "r0.json", second])
+    assert [t.meta[0].rank for t in loaded] == [0, 0]  # no distributedInfo: rank 0 each
     alone = traceanalyze.load(second)
     assert_traces_equal(alone, traceanalyze.load(second, cache=False))
     assert alone.meta[0].rank == 0

@@ -142,9 +142,9 @@ def test_each_limiter() -> None:
             [
                 (256, 4, 50.0, "registers"),
                 (128, 2, 12.5, "shared_memory"),
-                (1024, 2, 100.0, "warps"),
+                (1024, 2, 100.0, None),  # at 100% no resource limits the kernel
                 (32, 32, 50.0, "blocks"),
-                (128, 16, 100.0, "warps"),
+                (128, 16, 100.0, None),
             ]
         ),
     )
@@ -246,20 +246,24 @@ def test_missing_column_fails_loudly() -> None:
 def test_weighted_occupancy() -> None:
     frame = pl.DataFrame(
         {
-            "category": ["a", "a", "b", "b"],
-            "dur_ns": [100, 300, 50, 50],
-            "theoretical_occupancy_pct": [10.0, 50.0, None, None],
-            "achieved_occupancy_pct": [None, 20.0, 30.0, 10.0],
+            "category": ["a", "a", "b", "b", "c", "c"],
+            "dur_ns": [100, 300, 50, 50, 300, 100],
+            "theoretical_occupancy_pct": [10.0, 50.0, None, None, 20.0, 100.0],
+            "achieved_occupancy_pct": [None, 20.0, 30.0, 10.0, None, 90.0],
         }
     )
     assert_frame_equal(
         weighted_occupancy(frame, by=["category"]),
         pl.DataFrame(
             {
-                "category": ["a", "b"],
-                "dur_ns": [400, 100],
-                "theoretical_occupancy_pct": [40.0, None],
-                "achieved_occupancy_pct": [20.0, 20.0],
+                "category": ["a", "b", "c"],
+                "dur_ns": [400, 100, 400],
+                # a: 75% of the time has an estimate: both means over the one kernel with both.
+                # b: no footprint at all: the estimate over the kernels that carry one.
+                # c: 25% coverage: no estimate; the theoretical mean over every kernel.
+                "theoretical_occupancy_pct": [50.0, None, 40.0],
+                "achieved_occupancy_pct": [20.0, 20.0, None],
+                "reported_coverage_pct": [75.0, 100.0, 25.0],
             }
         ),
     )

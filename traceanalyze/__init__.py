@@ -7,18 +7,23 @@ from traceanalyze.errors import (
     TraceAnalyzeError,
     TraceFormatError,
 )
-from traceanalyze.load import load, load_each
+from traceanalyze.load import SeparateTracesError, load, load_each
+from traceanalyze.load.variants import Variant, VariantSet, load_variants
 from traceanalyze.trace import Trace, TraceMeta
 
 __all__ = [
     "AnalysisError",
     "CaptureError",
     "EmptyTraceError",
+    "SeparateTracesError",
     "Trace",
     "TraceAnalyzeError",
     "TraceFormatError",
     "TraceMeta",
+    "Variant",
+    "VariantSet",
     "load",
     "load_each",
+    "load_variants",
 ]
 __version__ = "0.1.0"

@@ -45,3 +45,9 @@ class AnalysisError(TraceAnalyzeError):
 
 class ExpectationFailed(TraceAnalyzeError):  # noqa: N818 (a verdict, not a fault)
     """`traceanalyze check`: one or more stated expectations do not hold."""
+
+
+class UsageError(TraceAnalyzeError):
+    """What the user asked for cannot be done as asked (an unknown name, a bad option value)."""
+
+    exit_code = 2

@@ -26,6 +26,14 @@ THREAD = ["rank", "pid", "tid"]
 # select: one integer sorts and joins faster than three columns.
 THREAD_KEY = "thread_key"
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+# Runtime and driver calls that put work on a GPU (CUDA and HIP), as traces name them.
+LAUNCH_APIS = (
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
+    "cuLaunchKernelEx", "cudaGraphLaunch", "cudaMemcpyAsync", "cudaMemcpy", "cudaMemcpy2DAsync",
+    "cudaMemcpyPeerAsync", "cudaMemsetAsync", "cudaMemset", "cuMemcpyAsync", "cuMemsetD32Async",
+    "cuMemsetD8Async", "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
+    "hipGraphLaunch", "hipMemcpyAsync", "hipMemcpyWithStream", "hipMemsetAsync",
+)  # fmt: skip
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # Before user_annotation existed (torch <= 1.10) the step was recorded as an op (Operator).
 STEP_CATS = ("user_annotation", "cpu_op")

@@ -242,7 +242,13 @@ def theoretical_occupancy(kernels: pl.DataFrame, devices: pl.DataFrame) -> pl.Da
         )
         .with_columns(
             pl.when("_computable").then(occupancy).alias("theoretical_occupancy_pct"),
-            pl.when("_computable").then(_limiter()).alias("occupancy_limiter"),
+            # At full occupancy no resource limits the kernel.
+            pl.when(
+                pl.col("_computable")
+                & (pl.col("active_blocks_per_sm") * _warps_per_block() < _max_warps_per_sm())
+            )
+            .then(_limiter())
+            .alias("occupancy_limiter"),
             achieved_occupancy_expr(),
         )
         .drop(helpers)
@@ -261,18 +267,59 @@ def duration_weighted_mean(column: str) -> pl.Expr:
     )
 
 
+# Below this share of kernel time with a reported value, the trace's estimate does not speak
+# for the group: cuDNN's main kernel reports none, and its helpers' 100% must not stand for it.
+MIN_REPORTED_COVERAGE_PCT = 50.0
+
+
+def _known(column: str) -> pl.Expr:
+    return pl.col(column).is_not_null() & pl.col(column).is_not_nan()
+
+
+def occupancy_means() -> list[pl.Expr]:
+    """Aggregations for one group of kernels: ``theoretical_occupancy_pct``,
+    ``achieved_occupancy_pct`` and ``reported_coverage_pct``, over one kernel set.
+
+    ``reported_coverage_pct`` is the share of the group's kernel time whose kernels carry the
+    trace's own estimate. Where it is at least ``MIN_REPORTED_COVERAGE_PCT``, both means are
+    duration-weighted over the kernels that have both values, so they compare like with like;
+    below it the estimate is left out (null) and the theoretical mean covers every kernel with a
+    computable footprint. Without any computable footprint (no deviceProperties, AMD GPUs)
+    the estimate's mean covers the kernels that carry one.
+    """
+    theoretical = _known("theoretical_occupancy_pct")
+    # Where no kernel has a computable footprint (no deviceProperties, AMD), the set is the
+    # kernels with an estimate.
+    both = _known("achieved_occupancy_pct") & (theoretical | ~theoretical.any())
+    coverage = (
+        pl.col("dur_ns").filter(_known("achieved_occupancy_pct")).sum() / pl.col("dur_ns").sum()
+    ) * 100
+    enough = coverage >= MIN_REPORTED_COVERAGE_PCT
+
+    def weighted(column: str, rows: pl.Expr) -> pl.Expr:
+        weight = pl.when(rows & _known(column)).then(pl.col("dur_ns"))
+        return pl.when(weight.sum() > 0).then((pl.col(column) * weight).sum() / weight.sum())
+
+    return [
+        pl.when(enough)
+        .then(weighted("theoretical_occupancy_pct", both))
+        .otherwise(weighted("theoretical_occupancy_pct", theoretical))
+        .alias("theoretical_occupancy_pct"),
+        pl.when(enough)
+        .then(weighted("achieved_occupancy_pct", both))
+        .alias("achieved_occupancy_pct"),
+        coverage.alias("reported_coverage_pct"),
+    ]
+
+
 def weighted_occupancy(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Duration-weighted mean theoretical and achieved occupancy per group.
+    """Occupancy means per group (see :func:`occupancy_means`).
 
     ``frame`` is the output of :func:`theoretical_occupancy` (with ``dur_ns``), ``by`` the
-    grouping columns, e.g. ``["category"]`` or ``["name"]``. Returns one row per group, in order
-    of first appearance, with ``by``, ``dur_ns`` (total), ``theoretical_occupancy_pct`` and
-    ``achieved_occupancy_pct``; a mean is null where no row of the group has the value.
+    grouping columns, e.g. ``["category"]``. Returns one row per group, in order of first
+    appearance, with ``by``, ``dur_ns`` (total), ``theoretical_occupancy_pct``,
+    ``achieved_occupancy_pct`` and ``reported_coverage_pct``.
     """
     needed = [*by, "dur_ns", "theoretical_occupancy_pct", "achieved_occupancy_pct"]
     require_columns(frame, needed, "average occupancy", "theoretical_occupancy(...)'s result")
-    return frame.group_by(by, maintain_order=True).agg(
-        pl.col("dur_ns").sum(),
-        duration_weighted_mean("theoretical_occupancy_pct"),
-        duration_weighted_mean("achieved_occupancy_pct"),
-    )
+    return frame.group_by(by, maintain_order=True).agg(pl.col("dur_ns").sum(), *occupancy_means())

@@ -1,4 +1,9 @@
-"""`compare`: the seed article's final table, made automatic, one row per variant."""
+"""`compare`: the seed article's final table, made automatic, one row per variant.
+
+The headline speed-up is GPU busy time (see :mod:`traceanalyze.analyses.accounting`); beside
+it a wall-time speed-up from the capture's median times where the manifest has them (the
+measured truth, without the profiler), else from the traces' iteration wall time.
+"""
 
 from __future__ import annotations
 
@@ -7,131 +12,160 @@ from typing import Any
 
 import polars as pl
 
+from traceanalyze.analyses.accounting import verdict
 from traceanalyze.analyses.activities import activities, in_iterations
-from traceanalyze.analyses.summary import summary
+from traceanalyze.analyses.summary import WALL_FROM_TRACE, summary
+from traceanalyze.errors import UsageError
 from traceanalyze.load.variants import Variant
-from traceanalyze.names import short_name_expr
-from traceanalyze.occupancy import duration_weighted_mean
+from traceanalyze.occupancy import occupancy_means
 from traceanalyze.trace import Trace
 
-COLUMNS = {
-    "variant": pl.String,
-    "status": pl.String,
-    "gpu_us_per_iter": pl.Float64,
-    "cpu_us_per_iter": pl.Float64,
-    "speedup": pl.Float64,
-    "kernels_per_iter": pl.Float64,
-    "memcpy_per_iter": pl.Float64,
-    "memset_per_iter": pl.Float64,
-    "transpose_ops_per_iter": pl.Float64,
-    "fused_kernel": pl.String,
-    "fused_kernel_full": pl.String,
-    "theoretical_occupancy_pct": pl.Float64,
-    "achieved_occupancy_pct": pl.Float64,
-    "cudnn_planning_us_per_iter": pl.Float64,
-    "launch_api": pl.String,
-    "gemm_precision": pl.String,
-    "bound": pl.String,
-    "median_ms": pl.Float64,
-    "relative_error": pl.Float64,
+DEFAULT_BASELINE = "naive"
+WALL_FROM_MEDIAN = "capture median"
+
+COLUMNS: dict[str, pl.DataType] = {
+    "variant": pl.String(),
+    "status": pl.String(),
+    "gpu_busy_us_per_iter": pl.Float64(),
+    "speedup": pl.Float64(),
+    "wall_us_per_iter": pl.Float64(),
+    "median_ms": pl.Float64(),
+    "speedup_wall": pl.Float64(),
+    "speedup_wall_source": pl.String(),
+    "bound": pl.String(),
+    "bound_note": pl.String(),
+    "gpu_busy_pct_of_wall": pl.Float64(),
+    "gpu_activity_us_per_iter": pl.Float64(),
+    "gpu_kernel_us_per_iter": pl.Float64(),
+    "cpu_op_us_per_iter": pl.Float64(),
+    "kernels_per_iter": pl.Float64(),
+    "memcpy_per_iter": pl.Float64(),
+    "memset_per_iter": pl.Float64(),
+    "transpose_ops_per_iter": pl.Float64(),
+    "fused_kernel": pl.String(),
+    "theoretical_occupancy_pct": pl.Float64(),
+    "achieved_occupancy_pct": pl.Float64(),
+    "reported_coverage_pct": pl.Float64(),
+    "cudnn_cpu_us_per_iter": pl.Float64(),
+    "launch_api": pl.List(pl.String()),
+    "gemm_precision": pl.List(pl.String()),
+    "sdpa_backend": pl.String(),
+    "relative_error": pl.Float64(),
+    "description": pl.String(),
 }
+_FROM_SUMMARY = (
+    "gpu_busy_us_per_iter", "wall_us_per_iter", "gpu_activity_us_per_iter",
+    "gpu_kernel_us_per_iter", "cpu_op_us_per_iter", "kernels_per_iter", "memcpy_per_iter",
+    "memset_per_iter", "transpose_ops_per_iter", "cudnn_cpu_us_per_iter",
+)  # fmt: skip
 
 
-def variant_row(trace: Trace) -> dict[str, Any]:
-    """The comparison figures of one trace (speed-up is filled in by :func:`comparison`)."""
+def variant_row(trace: Trace, median_ms: float | None = None) -> dict[str, Any]:
+    """The comparison figures of one trace (speed-ups are filled in by :func:`comparison`).
+
+    ``median_ms``, the capture's measured time per call, is the wall time the bound verdict
+    uses where given; else the trace's own iteration wall time.
+    """
     figures = summary(trace)
     kernels = in_iterations(activities(trace)).filter(pl.col("kind") == "kernel")
-    fused = (
-        kernels.filter(pl.col("category") == "fused_attention")
-        .group_by("name")
-        .agg(pl.col("dur_ns").sum())
-        .sort("dur_ns", descending=True)
-        .head(1)
+    occupancy = kernels.select(occupancy_means()).row(0, named=True)
+    wall_us, source = (  # the measured truth where the capture has it
+        (median_ms * 1e3, WALL_FROM_MEDIAN)
+        if median_ms
+        else (figures["wall_us_per_iter"], WALL_FROM_TRACE)
+    )
+    judged = verdict(
+        figures["gpu_busy_us_per_iter"], wall_us, figures["cpu_op_us_per_iter"], source
     )
     return {
-        "gpu_us_per_iter": figures["gpu_kernel_us_per_iter"],
-        "cpu_us_per_iter": figures["cpu_us_per_iter"],
-        "kernels_per_iter": figures["kernels_per_iter"],
-        "memcpy_per_iter": figures["memcpy_per_iter"],
-        "memset_per_iter": figures["memset_per_iter"],
-        "transpose_ops_per_iter": figures["transpose_ops_per_iter"],
-        "fused_kernel": fused.select(short_name_expr("name", width=48)).to_series().first(),
-        "fused_kernel_full": fused["name"].first(),
-        "theoretical_occupancy_pct": _weighted(kernels, "theoretical_occupancy_pct"),
-        "achieved_occupancy_pct": _weighted(kernels, "achieved_occupancy_pct"),
-        "cudnn_planning_us_per_iter": figures["cudnn_planning_us_per_iter"],
-        "launch_api": _joined_counts(kernels, "launch_api"),
-        "gemm_precision": _joined_values(
-            kernels.filter(pl.col("category") == "gemm"), "gemm_precision"
-        ),
-        "bound": figures["bound"],
+        **{key: figures[key] for key in _FROM_SUMMARY},
+        "bound": judged.bound,
+        "bound_note": judged.note,
+        # Of the trace's own wall time, like its neighbours (the verdict's note gives the share
+        # of the capture median, which a profiled run's busy time can exceed slightly).
+        "gpu_busy_pct_of_wall": figures["gpu_busy_pct_of_wall"],
+        "fused_kernel": _longest(kernels.filter(pl.col("category") == "fused_attention")),
+        **occupancy,
+        "launch_api": _by_count(kernels, "launch_api"),
+        "gemm_precision": _by_count(kernels.filter(pl.col("category") == "gemm"), "gemm_precision"),
     }
 
 
-def comparison(variants: Sequence[Variant], baseline: str | None = "naive") -> pl.DataFrame:
-    """One row per variant; ``speedup`` is baseline GPU time over the variant's GPU time.
-
-    The baseline is the variant labelled ``baseline`` if present, else the first loaded one.
-    """
+def comparison(variants: Sequence[Variant], baseline: str | None = None) -> pl.DataFrame:
+    """One row per variant; ``speedup`` is the baseline's GPU busy time over the variant's,
+    ``speedup_wall`` the same for wall time (see :func:`baseline_label` for the baseline)."""
     rows = []
     for variant in variants:
-        row: dict[str, Any] = {"variant": variant.label, "status": variant.status}
+        entry = variant.manifest_entry
+        row: dict[str, Any] = {
+            "variant": variant.label,
+            "status": variant.status,
+            "median_ms": entry.get("median_ms"),
+            "sdpa_backend": entry.get("backend"),
+            "relative_error": entry.get("relative_error"),
+            "description": entry.get("description"),
+        }
         if variant.trace is not None:
-            row |= variant_row(variant.trace)
-        row["median_ms"] = variant.manifest_entry.get("median_ms")
-        row["relative_error"] = variant.manifest_entry.get("relative_error")
+            row |= variant_row(variant.trace, entry.get("median_ms"))
         rows.append(row)
     table = pl.DataFrame(rows, schema=COLUMNS)
-    reference = _baseline_gpu_us(table, baseline)
-    return table.with_columns(
-        speedup=pl.when(pl.col("gpu_us_per_iter") > 0).then(
-            pl.lit(reference) / pl.col("gpu_us_per_iter")
-        )
-    )
+    return _with_speedups(table, baseline_label(table, baseline))
 
 
 def baseline_label(table: pl.DataFrame, baseline: str | None) -> str | None:
-    """The variant speed-ups are relative to: ``baseline`` if loaded, else the first loaded."""
-    loaded = table.filter(pl.col("gpu_us_per_iter").is_not_null())["variant"].to_list()
-    if baseline in loaded:
+    """The variant speed-ups are relative to: ``baseline`` when given (it must be one of the
+    loaded variants), else ``naive`` if loaded, else the first loaded variant."""
+    loaded = table.filter(pl.col("gpu_busy_us_per_iter").is_not_null())["variant"].to_list()
+    if baseline is not None:
+        if baseline not in loaded:
+            raise UsageError(
+                f"--baseline {baseline!r} is not one of the loaded variants",
+                fix="Choose one of: " + (", ".join(loaded) or "(none loaded)") + ".",
+            )
         return baseline
+    if DEFAULT_BASELINE in loaded:
+        return DEFAULT_BASELINE
     return loaded[0] if loaded else None
 
 
-def _baseline_gpu_us(table: pl.DataFrame, baseline: str | None) -> float | None:
-    label = baseline_label(table, baseline)
-    rows = table.filter(pl.col("variant") == label)
-    return rows["gpu_us_per_iter"].first() if rows.height else None  # type: ignore[return-value]
+def _with_speedups(table: pl.DataFrame, baseline: str | None) -> pl.DataFrame:
+    reference = table.filter(pl.col("variant") == baseline)
+    if not reference.height:
+        return table
+    base = reference.row(0, named=True)
+    # Capture medians where the baseline and the variant both have one: measured wall time.
+    by_median = pl.lit(base["median_ms"], pl.Float64) / pl.col("median_ms")
+    by_trace = pl.lit(base["wall_us_per_iter"], pl.Float64) / pl.col("wall_us_per_iter")
+    use_median = pl.col("median_ms").is_not_null() & (base["median_ms"] is not None)
+    loaded = pl.col("gpu_busy_us_per_iter") > 0
+    return table.with_columns(
+        speedup=pl.when(loaded).then(
+            pl.lit(base["gpu_busy_us_per_iter"], pl.Float64) / pl.col("gpu_busy_us_per_iter")
+        ),
+        speedup_wall=pl.when(loaded & use_median)
+        .then(by_median)
+        .when(loaded & (pl.col("wall_us_per_iter") > 0))
+        .then(by_trace),
+        speedup_wall_source=pl.when(loaded & use_median)
+        .then(pl.lit(WALL_FROM_MEDIAN))
+        .when(loaded & (pl.col("wall_us_per_iter") > 0))
+        .then(pl.lit(WALL_FROM_TRACE)),
+    )
 
 
-# A time-weighted occupancy speaks for the variant only if it covers most of its kernel time:
-# cuDNN's main kernel reports none, and its helpers' 100% must not stand for the variant.
-MIN_COVERAGE = 0.5
+def _longest(kernels: pl.DataFrame) -> str | None:
+    """The name of the kernel with the most time, if any."""
+    top = (
+        kernels.group_by("name")
+        .agg(pl.col("dur_ns").sum())
+        .sort(["dur_ns", "name"], descending=[True, False])
+    )
+    return top["name"].first() if top.height else None  # type: ignore[return-value]
 
 
-def _weighted(kernels: pl.DataFrame, column: str) -> float | None:
-    """Time-weighted mean of ``column``; None when known for under half the kernel time."""
-    known = pl.col(column).is_not_null() & pl.col(column).is_not_nan()
-    value, coverage = kernels.select(
-        duration_weighted_mean(column),
-        pl.col("dur_ns").filter(known).sum() / pl.col("dur_ns").sum(),
-    ).row(0)
-    if value is None or coverage is None or coverage < MIN_COVERAGE:
-        return None
-    return float(value)
-
-
-def _joined_counts(frame: pl.DataFrame, column: str) -> str | None:
+def _by_count(frame: pl.DataFrame, column: str) -> list[str]:
+    """The distinct values of ``column``, most frequent first."""
     counts = (
         frame.group_by(column).len().drop_nulls().sort(["len", column], descending=[True, False])
     )
-    if not counts.height:
-        return None
-    if counts.height == 1:
-        return counts[column].first()  # type: ignore[return-value]
-    return ", ".join(counts[column].to_list())
-
-
-def _joined_values(frame: pl.DataFrame, column: str) -> str | None:
-    values = frame[column].drop_nulls().unique().sort().to_list()
-    return ", ".join(values) if values else None
+    return counts[column].to_list()

@@ -12,14 +12,20 @@ from traceanalyze.trace import Trace
 
 # Summary figures compared between the two traces.
 FIGURES = (
+    "gpu_busy_us_per_iter",
+    "gpu_activity_us_per_iter",
+    "gpu_kernel_us_per_iter",
+    "gpu_memcpy_us_per_iter",
+    "gpu_memset_us_per_iter",
+    "gpu_idle_us_per_iter",
+    "cpu_op_us_per_iter",
+    "launch_us_per_iter",
+    "wall_us_per_iter",
     "kernels_per_iter",
     "memcpy_per_iter",
     "memset_per_iter",
-    "gpu_kernel_us_per_iter",
-    "gpu_busy_us_per_iter",
-    "cpu_us_per_iter",
     "transpose_ops_per_iter",
-    "cudnn_planning_us_per_iter",
+    "cudnn_cpu_us_per_iter",
 )
 
 
@@ -49,8 +55,7 @@ def _change(before: str, after: str) -> list[pl.Expr]:
 
 
 def _categories(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
-    """Time per category from the per-kernel frames, so memcpy and memset are in it as in the
-    kernel rows (the summary's category_us counts kernels only: a removed copy was invisible)."""
+    """Time per category (kernels, memcpy and memset) from the per-kernel frames."""
 
     def per_category(frame: pl.DataFrame, name: str) -> pl.DataFrame:
         return frame.group_by("category").agg(pl.col("us_per_iter").sum().alias(name))

@@ -2,16 +2,19 @@
 is checked against the summary and reported as held or broken with the measured value.
 
 An expectation is ``METRIC OP NUMBER``:
-- METRIC is a summary key (``kernels_per_iter``, ``memcpy_per_iter``, ``gpu_kernel_us_per_iter``,
-  ``transpose_ops_per_iter``, ``cudnn_planning_us_per_iter``, ...), or ``category:NAME`` (kernels
-  of that category per iteration), or ``category_us:NAME`` (their microseconds per iteration),
-  or ``launch_api:NAME`` (launches through that API per iteration);
+- METRIC is a numeric summary key (``kernels_per_iter``, ``memcpy_per_iter``,
+  ``gpu_busy_us_per_iter``, ``transpose_ops_per_iter``, ``cudnn_cpu_us_per_iter``, ...), or
+  ``category:NAME`` (activities of that taxonomy category per iteration), or
+  ``category_us:NAME`` (their microseconds per iteration), or ``launch_api:NAME`` (launches
+  through that runtime/driver API per iteration). An unknown metric, category or API is a
+  usage error (exit 2) that lists the valid ones: a typo must never pass as "0 == 0".
 - OP is one of ``== != <= >= < >``.
 Files hold one expectation per line; ``#`` starts a comment.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable
@@ -21,7 +24,9 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.errors import TraceAnalyzeError
+from traceanalyze.classify import CATEGORIES
+from traceanalyze.errors import UsageError
+from traceanalyze.link import LAUNCH_APIS
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "==": operator.eq,
@@ -39,10 +44,8 @@ _GROUPED = {"category": "category_count", "category_us": "category_us", "launch_
 _TOLERANCE = 1e-9
 
 
-class ExpectationError(TraceAnalyzeError):
-    """An expectation that cannot be parsed or names no known metric."""
-
-    exit_code = 2
+class ExpectationError(UsageError):
+    """An expectation that cannot be parsed or names no known metric, category or API."""
 
 
 @dataclass(frozen=True)
@@ -78,21 +81,37 @@ def read_file(path: Path) -> list[Expectation]:
     return [parse(line, str(path)) for line in stripped if line]
 
 
+# Summary keys that hold text, not numbers.
+_TEXT_KEYS = frozenset({"iteration_source", "iteration_note", "bound", "bound_note"})
+
+
 def measure(metric: str, summary: dict[str, Any]) -> float:
-    """The measured value of ``metric``; a grouped metric absent from the trace is 0."""
+    """The measured value of ``metric`` (NaN where the trace gives it no value, which breaks
+    any expectation); a valid category or API absent from the trace is 0."""
     group, _, member = metric.partition(":")
     if member and group in _GROUPED:
-        return float(summary[_GROUPED[group]].get(member, 0.0))
-    value = summary.get(metric)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        known = sorted(k for k, v in summary.items() if isinstance(v, (int, float)))
+        present = summary[_GROUPED[group]]
+        valid = CATEGORIES if group.startswith("category") else (*LAUNCH_APIS, *present)
+        if member not in valid:
+            kind = "category" if group.startswith("category") else "launch API"
+            raise ExpectationError(
+                f"unknown {kind} {member!r} in {metric!r}",
+                None,
+                f"Use one of: {', '.join(sorted(set(valid)))}.",
+            )
+        return float(present.get(member, 0.0))
+    numeric = sorted(
+        k for k, v in summary.items() if k not in _TEXT_KEYS and not isinstance(v, (dict, list))
+    )
+    if metric not in numeric:
         raise ExpectationError(
             f"unknown metric {metric!r}",
             None,
-            "Use one of: " + ", ".join(known) + ", or category:NAME, category_us:NAME, "
+            "Use one of: " + ", ".join(numeric) + ", or category:NAME, category_us:NAME, "
             "launch_api:NAME.",
         )
-    return float(value)
+    value = summary[metric]
+    return float("nan") if value is None else float(value)
 
 
 def check(expectations: Iterable[Expectation], summary: dict[str, Any]) -> pl.DataFrame:
@@ -104,6 +123,7 @@ def check(expectations: Iterable[Expectation], summary: dict[str, Any]) -> pl.Da
         held = compare(round(measured, 9), round(expectation.value, 9)) or (
             expectation.op in ("==", "<=", ">=") and abs(measured - expectation.value) <= _TOLERANCE
         )
-        rows.append({"expectation": str(expectation), "measured": measured, "held": held})
+        measured_or_none = None if math.isnan(measured) else measured
+        rows.append({"expectation": str(expectation), "measured": measured_or_none, "held": held})
     schema = {"expectation": pl.String, "measured": pl.Float64, "held": pl.Boolean}
     return pl.DataFrame(rows, schema=schema)

@@ -9,6 +9,13 @@ from traceanalyze.analyses.activities import activities, in_iterations, iteratio
 from traceanalyze.occupancy import duration_weighted_mean, weighted_occupancy
 from traceanalyze.trace import Trace
 
+KERNEL_TABLE_COLUMNS = (
+    "name", "category", "kind", "count_per_iter", "us_per_iter", "mean_us", "min_us", "max_us",
+    "share_of_gpu_activity_pct", "theoretical_occupancy_pct", "occupancy_limiter",
+    "achieved_occupancy_pct", "launch_op", "launch_api", "gemm_precision",
+    "registers_per_thread", "threads_per_block", "shared_memory_bytes", "count", "total_us",
+)  # fmt: skip
+
 
 def _mode(column: str) -> pl.Expr:
     return pl.col(column).drop_nulls().mode().sort().first()
@@ -26,30 +33,28 @@ def _category() -> pl.Expr:
 
 @per_trace
 def kernel_table(trace: Trace) -> pl.DataFrame:
-    """Distinct kernels (and memcpy/memset names), by total time, longest first.
+    """Distinct kernels (and memcpy/memset names), most time per iteration first.
 
-    Counts and times cover every activity in the trace; ``count_per_iter`` and ``us_per_iter``
-    only those launched inside an iteration.
+    Per-iteration figures (``count_per_iter``, ``us_per_iter``, ``mean_us``, ``min_us``,
+    ``max_us``, ``share_of_gpu_activity_pct``) cover the activities launched inside the
+    iterations, so ``count_per_iter * mean_us == us_per_iter``; ``count`` and ``total_us`` cover
+    the whole trace, including activities launched before the profiling window.
     """
     frame = activities(trace)
-    total_ns = frame["dur_ns"].sum() or 1
-    per_iteration = (
-        in_iterations(frame)
-        .group_by("name")
-        .agg(
-            count_per_iter=pl.len() / iteration_count(trace),
-            us_per_iter=pl.col("dur_ns").sum() / 1e3 / iteration_count(trace),
-        )
+    n = iteration_count(trace)
+    inside = in_iterations(frame)
+    activity_ns = inside["dur_ns"].sum()
+    per_iteration = inside.group_by("name").agg(
+        count_per_iter=pl.len() / n,
+        us_per_iter=pl.col("dur_ns").sum() / 1e3 / n,
+        mean_us=pl.col("dur_ns").mean() / 1e3,
+        min_us=pl.col("dur_ns").min() / 1e3,
+        max_us=pl.col("dur_ns").max() / 1e3,
+        share_of_gpu_activity_pct=pl.col("dur_ns").sum() / (activity_ns or 1) * 100,
     )
     table = frame.group_by("name").agg(
         pl.col("kind").first(),
         category=_category(),
-        count=pl.len(),
-        total_us=pl.col("dur_ns").sum() / 1e3,
-        mean_us=pl.col("dur_ns").mean() / 1e3,
-        min_us=pl.col("dur_ns").min() / 1e3,
-        max_us=pl.col("dur_ns").max() / 1e3,
-        share_pct=pl.col("dur_ns").sum() / total_ns * 100,
         theoretical_occupancy_pct=duration_weighted_mean("theoretical_occupancy_pct"),
         occupancy_limiter=_mode("occupancy_limiter"),
         achieved_occupancy_pct=duration_weighted_mean("achieved_occupancy_pct"),
@@ -58,34 +63,15 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
         gemm_precision=pl.col("gemm_precision").first(),
         registers_per_thread=_mode("registers_per_thread"),
         threads_per_block=_mode("threads_per_block"),
-        shared_memory=_mode("shared_memory"),
+        shared_memory_bytes=_mode("shared_memory"),
+        count=pl.len(),
+        total_us=pl.col("dur_ns").sum() / 1e3,
     )
     return (
         table.join(per_iteration, on="name", how="left")
         .with_columns(pl.col("count_per_iter", "us_per_iter").fill_null(0.0))
-        .sort(["total_us", "name"], descending=[True, False])
-        .select(
-            "name",
-            "category",
-            "kind",
-            "count",
-            "count_per_iter",
-            "us_per_iter",
-            "total_us",
-            "mean_us",
-            "min_us",
-            "max_us",
-            "share_pct",
-            "theoretical_occupancy_pct",
-            "occupancy_limiter",
-            "achieved_occupancy_pct",
-            "launch_op",
-            "launch_api",
-            "gemm_precision",
-            "registers_per_thread",
-            "threads_per_block",
-            "shared_memory",
-        )
+        .sort(["us_per_iter", "total_us", "name"], descending=[True, True, False])
+        .select(KERNEL_TABLE_COLUMNS)
     )
 
 
@@ -95,11 +81,11 @@ def occupancy_table(trace: Trace) -> pl.DataFrame:
     return kernels.select(
         "name",
         "category",
-        "count",
-        "total_us",
+        "count_per_iter",
+        "us_per_iter",
         "registers_per_thread",
         "threads_per_block",
-        "shared_memory",
+        "shared_memory_bytes",
         "theoretical_occupancy_pct",
         "occupancy_limiter",
         "achieved_occupancy_pct",
@@ -107,15 +93,17 @@ def occupancy_table(trace: Trace) -> pl.DataFrame:
 
 
 def occupancy_by_category(trace: Trace) -> pl.DataFrame:
-    """Duration-weighted mean occupancy per kernel category, most GPU time first."""
-    kernels = activities(trace).filter(pl.col("kind") == "kernel")
+    """Duration-weighted mean occupancy per kernel category (kernels launched inside the
+    iterations), most GPU time per iteration first."""
+    kernels = in_iterations(activities(trace)).filter(pl.col("kind") == "kernel")
     return (
         weighted_occupancy(kernels, ["category"])
         .select(
             "category",
-            (pl.col("dur_ns") / 1e3).alias("total_us"),
+            (pl.col("dur_ns") / 1e3 / iteration_count(trace)).alias("us_per_iter"),
             "theoretical_occupancy_pct",
             "achieved_occupancy_pct",
+            "reported_coverage_pct",
         )
-        .sort(["total_us", "category"], descending=[True, False])
+        .sort(["us_per_iter", "category"], descending=[True, False])
     )

@@ -47,6 +47,14 @@ class Cause:
 
 # First match wins. Patterns run over "op1 -> op2 -> ... -> <activity name>".
 CAUSES: tuple[Cause, ...] = (
+    # Copies made inside autograd's backward formulas (e.g. MaskedFillBackward0 runs an
+    # out-of-place masked_fill on the gradient): the user's code did not write them.
+    Cause(
+        r"(?:autograd::engine::evaluate_function: \w+|\w+Backward\d*) -> .*Memcpy DtoD",
+        "made by autograd's backward formula of an op, not by your code; it goes away only "
+        "with a different op or a custom backward",
+        actionable=False,
+    ),
     Cause(
         r"aten::(\w+) -> aten::clone -> (?:aten::\w+ -> )*aten::copy_ -> Memcpy DtoD",
         "out-of-place `{op}` clones its input first; use `{op}_` where the input may be "
@@ -83,7 +91,9 @@ CAUSES: tuple[Cause, ...] = (
 
 @per_trace
 def memory_traffic(trace: Trace) -> pl.DataFrame:
-    """Memcpy/memset grouped by cause chain: count and bytes per iteration, time, advice."""
+    """Memcpy/memset grouped by cause chain: count, time and bytes per iteration (activities
+    launched inside the iterations), bandwidth, advice; ``count`` and ``total_us`` cover the
+    whole trace."""
     gpu = activities(trace).filter(pl.col("kind").is_in(["memcpy", "memset"]))
     chains = op_chains(trace.cpu, gpu["op_id"])
     gpu = gpu.with_columns(
@@ -91,17 +101,21 @@ def memory_traffic(trace: Trace) -> pl.DataFrame:
         in_iteration=pl.col("iteration").is_not_null(),
     )
     n = iteration_count(trace)
+    inside = pl.col("in_iteration")
     table = gpu.group_by("chain", "kind", "name").agg(
-        count=pl.len(),
-        count_per_iter=pl.col("in_iteration").sum() / n,
+        count_per_iter=inside.sum() / n,
+        us_per_iter=pl.col("dur_ns").filter(inside).sum() / 1e3 / n,
         bytes_per_call=pl.col("bytes").mean(),
-        bytes_per_iter=pl.col("bytes").filter("in_iteration").sum() / n,
-        total_us=pl.col("dur_ns").sum() / 1e3,
+        bytes_per_iter=pl.col("bytes").filter(inside).sum() / n,
+        # Bytes moved over the time spent moving them (bytes per ns = GB/s).
+        bandwidth_gbps=pl.col("bytes").sum() / pl.col("dur_ns").sum(),
         launch_op=pl.col("op_name").first(),
+        count=pl.len(),
+        total_us=pl.col("dur_ns").sum() / 1e3,
     )
     return table.with_columns(
         advice=_first_cause(_advice), actionable=_first_cause(_actionable)
-    ).sort("total_us", descending=True)
+    ).sort(["us_per_iter", "total_us", "chain"], descending=[True, True, False])
 
 
 def _applies(cause: Cause) -> pl.Expr:
@@ -139,9 +153,10 @@ def findings(trace: Trace) -> list[str]:
     table = memory_traffic(trace).filter((pl.col("count_per_iter") > 0) & pl.col("actionable"))
     sentences = table.select(
         pl.format(
-            "{}: {} per iteration{}; {}.",
+            "{}: {} per iteration ({} µs){}; {}.",
             "chain",
             number_text(pl.col("count_per_iter")),
+            number_text(pl.col("us_per_iter").round(1)),
             size_expr("bytes_per_call"),
             "advice",
         )

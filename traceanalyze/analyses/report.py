@@ -1,4 +1,8 @@
-"""Everything a variant report shows, computed once (rendering is separate and pure)."""
+"""Everything a variant report shows, computed once (rendering is separate and pure).
+
+Every time in the report follows :mod:`traceanalyze.analyses.accounting`; every share names
+its total (GPU activity time, CPU operator time or wall time).
+"""
 
 from __future__ import annotations
 
@@ -7,22 +11,25 @@ from typing import Any
 
 import polars as pl
 
+from traceanalyze.analyses.accounting import BOUND_CPU
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.compare import baseline_label, comparison
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
-from traceanalyze.analyses.summary import BOUND_CPU, summary
+from traceanalyze.analyses.summary import summary
 from traceanalyze.load.variants import Variant, VariantSet
 from traceanalyze.names import short_name_expr
 from traceanalyze.trace import Trace
+from traceanalyze.units import byte_size
 
 TOP_KERNELS = 8
 ENVIRONMENT_KEYS = (
     "gpu", "compute_capability", "driver", "cuda", "cudnn", "torch", "triton", "python",
 )  # fmt: skip
 VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version")
+SDPA_MATH_OP = "aten::_scaled_dot_product_attention_math"
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class VariantReport:
     status: str
     reason: str | None
     summary: dict[str, Any] = field(default_factory=dict)
+    row: dict[str, Any] = field(default_factory=dict)  # the variant's comparison row
     categories: pl.DataFrame = field(default_factory=pl.DataFrame)
     top_kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
     memory: pl.DataFrame = field(default_factory=pl.DataFrame)
@@ -40,39 +48,55 @@ class VariantReport:
 
 @dataclass(frozen=True)
 class Report:
+    title: str
     header: dict[str, Any]
     comparison: pl.DataFrame
     baseline: str | None
     variants: tuple[VariantReport, ...]
-    category_us: pl.DataFrame  # variant, category, us (per iteration): for the chart
+    category_us: pl.DataFrame  # variant, category, us_per_iter: for the chart
 
 
-def build_report(variant_set: VariantSet, baseline: str | None = "naive") -> Report:
+def build_report(variant_set: VariantSet, baseline: str | None = None) -> Report:
     table = comparison(variant_set.variants, baseline)
-    reports = tuple(_variant_report(v) for v in variant_set.variants)
+    rows = {row["variant"]: row for row in table.to_dicts()}
+    reports = tuple(_variant_report(v, rows[v.label]) for v in variant_set.variants)
     long = [
-        pl.DataFrame(
-            {
-                "variant": r.label,
-                "category": r.categories["category"],
-                "us": r.categories["us_per_iter"],
-            }
-        )
+        r.categories.select(pl.lit(r.label).alias("variant"), "category", "us_per_iter")
         for r in reports
         if r.categories.height
     ]
     category_us = (
         pl.concat(long)
         if long
-        else pl.DataFrame(schema={"variant": pl.String, "category": pl.String, "us": pl.Float64})
+        else pl.DataFrame(
+            schema={"variant": pl.String, "category": pl.String, "us_per_iter": pl.Float64}
+        )
     )
     return Report(
+        title=title(variant_set),
         header=header(variant_set),
         comparison=table,
         baseline=baseline_label(table, baseline),
         variants=reports,
         category_us=category_us,
     )
+
+
+# CPU ops or annotations that say a trace profiles attention.
+ATTENTION_SIGNS = (
+    r"(?i)scaled_dot_product|flash_attention|efficient_attention|cudnn_attention|flex_attention"
+    r"|(^|[^a-z])attn|attention"
+)
+
+
+def title(variant_set: VariantSet) -> str:
+    """What the traces are about, from their content: attention only where attention ran."""
+    attention = any(
+        v.trace.cpu["name"].str.contains(ATTENTION_SIGNS).any()
+        for v in variant_set.loaded
+        if v.trace is not None
+    )
+    return "Attention profiling report" if attention else "Profiling report"
 
 
 def header(variant_set: VariantSet) -> dict[str, Any]:
@@ -100,29 +124,30 @@ def header(variant_set: VariantSet) -> dict[str, Any]:
     return info
 
 
-def _variant_report(variant: Variant) -> VariantReport:
+def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
     trace = variant.trace
     if trace is None:
-        return VariantReport(variant.label, variant.status, variant.reason)
+        return VariantReport(variant.label, variant.status, variant.reason, row=row)
     figures = summary(trace)
     kernels = kernel_table(trace)
+    cudnn = cudnn_table(trace)
     return VariantReport(
         label=variant.label,
         status=variant.status,
         reason=variant.reason,
         summary=figures,
-        categories=_categories(trace),
-        # Ranked by time inside the iterations, as the rest of the section counts.
-        top_kernels=kernels.sort(["us_per_iter", "name"], descending=[True, False]).head(
-            TOP_KERNELS
-        ),
+        row=row,
+        categories=categories(trace),
+        top_kernels=kernels.head(TOP_KERNELS),
         memory=memory_traffic(trace),
-        cudnn=cudnn_table(trace),
-        findings=tuple(_findings(trace, figures, kernels)),
+        cudnn=cudnn,
+        findings=tuple(_findings(trace, figures, row, kernels, cudnn, variant.warm_up_calls)),
     )
 
 
-def _categories(trace: Trace) -> pl.DataFrame:
+def categories(trace: Trace) -> pl.DataFrame:
+    """GPU activity per iteration by category; ``us_per_iter`` adds up to the summary's
+    ``gpu_activity_us_per_iter``."""
     gpu = in_iterations(activities(trace))
     n = iteration_count(trace)
     total = gpu["dur_ns"].sum() or 1
@@ -131,81 +156,132 @@ def _categories(trace: Trace) -> pl.DataFrame:
         .agg(
             count_per_iter=pl.len() / n,
             us_per_iter=pl.col("dur_ns").sum() / 1e3 / n,
-            share_pct=pl.col("dur_ns").sum() / total * 100,
+            share_of_gpu_activity_pct=pl.col("dur_ns").sum() / total * 100,
         )
         .sort(["us_per_iter", "category"], descending=[True, False])
     )
 
 
-def _findings(trace: Trace, figures: dict[str, Any], kernels: pl.DataFrame) -> list[str]:
-    """Plain sentences on what stands out, most actionable first."""
+def _findings(
+    trace: Trace,
+    figures: dict[str, Any],
+    row: dict[str, Any],
+    kernels: pl.DataFrame,
+    cudnn: pl.DataFrame,
+    warm_up_calls: int | None,
+) -> list[str]:
+    """Plain sentences on what stands out, most actionable first; each only from evidence."""
     sentences = [*memory_findings(trace)]
     sentences += _occupancy_findings(kernels)
-    sentences += _gemm_findings(kernels)
-    planning = figures["cudnn_planning_us_per_iter"]
-    cpu_us = figures["cpu_us_per_iter"]
-    if planning > 0:
-        share = planning / max(cpu_us, 1e-9) * 100
-        sentences.append(
-            f"cuDNN spends {planning:.1f} µs of CPU per iteration in its ops' self time "
-            f"(execution plan build and lookup), {share:.0f}% of the CPU time in operators."
-        )
-    if figures["bound"] == BOUND_CPU:
-        sentences.append(
-            f"CPU-bound: {cpu_us:.1f} µs per iteration in CPU operators against "
-            f"{figures['gpu_busy_us_per_iter']:.1f} µs of GPU work; a faster kernel will not "
-            "help, fewer launches (fusion, CUDA graphs) will."
-        )
+    sentences += _gemm_findings(trace, kernels)
+    sentences += _cudnn_findings(cudnn, warm_up_calls)
+    sentences += _bound_findings(figures, row)
     views = figures["transpose_ops_per_iter"]
     if views:
         sentences.append(
             f"{views:g} CPU-side transpose/permute {'op' if views == 1 else 'ops'} per iteration "
             "(metadata-only views: no kernel)."
         )
-    if figures["unlinked_gpu_activities"]:
+    if figures["iteration_note"]:
+        sentences.append(f"Iterations: {figures['iteration_note']}.")
+    outside_ops = figures["cpu_ops_outside_iterations_total"]
+    if outside_ops:
         sentences.append(
-            f"{figures['unlinked_gpu_activities']} GPU activities were launched before the "
-            "profiling window (no launch call in the trace) and are not counted per iteration."
+            f"{outside_ops} CPU {'operator' if outside_ops == 1 else 'operators'} in the trace "
+            "fall outside every iteration and are left out of the per-iteration CPU time."
+        )
+    outside = figures["gpu_activities_outside_iterations_total"]
+    if outside:
+        sentences.append(
+            f"{outside} GPU {'activity' if outside == 1 else 'activities'} in the trace "
+            "belong to no iteration (launched before the profiling window or outside the "
+            "steps) and are left out of every per-iteration figure."
         )
     return sentences
 
 
 def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
-    top = (
-        kernels.filter(
-            (pl.col("kind") == "kernel") & pl.col("theoretical_occupancy_pct").is_not_null()
-        )
-        .sort(["us_per_iter", "name"], descending=[True, False])
-        .head(1)
-    )
+    top = kernels.filter(
+        (pl.col("kind") == "kernel")
+        & pl.col("theoretical_occupancy_pct").is_not_null()
+        & (pl.col("us_per_iter") > 0)
+    ).head(1)  # the table is sorted by time per iteration
     if not top.height:
         return []
-    row = top.with_columns(short_name_expr("name", width=60)).row(0, named=True)
+    row = top.with_columns(short_name_expr("name", width=80)).row(0, named=True)
     reported = row["achieved_occupancy_pct"]
     said = (
         f"; the trace reports {reported:.0f}%"
         if reported is not None
-        else ("; the trace reports none (0 or absent, as for driver-API launches)")
+        else "; the trace reports none (0 or absent, as for driver-API launches)"
     )
+    limiter = row["occupancy_limiter"]
+    limited = f", limited by {limiter.replace('_', ' ')}" if limiter else ""
     footprint = (
         f"{row['registers_per_thread']} registers/thread, {row['threads_per_block']} "
-        f"threads/block, {row['shared_memory']:,} B shared memory"
+        f"threads/block, {byte_size(row['shared_memory_bytes'])} shared memory"
     )
     return [
-        f"The longest kernel, `{row['name']}` (from `{row['launch_op']}`), has "
-        f"{row['theoretical_occupancy_pct']:.2f}% "
-        f"theoretical occupancy, limited by {row['occupancy_limiter'].replace('_', ' ')} "
-        f"({footprint}){said}."
+        f"The longest kernel per iteration, `{row['name']}` (from `{row['launch_op']}`), has "
+        f"{row['theoretical_occupancy_pct']:.2f}% theoretical occupancy{limited} ({footprint})"
+        f"{said}."
     ]
 
 
-def _gemm_findings(kernels: pl.DataFrame) -> list[str]:
-    fp32 = kernels.filter(pl.col("gemm_precision") == "fp32-cuda-cores")
+def _gemm_findings(trace: Trace, kernels: pl.DataFrame) -> list[str]:
+    fp32 = kernels.filter(
+        (pl.col("gemm_precision") == "fp32-cuda-cores") & (pl.col("us_per_iter") > 0)
+    )
     if not fp32.height:
         return []
-    share = float(fp32["share_pct"].sum())
+    share = float(fp32["share_of_gpu_activity_pct"].sum())
+    cause = (
+        ": the SDPA math backend upcasts its inputs to float32"
+        if (trace.cpu["name"] == SDPA_MATH_OP).any()
+        else ""
+    )
+    kernels_text = "1 GEMM kernel runs" if fp32.height == 1 else f"{fp32.height} GEMM kernels run"
     return [
-        f"{fp32.height} GEMM kernel(s) run in fp32 on CUDA cores (no tensor cores), "
-        f"{share:.0f}% of GPU time: the inputs were upcast to float32, as the SDPA math "
-        "backend does."
+        f"{kernels_text} in fp32 on CUDA cores (no tensor cores), "
+        f"{share:.1f}% of the GPU activity time{cause}."
+    ]
+
+
+def _cudnn_findings(cudnn: pl.DataFrame, warm_up_calls: int | None) -> list[str]:
+    rows = cudnn.filter(pl.col("self_us_per_iter") > 0)
+    if not rows.height:
+        return []
+    spent = float(rows["self_us_per_iter"].sum())
+    share = rows["share_of_cpu_op_pct"].sum()
+    of_cpu = f" ({share:.1f}% of the CPU operator time)" if share is not None else ""
+    if warm_up_calls:
+        calls = "one warm-up call" if warm_up_calls == 1 else f"{warm_up_calls} warm-up calls"
+        one_off = (
+            f"{calls} ran before profiling (manifest), so the one-off "
+            "plan build is not in this trace: this is the steady per-call cost (plan lookup, "
+            "argument packing)"
+        )
+    else:
+        one_off = (
+            "the trace alone cannot say whether the one-off plan build happened before "
+            "profiling started (`traceanalyze cold` separates first-call cost)"
+        )
+    return [
+        f"The ops that call cuDNN spend {spent:.1f} µs of CPU self time per iteration{of_cpu}; "
+        f"{one_off}."
+    ]
+
+
+def _bound_findings(figures: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    if row.get("bound") != BOUND_CPU:
+        return []
+    advice = (
+        " fewer launches (fusion, CUDA graphs) or less CPU work per launch will"
+        if figures["launch_us_per_iter"] > 0
+        else " less CPU work between GPU activities will"
+    )
+    return [
+        f"CPU-bound: {row['bound_note']}: {figures['gpu_busy_us_per_iter']:.1f} µs of GPU "
+        f"busy time per iteration, {figures['cpu_op_us_per_iter']:.1f} µs in CPU operators; "
+        f"a faster kernel will not help,{advice}."
     ]

@@ -1,4 +1,8 @@
-"""`summary`: per-iteration figures of a trace (means over its iterations)."""
+"""`summary`: per-iteration figures of a trace, the means over its iterations.
+
+Times follow the accounting model of :mod:`traceanalyze.analyses.accounting`; for a folder of
+ranks every figure is the mean per rank and iteration.
+"""
 
 from __future__ import annotations
 
@@ -6,85 +10,87 @@ from typing import Any
 
 import polars as pl
 
+from traceanalyze.analyses.accounting import (
+    COUNT_COLUMNS,
+    TIME_COLUMNS,
+    iteration_times,
+    verdict,
+)
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
-from traceanalyze.analyses.cputree import VIEW_OPS, outermost_ops
-from traceanalyze.analyses.cudnn import planning_us_per_iter
+from traceanalyze.analyses.cputree import VIEW_OPS
+from traceanalyze.analyses.cudnn import cudnn_cpu_us_per_iter
 from traceanalyze.link import nearest_ancestor
 from traceanalyze.trace import Trace
 
-# When the CPU spends longer inside operators than the GPU is busy, launches cannot keep the
-# GPU fed: the iteration is CPU-bound (launch overhead), and a faster kernel will not help.
-BOUND_CPU = "CPU-bound"
-BOUND_GPU = "GPU-bound"
-
-
-def busy_ns(frame: pl.DataFrame) -> int:
-    """Time covered by the union of the activities' intervals, per device, summed."""
-    if not frame.height:
-        return 0
-    ordered = frame.select("rank", "device", "ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")).sort(
-        ["rank", "device", "ts_ns"]
-    )
-    # A new busy segment starts where an activity begins after every earlier one has ended.
-    segments = ordered.with_columns(
-        reach=pl.col("end").cum_max().shift(1).over(["rank", "device"])
-    ).with_columns(
-        segment=(pl.col("reach").is_null() | (pl.col("ts_ns") > pl.col("reach"))).cum_sum()
-    )
-    spans = segments.group_by("segment").agg(start=pl.col("ts_ns").min(), end=pl.col("end").max())
-    return int((spans["end"] - spans["start"]).sum())
+WHOLE_TRACE_NOTE = "whole trace taken as one iteration (no ProfilerStep or repeated annotation)"
+WALL_FROM_TRACE = "the trace's iteration span"
 
 
 @per_trace
 def summary(trace: Trace) -> dict[str, Any]:
-    """The per-iteration summary (keys are a public contract, see ARCHITECTURE.md).
-
-    Figures are means per iteration; for a folder of ranks, per rank and iteration.
-    """
+    """The per-iteration summary (keys are a public contract, listed in the README)."""
     n = iteration_count(trace)
+    means = _means(iteration_times(trace))
     gpu = in_iterations(activities(trace))
-    kernels = gpu.filter(pl.col("kind") == "kernel")
-    cpu_in_iterations = trace.cpu.filter(pl.col("iteration").is_not_null())
-    outer = outermost_ops(trace).filter(pl.col("iteration").is_not_null())
-    gpu_busy = busy_ns(gpu) / 1e3 / n
-    cpu_ops_us = float(outer["dur_ns"].sum()) / 1e3 / n
+    judged = verdict(
+        means["gpu_busy_us_per_iter"], means["wall_us_per_iter"], means["cpu_op_us_per_iter"],
+        WALL_FROM_TRACE,
+    )  # fmt: skip
     return {
         "iterations": trace.iterations["iteration"].n_unique(),
         "ranks": len(trace.meta),
         "iteration_source": trace.iteration_source,
-        "iteration_us": _mean_us(trace.iterations["dur_ns"]),
-        "kernels_per_iter": kernels.height / n,
-        "memcpy_per_iter": _count(gpu, "memcpy") / n,
-        "memset_per_iter": _count(gpu, "memset") / n,
-        "gpu_kernel_us_per_iter": float(kernels["dur_ns"].sum()) / 1e3 / n,
-        "gpu_busy_us_per_iter": gpu_busy,
-        "cpu_us_per_iter": cpu_ops_us,
-        "launch_us_per_iter": float(gpu["launch_dur_ns"].sum()) / 1e3 / n,
-        "bound": BOUND_CPU if cpu_ops_us > gpu_busy else BOUND_GPU,
-        "transpose_ops_per_iter": _view_ops(trace, cpu_in_iterations) / n,
-        "cudnn_planning_us_per_iter": planning_us_per_iter(trace),
-        "category_us": _per_iteration(kernels, "category", n, us=True),
+        "iteration_note": iteration_note(trace),
+        **means,
+        "gpu_busy_pct_of_wall": _share(means["gpu_busy_us_per_iter"], means["wall_us_per_iter"]),
+        "bound": judged.bound,
+        "bound_note": judged.note,
+        "transpose_ops_per_iter": _view_ops(trace) / n,
+        "cudnn_cpu_us_per_iter": cudnn_cpu_us_per_iter(trace),
+        "category_us": _per_iteration(gpu, "category", n, us=True),
         "category_count": _per_iteration(gpu, "category", n, us=False),
         "launch_apis": _per_iteration(gpu.filter(pl.col("linked")), "launch_api", n, us=False),
-        "unlinked_gpu_activities": int((~activities(trace)["linked"]).sum()),
+        "gpu_activities_outside_iterations_total": int(trace.gpu["iteration"].null_count()),
+        "cpu_ops_outside_iterations_total": int(
+            trace.cpu.filter(pl.col("cat") == "cpu_op")["iteration"].null_count()
+        ),
     }
 
 
-def _view_ops(trace: Trace, cpu: pl.DataFrame) -> int:
-    """CPU-side transpose/permute views, each counted once: aten::t runs aten::transpose inside
-    itself, and counting both doubled every ``.t()`` (nn.Linear's weight, for example)."""
-    views = cpu.filter((pl.col("cat") == "cpu_op") & pl.col("name").is_in(VIEW_OPS))
-    inside_a_view = nearest_ancestor(trace.cpu, views["op_id"], pl.col("name").is_in(VIEW_OPS))
+def iteration_note(trace: Trace) -> str | None:
+    """What a reader must know about how iterations were found (None for profiler steps)."""
+    if trace.iteration_source == "whole trace":
+        return WHOLE_TRACE_NOTE
+    if trace.iteration_source.startswith("annotation:"):
+        name = trace.iteration_source.removeprefix("annotation:")
+        return f"iterations are the repeated top-level annotation `{name}` (no ProfilerStep)"
+    return None
+
+
+def _means(times: pl.DataFrame) -> dict[str, float]:
+    """``<column>_per_iter``: the mean of each count and time column over the iterations."""
+    columns = [*COUNT_COLUMNS, *TIME_COLUMNS]
+    if not times.height:
+        return {f"{c}_per_iter": 0.0 for c in columns}
+    row = times.select(pl.col(c).cast(pl.Float64).mean().alias(f"{c}_per_iter") for c in columns)
+    return row.row(0, named=True)
+
+
+def _share(part: float, whole: float | None) -> float | None:
+    return part / whole * 100 if whole else None
+
+
+def _view_ops(trace: Trace) -> int:
+    """CPU-side transpose/permute views inside iterations, each counted once: aten::t runs
+    aten::transpose inside itself, and counting both doubled every ``.t()``."""
+    cpu = trace.cpu
+    views = cpu.filter(
+        (pl.col("cat") == "cpu_op")
+        & pl.col("name").is_in(VIEW_OPS)
+        & pl.col("iteration").is_not_null()
+    )
+    inside_a_view = nearest_ancestor(cpu, views["op_id"], pl.col("name").is_in(VIEW_OPS))
     return int(inside_a_view.is_null().sum())
-
-
-def _count(frame: pl.DataFrame, kind: str) -> int:
-    return int((frame["kind"] == kind).sum())
-
-
-def _mean_us(durations: pl.Series) -> float | None:
-    mean = durations.mean()
-    return None if mean is None else float(mean) / 1e3  # type: ignore[arg-type]
 
 
 def _per_iteration(frame: pl.DataFrame, key: str, n: int, *, us: bool) -> dict[str, float]:

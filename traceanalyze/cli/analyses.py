@@ -16,7 +16,7 @@ from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary as summarise
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
 from traceanalyze.errors import ExpectationFailed
-from traceanalyze.render.analyses import render_check, render_record, render_table
+from traceanalyze.render.analyses import render_check, render_records, render_table
 from traceanalyze.trace import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,9 +29,25 @@ def trace_argument(func: F) -> F:
 Analysis = Callable[[Trace], pl.DataFrame]
 
 
-def _table_command(name: str, views: dict[str, Analysis], doc: str) -> click.Command:
+def _per_variant(
+    loaded: list[tuple[str | None, Trace]], analysis: Analysis, top: int | None
+) -> pl.DataFrame:
+    """``analysis`` of each trace; for a folder of variants, with a leading ``variant`` column."""
+    frames = []
+    for label, trace in loaded:
+        frame = analysis(trace)
+        if top is not None:
+            frame = frame.head(top)
+        if label is not None:
+            frame = frame.select(pl.lit(label).alias("variant"), pl.all())
+        frames.append(frame)
+    return pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+
+
+def _table_command(name: str, views: dict[str, Analysis], doc: str, empty: str) -> click.Command:
     """A command that loads TRACE, runs one table analysis and renders it. With several views
-    (e.g. per kernel, per category) a --by option picks one; the first is the default."""
+    (e.g. per kernel, per category) a --by option picks one; the first is the default.
+    ``empty`` is the line shown instead of a table with no rows."""
     by_option = click.option(
         "--by",
         type=click.Choice(list(views)),
@@ -56,10 +72,9 @@ def _table_command(name: str, views: dict[str, Analysis], doc: str) -> click.Com
         out: Output,
         loader: Loader,
     ) -> None:
-        table = views[by](loader.trace(trace))
-        if top is not None:
-            table = table.head(top)
-        out.write(render_table(table, out.format, full_names=full_names), inputs=[trace])
+        table = _per_variant(loader.each(trace), views[by], top)
+        text = render_table(table, out.format, full_names=full_names, empty=empty)
+        out.write(text, inputs=[trace])
 
     return command
 
@@ -75,6 +90,7 @@ kernels = _table_command(
       traceanalyze kernels sample_traces/h200_default/sdpa_math.json.gz --top 10
       traceanalyze kernels trace.json.gz --format json -o kernels.json
     """,
+    empty="No GPU activity in this trace: no kernels, memory copies or sets to list.",
 )
 occupancy = _table_command(
     "occupancy",
@@ -88,17 +104,20 @@ occupancy = _table_command(
       traceanalyze occupancy sample_traces/h200_default/sdpa_flash.json.gz
       traceanalyze occupancy sample_traces/h200_default/sdpa_math.json.gz --by category
     """,
+    empty="No kernels in this trace: no occupancy to compute.",
 )
 cudnn = _table_command(
     "cudnn",
     {"op": cudnn_table},
-    """CPU self time of the ops that call into cuDNN (mostly execution-plan building and
-    lookup), first call against steady state, per iteration, and the launch API.
+    """CPU self time of the ops that call into cuDNN, per iteration and as a share of the CPU
+    operator time, the first call in the trace against the steady median, and the launch API.
+    (The one-off plan build is only in a trace that starts before it: see `cold`.)
 
     \b
     Example:
       traceanalyze cudnn sample_traces/h200_default/sdpa_cudnn.json.gz
     """,
+    empty="No ops that call cuDNN (or MIOpen) in this trace.",
 )
 memcpy = _table_command(
     "memcpy",
@@ -110,6 +129,7 @@ memcpy = _table_command(
     Example:
       traceanalyze memcpy sample_traces/h200_default/naive.json.gz
     """,
+    empty="No memory copies or sets in this trace.",
 )
 
 
@@ -122,15 +142,19 @@ def summary(
     out: Output,
     loader: Loader,
 ) -> None:
-    """Per-iteration figures: kernels, memcpy/memset, GPU and CPU time, launch APIs, CPU-side
-    transposes, cuDNN planning time and time per kernel category.
+    """Per-iteration figures: kernels, memcpy/memset, GPU activity/busy/idle time, CPU operator
+    and launch time, wall time and the bound verdict, CPU-side transposes, cuDNN CPU time, time
+    per category and launch APIs. A folder of variants gives one record per variant.
 
     \b
     Example:
       traceanalyze summary sample_traces/h200_default/sdpa_cudnn.json.gz --format json
     """
-    result = summarise(loader.trace(trace))
-    out.write(render_record(result, out.format), inputs=[trace])
+    records = [
+        summarise(t) if label is None else {"variant": label, **summarise(t)}
+        for label, t in loader.each(trace)
+    ]
+    out.write(render_records(records, out.format), inputs=[trace])
 
 
 @click.command()
@@ -162,8 +186,10 @@ def check(
 ) -> None:
     """Check stated expectations against TRACE; exit 1 if any is broken (for CI guards).
 
-    METRIC is a summary key (kernels_per_iter, memcpy_per_iter, gpu_kernel_us_per_iter, ...),
-    category:NAME (kernels of a category per iteration), category_us:NAME or launch_api:NAME.
+    METRIC is a numeric summary key (kernels_per_iter, memcpy_per_iter, gpu_busy_us_per_iter,
+    ...), category:NAME (activities of a category per iteration), category_us:NAME or
+    launch_api:NAME. An unknown metric, category or API exits 2 with the valid ones. For a
+    folder of variants every expectation is checked on each variant.
 
     \b
     Example:
@@ -175,7 +201,9 @@ def check(
         parsed += expect.read_file(path)
     if not parsed:
         raise click.UsageError("give at least one expectation with -e/--expect or -f/--file")
-    results = expect.check(parsed, summarise(loader.trace(trace)))
+    results = _per_variant(
+        loader.each(trace), lambda t: expect.check(parsed, summarise(t)), top=None
+    )
     out.write(render_check(results, out.format), inputs=[trace])
     broken = int((~results["held"]).sum())
     if broken:

@@ -18,12 +18,17 @@ from traceanalyze.render.info import render_info
 def info(traces: tuple[Path, ...], out: Output, loader: Loader) -> None:
     """Device, versions, time span, event counts, iterations and linking of each TRACE.
 
-    TRACE is a .json or .json.gz trace, or a folder of per-rank traces.
+    TRACE is a .json or .json.gz trace, a folder of the ranks of one job, or a folder of
+    separate traces (a capture folder), which gives one record per trace.
 
     \b
     Example:
       traceanalyze info sample_traces/h200_default/sdpa_flash.json.gz
       traceanalyze info run/*.json.gz --format json
     """
-    records = [trace_info(loader.trace(path)) for path in traces]
+    records = [
+        trace_info(trace) if label is None else {"variant": label, **trace_info(trace)}
+        for path in traces
+        for label, trace in loader.each(path)
+    ]
     out.write(render_info(records, out.format), inputs=traces)

@@ -78,9 +78,21 @@ class Loader:
         with loading([path]):
             return load(path, cache=self.cache, cache_dir=self.cache_dir)
 
-    def variants(self, paths: Sequence[Path]) -> VariantSet:
+    def each(self, path: Path) -> list[tuple[str | None, Trace]]:
+        """The traces a single-trace command runs on: one for a file or a folder of ranks,
+        one per variant (with its label) for a folder of separate traces."""
+        if not path.is_dir():
+            return [(None, self.trace(path))]
+        variants = self.variants([path]).loaded
+        if len(variants) == 1 and variants[0].path == path:  # the ranks of one job
+            return [(None, variants[0].trace)]  # type: ignore[list-item]
+        return [(v.label, v.trace) for v in variants if v.trace is not None]
+
+    def variants(self, paths: Sequence[Path], labels: Sequence[str] | None = None) -> VariantSet:
         with loading(list(paths)):
-            return load_variants(paths, cache=self.cache, cache_dir=self.cache_dir)
+            return load_variants(
+                paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels or None
+            )
 
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]

@@ -25,9 +25,16 @@ from traceanalyze.render.report import (
 paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 baseline_option = click.option(
     "--baseline",
-    default="naive",
-    show_default=True,
-    help="Variant the speed-up is relative to (the first variant if absent).",
+    default=None,
+    help="Variant the speed-ups are relative to (must be one of them). [default: naive if "
+    "present, else the first variant]",
+)
+label_option = click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    help="A prefix for the variants of each path, one per path in order (for folders whose "
+    "variants share names), e.g. --label before --label after.",
 )
 full_names_option = click.option(
     "--full-names", is_flag=True, help="Show kernel names in full instead of shortened."
@@ -37,6 +44,7 @@ full_names_option = click.option(
 @click.command()
 @paths_argument
 @baseline_option
+@label_option
 @full_names_option
 @click.option("--hta", "with_hta", is_flag=True, help="Add HTA's temporal and idle-time breakdown.")
 @output_options
@@ -45,7 +53,8 @@ full_names_option = click.option(
 def report(
     ctx: click.Context,
     paths: tuple[Path, ...],
-    baseline: str,
+    baseline: str | None,
+    labels: tuple[str, ...],
     full_names: bool,
     with_hta: bool,
     out: Output,
@@ -69,7 +78,7 @@ def report(
     files = chart_files(out.path.stem) if out.path is not None else {}
     for name in files.values():
         out.check_free(out.path.parent / name)  # type: ignore[union-attr]
-    variants = loader.variants(paths)
+    variants = loader.variants(paths, labels)
     built = build_report(variants, baseline)
     extra = (hta_section(variants),) if with_hta else ()
     images = charts(built) if out.path is not None else {}
@@ -89,12 +98,14 @@ def report(
 @click.command()
 @paths_argument
 @baseline_option
+@label_option
 @full_names_option
 @output_options
 @cache_options
 def compare(
     paths: tuple[Path, ...],
-    baseline: str,
+    baseline: str | None,
+    labels: tuple[str, ...],
     full_names: bool,
     out: Output,
     loader: Loader,
@@ -106,7 +117,7 @@ def compare(
       traceanalyze compare sample_traces/h200_default
       traceanalyze compare a.json.gz b.json.gz --format csv -o table.csv
     """
-    table = comparison(loader.variants(paths).variants, baseline)
+    table = comparison(loader.variants(paths, labels).variants, baseline)
     out.write(render_comparison(table, out.format, full_names=full_names), inputs=paths)
 
 

@@ -1,9 +1,12 @@
 """Loading traces: files, gzip, folders of per-rank traces, with a Parquet cache.
 
-``load(path)`` returns one :class:`~traceanalyze.Trace`. For a folder it combines the per-rank
-traces inside into one Trace whose frames carry a ``rank`` column (ranks parse in parallel
-processes). ``load_each(paths)`` loads separate traces (for example one per attention variant)
-and returns them in order.
+``load(path)`` returns one :class:`~traceanalyze.Trace`. For a folder of the ranks of one job
+(every trace states a different rank in its ``distributedInfo``) it combines them into one
+Trace whose frames carry a ``rank`` column (ranks parse in parallel processes). Any other
+folder holds separate traces: a capture folder (``manifest.json``), or traces that share a rank
+or state none. Those are variants, and ``load`` refuses them with :class:`SeparateTracesError`
+rather than adding up unrelated runs; :func:`traceanalyze.load_variants` loads them as a set,
+and ``load_each(paths)`` loads separate traces in order.
 """
 
 from __future__ import annotations
@@ -25,12 +28,23 @@ from traceanalyze.load.parse import StageTimer, parse_file
 from traceanalyze.trace import Trace
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+CAPTURE_MANIFEST = "manifest.json"
 # Files in a trace folder that are known not to be traces (capture writes a manifest).
-NOT_TRACES = frozenset({"manifest.json"})
+NOT_TRACES = frozenset({CAPTURE_MANIFEST})
 # Below this many bytes in all, starting worker processes costs more than it saves.
 _PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 
 Progress = Callable[[Path], None]
+
+
+class SeparateTracesError(TraceFormatError):
+    """A folder of separate traces (variants), not the ranks of one job."""
+
+
+_FIX_SEPARATE = (
+    "Load them as a set with traceanalyze.load_variants(folder) (the CLI's report and compare "
+    "do), or load one trace file."
+)
 
 
 def load(
@@ -40,13 +54,25 @@ def load(
     cache_dir: str | os.PathLike[str] | None = None,
     timer: StageTimer | None = None,
 ) -> Trace:
-    """Load a trace file (``.json``, ``.json.gz``) or a folder of per-rank trace files."""
+    """Load a trace file (``.json``, ``.json.gz``) or a folder of the ranks of one job."""
     source = Path(path)
     if source.is_dir():
         files = trace_files(source)
-        traces = load_each(files, cache=cache, cache_dir=cache_dir)
-        return combine_ranks(traces, source)
+        if (source / CAPTURE_MANIFEST).is_file():
+            raise SeparateTracesError(
+                "is a capture folder (manifest.json): its traces are variants of one "
+                "experiment, not the ranks of one job",
+                source,
+                _FIX_SEPARATE,
+            )
+        return combine_ranks(load_each(files, cache=cache, cache_dir=cache_dir), source)
     return _load_file(source, 0, cache, cache_dir, timer)
+
+
+def are_ranks(traces: Sequence[Trace]) -> bool:
+    """Whether ``traces`` are the ranks of one job: each states a rank, all different."""
+    stated = [t.meta[0].distributed_info.get("rank") for t in traces]
+    return all(isinstance(r, int) for r in stated) and len(set(stated)) == len(stated)
 
 
 def load_each(
@@ -63,7 +89,7 @@ def load_each(
             raise TraceReadError("is a folder", file, "Pass trace files, or load the folder.")
     traces: dict[int, Trace] = {}
     for index, file in enumerate(files):
-        cached = _cached(file, index, cache, cache_dir)
+        cached = _cached(file, 0, cache, cache_dir)
         if cached is not None:
             traces[index] = cached
             if progress:
@@ -91,7 +117,7 @@ def _parse_all(
             _parse_in_workers(files, pending, workers, cache, cache_dir, progress, parsed)
     for index in pending:
         if index not in parsed:
-            parsed[index] = _load_file(files[index], index, cache, cache_dir, None)
+            parsed[index] = _load_file(files[index], 0, cache, cache_dir, None)
             if progress:
                 progress(files[index])
     return parsed
@@ -108,7 +134,7 @@ def _parse_in_workers(
 ) -> None:
     # spawn, not fork: forking a process whose Polars thread pool is running can deadlock.
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = {i: pool.submit(_load_file, files[i], i, cache, cache_dir, None) for i in pending}
+        futures = {i: pool.submit(_load_file, files[i], 0, cache, cache_dir, None) for i in pending}
         for index, future in futures.items():
             parsed[index] = future.result()
             if progress:
@@ -140,21 +166,18 @@ def is_trace_name(path: Path) -> bool:
 
 
 def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
-    """One Trace from per-rank traces; two files claiming one rank is an error."""
+    """One Trace from the ranks of one job (see :func:`are_ranks`); separate traces are a
+    :class:`SeparateTracesError`."""
     traces = list(traces)
     if len(traces) == 1:
         return traces[0]
-    seen: dict[int, Path] = {}
-    for trace in traces:
-        meta = trace.meta[0]
-        if meta.rank in seen:
-            raise TraceFormatError(
-                f"{meta.path.name} and {seen[meta.rank].name} are both rank {meta.rank}, so "
-                "these are separate runs rather than the ranks of one job",
-                folder,
-                "Load them one by one (traceanalyze.load_each, or pass the files).",
-            )
-        seen[meta.rank] = meta.path
+    if not are_ranks(traces):
+        raise SeparateTracesError(
+            f"holds {len(traces)} separate traces ({_why_not_ranks(traces)}), not the ranks "
+            "of one job",
+            folder,
+            _FIX_SEPARATE,
+        )
 
     # op_id is the row position in the cpu frame: each rank's ids move past the ranks before.
     offsets = [0]
@@ -177,6 +200,18 @@ def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
         devices=stack("devices"),
         iteration_source=traces[0].iteration_source,
     )
+
+
+def _why_not_ranks(traces: Sequence[Trace]) -> str:
+    seen: dict[int, Path] = {}
+    for trace in traces:
+        meta = trace.meta[0]
+        if not isinstance(meta.distributed_info.get("rank"), int):
+            return f"{meta.path.name} states no rank"
+        if meta.rank in seen:
+            return f"{meta.path.name} and {seen[meta.rank].name} are both rank {meta.rank}"
+        seen[meta.rank] = meta.path
+    return "their ranks repeat"
 
 
 def _cache_folder(cache_dir: str | os.PathLike[str] | None) -> Path:
@@ -215,4 +250,4 @@ def _load_file(
     return trace
 
 
-__all__ = ["load", "load_each", "trace_files"]
+__all__ = ["SeparateTracesError", "are_ranks", "load", "load_each", "trace_files"]

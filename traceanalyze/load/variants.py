@@ -1,17 +1,19 @@
 """Sets of traces compared side by side: a capture folder (with manifest.json), a folder of
-traces without one, or trace files given one by one. Each trace is one variant."""
+traces without one, or trace files given one by one. Each trace is one variant, except that a
+folder holding the ranks of one job (see :func:`traceanalyze.load.are_ranks`) is one variant
+whose ranks are combined."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from traceanalyze.errors import TraceFormatError, TraceReadError
-from traceanalyze.load import is_trace_name, load_each, trace_files
+from traceanalyze.errors import TraceFormatError, TraceReadError, UsageError
+from traceanalyze.load import are_ranks, combine_ranks, is_trace_name, load_each, trace_files
 from traceanalyze.trace import Trace
 
 MANIFEST = "manifest.json"
@@ -27,6 +29,9 @@ class Variant:
     status: str = "ok"  # ok | skipped | failed (from the manifest)
     reason: str | None = None
     manifest_entry: dict[str, Any] = field(default_factory=dict)
+    # Calls made before profiling started, as the manifest says (None: not known). With one or
+    # more, one-off work (plan building, autotuning, compiling) ran before the trace began.
+    warm_up_calls: int | None = None
 
 
 @dataclass(frozen=True)
@@ -53,33 +58,57 @@ def load_variants(
     *,
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
+    labels: Sequence[str] | None = None,
 ) -> VariantSet:
-    """Every trace under ``paths`` as a variant, in manifest order or the order given."""
+    """Every trace under ``paths`` as a variant, in manifest order or the order given.
+
+    ``labels``, one per path, prefix the variants found there (``run1/naive``), so folders
+    that hold variants of the same names can be compared.
+    """
+    if labels is not None and len(labels) != len(paths):
+        raise UsageError(
+            f"{len(labels)} label(s) for {len(paths)} path(s)",
+            fix="Give one --label per path, in the same order.",
+        )
     planned: list[Variant] = []
     manifests: list[dict[str, Any]] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            manifest = read_manifest(path)
-            if manifest is not None:
-                manifests.append(manifest)
-                planned += _from_manifest(path, manifest)
-            else:
-                planned += [Variant(label_of(p), p) for p in trace_files(path)]
-        elif path.is_file() or is_trace_name(path):
-            planned.append(Variant(label_of(path), path))
-        else:
-            raise TraceReadError("no such file or folder", path, "Check the path.")
+    for index, raw in enumerate(paths):
+        found = _plan(Path(raw), manifests)
+        if labels is not None:
+            found = [replace(v, label=f"{labels[index]}/{v.label}") for v in found]
+        planned += found
     _check_unique(planned)
     to_load = [v.path for v in planned if v.path is not None and v.status == "ok"]
     traces = iter(load_each(to_load, cache=cache, cache_dir=cache_dir))
-    loaded = tuple(
-        Variant(v.label, v.path, next(traces), v.status, v.reason, v.manifest_entry)
-        if v.path is not None and v.status == "ok"
-        else v
+    loaded = [
+        replace(v, trace=next(traces)) if v.path is not None and v.status == "ok" else v
         for v in planned
-    )
-    return VariantSet(loaded, tuple(manifests), tuple(Path(p) for p in paths))
+    ]
+    if len(paths) == 1 and Path(paths[0]).is_dir() and not manifests:
+        loaded = _ranks_as_one(loaded, Path(paths[0]))
+    return VariantSet(tuple(loaded), tuple(manifests), tuple(Path(p) for p in paths))
+
+
+def _ranks_as_one(variants: list[Variant], folder: Path) -> list[Variant]:
+    """A folder holding the ranks of one job is one variant, named after the folder."""
+    traces = [v.trace for v in variants if v.trace is not None]
+    if len(traces) < 2 or len(traces) != len(variants) or not are_ranks(traces):
+        return variants
+    return [Variant(folder.name or str(folder), folder, combine_ranks(traces, folder))]
+
+
+def _plan(path: Path, manifests: list[dict[str, Any]]) -> list[Variant]:
+    """The variants ``path`` holds, not loaded yet (a manifest found is added to
+    ``manifests``)."""
+    if path.is_dir():
+        manifest = read_manifest(path)
+        if manifest is None:
+            return [Variant(label_of(p), p) for p in trace_files(path)]
+        manifests.append(manifest)
+        return _from_manifest(path, manifest)
+    if path.is_file() or is_trace_name(path):
+        return [Variant(label_of(path), path)]
+    raise TraceReadError("no such file or folder", path, "Check the path.")
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
@@ -115,18 +144,31 @@ def _from_manifest(folder: Path, manifest: dict[str, Any]) -> list[Variant]:
                 folder,
                 "Copy the whole capture folder, or re-run the capture.",
             )
-        variants.append(Variant(name, path, None, status, entry.get("reason"), entry))
+        warm_up = warm_up_calls(manifest)
+        variants.append(Variant(name, path, None, status, entry.get("reason"), entry, warm_up))
     return variants
+
+
+def warm_up_calls(manifest: dict[str, Any]) -> int | None:
+    """How many calls of each variant ran before profiling started, per the manifest.
+
+    Manifests state it as ``config.warm_up_calls``; older ones describe one warm-up call in
+    ``method.warm_up`` only.
+    """
+    stated = manifest.get("config", {}).get("warm_up_calls")
+    if isinstance(stated, int):
+        return stated
+    return 1 if "warm_up" in manifest.get("method", {}) else None
 
 
 def _check_unique(variants: list[Variant]) -> None:
     seen: dict[str, Path | None] = {}
     for variant in variants:
         if variant.label in seen:
-            raise TraceReadError(
+            raise UsageError(
                 f"two traces are both called {variant.label!r} ({seen[variant.label]} and "
                 f"{variant.path})",
-                variant.path,
-                "Compare them in separate runs, or rename one.",
+                fix="Give each path a --label (e.g. --label before --label after), or compare "
+                "them in separate runs.",
             )
         seen[variant.label] = variant.path

@@ -7,10 +7,12 @@ from typing import Any
 
 import polars as pl
 
+from traceanalyze.analyses.accounting import DEFINITIONS
 from traceanalyze.analyses.diff import TraceDiff
 from traceanalyze.analyses.report import Report, VariantReport
 from traceanalyze.names import short_name_expr
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
+from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
 CHART_GPU = "gpu_time_by_category"
@@ -20,36 +22,33 @@ CHART_TITLES = {
     CHART_CPU_GPU: "CPU vs GPU time per iteration",
 }
 
-# Comparison columns shown to people, with their headings (JSON/CSV keep the keys).
-_COMPARISON_HEADINGS = {
-    "variant": "variant",
-    "gpu_us_per_iter": "GPU µs/iter",
-    "cpu_us_per_iter": "CPU µs/iter",
-    "speedup": "speed-up (x)",
-    "kernels_per_iter": "kernels/iter",
-    "memcpy_per_iter": "memcpy/iter",
-    "memset_per_iter": "memset/iter",
-    "transpose_ops_per_iter": "CPU transposes/iter",
-    "fused_kernel": "fused attention kernel",
-    "theoretical_occupancy_pct": "theor. occupancy %",
-    "achieved_occupancy_pct": "reported occupancy %",
-    "cudnn_planning_us_per_iter": "cuDNN planning µs/iter",
-    "launch_api": "launch API",
-    "gemm_precision": "GEMM precision",
-    "median_ms": "capture median ms",
-}
+# The comparison in two tables for people (JSON/CSV carry every key in one row per variant).
+TIME_COLUMNS = (
+    "variant", "gpu_busy_us_per_iter", "speedup", "median_ms", "speedup_wall",
+    "speedup_wall_source", "bound", "gpu_busy_pct_of_wall", "wall_us_per_iter",
+    "gpu_activity_us_per_iter", "gpu_kernel_us_per_iter", "cpu_op_us_per_iter",
+)  # fmt: skip
+WORK_COLUMNS = (
+    "variant", "kernels_per_iter", "memcpy_per_iter", "memset_per_iter",
+    "transpose_ops_per_iter", "fused_kernel", "theoretical_occupancy_pct",
+    "achieved_occupancy_pct", "reported_coverage_pct", "cudnn_cpu_us_per_iter", "launch_api",
+    "gemm_precision", "sdpa_backend", "relative_error",
+)  # fmt: skip
 
 
 def comparison_markdown(table: pl.DataFrame, *, full_names: bool = False) -> str:
+    """The time table and the what-ran table, headings derived from the keys."""
     shown = table.filter(pl.col("status") == "ok")
-    if full_names:
-        shown = shown.with_columns(pl.col("fused_kernel_full").alias("fused_kernel"))
-    columns = [c for c in _COMPARISON_HEADINGS if c in shown.columns]
-    if shown["median_ms"].is_null().all():
-        columns.remove("median_ms")
-    # The speed-up stays a number (was pl.format("{}x"): "1.0x" next to "16.67x", left-aligned).
-    shown = shown.select(columns).with_columns(pl.col("fused_kernel").fill_null("—"))
-    return markdown_table(shown.rename({c: _COMPARISON_HEADINGS[c] for c in columns}))
+    if not full_names:
+        shown = shown.with_columns(short_name_expr("fused_kernel", width=48))
+    shown = shown.with_columns(pl.col("fused_kernel").fill_null("—"))
+    return "\n".join(_keyed_table(shown, columns) for columns in (TIME_COLUMNS, WORK_COLUMNS))
+
+
+def _keyed_table(frame: pl.DataFrame, columns: tuple[str, ...]) -> str:
+    """``columns`` of ``frame`` with readable headings; columns with no value at all left out."""
+    kept = [c for c in columns if c in frame.columns and not frame[c].is_null().all()]
+    return markdown_table(frame.select(kept).rename({c: heading(c) for c in kept}))
 
 
 def render_comparison(table: pl.DataFrame, fmt: str, *, full_names: bool = False) -> str:
@@ -87,11 +86,10 @@ def render_report(
 ) -> str:
     """The whole report; ``charts`` maps each chart written beside it to its file name."""
     parts = [
-        "# Attention profiling report\n",
+        f"# {report.title}\n",
         _header(report.header, command, version),
         "## Comparison\n",
-        f"Per iteration (one profiler step), means over the profiled iterations. Speed-up is "
-        f"GPU time relative to `{report.baseline}`.\n",
+        _comparison_intro(report),
         comparison_markdown(report.comparison, full_names=full_names),
         _skipped(report),
     ]
@@ -103,6 +101,19 @@ def render_report(
     parts += list(extra_sections)
     parts.append(_glossary())
     return "\n".join(p for p in parts if p)
+
+
+def _comparison_intro(report: Report) -> str:
+    sources = {v.summary.get("iteration_source") for v in report.variants if v.summary}
+    if sources == {"ProfilerStep"}:
+        unit = "Per iteration (one profiler step), means over the profiled iterations."
+    else:
+        unit = "Per iteration (see each trace's section for how its iterations were found)."
+    return (
+        f"{unit} *speed-up* is GPU busy time relative to `{report.baseline}`; "
+        "*speed-up wall* is wall time, from the capture's median times where the manifest has "
+        "them. Times are defined under *How to read this* below.\n"
+    )
 
 
 def _header(info: dict[str, Any], command: str, version: str) -> str:
@@ -139,42 +150,69 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
         kernels = kernels.with_columns(short_name_expr("name"))
     kernels = kernels.select(
         "name", "category", "count_per_iter", "us_per_iter", "mean_us",
-        "theoretical_occupancy_pct", "occupancy_limiter", "achieved_occupancy_pct", "launch_op",
+        "share_of_gpu_activity_pct", "theoretical_occupancy_pct", "occupancy_limiter",
+        "achieved_occupancy_pct", "launch_op",
     )  # fmt: skip
-    counts = (
-        f"{figures['kernels_per_iter']:g} kernels, {figures['memcpy_per_iter']:g} memcpy and "
-        f"{figures['memset_per_iter']:g} memset per iteration"
-    )
-    times = (
-        f"GPU {figures['gpu_kernel_us_per_iter']:.1f} µs in kernels, CPU "
-        f"{figures['cpu_us_per_iter']:.1f} µs in operators ({figures['bound']})"
-    )
-    parts = [f"## `{variant.label}`\n", f"{counts}; {times}.\n"]
+    parts = [f"## `{variant.label}`\n", _headline(figures, variant.row)]
     if variant.findings:
         parts.append("**Findings**\n\n" + "\n".join(f"- {s}" for s in variant.findings) + "\n")
-    parts += ["**Time by category**\n", markdown_table(variant.categories)]
-    parts += ["**Top kernels**\n", markdown_table(kernels)]
+    if variant.categories.height:
+        total = figures["gpu_activity_us_per_iter"]
+        parts += [
+            f"**GPU activity by category** ({total:,.2f} µs per iteration in all)\n",
+            _keyed_table(variant.categories, tuple(variant.categories.columns)),
+            "**Top kernels** (per iteration)\n",
+            _keyed_table(kernels, tuple(kernels.columns)),
+        ]
     memory = variant.memory.filter(pl.col("count_per_iter") > 0)
     if memory.height:
-        shown = memory.select("chain", "count_per_iter", "bytes_per_call", "total_us", "advice")
-        parts += ["**Memory copies and sets**\n", markdown_table(shown)]
-    if variant.cudnn.height:
-        parts += ["**cuDNN CPU time**\n", markdown_table(variant.cudnn)]
+        columns = ("chain", "count_per_iter", "us_per_iter", "bytes_per_call", "bandwidth_gbps",
+                   "advice")  # fmt: skip
+        parts += ["**Memory copies and sets** (per iteration)\n", _keyed_table(memory, columns)]
+    cudnn = variant.cudnn.filter(pl.col("calls_per_iter") > 0)
+    if cudnn.height:
+        parts += [
+            "**CPU time in ops that call cuDNN**\n",
+            _keyed_table(cudnn, tuple(cudnn.columns)),
+        ]
     return "\n".join(parts)
 
 
-def _glossary() -> str:
-    return (
-        "## How to read this\n\n"
-        "- *GPU µs/iter*: sum of kernel durations per iteration (memcpy/memset excluded).\n"
-        "- *CPU µs/iter*: time inside outermost PyTorch operators per iteration.\n"
-        "- *theor. occupancy*: resident warps per SM allowed by the kernel's registers, shared "
-        "memory and block size on this GPU, time-weighted over kernels; *reported occupancy* is "
-        "Kineto's own estimate, time-weighted likewise (blank when it wrote 0 or none for half "
-        "the kernel time or more).\n"
-        "- *CPU transposes*: `aten::transpose`/`permute`/`t` ops, metadata-only views.\n"
-        "- *cuDNN planning*: self time of the ops that call cuDNN (plan build and lookup).\n"
+def _headline(figures: dict[str, Any], row: dict[str, Any]) -> str:
+    """The section's first line: counts, the accounting's times and the verdict."""
+    counts = (
+        f"{_count(figures['kernels_per_iter'], 'kernel')}, {figures['memcpy_per_iter']:g} memcpy "
+        f"and {figures['memset_per_iter']:g} memset per iteration"
     )
+    times = (
+        f"GPU busy {figures['gpu_busy_us_per_iter']:,.1f} µs (activity "
+        f"{figures['gpu_activity_us_per_iter']:,.1f}, of which kernels "
+        f"{figures['gpu_kernel_us_per_iter']:,.1f}), CPU operators "
+        f"{figures['cpu_op_us_per_iter']:,.1f} µs, wall {figures['wall_us_per_iter']:,.1f} µs"
+    )
+    bound = row.get("bound") or figures["bound"]
+    note = row.get("bound_note") or figures["bound_note"]
+    verdict = f"{bound}: {note}" if bound else f"No bound verdict: {note}"
+    return f"{counts}; {times}. {verdict}.\n"
+
+
+def _count(value: float, noun: str) -> str:
+    return f"{value:g} {noun}" + ("" if value == 1 else "s")
+
+
+def _glossary() -> str:
+    lines = [f"- *{heading(key)}*: {text}." for key, text in DEFINITIONS.items()]
+    extra = [
+        "- *theoretical occupancy %*: resident warps per SM that the kernel's registers, shared "
+        "memory and block size allow on this GPU; *achieved occupancy %* is the trace's own "
+        "estimate; both time-weighted over one set of kernels (those with both values when the "
+        "*reported coverage %*, the share of kernel time with an estimate, is at least 50%; "
+        "otherwise the estimate is left blank).",
+        "- *transpose ops*: CPU-side `aten::transpose`/`permute`/`t` ops, metadata-only views.",
+        "- *cuDNN CPU µs*: self time (duration minus direct children) of the ops that call "
+        "cuDNN; in steady state the per-call plan lookup, not the one-off plan build.",
+    ]
+    return "## How to read this\n\n" + "\n".join([*lines, *extra]) + "\n"
 
 
 def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str:

@@ -1,0 +1,75 @@
+"""Regenerate (or check) the command outputs shown in README.md from the code itself.
+
+A tour block in the README is::
+
+    <!-- tour: kernels sample_traces/h200_default/sdpa_flash.json.gz --top 3 -->
+    ```text
+    $ traceanalyze kernels sample_traces/h200_default/sdpa_flash.json.gz --top 3
+    ...output...
+    ```
+    <!-- /tour -->
+
+``<!-- tour: ARGS | lines N -->`` keeps the first N lines of the output and says how many
+were left out. Run from the repository root:
+
+    python scripts/readme_tour.py          # rewrite the blocks
+    python scripts/readme_tour.py --check  # exit 1 if a block differs from the code's output
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+BLOCK = re.compile(
+    r"<!-- tour: (?P<args>[^|>]+?)(?: \| lines (?P<lines>\d+))? -->\n.*?<!-- /tour -->",
+    re.DOTALL,
+)
+
+
+def run(args: str) -> str:
+    from traceanalyze.cli import main
+
+    result = CliRunner().invoke(main, shlex.split(args), catch_exceptions=False)
+    return result.stdout
+
+
+def render(match: re.Match[str]) -> str:
+    args, lines = match["args"].strip(), match["lines"]
+    output = run(args).rstrip("\n").splitlines()
+    if lines is not None and len(output) > int(lines):
+        left = len(output) - int(lines)
+        output = [*output[: int(lines)], f"({left} more line{'s' if left != 1 else ''})"]
+    body = "\n".join([f"$ traceanalyze {args}", *output])
+    head = f"<!-- tour: {args}{f' | lines {lines}' if lines else ''} -->"
+    return f"{head}\n```text\n{body}\n```\n<!-- /tour -->"
+
+
+def regenerate(text: str) -> str:
+    return BLOCK.sub(render, text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if a block is out of date")
+    options = parser.parse_args()
+    current = README.read_text(encoding="utf-8")
+    fresh = regenerate(current)
+    if options.check:
+        if fresh != current:
+            print("README.md tour blocks are out of date: run scripts/readme_tour.py")
+            return 1
+        return 0
+    README.write_text(fresh, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""The time-accounting model: exact micro cases for each definition, verdicts only from
+evidence, and the invariants every real trace must keep (figures that add up)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import traceanalyze
+from tests.conftest import public_trace_files
+from tests.micro import annotation, call, kernel, op, write_trace
+from traceanalyze.analyses.accounting import DEFINITIONS, iteration_times
+from traceanalyze.analyses.kernels import kernel_table
+from traceanalyze.analyses.report import build_report
+from traceanalyze.analyses.summary import WHOLE_TRACE_NOTE, summary
+from traceanalyze.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = sorted((REPO / "sample_traces").glob("*/*.json.gz"))
+GEMM = "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT"
+
+
+def load(folder: Path, events: list[dict[str, Any]], **top: Any) -> traceanalyze.Trace:
+    return traceanalyze.load(write_trace(folder, events, **top), cache=False)
+
+
+def test_per_iteration_frame(tmp_path: Path) -> None:
+    # Step 1: a 10 us kernel on stream 7 overlapping a 10 us kernel on stream 8 by 5 us, then a
+    # 2 us copy after a 3 us gap. The GPU side ([20, 40]) is longer than the step (15 us).
+    trace = load(
+        tmp_path,
+        [
+            annotation("ProfilerStep#1", 0, 15),
+            op("aten::mm", 1, 6),
+            call("cudaLaunchKernel", 2, 1, 1),
+            call("cudaLaunchKernel", 4, 1, 2),
+            call("cudaMemcpyAsync", 6, 1, 3),
+            kernel(GEMM, 20, 10, 1, stream=7),
+            kernel(GEMM, 25, 10, 2, stream=8),
+            kernel("Memcpy DtoD (Device -> Device)", 38, 2, 3, cat="gpu_memcpy", bytes=8),
+        ],
+    )
+    row = iteration_times(trace).row(0, named=True)
+    assert row == {
+        "rank": 0,
+        "iteration": 1,
+        "kernels": 2,
+        "memcpy": 1,
+        "memset": 0,
+        "gpu_activity_us": 22.0,
+        "gpu_kernel_us": 20.0,
+        "gpu_memcpy_us": 2.0,
+        "gpu_memset_us": 0.0,
+        "gpu_busy_us": 17.0,  # [20, 35] and [38, 40]: less than the activity time
+        "gpu_span_us": 20.0,
+        "gpu_idle_us": 3.0,
+        "cpu_op_us": 6.0,
+        "launch_us": 3.0,
+        "cpu_span_us": 15.0,
+        "wall_us": 20.0,  # the GPU side sets the pace
+    }
+    assert summary(trace)["bound"] == "GPU-bound"  # busy 17 of 20 us: 85%
+
+
+def test_no_gpu_activity_gets_no_verdict(tmp_path: Path) -> None:
+    trace = load(tmp_path, [annotation("ProfilerStep#1", 0, 100), op("aten::add", 10, 20)])
+    result = summary(trace)
+    assert (result["bound"], result["bound_note"]) == (None, "no GPU activity in the iterations")
+    assert result["gpu_busy_pct_of_wall"] == 0.0
+
+
+def test_no_cpu_operators_gets_no_verdict(tmp_path: Path) -> None:
+    # Launch calls but no operators (a legacy or GPU-only trace): 40 us of launches for 2 us of
+    # GPU work would read "GPU-bound" under a rule that compares operators with the GPU.
+    trace = load(
+        tmp_path,
+        [call("cudaLaunchKernel", 0, 40, 1), kernel(GEMM, 50, 2, 1)],
+    )
+    result = summary(trace)
+    assert (result["bound"], result["bound_note"]) == (
+        None,
+        "no CPU operators recorded in the iterations",
+    )
+    assert (result["iteration_source"], result["iteration_note"]) == (
+        "whole trace",
+        WHOLE_TRACE_NOTE,
+    )
+    assert result["launch_us_per_iter"] == 40.0
+
+
+def test_cpu_bound_advice_follows_the_trace(tmp_path: Path) -> None:
+    # CPU-bound with no launch calls in the trace: no advice about launches.
+    events = [
+        annotation("ProfilerStep#1", 0, 100),
+        op("aten::item", 1, 90),
+        kernel(GEMM, 10, 5, 1),  # no launch call recorded: unlinked, so outside the iterations
+        op("aten::mm", 92, 2),
+        call("cudaLaunchKernel", 93, 0, 2),
+        kernel(GEMM, 95, 5, 2),
+    ]
+    trace = load(tmp_path, events)
+    report = build_report(traceanalyze.load_variants([trace.path], cache=False))
+    (section,) = report.variants
+    [bound] = [s for s in section.findings if s.startswith("CPU-bound")]
+    assert "fewer launches" not in bound  # the only launch call took no time
+    assert "less CPU work between GPU activities" in bound
+
+
+def test_capture_folder_commands_run_per_variant() -> None:
+    folder = REPO / "sample_traces" / "h200_default"
+    runner = CliRunner()
+    records = json.loads(runner.invoke(main, ["summary", str(folder), "--format", "json"]).stdout)
+    assert [r["variant"] for r in records][:2] == ["naive", "naive_inplace"]
+    assert all(r["ranks"] == 1 for r in records)
+    assert records[0]["memcpy_per_iter"] == 1.0 and records[1]["memcpy_per_iter"] == 0.0
+    # One broken expectation in one variant fails the check.
+    result = runner.invoke(main, ["check", str(folder), "-e", "memcpy_per_iter == 0"])
+    assert result.exit_code == 1
+    assert "BROKEN  naive: memcpy_per_iter == 0   (measured 1)" in result.stdout
+    assert "held    naive_inplace: memcpy_per_iter == 0   (measured 0)" in result.stdout
+    kernels = runner.invoke(main, ["kernels", str(folder), "--top", "1", "--format", "json"])
+    assert [row["variant"] for row in json.loads(kernels.stdout)][:2] == ["naive", "naive_inplace"]
+    with pytest.raises(traceanalyze.SeparateTracesError, match="capture folder"):
+        traceanalyze.load(folder)
+
+
+@pytest.mark.parametrize(
+    ("expectation", "message"),
+    [
+        ("category:nosuchcat == 0", "unknown category 'nosuchcat'"),
+        ("category_us:Softmax == 0", "unknown category 'Softmax'"),
+        ("launch_api:cudaLaunchKernal == 0", "unknown launch API 'cudaLaunchKernal'"),
+        ("gpu_us_per_iter > 0", "unknown metric 'gpu_us_per_iter'"),
+    ],
+)
+def test_unknown_names_in_expectations_are_usage_errors(expectation: str, message: str) -> None:
+    path = REPO / "sample_traces" / "h200_default" / "sdpa_flash.json.gz"
+    result = CliRunner().invoke(main, ["check", str(path), "-e", expectation])
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert (
+        "fused_attention" in result.stderr
+        or "gpu_busy_us_per_iter" in result.stderr
+        or ("cudaLaunchKernel" in result.stderr)
+    )
+
+
+def test_readme_defines_every_figure_as_the_code_does() -> None:
+    readme = (REPO / "README.md").read_text()
+    for key, definition in DEFINITIONS.items():
+        assert f"`{key}`: {definition}." in readme, key
+
+
+# ---------------------------------------------------------------------------------------------
+# Invariants on every real trace: the figures add up with their neighbours.
+
+REAL = [*SAMPLES, *public_trace_files()]
+
+
+@pytest.mark.parametrize("path", REAL, ids=[f"{p.parent.name}/{p.name}" for p in REAL])
+def test_figures_add_up(path: Path) -> None:
+    trace = traceanalyze.load(path)
+    result = summary(trace)
+    activity = result["gpu_activity_us_per_iter"]
+    assert sum(result["category_us"].values()) == pytest.approx(activity, abs=1e-6)
+    parts = ("gpu_kernel_us_per_iter", "gpu_memcpy_us_per_iter", "gpu_memset_us_per_iter")
+    assert sum(result[p] for p in parts) == pytest.approx(activity, abs=1e-6)
+    assert result["gpu_busy_us_per_iter"] <= activity + 1e-6
+    assert result["gpu_busy_us_per_iter"] <= result["gpu_span_us_per_iter"] + 1e-6
+    assert result["gpu_idle_us_per_iter"] >= -1e-6
+    assert result["wall_us_per_iter"] >= result["cpu_span_us_per_iter"] - 1e-6
+    table = kernel_table(trace)
+    per_launch = table.filter(table["count_per_iter"] > 0)
+    assert (per_launch["count_per_iter"] * per_launch["mean_us"]).to_list() == pytest.approx(
+        per_launch["us_per_iter"].to_list()
+    )
+    assert table["us_per_iter"].sum() == pytest.approx(activity, abs=1e-6)
+    assert table["share_of_gpu_activity_pct"].sum() == pytest.approx(
+        100.0 if activity else 0.0, abs=1e-6
+    )
+    limited = table.filter(table["theoretical_occupancy_pct"] == 100.0)
+    assert limited["occupancy_limiter"].null_count() == limited.height

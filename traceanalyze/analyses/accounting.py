@@ -1,0 +1,218 @@
+"""The time-accounting model: one definition of every time figure, per iteration.
+
+Every table, chart and finding takes its times from here (README, "How time is counted"). Per
+iteration (a ``ProfilerStep``; a repeated top-level annotation; else the whole trace as one
+iteration), for each rank:
+
+* ``gpu_activity_us``: sum of the durations of the kernels, memory copies and memory sets
+  launched in the iteration; ``gpu_kernel_us``, ``gpu_memcpy_us``, ``gpu_memset_us`` its parts.
+* ``gpu_busy_us``: the union of those activities' intervals on each device (streams that
+  overlap count once), summed over devices; never more than ``gpu_activity_us``.
+* ``gpu_span_us``: first start to last end of those activities, per device (summed over
+  devices); ``gpu_idle_us`` = span minus busy: gaps inside the iteration's GPU work.
+* ``cpu_op_us``: time inside outermost CPU operators (``cpu_op`` with no ``cpu_op`` ancestor)
+  that start in the iteration, summed over threads.
+* ``launch_us``: time in the runtime/driver calls that launched the iteration's GPU activities.
+* ``cpu_span_us``: the iteration's span on the CPU (the step's own duration).
+* ``wall_us``: the longer of ``cpu_span_us`` and the longest device's ``gpu_span_us``. With
+  steps running back to back the slower side sets the pace, so this is the iteration's period;
+  a capture's median time (its manifest) is the measured truth for it.
+
+An activity belongs to the iteration its launch call is in; activities launched before the
+profiling window (no launch call in the trace) belong to none and are left out of every
+per-iteration figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceanalyze.analyses.activities import in_iterations, per_trace
+from traceanalyze.analyses.cputree import outermost_ops
+from traceanalyze.link import RUNTIME_CATS
+from traceanalyze.trace import Trace
+
+ITERATION = ["rank", "iteration"]
+_DEVICE = [*ITERATION, "device"]
+
+# Columns of :func:`iteration_times`, in microseconds unless the name says otherwise.
+TIME_COLUMNS = (
+    "gpu_activity_us",
+    "gpu_kernel_us",
+    "gpu_memcpy_us",
+    "gpu_memset_us",
+    "gpu_busy_us",
+    "gpu_span_us",
+    "gpu_idle_us",
+    "cpu_op_us",
+    "launch_us",
+    "cpu_span_us",
+    "wall_us",
+)
+COUNT_COLUMNS = ("kernels", "memcpy", "memset")
+
+# The GPU is "busy" for the iteration when it works for at least this share of the wall time;
+# below it the GPU waits on the CPU (launches, synchronisation): the iteration is CPU-bound.
+GPU_BOUND_MIN_BUSY_PCT = 80.0
+BOUND_CPU = "CPU-bound"
+BOUND_GPU = "GPU-bound"
+NO_GPU = "no GPU activity in the iterations"
+NO_CPU = "no CPU operators recorded in the iterations"
+
+
+@per_trace
+def iteration_times(trace: Trace) -> pl.DataFrame:
+    """One row per (rank, iteration) with ``COUNT_COLUMNS`` and ``TIME_COLUMNS``."""
+    steps = trace.iterations.select(*ITERATION, cpu_span_us=pl.col("dur_ns") / 1e3)
+    gpu = in_iterations(trace.gpu)
+    frame = (
+        steps.join(_gpu_times(gpu), on=ITERATION, how="left")
+        .join(_cpu_op_times(trace), on=ITERATION, how="left")
+        .join(_launch_times(trace, gpu), on=ITERATION, how="left")
+    )
+    # An iteration without GPU activity or operators has zero of them, not an unknown amount.
+    filled = [c for c in (*COUNT_COLUMNS, *TIME_COLUMNS) if c not in ("cpu_span_us", "wall_us")]
+    return (
+        frame.with_columns(pl.col(filled).fill_null(0))
+        .with_columns(
+            wall_us=pl.max_horizontal(
+                pl.col("cpu_span_us").fill_null(0), pl.col("longest_gpu_span_us").fill_null(0)
+            )
+        )
+        .select(*ITERATION, *COUNT_COLUMNS, *TIME_COLUMNS)
+        .sort(ITERATION)
+    )
+
+
+def mean_per_iter(trace: Trace, column: str) -> float:
+    """The mean of one of :func:`iteration_times`' columns over the iterations (0 if none)."""
+    mean = iteration_times(trace)[column].cast(pl.Float64).mean()
+    return float(mean) if mean is not None else 0.0  # type: ignore[arg-type]
+
+
+def _gpu_times(gpu: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, iteration): counts, activity time by kind, and busy/span/idle from the
+    intervals of each device."""
+    us = pl.col("dur_ns") / 1e3
+    totals = gpu.group_by(ITERATION).agg(
+        kernels=(pl.col("kind") == "kernel").sum(),
+        memcpy=(pl.col("kind") == "memcpy").sum(),
+        memset=(pl.col("kind") == "memset").sum(),
+        gpu_activity_us=us.sum(),
+        gpu_kernel_us=us.filter(pl.col("kind") == "kernel").sum(),
+        gpu_memcpy_us=us.filter(pl.col("kind") == "memcpy").sum(),
+        gpu_memset_us=us.filter(pl.col("kind") == "memset").sum(),
+    )
+    devices = (
+        busy_and_span(gpu, _DEVICE)
+        .group_by(ITERATION)
+        .agg(
+            gpu_busy_us=pl.col("busy_ns").sum() / 1e3,
+            gpu_span_us=pl.col("span_ns").sum() / 1e3,
+            longest_gpu_span_us=pl.col("span_ns").max() / 1e3,
+        )
+    )
+    return totals.join(devices, on=ITERATION, how="left").with_columns(
+        gpu_idle_us=pl.col("gpu_span_us") - pl.col("gpu_busy_us")
+    )
+
+
+def busy_and_span(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Per group of ``by``: ``busy_ns``, the length of the union of the rows' intervals
+    (``ts_ns``, ``dur_ns``), and ``span_ns``, first start to last end."""
+    ordered = frame.select(*by, "ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")).sort(
+        [*by, "ts_ns"]
+    )
+    # A new busy segment starts where an interval begins after every earlier one has ended.
+    segments = ordered.with_columns(reach=pl.col("end").cum_max().shift(1).over(by)).with_columns(
+        segment=(pl.col("reach").is_null() | (pl.col("ts_ns") > pl.col("reach"))).cum_sum()
+    )
+    merged = segments.group_by([*by, "segment"]).agg(
+        start=pl.col("ts_ns").min(), end=pl.col("end").max()
+    )
+    return merged.group_by(by).agg(
+        busy_ns=(pl.col("end") - pl.col("start")).sum(),
+        span_ns=pl.col("end").max() - pl.col("start").min(),
+    )
+
+
+def _cpu_op_times(trace: Trace) -> pl.DataFrame:
+    outer = outermost_ops(trace).filter(pl.col("iteration").is_not_null())
+    return outer.group_by(ITERATION).agg(cpu_op_us=pl.col("dur_ns").sum() / 1e3)
+
+
+def _launch_times(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
+    """Time in the calls that launched the iteration's activities, each call counted once
+    (a graph launch or a cuDNN call can launch several activities)."""
+    launched = gpu.select("rank", "correlation").drop_nulls().unique()
+    calls = trace.cpu.filter(pl.col("cat").is_in(RUNTIME_CATS)).join(
+        launched, on=["rank", "correlation"], how="semi"
+    )
+    return (
+        calls.filter(pl.col("iteration").is_not_null())
+        .unique(["rank", "correlation"], keep="first")
+        .group_by(ITERATION)
+        .agg(launch_us=pl.col("dur_ns").sum() / 1e3)
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the iterations are GPU- or CPU-bound, or why that cannot be said."""
+
+    bound: str | None  # BOUND_GPU | BOUND_CPU | None
+    note: str  # the evidence, or what is missing
+
+    @property
+    def cpu_bound(self) -> bool:
+        return self.bound == BOUND_CPU
+
+
+def verdict(
+    gpu_busy_us: float, wall_us: float | None, cpu_op_us: float, wall_source: str
+) -> Verdict:
+    """GPU-bound when the GPU is busy for at least ``GPU_BOUND_MIN_BUSY_PCT`` of the wall time.
+
+    Needs both sides: without GPU activity or without CPU operators there is no verdict.
+    ``wall_source`` says where ``wall_us`` comes from (a capture median or the trace).
+    """
+    if gpu_busy_us <= 0:
+        return Verdict(None, NO_GPU)
+    if cpu_op_us <= 0:
+        return Verdict(None, NO_CPU)
+    if not wall_us:
+        return Verdict(None, "no wall time for the iterations")
+    busy_pct = gpu_busy_us / wall_us * 100
+    bound = BOUND_GPU if busy_pct >= GPU_BOUND_MIN_BUSY_PCT else BOUND_CPU
+    shown = f"{busy_pct:.0f}" if busy_pct >= 1 else f"{busy_pct:.2g}"
+    return Verdict(bound, f"GPU busy time {shown}% of the wall time ({wall_source})")
+
+
+# One sentence per figure: the report's glossary and the README's "How time is counted" both
+# print these (a test keeps the README in step), so a figure is defined exactly once.
+DEFINITIONS: dict[str, str] = {
+    "gpu_activity_us_per_iter": "sum of the durations of the kernels, memory copies and memory "
+    "sets launched in the iteration",
+    "gpu_kernel_us_per_iter": "the kernels' part of the GPU activity time",
+    "gpu_busy_us_per_iter": "time at least one of those activities runs on the GPU: the union "
+    "of their intervals across streams, overlap counted once (at most the activity time)",
+    "gpu_idle_us_per_iter": "gaps between the iteration's first and last GPU activity "
+    "(GPU span minus busy time)",
+    "cpu_op_us_per_iter": "time inside outermost CPU operators (aten ops and other `cpu_op` "
+    "events with no operator above them) that start in the iteration, summed over threads",
+    "launch_us_per_iter": "time in the runtime/driver calls that launched the iteration's GPU "
+    "activities",
+    "cpu_span_us_per_iter": "the iteration's span on the CPU (the ProfilerStep's duration)",
+    "wall_us_per_iter": "the longer of the CPU span and the GPU span (first start to last end "
+    "of its GPU activities): the pace of back-to-back iterations",
+    "median_ms": "the capture's median time per call, measured with CUDA events without the "
+    "profiler (the manifest): the truth for wall time",
+    "speedup": "the baseline's GPU busy time over the variant's",
+    "speedup_wall": "the baseline's wall time over the variant's: capture medians where both "
+    "have one, else the traces' wall time",
+    "bound": f"GPU-bound when the GPU is busy at least {GPU_BOUND_MIN_BUSY_PCT:.0f}% of the "
+    "wall time (capture median where known, else the trace's), else CPU-bound; no verdict "
+    "without GPU activity or CPU operators",
+}
