@@ -17,7 +17,7 @@ from polars.testing import assert_frame_equal
 
 import traceanalyze
 from tests.micro import annotation, call, kernel, op, write_trace
-from tests.test_report import CAPTURE, VARIANTS, check_golden, invoke
+from tests.test_report import CAPTURE, SAMPLES, VARIANTS, check_golden, invoke
 from traceanalyze.analyses.compare import COLUMNS
 from traceanalyze.analyses.diff import diff
 
@@ -212,6 +212,22 @@ def test_diff_naive_to_in_place_removes_the_copy(module_cache: Path) -> None:
     markdown = run(["diff", NAIVE, NAIVE_INPLACE], module_cache)
     assert "| Memcpy DtoD | memcpy | removed | 1 | 0 | 128.51 | 0.00 | -128.51 |" in markdown
     assert "| memcpy_per_iter | 1.00 | 0.00 | -1.00 | -100.00 |" in markdown
+
+
+def test_diff_warns_when_the_configurations_differ(module_cache: Path) -> None:
+    other = str(SAMPLES / "h200_backward_large" / "naive.json.gz")
+    result = invoke(["diff", NAIVE, other, "--format", "json"], module_cache)
+    assert result.exit_code == 0
+    warnings = json.loads(result.stdout)["warnings"]
+    assert "the traces differ in backward: False vs True" in warnings
+    assert "the traces differ in seq: 1024 vs 2048" in warnings
+    assert "traceanalyze: warning: the traces differ in batch: 8 vs 4" in result.stderr
+    assert (
+        json.loads(run(["diff", NAIVE, NAIVE_INPLACE, "--format", "json"], module_cache))[
+            "warnings"
+        ]
+        == []
+    )
 
 
 def test_diff_of_a_trace_with_itself_is_empty(module_cache: Path) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.analyses.configuration import configuration, differences
 from traceanalyze.analyses.summary import summary
 from traceanalyze.trace import Trace
 
@@ -34,16 +36,25 @@ class TraceDiff:
     figures: pl.DataFrame  # figure, base, new, change, change_pct
     categories: pl.DataFrame  # category, base_us, new_us, change_us
     kernels: pl.DataFrame  # name, category, status (added/removed/changed), counts and times
+    warnings: tuple[str, ...] = ()  # the two traces ran different configurations
 
 
-def diff(base: Trace, new: Trace) -> TraceDiff:
+def diff(
+    base: Trace,
+    new: Trace,
+    base_capture: dict[str, Any] | None = None,
+    new_capture: dict[str, Any] | None = None,
+) -> TraceDiff:
+    """What changed from ``base`` to ``new``; ``*_capture`` are the manifests' configurations
+    where the traces come from a capture (their differences become warnings)."""
     a, b = summary(base), summary(new)
     figures = pl.DataFrame(
         {"figure": list(FIGURES), "base": [a[f] for f in FIGURES], "new": [b[f] for f in FIGURES]},
         schema={"figure": pl.String, "base": pl.Float64, "new": pl.Float64},
     ).with_columns(_change("base", "new"))
     per_kernel = _per_kernel(base), _per_kernel(new)
-    return TraceDiff(figures, _categories(*per_kernel), _kernels(*per_kernel))
+    warnings = differences(configuration(base, base_capture), configuration(new, new_capture))
+    return TraceDiff(figures, _categories(*per_kernel), _kernels(*per_kernel), tuple(warnings))
 
 
 def _change(before: str, after: str) -> list[pl.Expr]:

@@ -14,6 +14,7 @@ from traceanalyze.analyses.diff import diff as diff_traces
 from traceanalyze.analyses.hta_section import hta_section, require_hta
 from traceanalyze.analyses.report import build_report
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.load.variants import capture_config
 from traceanalyze.render.report import (
     chart_files,
     charts,
@@ -142,7 +143,12 @@ def diff(
       traceanalyze diff sample_traces/h200_default/naive.json.gz \\
           sample_traces/h200_default/naive_inplace.json.gz
     """
-    result = diff_traces(loader.trace(base), loader.trace(new))
+    result = diff_traces(
+        loader.trace(base), loader.trace(new), capture_config(base), capture_config(new)
+    )
+    if out.path is not None or out.format != "md":  # markdown on the terminal shows them
+        for warning in result.warnings:
+            click.echo(f"traceanalyze: warning: {warning}", err=True)
     out.write(render_diff(result, out.format, full_names=full_names), inputs=[base, new])
 
 

@@ -111,6 +111,18 @@ def _plan(path: Path, manifests: list[dict[str, Any]]) -> list[Variant]:
     raise TraceReadError("no such file or folder", path, "Check the path.")
 
 
+def capture_config(trace_file: Path) -> dict[str, Any] | None:
+    """The capture configuration of a trace file inside a capture folder (its manifest's
+    ``config``), or None when there is no manifest beside it."""
+    folder = trace_file.parent
+    if not (folder / MANIFEST).is_file():
+        return None
+    manifest = read_manifest(folder)
+    assert manifest is not None
+    config: dict[str, Any] = manifest.get("config", {})
+    return config
+
+
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     file = folder / MANIFEST
     if not file.is_file():

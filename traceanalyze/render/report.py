@@ -153,7 +153,10 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
         "share_of_gpu_activity_pct", "theoretical_occupancy_pct", "occupancy_limiter",
         "achieved_occupancy_pct", "launch_op",
     )  # fmt: skip
-    parts = [f"## `{variant.label}`\n", _headline(figures, variant.row)]
+    parts = [f"## `{variant.label}`\n"]
+    if variant.row.get("description"):
+        parts.append(f"*{variant.row['description']}.*\n")
+    parts.append(_headline(figures, variant.row))
     if variant.findings:
         parts.append("**Findings**\n\n" + "\n".join(f"- {s}" for s in variant.findings) + "\n")
     if variant.categories.height:
@@ -219,6 +222,7 @@ def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str
     if fmt == "json":
         return to_json(
             {
+                "warnings": list(result.warnings),
                 "figures": result.figures.to_dicts(),
                 "categories": result.categories.to_dicts(),
                 "kernels": result.kernels.to_dicts(),
@@ -227,7 +231,8 @@ def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str
     if fmt == "csv":
         return to_csv(result.kernels)
     kernels = result.kernels if full_names else result.kernels.with_columns(short_name_expr("name"))
-    return "\n".join(
+    warnings = "".join(f"**Warning**: {w}.\n\n" for w in result.warnings)
+    return warnings + "\n".join(
         [
             "## Per-iteration figures\n",
             markdown_table(result.figures),
