@@ -184,3 +184,23 @@ def test_figures_add_up(path: Path) -> None:
     )
     limited = table.filter(table["theoretical_occupancy_pct"] == 100.0)
     assert limited["occupancy_limiter"].null_count() == limited.height
+
+
+@pytest.mark.parametrize(
+    ("name", "note"),
+    [
+        # No GPU activity; its CPU ops lie outside the profiler steps.
+        ("hta_cpu_only_rank34.pt.trace.json.gz", "no GPU activity in the iterations"),
+        # 1,448 µs of launches for 30 µs of GPU work, and no CPU operators at all.
+        ("hta_inference_rank_1_legacy.json.gz", "no CPU operators recorded in the iterations"),
+        ("tl_mi210_gpu_only.json.gz", "no CPU operators recorded in the iterations"),
+        ("hta_no_distributed_info_a100.json.gz", "no GPU activity in the iterations"),
+    ],
+)
+def test_degenerate_public_traces_get_no_verdict(public: Path, name: str, note: str) -> None:
+    trace = traceanalyze.load(public / name)
+    result = summary(trace)
+    assert (result["bound"], result["bound_note"]) == (None, note)
+    report = build_report(traceanalyze.load_variants([public / name]))
+    (section,) = report.variants
+    assert not [s for s in section.findings if "bound" in s or "launches" in s]

@@ -31,8 +31,8 @@ def markdown_table(frame: pl.DataFrame, digits: int = 2) -> str:
         "| " + " | ".join(fmt(value) for fmt, value in zip(formats, row, strict=True)) + " |"
         for row in frame.rows()  # rendering the (small) result for people, not analysing
     ]
-    if not rows:
-        rows = ["| " + " | ".join("" for _ in frame.columns) + " |"]
+    if not rows:  # a table of blanks reads like a result; say there is none
+        return "No rows.\n"
     return "\n".join([header, align, *rows]) + "\n"
 
 
