@@ -15,7 +15,7 @@ from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import BOUND_CPU, summary
 from traceanalyze.load.variants import Variant, VariantSet
-from traceanalyze.names import short_name_expr
+from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
 
 TOP_KERNELS = 8
@@ -106,6 +106,8 @@ def _variant_report(variant: Variant) -> VariantReport:
         return VariantReport(variant.label, variant.status, variant.reason)
     figures = summary(trace)
     kernels = kernel_table(trace)
+    # One readable name per kernel for the whole section: the top-kernels table and the findings.
+    kernels = kernels.with_columns(short_name=readable_names(kernels["name"]))
     return VariantReport(
         label=variant.label,
         status=variant.status,
@@ -180,7 +182,7 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
     )
     if not top.height:
         return []
-    row = top.with_columns(short_name_expr("name", width=60)).row(0, named=True)
+    row = top.row(0, named=True)
     reported = row["achieved_occupancy_pct"]
     said = (
         f"; the trace reports {reported:.0f}%"
@@ -192,7 +194,7 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
         f"threads/block, {row['shared_memory']:,} B shared memory"
     )
     return [
-        f"The longest kernel, `{row['name']}` (from `{row['launch_op']}`), has "
+        f"The longest kernel, `{row['short_name']}` (from `{row['launch_op']}`), has "
         f"{row['theoretical_occupancy_pct']:.2f}% "
         f"theoretical occupancy, limited by {row['occupancy_limiter'].replace('_', ' ')} "
         f"({footprint}){said}."

@@ -6,20 +6,17 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.names import short_name_expr
+from traceanalyze.names import with_readable_names
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
 
 def render_table(frame: pl.DataFrame, fmt: str, *, full_names: bool = False) -> str:
-    """A result table: markdown (names shortened unless ``full_names``), JSON or CSV."""
+    """A result table: markdown (readable kernel names unless ``full_names``), JSON or CSV."""
     if fmt == "json":
         return to_json(frame)
     if fmt == "csv":
         return to_csv(frame)
-    shown = frame
-    if not full_names:
-        shown = shown.with_columns(short_name_expr(c) for c in ("name",) if c in frame.columns)
-    return markdown_table(shown)
+    return markdown_table(frame if full_names else with_readable_names(frame))
 
 
 def render_record(record: dict[str, Any], fmt: str) -> str:

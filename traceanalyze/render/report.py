@@ -9,7 +9,7 @@ import polars as pl
 
 from traceanalyze.analyses.diff import TraceDiff
 from traceanalyze.analyses.report import Report, VariantReport
-from traceanalyze.names import short_name_expr
+from traceanalyze.names import with_readable_names
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
@@ -134,9 +134,10 @@ def _skipped(report: Report) -> str:
 
 def _variant_section(variant: VariantReport, full_names: bool) -> str:
     figures = variant.summary
+    # Readable names were chosen among all of the variant's kernels, as its findings name them.
     kernels = variant.top_kernels
     if not full_names:
-        kernels = kernels.with_columns(short_name_expr("name"))
+        kernels = kernels.with_columns(pl.col("short_name").alias("name"))
     kernels = kernels.select(
         "name", "category", "count_per_iter", "us_per_iter", "mean_us",
         "theoretical_occupancy_pct", "occupancy_limiter", "achieved_occupancy_pct", "launch_op",
@@ -188,7 +189,7 @@ def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str
         )
     if fmt == "csv":
         return to_csv(result.kernels)
-    kernels = result.kernels if full_names else result.kernels.with_columns(short_name_expr("name"))
+    kernels = result.kernels if full_names else with_readable_names(result.kernels)
     return "\n".join(
         [
             "## Per-iteration figures\n",
