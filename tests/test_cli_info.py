@@ -73,10 +73,15 @@ def test_markdown_is_the_default(trace: Path) -> None:
 def test_csv(trace: Path) -> None:
     result = run(trace, "--format", "csv")
     assert result.exit_code == 0, result.output
-    rows = dict(csv.reader(io.StringIO(result.stdout)))
-    assert rows["key"] == "value"
-    assert rows["kernels"] == "2"
-    assert rows["gpu_linked"] == "2"
+    [row] = csv.DictReader(io.StringIO(result.stdout))
+    assert row["file"] == str(trace)
+    assert row["kernels"] == "2"
+    assert row["gpu_linked"] == "2"
+    # Nested values are columns of their own, numbers plain.
+    assert row["versions.cuda_runtime_version"] == "12040"
+    assert row["event_counts.kernel"] == "2"
+    assert row["devices.0"] == "NVIDIA H200 (compute capability 9.0, 132 SMs)"
+    assert row["span_ms"] == "0.1"
 
 
 def test_several_traces_one_record_each(trace: Path, tmp_path: Path) -> None:
@@ -84,6 +89,20 @@ def test_several_traces_one_record_each(trace: Path, tmp_path: Path) -> None:
     result = run(trace, other, "--format", "json")
     assert result.exit_code == 0, result.output
     assert [r["kernels"] for r in json.loads(result.stdout)] == [2, 1]
+
+
+def test_several_traces_in_csv_are_one_table(trace: Path, tmp_path: Path) -> None:
+    other = write_trace(tmp_path, EVENTS[:5], name="other.json")
+    result = run(trace, other, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    header, *rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert header[:2] == ["file", "ranks"]
+    assert [row[0] for row in rows] == [str(trace), str(other)]
+    assert {len(row) for row in rows} == {len(header)}
+    # A count only one trace has is empty for the other, not a shifted column.
+    by_file = {row["file"]: row for row in csv.DictReader(io.StringIO(result.stdout))}
+    assert by_file[str(trace)]["event_counts.gpu_memset"] == "1"
+    assert by_file[str(other)]["event_counts.gpu_memset"] == ""
 
 
 @pytest.mark.parametrize("suffix", [".json", ".md"])
@@ -103,7 +122,7 @@ def test_output_file_format_from_suffix(trace: Path, tmp_path: Path, suffix: str
 def test_csv_suffix(trace: Path, tmp_path: Path) -> None:
     out = tmp_path / "info.csv"
     assert run(trace, "-o", out).exit_code == 0
-    assert out.read_text().splitlines()[0] == "key,value"
+    assert out.read_text().splitlines()[0].startswith("file,ranks,devices.0,")
 
 
 def test_explicit_format_beats_suffix(trace: Path, tmp_path: Path) -> None:

@@ -180,11 +180,23 @@ def test_diff_of_a_trace_with_itself_is_empty(module_cache: Path) -> None:
     assert names == sorted(names)
     markdown = run(["diff", NAIVE, NAIVE], module_cache)
     assert markdown.endswith("## Kernels added, removed or changed\n\nNone.\n")
-    csv_text = run(["diff", NAIVE, NAIVE, "--format", "csv"], module_cache)
-    assert csv_text.splitlines() == [
-        "name,category,status,base_count_per_iter,new_count_per_iter,base_us_per_iter,"
-        "new_us_per_iter,change_us"
-    ]
+
+
+def test_diff_csv_carries_every_section_of_the_json(module_cache: Path) -> None:
+    expected = diff_json(NAIVE, NAIVE_INPLACE, module_cache)
+    text = run(["diff", NAIVE, NAIVE_INPLACE, "--format", "csv"], module_cache)
+    rows = list(csv.DictReader(io.StringIO(text)))
+
+    assert text.startswith("section,")
+    for section, records in expected.items():
+        got = [row for row in rows if row["section"] == section]
+        assert len(got) == len(records), section
+        for row, record in zip(got, records, strict=True):
+            for key, value in record.items():
+                if isinstance(value, float):
+                    assert float(row[key]) == value, (section, key)
+                else:
+                    assert row[key] == ("" if value is None else str(value)), (section, key)
 
 
 # ---------------------------------------------------------------------------------------------

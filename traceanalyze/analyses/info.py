@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -19,7 +21,8 @@ def trace_info(trace: Trace) -> dict[str, Any]:
     start, end = _span(trace)
     first = trace.meta[0]
     return {
-        "file": ", ".join(str(m.path) for m in trace.meta),
+        # The file, or the folder of a trace's per-rank files: one string, whatever the ranks.
+        "file": str(_location(trace)),
         "ranks": len(trace.meta),
         "devices": _devices(trace.devices),
         "versions": {key: str(value) for key, value in first.versions.items()},
@@ -36,6 +39,11 @@ def trace_info(trace: Trace) -> dict[str, Any]:
         "cpu_ops": int((trace.cpu["cat"] == "cpu_op").sum()),
         "runtime_calls": int(trace.cpu["cat"].is_in(["cuda_runtime", "cuda_driver"]).sum()),
     }
+
+
+def _location(trace: Trace) -> Path:
+    paths = [m.path for m in trace.meta]
+    return paths[0] if len(paths) == 1 else Path(os.path.commonpath(paths))
 
 
 def _span(trace: Trace) -> tuple[int | None, int]:

@@ -179,16 +179,25 @@ def _glossary() -> str:
 
 
 def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str:
+    sections = {
+        "figures": result.figures,
+        "categories": result.categories,
+        "kernels": result.kernels,
+    }
     if fmt == "json":
-        return to_json(
-            {
-                "figures": result.figures.to_dicts(),
-                "categories": result.categories.to_dicts(),
-                "kernels": result.kernels.to_dicts(),
-            }
-        )
+        return to_json({name: frame.to_dicts() for name, frame in sections.items()})
     if fmt == "csv":
-        return to_csv(result.kernels)
+        # One table for all three sections: a `section` column, then each section's columns
+        # (empty where a row's section has no such column).
+        return to_csv(
+            pl.concat(
+                [
+                    frame.select(pl.lit(name).alias("section"), pl.all())
+                    for name, frame in sections.items()
+                ],
+                how="diagonal_relaxed",
+            )
+        )
     kernels = result.kernels if full_names else with_readable_names(result.kernels)
     return "\n".join(
         [
