@@ -59,6 +59,38 @@ def test_json(trace: Path) -> None:
     assert record["event_counts"]["kernel"] == 2
 
 
+# ROCm's deviceProperties (from the MI210 trace in ../shared/traces/public): HIP writes its
+# architecture numbers as computeMajor/Minor, which are no CUDA compute capability.
+MI210 = {
+    "id": 0, "name": "AMD Instinct MI210", "computeMajor": 9, "computeMinor": 0,
+    "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
+    "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 104,
+    "maxSharedMemoryPerMultiProcessor": 65536,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("device", "top", "label"),
+    [
+        (MI210, {"hip_runtime_version": 60443483}, "AMD Instinct MI210 (gfx90a, 104 CUs)"),
+        ({**MI210, "name": "AMD Instinct MI300X VF", "computeMinor": 4, "numSms": 304}, {},
+         "AMD Instinct MI300X VF (gfx942, 304 CUs)"),
+        # An AMD name not in the table: the architecture family from HIP's major number.
+        ({**MI210, "name": "AMD Radeon Graphics"}, {}, "AMD Radeon Graphics (gfx9, 104 CUs)"),
+        # No name to go by: ROCm's versions or the 64-wide wavefront say AMD.
+        ({**MI210, "name": "gpu0"}, {"roctracer_version": 4.1}, "gpu0 (gfx9, 104 CUs)"),
+        ({**MI210, "name": "gpu0"}, {}, "gpu0 (gfx9, 104 CUs)"),
+    ],
+)  # fmt: skip
+def test_an_amd_gpu_is_described_by_its_gfx_arch(
+    tmp_path: Path, device: dict[str, object], top: dict[str, object], label: str
+) -> None:
+    path = write_trace(tmp_path, EVENTS, devices=[device], **top)
+    result = run(path, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["devices"] == [label]
+
+
 def test_markdown_is_the_default(trace: Path) -> None:
     result = run(trace)
     assert result.exit_code == 0, result.output

@@ -20,7 +20,8 @@ from traceanalyze.trace import Trace
 
 TOP_KERNELS = 8
 ENVIRONMENT_KEYS = (
-    "gpu", "compute_capability", "driver", "cuda", "cudnn", "torch", "triton", "python",
+    "gpu", "compute_capability", "gfx_arch", "driver", "cuda", "hip", "cudnn", "torch", "triton",
+    "python",
 )  # fmt: skip
 VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version")
 
