@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 import traceanalyze
-from tests.conftest import public_trace_files
 from tests.micro import call, kernel, op, write_trace
 from traceanalyze.cli import main
 from traceanalyze.names import demangle, readable_names, with_readable_names
@@ -173,9 +172,8 @@ def test_kernels_markdown_shows_whole_unique_names(tmp_path: Path) -> None:
     assert "…" not in result.stdout
 
 
-@pytest.mark.parametrize("path", public_trace_files(), ids=lambda p: p.name)
-def test_no_two_kernels_of_a_public_trace_read_alike(path: Path) -> None:
-    names = traceanalyze.load(path).gpu["name"].unique()
+def test_no_two_kernels_of_a_public_trace_read_alike(public_trace: Path) -> None:
+    names = traceanalyze.load(public_trace).gpu["name"].unique()
     shown = readable_names(names)
     assert shown.n_unique() == names.n_unique()
     assert not shown.str.contains("…").any()
