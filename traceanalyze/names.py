@@ -24,23 +24,33 @@ from collections.abc import Callable
 
 import polars as pl
 
+
+def _ascii(pattern: str) -> str:
+    r"""``pattern`` with ASCII ``\w`` and ``\b``: kernel names' identifiers are ASCII, and Polars
+    compiles a Unicode ``\w`` into a large automaton on every call (some 5 ms a pattern, most of
+    the time a table's names took)."""
+    return pattern.replace(r"\w", "[0-9A-Za-z_]").replace(r"\b", r"(?-u:\b)")
+
+
 # Namespaces that only add noise in a table.
 _NOISE = r"^(void\s+)?((at::native::|at::cuda::|\(anonymous namespace\)::|cutlass::|cub::)*)"
 # Device-side wrappers whose template argument is the kernel: cutlass::Kernel<X>(X::Params),
 # cutlass::Kernel2<X>, cutlass_cudnn_infer::Kernel<X>, cutlass__5x_cudnn::Kernel<X>, ... -> X.
-_WRAPPED = r"^(?:void\s+)?(?:\w*cutlass\w*::)+Kernel\d*<\s*((?:\w+::)*\w+)"
+_WRAPPED = _ascii(r"^(?:void\s+)?(?:\w*cutlass\w*::)+Kernel\d*<\s*((?:\w+::)*\w+)")
 # A functor or lambda-owning op inside the template arguments says what an elementwise kernel
 # computes; the first one is usually the meaningful one.
-_FUNCTOR = r"(\w*Functor\w*|\w+_functor|\w+_kernel_cuda|\w+_kernel_impl|\w+Op(?:s)?|\w+_kernel)\b"
+_FUNCTOR = _ascii(
+    r"(\w*Functor\w*|\w+_functor|\w+_kernel_cuda|\w+_kernel_impl|\w+Op(?:s)?|\w+_kernel)\b"
+)
 # Wrappers around the functor that says what is computed (AUnaryFunctor<..., MulFunctor>,
 # gpu_kernel_impl<CUDAFunctor_add>, ReduceOp<func_wrapper_t<sum_functor>>): taken as "the first
 # one" they named many ops the same.
-_WRAPPER = (
+_WRAPPER = _ascii(
     r"\b(?:(?:[AB]?Unary|Binary)Functor|gpu_kernel_impl(?:_nocast)?|ReduceOp|func_wrapper_t)\b"
 )
-_GENERIC = r"(elementwise|reduce|unrolled|vectorized)_?\w*kernel(_\w+)?$"
+_GENERIC = _ascii(r"(elementwise|reduce|unrolled|vectorized)_?\w*kernel(_\w+)?$")
 # Namespaces dropped inside a template when its arguments tell two kernels apart.
-_INNER_NOISE = (
+_INNER_NOISE = _ascii(
     r"\b(?:at::native::|at::cuda::|at::detail::|at::|c10::|cutlass::|cub::|binary_internal::)"
     r"|\(anonymous namespace\)::"
 )
@@ -117,7 +127,8 @@ def _short_expr(column: str) -> pl.Expr:
     unwrapped_arguments = arguments.str.replace_all(_WRAPPER, "")
     # Else the function that owns the lambda a kernel runs (launch_clamp_scalar(...)::{lambda}).
     functor = pl.coalesce(
-        unwrapped_arguments.str.extract(_FUNCTOR, 1), unwrapped_arguments.str.extract(r"(\w+)\(", 1)
+        unwrapped_arguments.str.extract(_FUNCTOR, 1),
+        unwrapped_arguments.str.extract(_ascii(r"(\w+)\("), 1),
     )
     readable = (
         pl.when(base.str.contains(_GENERIC) & functor.is_not_null())
