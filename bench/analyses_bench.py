@@ -9,6 +9,7 @@ Each run starts from a freshly loaded Trace so nothing is memoised between runs.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -23,8 +24,11 @@ from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary
 from traceanalyze.trace import Trace
 
+# The same trace as load_bench.py's, in $TRACEANALYZE_SHARED/bench, else ../shared/bench.
 DEFAULT_TRACE = (
-    Path(__file__).resolve().parents[2] / "shared" / "bench" / "h200_train_175mb.json.gz"
+    Path(os.environ.get("TRACEANALYZE_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+    / "bench"
+    / "h200_train_175mb.json.gz"
 )
 
 STEPS: tuple[tuple[str, Callable[[Trace], Any]], ...] = (

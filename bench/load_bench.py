@@ -6,6 +6,7 @@ imports excluded, for every contender alike). One extra row loads repeatedly in 
 a notebook or a report over many traces does.
 
     python bench/load_bench.py                       # the 175 MB trace in ../shared/bench
+                                                     # (or $TRACEANALYZE_SHARED/bench)
     python bench/load_bench.py TRACE --runs 5 --hta-python /path/to/venv-with-hta/bin/python
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -25,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACE = REPO.parent / "shared" / "bench" / "h200_train_175mb.json.gz"
+# The shared folder of test data: $TRACEANALYZE_SHARED, else ../shared beside the repository.
+SHARED = Path(os.environ.get("TRACEANALYZE_SHARED") or REPO.parent / "shared")
+DEFAULT_TRACE = SHARED / "bench" / "h200_train_175mb.json.gz"
 
 
 def _peak_rss_mb() -> float:

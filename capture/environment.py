@@ -26,7 +26,16 @@ def describe_environment(device: str) -> dict[str, object]:
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
     }
-    if device == "cuda":
+    if device == "cuda" and getattr(torch.version, "hip", None):
+        # ROCm: torch.cuda is HIP, whose "capability" (9.4 on an MI300X) is no CUDA compute
+        # capability; the gfx target says what the GPU is.
+        arch = torch.cuda.get_device_properties(0).gcnArchName
+        environment |= {
+            "gpu": torch.cuda.get_device_name(),
+            "gfx_arch": arch.split(":")[0],
+            "hip": torch.version.hip,
+        }
+    elif device == "cuda":
         major, minor = torch.cuda.get_device_capability()
         environment |= {
             "gpu": torch.cuda.get_device_name(),

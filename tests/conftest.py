@@ -1,13 +1,43 @@
-"""Fixtures shared by the loader tests: an isolated cache and the public real-trace corpus."""
+"""Fixtures shared by the tests: an isolated cache and the public real-trace corpus, which lives
+outside the repository (``$TRACEANALYZE_SHARED``, else ``../shared`` beside it)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-# Real traces from other projects' test suites, kept beside (never inside) the repository.
-PUBLIC_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "public"
+# The folder holding traces/public (real traces from other projects' test suites) and bench/
+# (the 175 MB benchmark trace), kept beside (never inside) the repository.
+SHARED = Path(
+    os.environ.get("TRACEANALYZE_SHARED") or Path(__file__).resolve().parents[2] / "shared"
+)
+PUBLIC_TRACES = SHARED / "traces" / "public"
+# Every skip for want of the shared folder says this, so that the summary can count them.
+MISSING_SHARED = "shared test data not found"
+
+
+def skip_without(path: Path) -> None:
+    """Skip the test when ``path`` (under :data:`SHARED`) is absent."""
+    if not path.exists():
+        pytest.skip(f"{MISSING_SHARED}: {path}")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line saying how many tests did not run for want of the shared folder, and the fix."""
+    skipped = [
+        report
+        for report in terminalreporter.stats.get("skipped", [])
+        if MISSING_SHARED in str(getattr(report, "longrepr", ""))
+    ]
+    if skipped:
+        tests = "test" if len(skipped) == 1 else "tests"
+        terminalreporter.write_line(
+            f"{len(skipped)} {tests} skipped: {MISSING_SHARED} at {SHARED} (set "
+            "TRACEANALYZE_SHARED to a folder holding traces/public and bench/)",
+            yellow=True,
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -21,8 +51,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
 @pytest.fixture
 def public() -> Path:
     """The public trace folder; the test is skipped where it is absent."""
-    if not PUBLIC_TRACES.is_dir():
-        pytest.skip(f"public traces not found at {PUBLIC_TRACES}")
+    skip_without(PUBLIC_TRACES)
     return PUBLIC_TRACES
 
 
@@ -41,5 +70,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("public_trace", files, ids=[p.name for p in files])
     else:
         metafunc.parametrize(
-            "public_trace", [pytest.param(None, marks=pytest.mark.skip("no public traces"))]
+            "public_trace",
+            [pytest.param(None, marks=pytest.mark.skip(f"{MISSING_SHARED}: {PUBLIC_TRACES}"))],
         )

@@ -20,7 +20,6 @@ from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import findings, memory_traffic
 from traceanalyze.analyses.summary import summary
-from traceanalyze.names import short_name_expr
 
 Event = dict[str, Any]
 SGEMM = "ampere_sgemm_128x64_nn"
@@ -483,35 +482,3 @@ def test_expectations_file(tmp_path: Path) -> None:
     ]
     with pytest.raises(expect.ExpectationError, match="cannot read the expectations file"):
         expect.read_file(tmp_path / "missing.txt")
-
-
-# ---------------------------------------------------------------------------------------------
-# short kernel names (markdown tables)
-
-
-@pytest.mark.parametrize(
-    ("name", "short"),
-    [
-        (FLASH, "pytorch_flash::flash_fwd_kernel"),
-        (SOFTMAX, "softmax_warp_forward"),
-        (
-            "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT",
-            "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT",
-        ),
-        # The arity wrapper (AUnaryFunctor) names no operation; the functor inside it does.
-        (
-            "void at::native::vectorized_elementwise_kernel<8, at::native::AUnaryFunctor<"
-            "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::"
-            "MulFunctor<float> >, std::array<char*, 2ul> >(int, at::native::AUnaryFunctor<float>)",
-            "vectorized_elementwise_kernel [MulFunctor]",
-        ),
-        (
-            "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::"
-            "CUDAFunctor_add<float> >(at::TensorIteratorBase&)::{lambda(int)#1}>(int)",
-            "elementwise_kernel [CUDAFunctor_add]",
-        ),
-        ("x" * 80, "x" * 71 + "…"),
-    ],
-)
-def test_short_names(name: str, short: str) -> None:
-    assert pl.DataFrame({"name": [name]}).select(short_name_expr()).item() == short

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from capture import (
     write_manifest,
 )
 from capture.cli import capture
+from capture.environment import describe_environment
 from capture.run import run_variant
 
 
@@ -280,3 +282,41 @@ def test_cuda_only_variant_is_skipped_on_cpu(tmp_path: Path) -> None:
     assert result.status == "skipped"
     assert result.reason == "needs CUDA; this capture runs on cpu"
     assert result.trace is None
+
+
+def fake_torch(hip: str | None) -> types.SimpleNamespace:
+    """Just what describe_environment asks of torch, on NVIDIA or on ROCm (HIP)."""
+    return types.SimpleNamespace(
+        __version__="2.7.0",
+        version=types.SimpleNamespace(cuda=None if hip else "12.8", hip=hip),
+        backends=types.SimpleNamespace(
+            cudnn=types.SimpleNamespace(version=lambda: None if hip else 91900)
+        ),
+        cuda=types.SimpleNamespace(
+            get_device_name=lambda: "AMD Instinct MI300X" if hip else "NVIDIA H200",
+            get_device_capability=lambda: (9, 4) if hip else (9, 0),
+            get_device_properties=lambda index: types.SimpleNamespace(
+                gcnArchName="gfx942:sramecc+:xnack-"
+            ),
+        ),
+    )
+
+
+def test_environment_of_a_rocm_gpu_names_its_gfx_arch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(hip="6.4.43483"))
+    environment = describe_environment("cuda")
+    assert environment["gpu"] == "AMD Instinct MI300X"
+    assert environment["gfx_arch"] == "gfx942"
+    assert environment["hip"] == "6.4.43483"
+    # HIP's 9.4 is no CUDA compute capability.
+    assert environment["compute_capability"] is None
+
+
+def test_environment_of_an_nvidia_gpu_has_its_compute_capability(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(hip=None))
+    monkeypatch.setattr("capture.environment._nvidia_smi_driver", lambda: "580.82")
+    environment = describe_environment("cuda")
+    assert (environment["compute_capability"], environment["driver"]) == ("9.0", "580.82")
+    assert "gfx_arch" not in environment

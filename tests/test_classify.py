@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from tests.conftest import PUBLIC_TRACES, skip_without
 from traceanalyze import load
 from traceanalyze.classify import CATEGORIES, category_expr, classify
 from traceanalyze.classify.rules import (
@@ -22,7 +23,6 @@ from traceanalyze.classify.rules import (
 from traceanalyze.errors import AnalysisError
 from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA
 
-PUBLIC_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "public"
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 
 # (kind, name, category, gemm_precision): names from the public traces in ../shared/traces/public,
@@ -748,8 +748,7 @@ NVIDIA_TRACES = [
 @pytest.mark.parametrize("file", NVIDIA_TRACES)
 def test_public_nvidia_traces_leave_little_in_other(file: str) -> None:
     path = PUBLIC_TRACES / file
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
+    skip_without(path)
     kernels = _kernel_times(path).with_columns(category_expr())
     other_share = kernels.select(
         pl.col("dur").filter(pl.col("category") == "other").sum() / pl.col("dur").sum()
@@ -761,8 +760,7 @@ def test_h200_cudnn_backward_helpers_are_fused_attention() -> None:
     # cuDNN's backward runs helpers such as cudnn::fusion::convert_dq_to_16bits, which the name
     # alone would call a copy; its launching op (aten::_cudnn_attention_backward) says otherwise.
     path = SAMPLES / "h200_backward_large" / "sdpa_cudnn.json.gz"
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
+    skip_without(path)
     trace = load(path)
     out = classify(trace.gpu, trace.cpu)
     assert set(out.filter(pl.col("kind") == "kernel")["category"]) == {"fused_attention"}

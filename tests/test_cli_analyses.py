@@ -139,6 +139,33 @@ def test_summary_json_on_a_sample_trace() -> None:
     assert rows[0]["achieved_occupancy_pct"] is None
 
 
+def test_summary_csv_is_for_machines() -> None:
+    path = SAMPLES / "naive.json.gz"
+    text = ok(run("summary", path, "--format", "csv")).stdout
+    rows = dict(csv.reader(io.StringIO(text)))
+    record = json.loads(ok(run("summary", path, "--format", "json")).stdout)
+
+    assert rows.pop("key") == "value"
+    # A plain number (was "1,075.585667", quoted), every figure of the JSON at full precision.
+    assert "gpu_busy_us_per_iter,1075.5856666666666\n" in text
+    # Mappings are rows of their own (was "mask: 367.24, softmax: ...").
+    assert float(rows["category_us.mask"]) == record["category_us"]["mask"]
+    assert float(rows["launch_apis.cudaMemcpyAsync"]) == 1.0
+    assert not any(", " in value for value in rows.values())
+    flat = {
+        f"{k}.{sub}": v for k, d in record.items() if isinstance(d, dict) for sub, v in d.items()
+    }
+    flat |= {k: v for k, v in record.items() if not isinstance(v, dict)}
+    assert rows.keys() == flat.keys()
+    for key, value in flat.items():
+        if isinstance(value, float):
+            assert float(rows[key]) == value, key
+        elif value is None:
+            assert rows[key] == "", key  # missing is an empty field
+        else:
+            assert rows[key] == str(value), key
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("fmt", ["md", "json", "csv"])
 def test_every_command_in_every_format(trace: Path, command: str, fmt: str) -> None:

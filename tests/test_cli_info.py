@@ -59,6 +59,38 @@ def test_json(trace: Path) -> None:
     assert record["event_counts"]["kernel"] == 2
 
 
+# ROCm's deviceProperties (from the MI210 trace in ../shared/traces/public): HIP writes its
+# architecture numbers as computeMajor/Minor, which are no CUDA compute capability.
+MI210 = {
+    "id": 0, "name": "AMD Instinct MI210", "computeMajor": 9, "computeMinor": 0,
+    "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
+    "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 104,
+    "maxSharedMemoryPerMultiProcessor": 65536,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("device", "top", "label"),
+    [
+        (MI210, {"hip_runtime_version": 60443483}, "AMD Instinct MI210 (gfx90a, 104 CUs)"),
+        ({**MI210, "name": "AMD Instinct MI300X VF", "computeMinor": 4, "numSms": 304}, {},
+         "AMD Instinct MI300X VF (gfx942, 304 CUs)"),
+        # An AMD name not in the table: the architecture family from HIP's major number.
+        ({**MI210, "name": "AMD Radeon Graphics"}, {}, "AMD Radeon Graphics (gfx9, 104 CUs)"),
+        # No name to go by: ROCm's versions or the 64-wide wavefront say AMD.
+        ({**MI210, "name": "gpu0"}, {"roctracer_version": 4.1}, "gpu0 (gfx9, 104 CUs)"),
+        ({**MI210, "name": "gpu0"}, {}, "gpu0 (gfx9, 104 CUs)"),
+    ],
+)  # fmt: skip
+def test_an_amd_gpu_is_described_by_its_gfx_arch(
+    tmp_path: Path, device: dict[str, object], top: dict[str, object], label: str
+) -> None:
+    path = write_trace(tmp_path, EVENTS, devices=[device], **top)
+    result = run(path, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["devices"] == [label]
+
+
 def test_markdown_is_the_default(trace: Path) -> None:
     result = run(trace)
     assert result.exit_code == 0, result.output
@@ -73,10 +105,15 @@ def test_markdown_is_the_default(trace: Path) -> None:
 def test_csv(trace: Path) -> None:
     result = run(trace, "--format", "csv")
     assert result.exit_code == 0, result.output
-    rows = dict(csv.reader(io.StringIO(result.stdout)))
-    assert rows["key"] == "value"
-    assert rows["kernels"] == "2"
-    assert rows["gpu_linked"] == "2"
+    [row] = csv.DictReader(io.StringIO(result.stdout))
+    assert row["file"] == str(trace)
+    assert row["kernels"] == "2"
+    assert row["gpu_linked"] == "2"
+    # Nested values are columns of their own, numbers plain.
+    assert row["versions.cuda_runtime_version"] == "12040"
+    assert row["event_counts.kernel"] == "2"
+    assert row["devices.0"] == "NVIDIA H200 (compute capability 9.0, 132 SMs)"
+    assert row["span_ms"] == "0.1"
 
 
 def test_several_traces_one_record_each(trace: Path, tmp_path: Path) -> None:
@@ -84,6 +121,20 @@ def test_several_traces_one_record_each(trace: Path, tmp_path: Path) -> None:
     result = run(trace, other, "--format", "json")
     assert result.exit_code == 0, result.output
     assert [r["kernels"] for r in json.loads(result.stdout)] == [2, 1]
+
+
+def test_several_traces_in_csv_are_one_table(trace: Path, tmp_path: Path) -> None:
+    other = write_trace(tmp_path, EVENTS[:5], name="other.json")
+    result = run(trace, other, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    header, *rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert header[:2] == ["file", "ranks"]
+    assert [row[0] for row in rows] == [str(trace), str(other)]
+    assert {len(row) for row in rows} == {len(header)}
+    # A count only one trace has is empty for the other, not a shifted column.
+    by_file = {row["file"]: row for row in csv.DictReader(io.StringIO(result.stdout))}
+    assert by_file[str(trace)]["event_counts.gpu_memset"] == "1"
+    assert by_file[str(other)]["event_counts.gpu_memset"] == ""
 
 
 @pytest.mark.parametrize("suffix", [".json", ".md"])
@@ -103,7 +154,7 @@ def test_output_file_format_from_suffix(trace: Path, tmp_path: Path, suffix: str
 def test_csv_suffix(trace: Path, tmp_path: Path) -> None:
     out = tmp_path / "info.csv"
     assert run(trace, "-o", out).exit_code == 0
-    assert out.read_text().splitlines()[0] == "key,value"
+    assert out.read_text().splitlines()[0].startswith("file,ranks,devices.0,")
 
 
 def test_explicit_format_beats_suffix(trace: Path, tmp_path: Path) -> None:

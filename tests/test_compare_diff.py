@@ -108,13 +108,14 @@ def test_cpu_bound_variants_are_named_and_ranked_by_wall_time(compare_json: str)
 def test_compare_csv_holds_the_json_figures(compare_json: str, module_cache: Path) -> None:
     text = run(["compare", str(CAPTURE), "--format", "csv"], module_cache)
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert list(rows[0]) == list(COLUMNS)
+    # Lists become numbered columns (launch_api.0, launch_api.1, ...), in the JSON's key order.
+    assert list(dict.fromkeys(c.split(".")[0] for c in rows[0])) == list(COLUMNS)
     for row, expected in zip(rows, json.loads(compare_json), strict=True):
         for key, value in expected.items():
             if value is None:
                 assert row[key] == ""
             elif isinstance(value, list):
-                assert row[key] == ";".join(value), key
+                assert [row[f"{key}.{i}"] for i in range(len(value))] == value, key
             elif isinstance(value, float):
                 assert float(row[key]) == value, key
             else:
@@ -241,11 +242,23 @@ def test_diff_of_a_trace_with_itself_is_empty(module_cache: Path) -> None:
     assert names == sorted(names)
     markdown = run(["diff", NAIVE, NAIVE], module_cache)
     assert markdown.endswith("## Kernels added, removed or changed\n\nNone.\n")
-    csv_text = run(["diff", NAIVE, NAIVE, "--format", "csv"], module_cache)
-    assert csv_text.splitlines() == [
-        "name,category,status,base_count_per_iter,new_count_per_iter,base_us_per_iter,"
-        "new_us_per_iter,change_us"
-    ]
+
+
+def test_diff_csv_carries_every_section_of_the_json(module_cache: Path) -> None:
+    expected = diff_json(NAIVE, NAIVE_INPLACE, module_cache)
+    text = run(["diff", NAIVE, NAIVE_INPLACE, "--format", "csv"], module_cache)
+    rows = list(csv.DictReader(io.StringIO(text)))
+
+    assert text.startswith("section,")
+    for section, records in expected.items():
+        got = [row for row in rows if row["section"] == section]
+        assert len(got) == len(records), section
+        for row, record in zip(got, records, strict=True):
+            for key, value in record.items():
+                if isinstance(value, float):
+                    assert float(row[key]) == value, (section, key)
+                else:
+                    assert row[key] == ("" if value is None else str(value)), (section, key)
 
 
 # ---------------------------------------------------------------------------------------------

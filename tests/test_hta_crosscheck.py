@@ -47,6 +47,7 @@ from hta.trace_analysis import TraceAnalysis
 from hta.utils.utils import get_kernel_type
 
 import traceanalyze
+from tests.conftest import PUBLIC_TRACES, skip_without
 from traceanalyze.analyses.activities import activities
 
 pytestmark = [
@@ -57,7 +58,6 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
-PUBLIC_TRACES = ROOT.parent / "shared" / "traces" / "public"
 SAMPLES = sorted((ROOT / "sample_traces").glob("h200_*/*.json.gz"))
 PUBLIC_NVIDIA = (
     "hta_alexnet_a100.json.gz",
@@ -132,8 +132,7 @@ def hta_rows(analysis: TraceAnalysis) -> pl.DataFrame:
 def test_gpu_time_per_class_agrees_with_hta(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not path.exists():
-        pytest.skip(f"{path} not found")
+    skip_without(path)
     monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")
     rows = hta_rows(hta_analysis(path, tmp_path / "hta"))
     set_aside = rows.filter(~pl.col("cat").is_in(GPU_CATS))

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from traceanalyze.devices import device_label
 from traceanalyze.trace import Trace
+
+# Versions only a ROCm trace records.
+ROCM_VERSION_KEYS = ("hip_runtime_version", "roctracer_version")
 
 
 def trace_info(trace: Trace) -> dict[str, Any]:
@@ -19,9 +25,10 @@ def trace_info(trace: Trace) -> dict[str, Any]:
     start, end = _span(trace)
     first = trace.meta[0]
     return {
-        "file": ", ".join(str(m.path) for m in trace.meta),
+        # The file, or the folder of a trace's per-rank files: one string, whatever the ranks.
+        "file": str(_location(trace)),
         "ranks": len(trace.meta),
-        "devices": _devices(trace.devices),
+        "devices": _devices(trace),
         "versions": {key: str(value) for key, value in first.versions.items()},
         "span_ms": None if start is None else (end - start) / 1e6,
         "events": sum(counts.values()),
@@ -38,6 +45,11 @@ def trace_info(trace: Trace) -> dict[str, Any]:
     }
 
 
+def _location(trace: Trace) -> Path:
+    paths = [m.path for m in trace.meta]
+    return paths[0] if len(paths) == 1 else Path(os.path.commonpath(paths))
+
+
 def _span(trace: Trace) -> tuple[int | None, int]:
     spans = pl.concat([trace.cpu.select("ts_ns", "dur_ns"), trace.gpu.select("ts_ns", "dur_ns")])
     if not spans.height:
@@ -47,21 +59,9 @@ def _span(trace: Trace) -> tuple[int | None, int]:
     return int(start), int(end)  # type: ignore[arg-type]
 
 
-def _devices(devices: pl.DataFrame) -> list[str]:
-    if not devices.height:
+def _devices(trace: Trace) -> list[str]:
+    if not trace.devices.height:
         return []
-    # pl.format is null when any part is: fall back to what the trace does say.
-    labels = devices.select(
-        pl.coalesce(
-            pl.format(
-                "{} (compute capability {}.{}, {} SMs)",
-                pl.col("name"),
-                pl.col("compute_major"),
-                pl.col("compute_minor"),
-                pl.col("num_sms"),
-            ),
-            pl.col("name"),
-            pl.format("device {}", pl.col("device")),
-        ).alias("label")
-    ).unique(maintain_order=True)
-    return labels["label"].to_list()
+    rocm = any(key in m.versions for m in trace.meta for key in ROCM_VERSION_KEYS)
+    labels = trace.devices.select(device_label(rocm=rocm).alias("label"))
+    return labels["label"].unique(maintain_order=True).to_list()

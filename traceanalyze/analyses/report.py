@@ -20,13 +20,14 @@ from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary
 from traceanalyze.load.variants import Variant, VariantSet
-from traceanalyze.names import short_name_expr
+from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
 from traceanalyze.units import byte_size
 
 TOP_KERNELS = 8
 ENVIRONMENT_KEYS = (
-    "gpu", "compute_capability", "driver", "cuda", "cudnn", "torch", "triton", "python",
+    "gpu", "compute_capability", "gfx_arch", "driver", "cuda", "hip", "cudnn", "torch", "triton",
+    "python",
 )  # fmt: skip
 VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version")
 SDPA_MATH_OP = "aten::_scaled_dot_product_attention_math"
@@ -131,6 +132,8 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
     figures = summary(trace)
     kernels = kernel_table(trace)
     cudnn = cudnn_table(trace)
+    # One readable name per kernel for the whole section: the top-kernels table and the findings.
+    kernels = kernels.with_columns(short_name=readable_names(kernels["name"]))
     return VariantReport(
         label=variant.label,
         status=variant.status,
@@ -208,7 +211,7 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
     ).head(1)  # the table is sorted by time per iteration
     if not top.height:
         return []
-    row = top.with_columns(short_name_expr("name", width=80)).row(0, named=True)
+    row = top.row(0, named=True)
     reported = row["achieved_occupancy_pct"]
     said = (
         f"; the trace reports {reported:.0f}%"
@@ -222,9 +225,9 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
         f"threads/block, {byte_size(row['shared_memory_bytes'])} shared memory"
     )
     return [
-        f"The longest kernel per iteration, `{row['name']}` (from `{row['launch_op']}`), has "
-        f"{row['theoretical_occupancy_pct']:.2f}% theoretical occupancy{limited} ({footprint})"
-        f"{said}."
+        f"The longest kernel per iteration, `{row['short_name']}` (from `{row['launch_op']}`), "
+        f"has {row['theoretical_occupancy_pct']:.2f}% theoretical occupancy{limited} "
+        f"({footprint}){said}."
     ]
 
 

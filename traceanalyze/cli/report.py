@@ -6,15 +6,17 @@ import shlex
 from pathlib import Path
 
 import click
+import polars as pl
 from click.core import ParameterSource
 
 from traceanalyze import __version__
 from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.diff import diff as diff_traces
-from traceanalyze.analyses.hta_section import hta_section, require_hta
+from traceanalyze.analyses.hta_breakdown import failures, hta_breakdown, require_hta
 from traceanalyze.analyses.report import build_report
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
 from traceanalyze.load.variants import capture_config
+from traceanalyze.render.hta import hta_markdown
 from traceanalyze.render.report import (
     chart_files,
     charts,
@@ -81,7 +83,8 @@ def report(
         out.check_free(out.path.parent / name)  # type: ignore[union-attr]
     variants = loader.variants(paths, labels)
     built = build_report(variants, baseline)
-    extra = (hta_section(variants),) if with_hta else ()
+    breakdown = hta_breakdown(variants) if with_hta else None
+    extra = (hta_markdown(breakdown),) if breakdown is not None else ()
     images = charts(built) if out.path is not None else {}
     text = render_report(
         built,
@@ -94,6 +97,19 @@ def report(
     out.write(text, inputs=paths)
     for chart, data in images.items():
         out.write_beside(files[chart], data)
+    if breakdown is not None:
+        _warn_of_hta_failures(breakdown)
+
+
+def _warn_of_hta_failures(breakdown: pl.DataFrame) -> None:
+    """One line, where HTA failed on some variant (the report's section says why)."""
+    failed = failures(breakdown)["variant"].to_list()
+    if failed:
+        click.echo(
+            f"traceanalyze: warning: Holistic Trace Analysis failed on {len(failed)} of "
+            f"{breakdown.height} traces ({', '.join(failed)}); the report's HTA section says why",
+            err=True,
+        )
 
 
 @click.command()

@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.names import short_name_expr
+from traceanalyze.names import with_readable_names
 from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
@@ -14,17 +14,15 @@ from traceanalyze.render.table import markdown_record, markdown_table, to_csv, t
 def render_table(
     frame: pl.DataFrame, fmt: str, *, full_names: bool = False, empty: str = "No rows."
 ) -> str:
-    """A result table: markdown (names shortened unless ``full_names``; ``empty``, a line saying
-    why, instead of a table without rows), JSON or CSV."""
+    """A result table: markdown (readable kernel names unless ``full_names``; ``empty``, a line
+    saying why, instead of a table without rows), JSON or CSV."""
     if fmt == "json":
         return to_json(frame)
     if fmt == "csv":
         return to_csv(frame)
     if not frame.height:
         return empty + "\n"
-    shown = frame
-    if not full_names:
-        shown = shown.with_columns(short_name_expr(c) for c in ("name",) if c in frame.columns)
+    shown = frame if full_names else with_readable_names(frame)
     return markdown_table(shown.rename({c: heading(c) for c in shown.columns}))
 
 

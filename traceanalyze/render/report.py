@@ -10,7 +10,7 @@ import polars as pl
 from traceanalyze.analyses.accounting import DEFINITIONS
 from traceanalyze.analyses.diff import TraceDiff
 from traceanalyze.analyses.report import Report, VariantReport
-from traceanalyze.names import short_name_expr
+from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
@@ -22,6 +22,7 @@ CHART_TITLES = {
     CHART_CPU_GPU: "CPU vs GPU time per iteration",
 }
 
+FUSED_KERNEL_WIDTH = 48
 # The comparison in two tables for people (JSON/CSV carry every key in one row per variant).
 TIME_COLUMNS = (
     "variant", "gpu_busy_us_per_iter", "speedup", "median_ms", "speedup_wall",
@@ -40,7 +41,8 @@ def comparison_markdown(table: pl.DataFrame, *, full_names: bool = False) -> str
     """The time table and the what-ran table, headings derived from the keys."""
     shown = table.filter(pl.col("status") == "ok")
     if not full_names:
-        shown = shown.with_columns(short_name_expr("fused_kernel", width=48))
+        # A narrow column: cut at 48 characters, never two kernels alike (JSON keeps them whole).
+        shown = shown.with_columns(readable_names(shown["fused_kernel"], width=FUSED_KERNEL_WIDTH))
     shown = shown.with_columns(pl.col("fused_kernel").fill_null("—"))
     return "\n".join(_keyed_table(shown, columns) for columns in (TIME_COLUMNS, WORK_COLUMNS))
 
@@ -145,9 +147,10 @@ def _skipped(report: Report) -> str:
 
 def _variant_section(variant: VariantReport, full_names: bool) -> str:
     figures = variant.summary
+    # Readable names were chosen among all of the variant's kernels, as its findings name them.
     kernels = variant.top_kernels
     if not full_names:
-        kernels = kernels.with_columns(short_name_expr("name"))
+        kernels = kernels.with_columns(pl.col("short_name").alias("name"))
     kernels = kernels.select(
         "name", "category", "count_per_iter", "us_per_iter", "mean_us",
         "share_of_gpu_activity_pct", "theoretical_occupancy_pct", "occupancy_limiter",
@@ -219,18 +222,31 @@ def _glossary() -> str:
 
 
 def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str:
+    sections = {
+        "figures": result.figures,
+        "categories": result.categories,
+        "kernels": result.kernels,
+    }
     if fmt == "json":
         return to_json(
             {
                 "warnings": list(result.warnings),
-                "figures": result.figures.to_dicts(),
-                "categories": result.categories.to_dicts(),
-                "kernels": result.kernels.to_dicts(),
+                **{name: frame.to_dicts() for name, frame in sections.items()},
             }
         )
     if fmt == "csv":
-        return to_csv(result.kernels)
-    kernels = result.kernels if full_names else result.kernels.with_columns(short_name_expr("name"))
+        # One table for all three sections: a `section` column, then each section's columns
+        # (empty where a row's section has no such column).
+        return to_csv(
+            pl.concat(
+                [
+                    frame.select(pl.lit(name).alias("section"), pl.all())
+                    for name, frame in sections.items()
+                ],
+                how="diagonal_relaxed",
+            )
+        )
+    kernels = result.kernels if full_names else with_readable_names(result.kernels)
     warnings = "".join(f"**Warning**: {w}.\n\n" for w in result.warnings)
     return warnings + "\n".join(
         [

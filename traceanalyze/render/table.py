@@ -2,10 +2,17 @@
 
 Pure: a value in, a ``str`` out. Machine-readable output keeps keys and column names exactly
 as the analyses name them; markdown rounds floats for people.
+
+CSV is for machines: plain numbers (``1075.585667``, full precision, no thousands separator),
+``true``/``false``, an empty field for a missing value. Nested values become dotted names, one
+scalar each: a record's ``{"category_us": {"mask": 367.2}}`` is the row ``category_us.mask,367.2``
+and a list ``{"devices": ["A", "B"]}`` the rows ``devices.0,A`` and ``devices.1,B``; a frame's
+struct or list column ``c`` becomes the columns ``c.<field>`` or ``c.0``, ``c.1``, ...
 """
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -50,23 +57,44 @@ def to_json(value: pl.DataFrame | Mapping[str, Any] | Sequence[Any]) -> str:
 
 
 def to_csv(value: pl.DataFrame | Mapping[str, Any]) -> str:
+    """A frame as its table; a record as ``key,value`` rows (nested keys dotted)."""
     if isinstance(value, pl.DataFrame):
-        flat = value.select(_flat(c, t) for c, t in value.schema.items())
-        return flat.write_csv()
+        return _flat_columns(value).write_csv()
+    return _write_csv(["key", "value"], [{"key": k, "value": v} for k, v in flatten(value).items()])
+
+
+def records_csv(records: Sequence[Mapping[str, Any]]) -> str:
+    """One row per record, one column per (dotted) key of any record: the columns of one key
+    together, keys in first-seen order."""
+    columns: dict[str, None] = {}
+    for key in dict.fromkeys(key for record in records for key in record):
+        for record in records:
+            if key in record:
+                columns |= dict.fromkeys(flatten({key: record[key]}))
+    return _write_csv(list(columns), [flatten(record) for record in records])
+
+
+def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings and lists as dotted keys: ``{"a": {"b": 1}, "c": [2, 3]}`` ->
+    ``{"a.b": 1, "c.0": 2, "c.1": 3}``."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat |= flatten(value, f"{name}.")
+        elif isinstance(value, (list, tuple)):
+            flat |= flatten({str(i): item for i, item in enumerate(value)}, f"{name}.")
+        else:
+            flat[name] = value
+    return flat
+
+
+def _write_csv(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
     buffer = io.StringIO()
-    buffer.write("key,value\n")
-    for key, item in value.items():
-        buffer.write(f"{_csv_field(key)},{_csv_field(_cell(item, 6))}\n")
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([_csv_scalar(row.get(column)) for column in columns] for row in rows)
     return buffer.getvalue()
-
-
-def _flat(column: str, dtype: pl.DataType) -> pl.Expr:
-    """A CSV-ready column: lists joined with ";", structs as JSON text."""
-    if isinstance(dtype, pl.List):
-        return pl.col(column).list.eval(pl.element().cast(pl.String)).list.join(";")
-    if isinstance(dtype, pl.Struct):
-        return pl.col(column).struct.json_encode()
-    return pl.col(column)
 
 
 def _record_cell(key: str, value: Any, digits: int) -> str:
@@ -87,6 +115,38 @@ def _column_format(column: pl.Series, digits: int) -> Any:
         if known.len() and (known == known.round(0)).all() and known.abs().max() < 1e15:  # type: ignore[operator]
             return lambda value: _cell(value if value is None else round(value), digits)
     return lambda value: _cell(value, digits)
+
+
+def _csv_scalar(value: Any) -> str:
+    """As Polars writes a frame's CSV, so that records and tables read alike."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _flat_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """Struct and list columns as one column per field or position, until none is nested."""
+    columns: list[pl.Expr] = []
+    for column, dtype in frame.schema.items():
+        if isinstance(dtype, pl.Struct):
+            columns += [
+                pl.col(column).struct.field(f.name).alias(f"{column}.{f.name}")
+                for f in dtype.fields
+            ]
+        elif isinstance(dtype, (pl.List, pl.Array)):
+            items = pl.col(column).cast(pl.List(dtype.inner))
+            width = int(frame.select(items.list.len().max()).item() or 0)
+            columns += [
+                items.list.get(i, null_on_oob=True).alias(f"{column}.{i}") for i in range(width)
+            ]
+        else:
+            columns.append(pl.col(column))
+    flat = frame.select(columns)
+    return flat if flat.schema == frame.schema else _flat_columns(flat)
 
 
 def _alignment(dtype: pl.DataType) -> str:
@@ -112,12 +172,6 @@ def _cell(value: Any, digits: int) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(_cell(v, digits) for v in value)
     return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _csv_field(text: str) -> str:
-    if any(ch in text for ch in ',"\n'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
 
 
 def _json_default(value: Any) -> Any:
