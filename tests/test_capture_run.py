@@ -7,6 +7,7 @@ import json
 import warnings
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -42,10 +43,18 @@ def forward(tmp_path_factory: pytest.TempPathFactory) -> tuple[Manifest, Path, l
     return manifest, out, reported
 
 
-def op_counts(path: Path) -> Counter[str]:
+def cpu_events(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt") as stream:
         trace = json.load(stream)
-    return Counter(event["name"] for event in trace["traceEvents"] if event.get("ph") == "X")
+    return [event for event in trace["traceEvents"] if event.get("ph") == "X"]
+
+
+def op_counts(path: Path) -> Counter[str]:
+    return Counter(str(event["name"]) for event in cpu_events(path))
+
+
+def input_dims(path: Path, op: str) -> list[object]:
+    return [e["args"].get("Input Dims") for e in cpu_events(path) if e["name"] == op]
 
 
 def test_statuses_and_manifest_file(forward: tuple[Manifest, Path, list[str]]) -> None:
@@ -111,6 +120,28 @@ def test_trace_operators(
         "ProfilerStep#4",
     }
     assert counts["attn_fwd"] + counts["sdpa_fwd"] == 3
+
+
+def test_shapes_are_recorded_by_default(forward: tuple[Manifest, Path, list[str]]) -> None:
+    # B1 H2 S64 D16: q @ k^T is [1, 2, 64, 16] x [1, 2, 16, 64], three active steps
+    assert (
+        input_dims(forward[1] / "naive.json.gz", "aten::matmul")[::2]
+        == [[[1, 2, 64, 16], [1, 2, 16, 64]]] * 3
+    )
+    assert forward[0].config["record_shapes"] is True
+
+
+def test_no_record_shapes(tmp_path: Path) -> None:
+    config = CaptureConfig(**SMALL, record_shapes=False, variants=("naive",))  # type: ignore[arg-type]
+    run_capture(config, tmp_path)
+    assert input_dims(tmp_path / "naive.json.gz", "aten::matmul") == [None] * 6
+
+
+def test_manifest_says_warm_up_ran_before_profiling(
+    forward: tuple[Manifest, Path, list[str]],
+) -> None:
+    method = json.loads((forward[1] / "manifest.json").read_text())["method"]
+    assert (method["warm_up_calls"], method["one_off_work_in_trace"]) == (1, False)
 
 
 def test_backward_pass(tmp_path: Path) -> None:
