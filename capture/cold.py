@@ -117,6 +117,8 @@ def run_cold(
         environments += [environment] if environment else []
         if progress is not None:
             progress(name, results[name])
+    with suppress(OSError):  # only when no process left any output
+        (out / LOGS).rmdir()
     config = {
         **cold.capture.to_dict(),
         "cold": {**cold.to_dict(), "env": cold_cost_env(os.environ)},
@@ -181,7 +183,7 @@ def _run_worker(
     role: str, variant: Variant, cold: ColdConfig, out: Path, runner: ProcessRunner
 ) -> WorkerRun:
     log = out / LOGS / f"{variant.name}.{role}.log"
-    log.parent.mkdir(exist_ok=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
     with _scratch() as scratch:
         fresh = scratch / "caches" if cold.empty_caches else None
         env = _worker_env(fresh)
@@ -253,14 +255,15 @@ def _response(
 
 
 def _tail(log: Path) -> str:
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines()]
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    lines = [line.strip() for line in text.splitlines()]
     return " | ".join([line for line in lines if line][-TAIL_LINES:]) or "(nothing)"
 
 
 def _kept_log(log: Path, out: Path) -> str | None:
     """The log's path relative to ``out``; an empty log is removed instead."""
-    if log.stat().st_size == 0:
-        log.unlink()
+    if not log.is_file() or log.stat().st_size == 0:
+        log.unlink(missing_ok=True)
         return None
     return str(log.relative_to(out))
 

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from capture import VARIANTS, CaptureConfig, Manifest, Variant, VariantResult, run_capture
 from capture.cli import capture
 from capture.run import run_variant
+from capture.variants import AttentionSpec, naive_attention
 
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
@@ -276,3 +277,34 @@ def test_progress_line_per_variant(tmp_path: Path) -> None:
 
 def test_result_type_is_exported() -> None:
     assert VariantResult("ok", "d").repeats == 0
+
+
+def test_naive_mask_for_a_shorter_sequence_is_the_same_mask() -> None:
+    """A variant built for several lengths slices its longest mask; the answer must not move."""
+    q, k, v = (torch.randn(1, 2, 64, 16, dtype=torch.float64) for _ in range(3))
+    spec = AttentionSpec(head_dim=16, causal=True, seqs=(64,))
+    several = AttentionSpec(head_dim=16, causal=True, seqs=(64, 128, 192))
+    device = torch.device("cpu")
+    expected = naive_attention(spec, device)(q, k, v)
+    assert torch.equal(naive_attention(several, device)(q, k, v), expected)
+    assert torch.equal(naive_attention(several, device, in_place=True)(q, k, v), expected)
+
+
+def test_cuda_graph_on_cpu_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        capture,
+        [
+            "--out",
+            str(tmp_path),
+            "--device",
+            "cpu",
+            "--variants",
+            "naive",
+            "--cuda-graph",
+            "replay",
+        ],
+    )
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: --cuda-graph replay needs CUDA; run on a GPU machine or drop --cuda-graph"
+    ]
