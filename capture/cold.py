@@ -199,6 +199,7 @@ def _run_worker(
             },
             "trace": str(out / f"{variant.name}.json.gz") if role == "profile" else None,
             "result": str(scratch / "result.json"),
+            "parent_pid": os.getpid(),
         }
         (scratch / "request.json").write_text(json.dumps(request), encoding="utf-8")
         argv = [sys.executable, "-m", "capture.cold_worker", str(scratch / "request.json")]

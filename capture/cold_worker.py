@@ -14,11 +14,15 @@ only after the calls, so its work warms nothing up.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
+import os
+import signal
 import sys
 import time
 import warnings
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,7 @@ from capture.tracing import BACKEND_SOURCE, record_sequence, sdpa_backend
 from capture.variants import VARIANTS, Variant
 
 ROLES = ("profile", "time")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def main(argv: list[str]) -> int:
@@ -50,16 +55,28 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m capture.cold_worker REQUEST.json", file=sys.stderr)
         return 2
+    request = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    if not die_with_parent(request.get("parent_pid")):
+        return 1
     started = time.perf_counter()
     import torch  # noqa: F401  (timed: importing torch is part of a cold start)
 
     import_ms = (time.perf_counter() - started) * 1000.0
-    request = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     cold = cold_config(request)
     response = run_role(request["role"], VARIANTS[request["variant"]], cold, request.get("trace"))
     response["import_torch_ms"] = import_ms
     Path(request["result"]).write_text(json.dumps(response, indent=1), encoding="utf-8")
     return 0
+
+
+def die_with_parent(parent_pid: int | None) -> bool:
+    """On Linux, have this process killed when the capture that started it dies (a
+    ``timeout`` around the capture must leave no worker on the GPU); False when that parent
+    is already gone."""
+    if sys.platform.startswith("linux"):
+        with suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    return parent_pid is None or os.getppid() == parent_pid
 
 
 def cold_config(request: dict[str, Any]) -> ColdConfig:

@@ -295,6 +295,18 @@ def test_run_process_kills_after_the_timeout(tmp_path: Path) -> None:
     assert outcome.wall_s < 30
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_worker_dies_with_its_parent(tmp_path: Path) -> None:
+    code = (
+        "import ctypes, os; from capture.cold_worker import die_with_parent; "
+        "print(die_with_parent(os.getppid()), die_with_parent(os.getppid() + 1)); "
+        "v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value)"
+    )  # prctl 2: PR_GET_PDEATHSIG
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
+    run_process([sys.executable, "-c", code], env, 30, tmp_path / "log")
+    assert (tmp_path / "log").read_text().split() == ["True", "False", "9"]  # 9: SIGKILL
+
+
 def test_worker_usage(capsys: pytest.CaptureFixture[str]) -> None:
     from capture.cold_worker import main
 

@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "roofline_check_gpu.py"
+from tests.gpu.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def check() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("roofline_check_gpu", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
+    return load_script("roofline_check_gpu")
 
 
 def test_gemm_formulas(check: ModuleType) -> None:

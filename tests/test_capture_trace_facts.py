@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.gpu.scripts import load_script
 from tests.micro import annotation, call, kernel, span, write_trace
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "trace_facts.py"
 
 
 @pytest.fixture(scope="module")
 def facts_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("trace_facts", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("trace_facts")
 
 
 def test_graph_capture_and_replay(facts_script: ModuleType, tmp_path: Path) -> None:
