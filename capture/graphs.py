@@ -42,8 +42,8 @@ METHOD = {
     "capture": "one eager warm-up call on a side stream before profiling; the profiler's "
     "warm-up step runs an unrelated op; ProfilerStep#1 holds the capture (inside "
     f"{CAPTURE_REGION}: the captured ops launch no kernel), ProfilerStep#2 onwards one "
-    "replay each (the first replay also uploads the graph); accuracy and median_ms are of "
-    "replays after profiling",
+    "replay each (the first may hold one-off work such as the graph's upload); accuracy and "
+    "median_ms are of replays after profiling",
 }
 
 
