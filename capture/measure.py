@@ -136,18 +136,24 @@ def median_ms(step: Step, repeats: int, device: str) -> float:
     back to back, one synchronize at the end), ``perf_counter`` on the CPU."""
     if device != "cuda":
         return statistics.median(_wall_ms(step) for _ in range(repeats))
+    return statistics.median(event_ms(step, repeats))
+
+
+def event_ms(step: Callable[[], object], calls: int) -> list[float]:
+    """Milliseconds of each of ``calls`` calls of ``step`` between two CUDA events, the events
+    recorded back to back and one synchronize at the end (no host wait between calls)."""
     import torch
 
     events = [
         (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        for _ in range(repeats)
+        for _ in range(calls)
     ]
     for start, end in events:
         start.record()
         step()
         end.record()
     torch.cuda.synchronize()
-    return float(statistics.median(start.elapsed_time(end) for start, end in events))
+    return [float(start.elapsed_time(end)) for start, end in events]
 
 
 def synced_wall_ms(step: Callable[[], object], device: str) -> float:

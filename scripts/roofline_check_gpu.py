@@ -19,7 +19,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -28,7 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from capture.environment import describe_environment
+from capture.environment import describe_environment, nvidia_smi
+from capture.measure import event_ms, synced_wall_ms, synchronize
 
 BF16_BYTES = 2
 TRACE = "roofline_check.trace.json.gz"
@@ -181,47 +181,19 @@ def time_case(case: Case, fn: Callable[[], Any], device: str, calls: int, batch:
     result = Measured.of(case, calls, batch)
     for _ in range(3):  # plans, heuristics, clocks ramping up
         fn()
-    _sync(device)
+    synchronize(device)
     if device == "cuda":
-        singles = _events(fn, calls)
-        batched = _events(lambda: [fn() for _ in range(batch)], 1)[0] / batch
+        singles = event_ms(fn, calls)
+        batched = event_ms(lambda: [fn() for _ in range(batch)], 1)[0] / batch
     else:
-        singles = [_wall(fn) for _ in range(calls)]
-        batched = _wall(lambda: [fn() for _ in range(batch)]) / batch
+        singles = [synced_wall_ms(fn, device) for _ in range(calls)]
+        batched = synced_wall_ms(lambda: [fn() for _ in range(batch)], device) / batch
     result.median_ms, result.min_ms = statistics.median(singles), min(singles)
     result.batched_mean_ms = batched
     result.tflops = case.flops / (result.median_ms * 1e-3) / 1e12
     result.tflops_batched = case.flops / (batched * 1e-3) / 1e12
     result.tbps = case.bytes / (result.median_ms * 1e-3) / 1e12
     return result
-
-
-def _events(fn: Callable[[], Any], count: int) -> list[float]:
-    import torch
-
-    pairs = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        for _ in range(count)
-    ]
-    for start, end in pairs:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return [float(start.elapsed_time(end)) for start, end in pairs]
-
-
-def _wall(fn: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    fn()
-    return (time.perf_counter() - started) * 1000.0
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
 
 
 def profile_cases(fns: dict[str, Callable[[], Any]], device: str, path: Path) -> None:
@@ -239,7 +211,7 @@ def profile_cases(fns: dict[str, Callable[[], Any]], device: str, path: Path) ->
             for name, fn in fns.items():
                 with record_function(name):
                     fn()
-            _sync(device)
+            synchronize(device)
             prof.step()
 
 
@@ -276,24 +248,8 @@ def run(out: Path, device: str, cases: tuple[Case, ...], calls: int, batch: int)
 def _gpu_clocks() -> str | None:
     """nvidia-smi's view of clocks and power (a GPU below its boost clock explains a low
     figure)."""
-    import shutil
-    import subprocess
-
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
     query = "clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu"
-    try:
-        done = subprocess.run(
-            [smi, f"--query-gpu={query}", "--format=csv"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip()
+    return nvidia_smi(query, "csv")
 
 
 def main(argv: list[str] | None = None) -> int:
