@@ -5,7 +5,8 @@ there): ``profile`` writes ``<variant>.json.gz`` with call 1 onwards in the trac
 the same calls without the profiler and times each with the wall clock, the truth the
 trace-derived figures are checked against. Both start from the same cache state: with
 ``empty_caches`` each gets its own empty cache folders; otherwise the caches are used as found
-and their state before and after each process is recorded. This process never touches the GPU.
+and their state before and after each process is recorded. This process makes no CUDA
+context (it only asks torch whether CUDA is available).
 
 A variant whose process fails, crashes or runs past the timeout is recorded as failed with the
 reason (its output is kept under ``logs/``); the others still run.
