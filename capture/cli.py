@@ -11,12 +11,15 @@ from pathlib import Path
 
 import click
 
-from capture.config import DTYPE_ALIASES, TOLERANCE, CaptureConfig
+from capture.config import CUDA_GRAPH_MODES, DTYPE_ALIASES, TOLERANCE, CaptureConfig, ColdConfig
 from capture.errors import CaptureError
-from capture.manifest import VariantResult
+from capture.manifest import Manifest, VariantResult
 from capture.variants import VARIANTS
 
 DEFAULTS = CaptureConfig(device="cpu")
+COLD_DEFAULTS = ColdConfig(DEFAULTS)
+# Options that mean something only with --cold (click parameter names).
+COLD_ONLY = ("cold_calls", "empty_caches", "new_shape_every", "process_timeout")
 
 
 def _variant_list(
@@ -43,6 +46,12 @@ Example (the seed article's configuration, every variant, on a GPU box):
 Larger shape with the backward pass, three variants:
   python -m capture --out traces/bwd --backward --batch 4 --heads 32 \\
       --seq 2048 --head-dim 128 --variants naive,sdpa_flash,sdpa_cudnn
+\b
+Cold start (fresh processes, call 1 profiled and timed), starting from empty caches:
+  python -m capture --cold --empty-caches --out traces/cold
+\b
+CUDA graph replays (and, in a second run, the capture itself in the trace):
+  python -m capture --cuda-graph replay --variants naive,sdpa_flash --out traces/graph
 """,
 )
 @click.option(
@@ -105,26 +114,69 @@ Larger shape with the backward pass, three variants:
     show_default=True,
     help="Timed calls (outside the profiler) for median_ms.",
 )
-@click.option("--record-shapes", is_flag=True, help="Profiler record_shapes.")
+@click.option(
+    "--record-shapes/--no-record-shapes",
+    default=DEFAULTS.record_shapes,
+    show_default=True,
+    help="Profiler record_shapes (Input Dims, types and scalars of every op, for FLOP models).",
+)
 @click.option("--with-stack", is_flag=True, help="Profiler with_stack.")
 @click.option("--profile-memory", is_flag=True, help="Profiler profile_memory.")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
+@click.option(
+    "--cuda-graph",
+    type=click.Choice(CUDA_GRAPH_MODES),
+    default=DEFAULTS.cuda_graph,
+    show_default=True,
+    help="replay: capture each forward in a CUDA graph before profiling and profile its "
+    "replays; capture: the profiled window also holds the capture (forward only, CUDA only).",
+)
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Cold start: each variant in fresh processes, call 1 onwards profiled (each call in "
+    "record_function('call<i>')) and, in another process, timed with the wall clock.",
+)
+@click.option(
+    "--cold-calls",
+    type=click.IntRange(min=2),
+    default=COLD_DEFAULTS.calls,
+    show_default=True,
+    help="With --cold: calls per process (call 1 and the steady calls after it).",
+)
+@click.option(
+    "--empty-caches",
+    is_flag=True,
+    help="With --cold: give every process fresh empty CUDA JIT, Triton, Inductor and "
+    "PyTorch kernel cache folders (default: use the caches as found, state recorded).",
+)
+@click.option(
+    "--new-shape-every",
+    type=click.IntRange(min=2),
+    help="With --cold: a 64-token longer sequence every N calls, to show re-planning.",
+)
+@click.option(
+    "--process-timeout",
+    type=click.FloatRange(min=1),
+    default=COLD_DEFAULTS.process_timeout_s,
+    show_default=True,
+    help="With --cold: seconds a process may run before it is killed (the variant fails).",
+)
 @click.pass_context
-def capture(ctx: click.Context, /, out_dir: Path, **options: object) -> None:
+def capture(ctx: click.Context, /, out_dir: Path, cold: bool, **options: object) -> None:
     """Record a Chrome trace (torch.profiler) of each attention variant, plus manifest.json.
 
     Each variant gets one untimed call, an accuracy check against a float64 reference, a median
     time over --repeats calls and a profiled run. Variants this machine cannot run are skipped
     with the reason in the manifest; a wrong result marks the variant failed and the command
-    exits 1 after the others ran.
+    exits 1 after the others ran. With --cold nothing runs before call 1 (see --cold).
     """
-    from capture.run import run_capture
-
+    cold_options = {name: options.pop(name) for name in COLD_ONLY}
+    if not cold:
+        _refuse_cold_only(ctx)
     try:
         config = CaptureConfig(**options)  # type: ignore[arg-type]
-        manifest = run_capture(
-            config, out_dir, progress=_progress_printer(), command=_command_line(ctx)
-        )
+        manifest = _run(ctx, out_dir, config, cold_options if cold else None)
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"wrote {out_dir / 'manifest.json'}", err=True)
@@ -135,6 +187,38 @@ def capture(ctx: click.Context, /, out_dir: Path, **options: object) -> None:
             err=True,
         )
         ctx.exit(1)
+
+
+def _run(
+    ctx: click.Context, out_dir: Path, config: CaptureConfig, cold: dict[str, object] | None
+) -> Manifest:
+    progress, command = _progress_printer(), _command_line(ctx)
+    if cold is None:
+        from capture.run import run_capture
+
+        return run_capture(config, out_dir, progress=progress, command=command)
+    from capture.cold import run_cold
+
+    if config.cuda_graph != "off":
+        raise click.UsageError("--cold runs eager calls; drop --cuda-graph", ctx)
+    cold_config = ColdConfig(
+        config,
+        calls=cold["cold_calls"],  # type: ignore[arg-type]
+        empty_caches=cold["empty_caches"],  # type: ignore[arg-type]
+        new_shape_every=cold["new_shape_every"],  # type: ignore[arg-type]
+        process_timeout_s=cold["process_timeout"],  # type: ignore[arg-type]
+    )
+    return run_cold(cold_config, out_dir, progress=progress, command=command)
+
+
+def _refuse_cold_only(ctx: click.Context) -> None:
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in COLD_ONLY
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} only apply with --cold", ctx)
 
 
 def _command_line(ctx: click.Context) -> list[str]:
@@ -150,7 +234,10 @@ def _describe(name: str, result: VariantResult) -> str:
         return f"{name:<15} {result.status:<8} {result.reason}"
     backend = f"  backend {result.backend}" if result.backend else ""
     error = "n/a" if result.relative_error is None else f"{result.relative_error:.2e}"
-    line = f"{name:<15} {result.status:<8} {result.median_ms:9.3f} ms  rel.err {error}{backend}"
+    median = "n/a" if result.median_ms is None else f"{result.median_ms:9.3f}"
+    line = f"{name:<15} {result.status:<8} {median} ms  rel.err {error}{backend}"
+    if result.cold is not None and result.cold.call1_ms is not None:
+        line += f"  call1 {result.cold.call1_ms:.1f} ms"
     return line + (f"  {result.reason}" if result.reason else "")
 
 

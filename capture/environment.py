@@ -60,13 +60,14 @@ def _triton_version() -> str | None:
         return None
 
 
-def _nvidia_smi_driver() -> str | None:
+def nvidia_smi(query: str, csv_format: str = "csv,noheader") -> str | None:
+    """``nvidia-smi --query-gpu=<query>`` as text (None without nvidia-smi or on failure)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     try:
         done = subprocess.run(
-            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            [smi, f"--query-gpu={query}", f"--format={csv_format}"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -74,7 +75,11 @@ def _nvidia_smi_driver() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    lines = done.stdout.strip().splitlines()
+    return done.stdout.strip()
+
+
+def _nvidia_smi_driver() -> str | None:
+    lines = (nvidia_smi("driver_version") or "").splitlines()
     return lines[0].strip() if lines else None
 
 

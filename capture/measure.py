@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from capture.errors import CaptureError
 from capture.variants import naive_attention
 
 if TYPE_CHECKING:
@@ -18,22 +20,40 @@ if TYPE_CHECKING:
     from capture.variants import Attention
 
 Step = Callable[[], "torch.Tensor"]
+# Makes the CUDA context (and wakes the profiler up) without touching any attention library.
+UNRELATED_OP = "torch.zeros(1, device=device) then torch.cuda.synchronize()"
 
 
 @dataclass(frozen=True)
 class Inputs:
-    """q, k, v (and the upstream gradient) shared by every variant, with float64 answers."""
+    """q, k, v (and the upstream gradient) shared by every variant, with float64 answers once
+    `with_reference` computed them."""
 
     q: torch.Tensor
     k: torch.Tensor
     v: torch.Tensor
     grad_out: torch.Tensor | None
-    expected_out: torch.Tensor
-    expected_grads: tuple[torch.Tensor, ...]
+    expected_out: torch.Tensor | None = None
+    expected_grads: tuple[torch.Tensor, ...] = ()
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one variant's measurement found (the run turns it into a `VariantResult`)."""
+
+    relative_error: float | None
+    grad_relative_error: float | None
+    median_ms: float
+    op_names: frozenset[str]
 
 
 def make_inputs(config: CaptureConfig) -> Inputs:
     """Seeded random inputs in ``config.dtype`` and the float64 naive reference on them."""
+    return with_reference(config, random_inputs(config))
+
+
+def random_inputs(config: CaptureConfig) -> Inputs:
+    """Seeded random q, k, v (and upstream gradient) in ``config.dtype``, no reference yet."""
     import torch
 
     device = torch.device(config.device)
@@ -46,13 +66,24 @@ def make_inputs(config: CaptureConfig) -> Inputs:
 
     q, k, v = (randn().requires_grad_(config.backward) for _ in range(3))
     grad_out = randn() if config.backward else None
+    return Inputs(q, k, v, grad_out)
+
+
+def with_reference(config: CaptureConfig, inputs: Inputs) -> Inputs:
+    """``inputs`` with the float64 naive attention (and its gradients) computed on them."""
+    import torch
+
+    device = torch.device(config.device)
     with torch.set_grad_enabled(config.backward):
-        exact = [t.detach().double().requires_grad_(config.backward) for t in (q, k, v)]
-        expected_out = naive_attention(config, device)(*exact)
-        if grad_out is not None:
-            expected_out.backward(grad_out.double())
+        exact = [
+            t.detach().double().requires_grad_(config.backward)
+            for t in (inputs.q, inputs.k, inputs.v)
+        ]
+        expected_out = naive_attention(config.attention_spec(), device)(*exact)
+        if inputs.grad_out is not None:
+            expected_out.backward(inputs.grad_out.double())
     grads = tuple(t.grad for t in exact if t.grad is not None)
-    return Inputs(q, k, v, grad_out, expected_out.detach(), grads)
+    return dataclasses.replace(inputs, expected_out=expected_out.detach(), expected_grads=grads)
 
 
 def make_step(fn: Attention, inputs: Inputs, region: str) -> Step:
@@ -74,6 +105,13 @@ def make_step(fn: Attention, inputs: Inputs, region: str) -> Step:
         return out
 
     return forward if grad_out is None else forward_backward
+
+
+def output_error(actual: torch.Tensor, inputs: Inputs) -> float | None:
+    """`relative_error` of a variant's output against the reference held by ``inputs``."""
+    if inputs.expected_out is None:
+        raise CaptureError("no float64 reference was computed for these inputs")
+    return relative_error(actual, inputs.expected_out)
 
 
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float | None:
@@ -98,18 +136,50 @@ def median_ms(step: Step, repeats: int, device: str) -> float:
     back to back, one synchronize at the end), ``perf_counter`` on the CPU."""
     if device != "cuda":
         return statistics.median(_wall_ms(step) for _ in range(repeats))
+    return statistics.median(event_ms(step, repeats))
+
+
+def event_ms(step: Callable[[], object], calls: int) -> list[float]:
+    """Milliseconds of each of ``calls`` calls of ``step`` between two CUDA events, the events
+    recorded back to back and one synchronize at the end (no host wait between calls)."""
     import torch
 
     events = [
         (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        for _ in range(repeats)
+        for _ in range(calls)
     ]
     for start, end in events:
         start.record()
         step()
         end.record()
     torch.cuda.synchronize()
-    return float(statistics.median(start.elapsed_time(end) for start, end in events))
+    return [float(start.elapsed_time(end)) for start, end in events]
+
+
+def synced_wall_ms(step: Callable[[], object], device: str) -> float:
+    """Wall-clock milliseconds of one call of ``step``, with a synchronize before and after
+    (on the GPU), so the figure holds everything the call made the device do."""
+    synchronize(device)
+    start = time.perf_counter()
+    step()
+    synchronize(device)
+    return (time.perf_counter() - start) * 1000.0
+
+
+def synchronize(device: str) -> None:
+    """Wait for the GPU (nothing to wait for on the CPU)."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def unrelated_op(device: str) -> None:
+    """A tiny op that has nothing to do with attention (see `UNRELATED_OP`)."""
+    import torch
+
+    torch.zeros(1, device=device)
+    synchronize(device)
 
 
 def _wall_ms(step: Step) -> float:

@@ -15,17 +15,20 @@ from types import ModuleType
 from capture.config import CaptureConfig
 from capture.environment import describe_environment
 from capture.errors import CaptureError
+from capture.graphs import METHOD as GRAPH_METHOD
+from capture.graphs import measure_graphed
 from capture.manifest import Manifest, VariantResult, write_manifest
 from capture.measure import (
     Inputs,
+    Measured,
     grad_relative_error,
     make_inputs,
     make_step,
     median_ms,
-    relative_error,
+    output_error,
 )
 from capture.tracing import BACKEND_SOURCE, record_trace, sdpa_backend
-from capture.variants import VARIANTS, Variant
+from capture.variants import VARIANTS, Attention, Variant
 
 ProgressCallback = Callable[[str, VariantResult], None]
 
@@ -36,7 +39,11 @@ SKIP_WHEN = (
     ("Cannot find a working triton installation", "no working Triton"),
 )
 MAX_REASON_CHARS = 600
-METHOD = {
+METHOD: dict[str, object] = {
+    # Machine-readable: one-off work (plans, autotuning, compilation) ran before the profiled
+    # window, so no trace of this capture holds it (see `python -m capture --cold` for that).
+    "warm_up_calls": 1,
+    "one_off_work_in_trace": False,
     "warm_up": "one untimed call per variant before timing and profiling, so torch.compile, "
     "autotuning and cuDNN plan building stay out of the trace; the profiler's own "
     "wait/warmup steps are then skipped as usual",
@@ -49,6 +56,13 @@ METHOD = {
 }
 
 
+def capture_method(config: CaptureConfig) -> dict[str, object]:
+    """The manifest's ``method`` for ``config`` (CUDA graph modes describe their steps)."""
+    if config.cuda_graph == "off":
+        return dict(METHOD)
+    return {**METHOD, "cuda_graph": GRAPH_METHOD[config.cuda_graph]}
+
+
 def run_capture(
     config: CaptureConfig,
     out_dir: Path | str,
@@ -58,9 +72,9 @@ def run_capture(
     """Record ``<variant>.json.gz`` for each of ``config.variants`` and ``manifest.json`` into
     ``out_dir``. Variants that cannot run here are skipped and wrong results are marked failed
     (see `Manifest.failed`); a capture that cannot start at all raises `CaptureError`."""
-    torch = _import_torch()
-    _check_device(torch, config)
-    out = _prepare_out_dir(Path(out_dir))
+    torch = import_torch()
+    check_device(torch, config)
+    out = prepare_out_dir(Path(out_dir))
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     environment = describe_environment(config.device)
     inputs = _make_inputs(torch, config)
@@ -69,7 +83,9 @@ def run_capture(
         results[name] = run_variant(VARIANTS[name], config, inputs, out)
         if progress is not None:
             progress(name, results[name])
-    manifest = Manifest(created, tuple(command), environment, config.to_dict(), METHOD, results)
+    manifest = Manifest(
+        created, tuple(command), environment, config.to_dict(), capture_method(config), results
+    )
     write_manifest(manifest, out / "manifest.json")
     return manifest
 
@@ -78,18 +94,17 @@ def run_variant(
     variant: Variant, config: CaptureConfig, inputs: Inputs, out_dir: Path
 ) -> VariantResult:
     """One variant's result; never raises for a variant that cannot run or runs wrong."""
-    if variant.needs_cuda and config.device != "cuda":
+    needs = _needs_cuda(variant, config)
+    if needs and config.device != "cuda":
         return VariantResult(
-            "skipped",
-            variant.description,
-            reason=f"needs CUDA; this capture runs on {config.device}",
+            "skipped", variant.description, reason=f"{needs}; this capture runs on {config.device}"
         )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             return _measure(variant, config, inputs, out_dir)
         except Exception as exc:
-            return _result_from_error(variant, exc, [str(w.message) for w in caught])
+            return result_from_error(variant, exc, [str(w.message) for w in caught])
         finally:
             _release_memory(config.device)
 
@@ -99,30 +114,48 @@ def _measure(
 ) -> VariantResult:
     import torch
 
-    with _forced_backend(variant), torch.set_grad_enabled(config.backward):
-        step = make_step(variant.build(config, torch.device(config.device)), inputs, variant.region)
-        error = relative_error(step(), inputs.expected_out)  # the untimed warm-up call
-        grad_error = grad_relative_error(inputs)
-        median = median_ms(step, config.repeats, config.device)
-        trace = f"{variant.name}.json.gz"
-        op_names = record_trace(step, config, out_dir / trace)
-    problem = _accuracy_problem(config, error, grad_error)
+    trace = f"{variant.name}.json.gz"
+    with forced_backend(variant), torch.set_grad_enabled(config.backward):
+        fn = variant.build(config.attention_spec(), torch.device(config.device))
+        if config.cuda_graph == "off":
+            measured = _measure_eager(fn, variant.region, config, inputs, out_dir / trace)
+        else:
+            measured = measure_graphed(fn, variant.region, config, inputs, out_dir / trace)
+    problem = accuracy_problem(config, measured.relative_error, measured.grad_relative_error)
     return VariantResult(
         "failed" if problem else "ok",
         variant.description,
         reason=problem,
         trace=trace,
-        relative_error=error,
-        grad_relative_error=grad_error,
-        median_ms=median,
+        relative_error=measured.relative_error,
+        grad_relative_error=measured.grad_relative_error,
+        median_ms=measured.median_ms,
         repeats=config.repeats,
-        backend=sdpa_backend(op_names) if variant.detect_backend else None,
+        backend=sdpa_backend(measured.op_names) if variant.detect_backend else None,
         backend_source=BACKEND_SOURCE if variant.detect_backend else None,
     )
 
 
+def _measure_eager(
+    fn: Attention, region: str, config: CaptureConfig, inputs: Inputs, path: Path
+) -> Measured:
+    step = make_step(fn, inputs, region)
+    error = output_error(step(), inputs)  # the untimed warm-up call
+    grad_error = grad_relative_error(inputs)
+    median = median_ms(step, config.repeats, config.device)
+    return Measured(error, grad_error, median, record_trace(step, config, path))
+
+
+def _needs_cuda(variant: Variant, config: CaptureConfig) -> str | None:
+    """Why ``variant`` cannot run without CUDA under ``config`` (None: it can)."""
+    if config.cuda_graph != "off":
+        return "CUDA graphs need CUDA"
+    return "needs CUDA" if variant.needs_cuda else None
+
+
 @contextlib.contextmanager
-def _forced_backend(variant: Variant) -> Iterator[None]:
+def forced_backend(variant: Variant) -> Iterator[None]:
+    """Force ``variant``'s SDPA backend (if it names one) for the block."""
     if variant.sdpa_backend is None:
         yield
         return
@@ -132,7 +165,7 @@ def _forced_backend(variant: Variant) -> Iterator[None]:
         yield
 
 
-def _accuracy_problem(
+def accuracy_problem(
     config: CaptureConfig, error: float | None, grad_error: float | None
 ) -> str | None:
     checks = [("output", error)] + ([("gradient", grad_error)] if config.backward else [])
@@ -146,7 +179,8 @@ def _accuracy_problem(
     return f"wrong result: {', '.join(bad)} (tolerance for {config.dtype}: {config.tolerance:g})"
 
 
-def _result_from_error(variant: Variant, exc: Exception, warned: list[str]) -> VariantResult:
+def result_from_error(variant: Variant, exc: Exception, warned: list[str]) -> VariantResult:
+    """A skip (this machine cannot run the variant) or a failure, with the reason."""
     message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
     why = next((why for fragment, why in SKIP_WHEN if fragment in str(exc)), None)
     if why is None:
@@ -164,7 +198,8 @@ def _release_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def _import_torch() -> ModuleType:
+def import_torch() -> ModuleType:
+    """torch, or a `CaptureError` that says how to install it."""
     try:
         import torch
     except ImportError as exc:
@@ -175,11 +210,17 @@ def _import_torch() -> ModuleType:
     return torch
 
 
-def _check_device(torch: ModuleType, config: CaptureConfig) -> None:
+def check_device(torch: ModuleType, config: CaptureConfig) -> None:
+    """Raise `CaptureError` when this machine cannot run any of ``config`` at all."""
     if config.device == "cuda" and not torch.cuda.is_available():
         raise CaptureError(
             f"CUDA is not available to torch {torch.__version__} (a CPU build or "
             "no GPU visible); run on a GPU machine or pass --device cpu"
+        )
+    if config.device == "cpu" and config.cuda_graph != "off":
+        raise CaptureError(
+            f"--cuda-graph {config.cuda_graph} needs CUDA; run on a GPU machine or drop "
+            "--cuda-graph"
         )
     if config.device == "cpu" and all(VARIANTS[n].needs_cuda for n in config.variants):
         runnable = ", ".join(n for n, v in VARIANTS.items() if not v.needs_cuda)
@@ -189,7 +230,8 @@ def _check_device(torch: ModuleType, config: CaptureConfig) -> None:
         )
 
 
-def _prepare_out_dir(out_dir: Path) -> Path:
+def prepare_out_dir(out_dir: Path) -> Path:
+    """``out_dir``, created and proven writable (or a `CaptureError` naming it)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / ".capture-write-test"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,28 @@ BACKEND_SOURCE = "the aten::_scaled_dot_product_* op recorded in this variant's 
 def record_trace(step: Step, config: CaptureConfig, path: Path) -> frozenset[str]:
     """Run ``config.steps`` profiler steps of ``step`` and export the active window to ``path``
     (gzip when it ends in .gz). Returns the names of the recorded CPU events."""
+    steps = [step] * config.steps
+    return _profile(steps, (config.wait, config.warmup, config.active), config, path)
+
+
+def record_sequence(
+    steps: Sequence[Callable[[], object]],
+    settle: Callable[[], object],
+    config: CaptureConfig,
+    path: Path,
+) -> frozenset[str]:
+    """Profile each of ``steps`` once, every one of them in the trace (``ProfilerStep#1``
+    holds ``steps[0]``). The profiler's one warm-up step runs ``settle``, an op unrelated to the
+    steps, so the profiler's own start-up is not charged to the first step."""
+    return _profile([settle, *steps], (0, 1, len(steps)), config, path)
+
+
+def _profile(
+    steps: Sequence[Callable[[], object]],
+    window: tuple[int, int, int],
+    config: CaptureConfig,
+    path: Path,
+) -> frozenset[str]:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     activities = [ProfilerActivity.CPU]
@@ -37,16 +60,16 @@ def record_trace(step: Step, config: CaptureConfig, path: Path) -> frozenset[str
         prof.export_chrome_trace(str(path))
         recorded.append(frozenset(event.name for event in prof.events()))
 
-    window = schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=1)
+    wait, warmup, active = window
     with profile(
         activities=activities,
-        schedule=window,
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
         on_trace_ready=save,
         record_shapes=config.record_shapes,
         with_stack=config.with_stack,
         profile_memory=config.profile_memory,
     ) as prof:
-        for _ in range(config.steps):
+        for step in steps:
             step()
             prof.step()
     if not recorded:

@@ -14,10 +14,21 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-    from capture.config import CaptureConfig
-
 Attention = Callable[["torch.Tensor", "torch.Tensor", "torch.Tensor"], "torch.Tensor"]
-Builder = Callable[["CaptureConfig", "torch.device"], Attention]
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """What a builder needs to know, and no more: the head size, whether attention is causal,
+    and every sequence length the built function will be called with (masks are made for them
+    when the variant is built, outside the calls that are timed or profiled)."""
+
+    head_dim: int
+    causal: bool
+    seqs: tuple[int, ...]
+
+
+Builder = Callable[[AttentionSpec, "torch.device"], Attention]
 
 
 @dataclass(frozen=True)
@@ -39,33 +50,38 @@ class Variant:
 
 
 def naive_attention(
-    config: CaptureConfig, device: torch.device, *, in_place: bool = False
+    spec: AttentionSpec, device: torch.device, *, in_place: bool = False
 ) -> Attention:
     """q@k^T, scale, causal ``masked_fill`` with a bool triu mask built once, softmax, @v."""
     import torch
 
-    scale = 1.0 / math.sqrt(config.head_dim)
+    scale = 1.0 / math.sqrt(spec.head_dim)
+    longest = max(spec.seqs)
     mask = (
-        torch.triu(torch.ones(config.seq, config.seq, dtype=torch.bool, device=device), 1)
-        if config.causal
+        torch.triu(torch.ones(longest, longest, dtype=torch.bool, device=device), 1)
+        if spec.causal
         else None
     )
 
     def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         scores = (q @ k.transpose(-2, -1)) * scale
         if mask is not None:
+            # The top-left block of a triu mask is the triu mask of the shorter length; slice
+            # only for a shorter sequence, so the usual one-length trace holds no slice ops.
+            seq = scores.shape[-1]
+            fitted = mask if seq == longest else mask[:seq, :seq]
             fill = scores.masked_fill_ if in_place else scores.masked_fill
-            scores = fill(mask, float("-inf"))
+            scores = fill(fitted, float("-inf"))
         return torch.softmax(scores, dim=-1) @ v
 
     return naive
 
 
-def _sdpa(config: CaptureConfig, device: torch.device) -> Attention:
+def _sdpa(spec: AttentionSpec, device: torch.device) -> Attention:
     from torch.nn.functional import scaled_dot_product_attention
 
     def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        return scaled_dot_product_attention(q, k, v, is_causal=config.causal)
+        return scaled_dot_product_attention(q, k, v, is_causal=spec.causal)
 
     return sdpa
 
@@ -76,28 +92,29 @@ def _causal(
     return q_idx >= kv_idx
 
 
-def _flex(config: CaptureConfig, device: torch.device) -> Attention:
+def _flex(spec: AttentionSpec, device: torch.device) -> Attention:
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-    block_mask = (
-        create_block_mask(_causal, None, None, config.seq, config.seq, device=device)
-        if config.causal
+    block_masks = {
+        seq: create_block_mask(_causal, None, None, seq, seq, device=device)
+        if spec.causal
         else None
-    )
+        for seq in spec.seqs
+    }
     compiled = torch.compile(flex_attention)
 
     def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = compiled(q, k, v, block_mask=block_mask)
+        out: torch.Tensor = compiled(q, k, v, block_mask=block_masks[q.shape[-2]])
         return out
 
     return flex
 
 
-def _compiled_naive(config: CaptureConfig, device: torch.device) -> Attention:
+def _compiled_naive(spec: AttentionSpec, device: torch.device) -> Attention:
     import torch
 
-    compiled: Attention = torch.compile(naive_attention(config, device))
+    compiled: Attention = torch.compile(naive_attention(spec, device))
     return compiled
 
 

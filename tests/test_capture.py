@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -15,14 +16,18 @@ from capture import (
     VARIANTS,
     CaptureConfig,
     CaptureError,
+    ColdConfig,
+    ColdResult,
     Manifest,
+    ProcessRecord,
     VariantResult,
     read_manifest,
     write_manifest,
 )
+from capture.caches import CacheState
 from capture.cli import capture
 from capture.environment import describe_environment
-from capture.run import run_variant
+from capture.run import capture_method, run_variant
 
 
 def test_registry_names_in_order() -> None:
@@ -67,7 +72,9 @@ def test_config_defaults_are_the_seed_article() -> None:
         "cuda",
     )
     assert (config.wait, config.warmup, config.active, config.steps) == (1, 1, 3, 5)
-    assert not (config.record_shapes or config.with_stack or config.profile_memory)
+    assert config.record_shapes  # Input Dims for roofline models (issue 12)
+    assert not (config.with_stack or config.profile_memory)
+    assert config.cuda_graph == "off"
     assert config.repeats == 20
     assert config.variants == tuple(VARIANTS)
     assert config.tolerance == 2e-2
@@ -88,6 +95,8 @@ def test_config_aliases_and_json() -> None:
         ({"dtype": "int8"}, "dtype 'int8' is not one of"),
         ({"seq": 0}, "seq must be positive"),
         ({"device": "mps"}, "device 'mps' is not one of"),
+        ({"cuda_graph": "on"}, "cuda_graph 'on' is not one of off, replay, capture"),
+        ({"cuda_graph": "replay", "backward": True}, "CUDA graph capture records the forward"),
     ],
 )
 def test_config_rejects(options: dict[str, object], message: str) -> None:
@@ -162,7 +171,7 @@ def test_cli_options_reach_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path:
             "4",
             "--repeats",
             "5",
-            "--record-shapes",
+            "--no-record-shapes",
             "--with-stack",
             "--profile-memory",
             "--device",
@@ -186,7 +195,7 @@ def test_cli_options_reach_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path:
             warmup=1,
             active=4,
             repeats=5,
-            record_shapes=True,
+            record_shapes=False,
             with_stack=True,
             profile_memory=True,
             variants=("naive", "sdpa_flash"),
@@ -196,11 +205,67 @@ def test_cli_options_reach_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path:
     ]
 
 
+def _fake_runs(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Replace both runners; each records what it was given."""
+    seen: list[object] = []
+
+    def fake_run(config: object, out_dir: Path, **_: object) -> Manifest:
+        seen.append(config)
+        return Manifest("now", (), {}, {}, {}, {})
+
+    monkeypatch.setattr("capture.run.run_capture", fake_run)
+    monkeypatch.setattr("capture.cold.run_cold", fake_run)
+    return seen
+
+
+def test_cli_defaults_record_shapes_and_graph_mode(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen = _fake_runs(monkeypatch)
+    result = CliRunner().invoke(capture, ["--out", str(tmp_path), "--cuda-graph", "capture"])
+    assert result.exit_code == 0, result.output
+    assert seen == [CaptureConfig(record_shapes=True, cuda_graph="capture")]
+
+
+def test_cli_cold_options_reach_the_cold_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen = _fake_runs(monkeypatch)
+    args = ["--out", str(tmp_path), "--cold", "--variants", "sdpa_cudnn", "--seq", "512"]
+    args += ["--cold-calls", "6", "--empty-caches", "--new-shape-every", "3"]
+    result = CliRunner().invoke(capture, [*args, "--process-timeout", "90"])
+    assert result.exit_code == 0, result.output
+    assert seen == [
+        ColdConfig(
+            CaptureConfig(seq=512, variants=("sdpa_cudnn",)),
+            calls=6,
+            empty_caches=True,
+            new_shape_every=3,
+            process_timeout_s=90.0,
+        )
+    ]
+
+
+def test_cli_cold_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen = _fake_runs(monkeypatch)
+    result = CliRunner().invoke(capture, ["--out", str(tmp_path), "--cold"])
+    assert result.exit_code == 0, result.output
+    assert seen == [ColdConfig(CaptureConfig(), calls=10, process_timeout_s=300.0)]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--variants", "naive,nope"], "unknown variant(s) nope"),
         (["--dtype", "int8"], "'int8' is not one of"),
+        (["--empty-caches"], "--empty-caches only apply with --cold"),
+        (
+            ["--cold-calls", "4", "--new-shape-every", "2"],
+            "--cold-calls, --new-shape-every only apply with --cold",
+        ),
+        (["--cold", "--cuda-graph", "replay"], "--cold runs eager calls; drop --cuda-graph"),
+        (["--cold", "--cold-calls", "1"], "1 is not in the range x>=2"),
+        (["--cuda-graph", "sometimes"], "'sometimes' is not one of"),
     ],
 )
 def test_cli_usage_errors_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
@@ -320,3 +385,85 @@ def test_environment_of_an_nvidia_gpu_has_its_compute_capability(
     environment = describe_environment("cuda")
     assert (environment["compute_capability"], environment["driver"]) == ("9.0", "580.82")
     assert "gfx_arch" not in environment
+
+
+def test_cuda_graph_mode_is_skipped_on_cpu(tmp_path: Path) -> None:
+    result = run_variant(
+        VARIANTS["naive"],
+        CaptureConfig(device="cpu", cuda_graph="replay"),
+        None,  # type: ignore[arg-type]
+        tmp_path,
+    )
+    assert (result.status, result.reason) == (
+        "skipped",
+        "CUDA graphs need CUDA; this capture runs on cpu",
+    )
+
+
+def test_method_says_warm_up_ran_before_profiling() -> None:
+    method = capture_method(CaptureConfig())
+    assert (method["warm_up_calls"], method["one_off_work_in_trace"]) == (1, False)
+    assert "cuda_graph" not in method
+    graphed = capture_method(CaptureConfig(cuda_graph="capture"))
+    assert (graphed["warm_up_calls"], graphed["one_off_work_in_trace"]) == (1, False)
+    assert str(graphed["cuda_graph"]).startswith("one eager warm-up call on a side stream")
+
+
+def _cold_result() -> VariantResult:
+    state = CacheState("cuda_jit", "CUDA_CACHE_PATH", "/c", "fresh", True, True, 0, 0)
+    process = ProcessRecord("time", 0, False, 4.5, 900.0, 80.0, (state,), (state,), None)
+    cold = ColdResult("empty", 904.0, 0.14, (904.0, 0.15, 0.14), (process,))
+    return VariantResult("ok", "cudnn", trace="sdpa_cudnn.json.gz", median_ms=0.13, cold=cold)
+
+
+def test_manifest_round_trip_with_cold_results(tmp_path: Path) -> None:
+    manifest = Manifest("now", (), {}, {}, {"warm_up_calls": 0}, {"sdpa_cudnn": _cold_result()})
+    write_manifest(manifest, tmp_path / "manifest.json")
+    assert read_manifest(tmp_path / "manifest.json") == manifest
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    cold = data["variants"]["sdpa_cudnn"]["cold"]
+    assert (cold["call1_ms"], cold["steady_median_ms"], cold["cache_state"]) == (
+        904.0,
+        0.14,
+        "empty",
+    )
+    assert cold["processes"][0]["caches_before"][0]["empty"] is True
+    assert data["method"] == {"warm_up_calls": 0}
+
+
+CAPTURE = ROOT / "capture"
+
+
+def _capture_imports(path: Path) -> set[str]:
+    """capture modules ``path`` imports anywhere (TYPE_CHECKING blocks and functions too)."""
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.startswith("capture.")}
+
+
+def test_capture_modules_import_in_one_direction() -> None:
+    """No import cycle among capture's modules (issue 11: config and variants imported each
+    other), counting imports under TYPE_CHECKING and inside functions."""
+    graph = {
+        f"capture.{p.stem}": _capture_imports(p)
+        for p in CAPTURE.glob("*.py")
+        if p.stem != "__init__"
+    }
+    graph = {module: {d for d in deps if d in graph} for module, deps in graph.items()}
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"import cycle: {' -> '.join((*path, module))}"
+        if module not in done:
+            for dependency in sorted(graph[module]):
+                visit(dependency, (*path, module))
+            done.add(module)
+
+    for module in sorted(graph):
+        visit(module, ())
+    assert "capture.config" not in graph["capture.variants"]

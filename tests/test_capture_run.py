@@ -7,6 +7,7 @@ import json
 import warnings
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 from capture import VARIANTS, CaptureConfig, Manifest, Variant, VariantResult, run_capture
 from capture.cli import capture
 from capture.run import run_variant
+from capture.variants import AttentionSpec, naive_attention
 
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
@@ -42,10 +44,18 @@ def forward(tmp_path_factory: pytest.TempPathFactory) -> tuple[Manifest, Path, l
     return manifest, out, reported
 
 
-def op_counts(path: Path) -> Counter[str]:
+def cpu_events(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt") as stream:
         trace = json.load(stream)
-    return Counter(event["name"] for event in trace["traceEvents"] if event.get("ph") == "X")
+    return [event for event in trace["traceEvents"] if event.get("ph") == "X"]
+
+
+def op_counts(path: Path) -> Counter[str]:
+    return Counter(str(event["name"]) for event in cpu_events(path))
+
+
+def input_dims(path: Path, op: str) -> list[object]:
+    return [e["args"].get("Input Dims") for e in cpu_events(path) if e["name"] == op]
 
 
 def test_statuses_and_manifest_file(forward: tuple[Manifest, Path, list[str]]) -> None:
@@ -111,6 +121,28 @@ def test_trace_operators(
         "ProfilerStep#4",
     }
     assert counts["attn_fwd"] + counts["sdpa_fwd"] == 3
+
+
+def test_shapes_are_recorded_by_default(forward: tuple[Manifest, Path, list[str]]) -> None:
+    # B1 H2 S64 D16: q @ k^T is [1, 2, 64, 16] x [1, 2, 16, 64], three active steps
+    assert (
+        input_dims(forward[1] / "naive.json.gz", "aten::matmul")[::2]
+        == [[[1, 2, 64, 16], [1, 2, 16, 64]]] * 3
+    )
+    assert forward[0].config["record_shapes"] is True
+
+
+def test_no_record_shapes(tmp_path: Path) -> None:
+    config = CaptureConfig(**SMALL, record_shapes=False, variants=("naive",))  # type: ignore[arg-type]
+    run_capture(config, tmp_path)
+    assert input_dims(tmp_path / "naive.json.gz", "aten::matmul") == [None] * 6
+
+
+def test_manifest_says_warm_up_ran_before_profiling(
+    forward: tuple[Manifest, Path, list[str]],
+) -> None:
+    method = json.loads((forward[1] / "manifest.json").read_text())["method"]
+    assert (method["warm_up_calls"], method["one_off_work_in_trace"]) == (1, False)
 
 
 def test_backward_pass(tmp_path: Path) -> None:
@@ -245,3 +277,34 @@ def test_progress_line_per_variant(tmp_path: Path) -> None:
 
 def test_result_type_is_exported() -> None:
     assert VariantResult("ok", "d").repeats == 0
+
+
+def test_naive_mask_for_a_shorter_sequence_is_the_same_mask() -> None:
+    """A variant built for several lengths slices its longest mask; the answer must not move."""
+    q, k, v = (torch.randn(1, 2, 64, 16, dtype=torch.float64) for _ in range(3))
+    spec = AttentionSpec(head_dim=16, causal=True, seqs=(64,))
+    several = AttentionSpec(head_dim=16, causal=True, seqs=(64, 128, 192))
+    device = torch.device("cpu")
+    expected = naive_attention(spec, device)(q, k, v)
+    assert torch.equal(naive_attention(several, device)(q, k, v), expected)
+    assert torch.equal(naive_attention(several, device, in_place=True)(q, k, v), expected)
+
+
+def test_cuda_graph_on_cpu_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        capture,
+        [
+            "--out",
+            str(tmp_path),
+            "--device",
+            "cpu",
+            "--variants",
+            "naive",
+            "--cuda-graph",
+            "replay",
+        ],
+    )
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: --cuda-graph replay needs CUDA; run on a GPU machine or drop --cuda-graph"
+    ]

@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "occupancy_check_gpu.py"
-
-
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("occupancy_check_gpu", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
+from tests.gpu.scripts import load_script
 
 
 def _cuda_available() -> bool:
@@ -37,7 +23,7 @@ def _cuda_available() -> bool:
 def test_occupancy_matches_cuda() -> None:
     import cupy
 
-    check = _load_script()
+    check = load_script("occupancy_check_gpu")
     devices = check.device_row(cupy.cuda.runtime.getDeviceProperties(0))
     result = check.compare(check.measure(check.CASES), devices)
     disagreeing = result.filter(~result["agree"])
