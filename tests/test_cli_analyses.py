@@ -147,7 +147,7 @@ def test_summary_csv_is_for_machines() -> None:
 
     assert rows.pop("key") == "value"
     # A plain number (was "1,075.585667", quoted), every figure of the JSON at full precision.
-    assert "gpu_busy_us_per_iter,1075.5856666666666\n" in text
+    assert f"gpu_busy_us_per_iter,{record['gpu_busy_us_per_iter']!r}\n" in text
     # Mappings are rows of their own (was "mask: 367.24, softmax: ...").
     assert float(rows["category_us.mask"]) == record["category_us"]["mask"]
     assert float(rows["launch_apis.cudaMemcpyAsync"]) == 1.0

@@ -164,13 +164,14 @@ def _from_manifest(folder: Path, manifest: dict[str, Any]) -> list[Variant]:
 def warm_up_calls(manifest: dict[str, Any]) -> int | None:
     """How many calls of each variant ran before profiling started, per the manifest.
 
-    Manifests state it as ``config.warm_up_calls``; older ones describe one warm-up call in
-    ``method.warm_up`` only.
+    Manifests state it as ``method.warm_up_calls`` (0 for cold captures); older ones describe
+    one warm-up call in ``method.warm_up`` only.
     """
-    stated = manifest.get("config", {}).get("warm_up_calls")
-    if isinstance(stated, int):
-        return stated
-    return 1 if "warm_up" in manifest.get("method", {}) else None
+    method = manifest.get("method", {})
+    for stated in (method.get("warm_up_calls"), manifest.get("config", {}).get("warm_up_calls")):
+        if isinstance(stated, int):
+            return stated
+    return 1 if "warm_up" in method else None
 
 
 def _check_unique(variants: list[Variant]) -> None:
