@@ -1,0 +1,229 @@
+"""Cold start across variants: each variant's one-off cost, checked against the capture's
+wall-clock timing, and the calls after which its steady advantage over the baseline pays it
+back (``break_even_calls``).
+
+Break-even: ``ceil(excess_us / advantage_us)``, the advantage being the baseline's steady call
+time minus the variant's. In the summary both come from the capture's wall-clock timing
+(``timed_*``, no profiler) where the manifest has it for the variant and the baseline, else
+from the traces; a row of the breakdown pays back its own (trace) excess with the same
+advantage, on the ``cpu`` side only (the call's wall time; GPU time overlaps it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceanalyze.analyses.cold import FIRST, ColdStart, cold_start
+from traceanalyze.analyses.cold_context import (
+    FROM_TIMING,
+    NO_BASELINE,
+    ColdContext,
+    Payback,
+    payback,
+)
+from traceanalyze.analyses.compare import DEFAULT_BASELINE
+from traceanalyze.errors import UsageError
+from traceanalyze.load.variants import Variant
+
+GPU_BREAK_EVEN = "counted on the call's wall time (side cpu)"
+SUMMARY_COLUMNS: dict[str, pl.DataType] = {
+    "variant": pl.String(),
+    "status": pl.String(),
+    "call_source": pl.String(),
+    "calls": pl.Int64(),
+    "cache_state": pl.String(),
+    "first_call_us": pl.Float64(),
+    "steady_us": pl.Float64(),
+    "excess_us": pl.Float64(),
+    "gpu_excess_us": pl.Float64(),
+    "timed_first_call_us": pl.Float64(),
+    "timed_steady_us": pl.Float64(),
+    "timed_excess_us": pl.Float64(),
+    "excess_vs_timed_pct": pl.Float64(),
+    "cudnn_planning_us": pl.Float64(),
+    "top_cause": pl.String(),
+    "advantage_us": pl.Float64(),
+    "advantage_source": pl.String(),
+    "break_even_calls": pl.Int64(),
+    "break_even_note": pl.String(),
+    "note": pl.String(),
+}
+
+
+@dataclass(frozen=True)
+class ColdVariant:
+    label: str
+    status: str
+    start: ColdStart | None
+    context: ColdContext
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ColdSet:
+    """The cold-start comparison of a set of variants (or of one trace)."""
+
+    summary: pl.DataFrame  # SUMMARY_COLUMNS, one row per variant
+    rows: pl.DataFrame  # the breakdown: variant + cold.EXCESS_COLUMNS + context columns
+    calls: pl.DataFrame  # variant + cold.CALL_COLUMNS
+    baseline: str | None
+    notes: dict[str, tuple[str, ...]]  # per variant, what a reader must know
+
+
+def cold_set(
+    variants: Sequence[Variant], baseline: str | None = None, *, single: bool = False
+) -> ColdSet:
+    """The cold-start comparison of ``variants``; ``single``: one trace given alone (no
+    baseline to pay back against unless ``baseline`` names it)."""
+    found = [_cold_variant(v) for v in variants]
+    label = None if single and baseline is None else _baseline(found, baseline)
+    reference = next((v for v in found if v.label == label), None)
+    paybacks = {v.label: _payback(v, reference) for v in found}
+    summary = pl.DataFrame(
+        [_summary_row(v, paybacks[v.label]) for v in found], schema=SUMMARY_COLUMNS
+    )
+    rows = [_rows(v, paybacks[v.label]) for v in found if v.start is not None]
+    calls = [
+        v.start.calls.select(pl.lit(v.label).alias("variant"), pl.all())
+        for v in found
+        if v.start is not None
+    ]
+    return ColdSet(
+        summary,
+        pl.concat(rows, how="diagonal_relaxed") if rows else pl.DataFrame(),
+        pl.concat(calls, how="diagonal_relaxed") if calls else pl.DataFrame(),
+        label,
+        {v.label: v.start.notes for v in found if v.start is not None and v.start.notes},
+    )
+
+
+def _cold_variant(variant: Variant) -> ColdVariant:
+    context = ColdContext.from_entry(variant.manifest_entry)
+    start = cold_start(variant.trace) if variant.trace is not None else None
+    return ColdVariant(variant.label, variant.status, start, context, variant.reason)
+
+
+def _baseline(found: list[ColdVariant], baseline: str | None) -> str | None:
+    """``baseline`` (it must be a variant with calls), else naive, else the first."""
+    usable = [v.label for v in found if v.start is not None and v.start.excess.height]
+    if baseline is not None:
+        if baseline not in usable:
+            raise UsageError(
+                f"--baseline {baseline!r} is not a variant with a first and steady calls",
+                fix="Choose one of: " + (", ".join(usable) or "(none)") + ".",
+            )
+        return baseline
+    if DEFAULT_BASELINE in usable:
+        return DEFAULT_BASELINE
+    return usable[0] if usable else None
+
+
+def _first_call(variant: ColdVariant, side: str = "cpu") -> pl.DataFrame:
+    """The rows comparing call 1 (the first of the first shape) on one side, on the first
+    rank (the summary speaks of one process)."""
+    if variant.start is None or not variant.start.calls.height:
+        return pl.DataFrame()
+    calls = variant.start.calls
+    firsts = calls.filter((pl.col("role") == FIRST) & (pl.col("rank") == calls["rank"].min()))
+    return variant.start.excess.join(firsts.select("rank", "call"), on=["rank", "call"]).filter(
+        pl.col("side") == side
+    )
+
+
+def _steady_times(variant: ColdVariant | None) -> tuple[float | None, float | None]:
+    """(timed, trace) steady call time of call 1's shape: the capture's wall-clock median, and
+    the wall time of the median steady call in the trace."""
+    if variant is None or variant.start is None:
+        return None, None
+    rows = _first_call(variant)
+    trace = None
+    if rows.height:
+        steady = variant.start.calls.join(
+            rows.select("rank", call="steady_call").unique(), on=["rank", "call"]
+        )
+        trace = float(steady["wall_us"][0])
+    return variant.context.timed_steady_us, trace
+
+
+def _payback(variant: ColdVariant, reference: ColdVariant | None) -> Payback:
+    if reference is None:
+        return NO_BASELINE
+    return payback(
+        _steady_times(variant),
+        _steady_times(reference),
+        reference.label,
+        variant.label == reference.label,
+    )
+
+
+def _summary_row(variant: ColdVariant, paid: Payback) -> dict[str, object]:
+    context = variant.context
+    row: dict[str, object] = {
+        "variant": variant.label,
+        "status": variant.status,
+        "cache_state": context.cache_state,
+        "timed_first_call_us": context.timed_first_call_us,
+        "timed_steady_us": context.timed_steady_us,
+        "timed_excess_us": context.timed_excess_us,
+        "note": variant.reason or context.caches_note,
+    }
+    cpu, gpu = _first_call(variant), _first_call(variant, "gpu")
+    if variant.start is None or not cpu.height:
+        return row | {"note": row["note"] or _no_comparison(variant)}
+    excess = float(cpu["excess_us"].sum())
+    timed = context.timed_excess_us
+    by_cause = (
+        cpu.group_by("cause")
+        .agg(pl.col("excess_us").sum())
+        .sort(["excess_us", "cause"], descending=[True, False])
+    )
+    planning = by_cause.filter(pl.col("cause") == "cudnn_plan")["excess_us"]
+    paid_back = timed if paid.source == FROM_TIMING else excess
+    return row | {
+        "call_source": variant.start.source,
+        "calls": variant.start.calls.height,
+        "first_call_us": float(cpu["first_call_us"].sum()),
+        "steady_us": float(cpu["steady_us"].sum()),
+        "excess_us": excess,
+        "gpu_excess_us": float(gpu["excess_us"].sum()) if gpu.height else None,
+        "excess_vs_timed_pct": (excess - timed) / timed * 100 if timed else None,
+        "cudnn_planning_us": float(planning[0]) if planning.len() else None,
+        "top_cause": by_cause["cause"][0],
+        "advantage_us": paid.advantage_us,
+        "advantage_source": paid.source,
+        "break_even_calls": paid.calls(paid_back),
+        "break_even_note": paid.note,
+    }
+
+
+def _no_comparison(variant: ColdVariant) -> str | None:
+    if variant.start is None:
+        return None
+    if variant.start.calls.height < 2:
+        return "fewer than two calls found: nothing to compare the first call with"
+    return "; ".join(variant.start.notes) or "no steady call to compare the first call with"
+
+
+def _rows(variant: ColdVariant, paid: Payback) -> pl.DataFrame:
+    """The breakdown with the variant, its context and each row's break-even."""
+    assert variant.start is not None
+    excess = variant.start.excess
+    cpu = pl.col("side") == "cpu"
+    if paid.note is None and paid.advantage_us:
+        calls = (pl.col("excess_us") / paid.advantage_us).ceil().clip(lower_bound=0)
+        break_even = pl.when(cpu).then(calls.cast(pl.Int64))
+        note = pl.when(~cpu).then(pl.lit(GPU_BREAK_EVEN))
+    else:
+        break_even = pl.lit(None, pl.Int64)
+        note = pl.when(cpu).then(pl.lit(paid.note)).otherwise(pl.lit(GPU_BREAK_EVEN))
+    return excess.select(
+        pl.lit(variant.label).alias("variant"),
+        pl.all(),
+        break_even_calls=break_even,
+        break_even_note=note,
+        cache_state=pl.lit(variant.context.cache_state, pl.String),
+        call_source=pl.lit(variant.start.source),
+    )
