@@ -228,7 +228,7 @@ def _numbered(spans: pl.DataFrame) -> pl.DataFrame:
         spans.sort("rank", "order")
         .with_columns(call=pl.int_range(1, pl.len() + 1).over("rank"))
         .select(*(c for c in CALL_SCHEMA if c != "shape"))
-        .cast({c: t for c, t in CALL_SCHEMA.items() if c != "shape"})  # type: ignore[arg-type]
+        .cast({c: t for c, t in CALL_SCHEMA.items() if c != "shape"})
     )
 
 

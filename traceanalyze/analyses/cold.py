@@ -228,16 +228,11 @@ def _excess(parts: pl.DataFrame, references: pl.DataFrame) -> pl.DataFrame:
     joined = first.rename({"us": "first_call_us"}).join(
         steady.rename({"us": "steady_us"}), on=keys, how="full", coalesce=True, nulls_equal=True
     )
-    total_excess = (pl.col("first_call_us") - pl.col("steady_us")).sum().over(*CALL_KEY, "side")
     return (
         joined.with_columns(pl.col("first_call_us", "steady_us").fill_null(0.0))
         .join(references, on=[*CALL_KEY, "side"])
         .with_columns(excess_us=pl.col("first_call_us") - pl.col("steady_us"))
-        .with_columns(
-            share_of_excess_pct=pl.when(total_excess > 0).then(
-                pl.col("excess_us") / total_excess * 100
-            )
-        )
+        .with_columns(share_of_excess_pct=share_of_excess())
         .sort(
             ["rank", "call", "side", "excess_us", "cause", "op_name"],
             descending=[False, False, False, True, False, False],
@@ -245,3 +240,10 @@ def _excess(parts: pl.DataFrame, references: pl.DataFrame) -> pl.DataFrame:
         )
         .select(EXCESS_COLUMNS)
     )
+
+
+def share_of_excess() -> pl.Expr:
+    """A row's share of its call and side's total excess (none when that total is not
+    positive: a share of a saving means nothing)."""
+    total = pl.col("excess_us").sum().over(*CALL_KEY, "side")
+    return pl.when(total > 0).then(pl.col("excess_us") / total * 100)

@@ -104,8 +104,8 @@ class Payback:
 NO_BASELINE = Payback(
     None,
     None,
-    "no baseline: break-even needs the baseline variant's steady time (run on a capture "
-    "folder, or pass --baseline)",
+    "no baseline: break-even needs the baseline variant's steady time (run `cold` on the "
+    "capture folder)",
 )
 
 

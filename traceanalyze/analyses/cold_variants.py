@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.cold import FIRST, ColdStart, cold_start
+from traceanalyze.analyses.cold import FIRST, ColdStart, cold_start, share_of_excess
 from traceanalyze.analyses.cold_context import (
     FROM_TIMING,
     NO_BASELINE,
@@ -29,6 +29,29 @@ from traceanalyze.errors import UsageError
 from traceanalyze.load.variants import Variant
 
 GPU_BREAK_EVEN = "counted on the call's wall time (side cpu)"
+BY_CAUSE = ["variant", "rank", "call", "steady_call", "steady_calls", "side", "cause"]
+
+# One sentence per figure, printed by the report's cold-start section and the README.
+DEFINITIONS: dict[str, str] = {
+    "first_call_us": "the first call's time: on side `cpu` its span on the CPU (with "
+    "`capture --cold`, which synchronizes inside each call, its wall time), on side `gpu` the "
+    "GPU activity time it launched; split over the call's CPU tree by the self time of each "
+    "interval, by cause and outermost operator",
+    "steady_us": "the same for the median steady call: the later call of the same input "
+    "shapes whose time is the median (the lower middle one for an even count)",
+    "excess_us": "first_call_us minus steady_us: the one-off work (it adds up over the rows "
+    "of a call and side)",
+    "cudnn_planning_us": "the first call's CPU excess of the cause `cudnn_plan`: the one "
+    "figure called planning",
+    "timed_first_call_us": "call 1 timed with the wall clock in a fresh process without the "
+    "profiler (capture manifest); `timed_steady_us` the median of the steady calls, "
+    "`timed_excess_us` their difference: the truth the trace's excess is checked against",
+    "break_even_calls": "calls after which the one-off cost is paid back by the variant's "
+    "steady advantage over the baseline (the baseline's steady call time minus the "
+    "variant's): ceil(excess_us / advantage_us), from the capture's timing where the manifest "
+    "has it for both, else from the traces (the median steady call's wall time); none without "
+    "an advantage",
+}
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "variant": pl.String(),
     "status": pl.String(),
@@ -60,6 +83,7 @@ class ColdVariant:
     start: ColdStart | None
     context: ColdContext
     reason: str | None = None
+    warm_up_calls: int | None = None  # calls before profiling, as the manifest says
 
 
 @dataclass(frozen=True)
@@ -68,6 +92,7 @@ class ColdSet:
 
     summary: pl.DataFrame  # SUMMARY_COLUMNS, one row per variant
     rows: pl.DataFrame  # the breakdown: variant + cold.EXCESS_COLUMNS + context columns
+    causes: pl.DataFrame  # the breakdown by cause alone (no op_name), same columns otherwise
     calls: pl.DataFrame  # variant + cold.CALL_COLUMNS
     baseline: str | None
     notes: dict[str, tuple[str, ...]]  # per variant, what a reader must know
@@ -85,7 +110,10 @@ def cold_set(
     summary = pl.DataFrame(
         [_summary_row(v, paybacks[v.label]) for v in found], schema=SUMMARY_COLUMNS
     )
-    rows = [_rows(v, paybacks[v.label]) for v in found if v.start is not None]
+    rows = [_rows(v, paybacks[v.label], v.start.excess) for v in found if v.start is not None]
+    by_cause = [
+        _rows(v, paybacks[v.label], _by_cause(v.start.excess)) for v in found if v.start is not None
+    ]
     calls = [
         v.start.calls.select(pl.lit(v.label).alias("variant"), pl.all())
         for v in found
@@ -94,6 +122,7 @@ def cold_set(
     return ColdSet(
         summary,
         pl.concat(rows, how="diagonal_relaxed") if rows else pl.DataFrame(),
+        pl.concat(by_cause, how="diagonal_relaxed") if by_cause else pl.DataFrame(),
         pl.concat(calls, how="diagonal_relaxed") if calls else pl.DataFrame(),
         label,
         {v.label: v.start.notes for v in found if v.start is not None and v.start.notes},
@@ -103,7 +132,9 @@ def cold_set(
 def _cold_variant(variant: Variant) -> ColdVariant:
     context = ColdContext.from_entry(variant.manifest_entry)
     start = cold_start(variant.trace) if variant.trace is not None else None
-    return ColdVariant(variant.label, variant.status, start, context, variant.reason)
+    return ColdVariant(
+        variant.label, variant.status, start, context, variant.reason, variant.warm_up_calls
+    )
 
 
 def _baseline(found: list[ColdVariant], baseline: str | None) -> str | None:
@@ -168,11 +199,13 @@ def _summary_row(variant: ColdVariant, paid: Payback) -> dict[str, object]:
         "timed_first_call_us": context.timed_first_call_us,
         "timed_steady_us": context.timed_steady_us,
         "timed_excess_us": context.timed_excess_us,
-        "note": variant.reason or context.caches_note,
+        "note": "; ".join(n for n in (variant.reason, context.caches_note, _warm(variant)) if n)
+        or None,
     }
     cpu, gpu = _first_call(variant), _first_call(variant, "gpu")
     if variant.start is None or not cpu.height:
-        return row | {"note": row["note"] or _no_comparison(variant)}
+        notes = (variant.reason, context.caches_note, _warm(variant), _no_comparison(variant))
+        return row | {"note": "; ".join(n for n in notes if n) or None}
     excess = float(cpu["excess_us"].sum())
     timed = context.timed_excess_us
     by_cause = (
@@ -199,6 +232,16 @@ def _summary_row(variant: ColdVariant, paid: Payback) -> dict[str, object]:
     }
 
 
+def _warm(variant: ColdVariant) -> str | None:
+    if not variant.warm_up_calls:
+        return None
+    calls = "call" if variant.warm_up_calls == 1 else "calls"
+    return (
+        f"{variant.warm_up_calls} warm-up {calls} ran before profiling (manifest): the one-off "
+        "work is not in this trace, only what is left of it in the first profiled call"
+    )
+
+
 def _no_comparison(variant: ColdVariant) -> str | None:
     if variant.start is None:
         return None
@@ -207,18 +250,30 @@ def _no_comparison(variant: ColdVariant) -> str | None:
     return "; ".join(variant.start.notes) or "no steady call to compare the first call with"
 
 
-def _rows(variant: ColdVariant, paid: Payback) -> pl.DataFrame:
-    """The breakdown with the variant, its context and each row's break-even."""
+def _by_cause(excess: pl.DataFrame) -> pl.DataFrame:
+    """The breakdown summed over operators."""
+    keys = [k for k in BY_CAUSE if k != "variant"]
+    return (
+        excess.group_by(keys, maintain_order=True)
+        .agg(pl.col("first_call_us", "steady_us", "excess_us").sum())
+        .with_columns(share_of_excess_pct=share_of_excess())
+        .sort(
+            ["rank", "call", "side", "excess_us", "cause"],
+            descending=[False, False, False, True, False],
+        )
+    )
+
+
+def _rows(variant: ColdVariant, paid: Payback, excess: pl.DataFrame) -> pl.DataFrame:
+    """``excess`` with the variant, its context and each row's break-even."""
     assert variant.start is not None
-    excess = variant.start.excess
     cpu = pl.col("side") == "cpu"
+    break_even: pl.Expr = pl.lit(None, pl.Int64)
+    note: pl.Expr = pl.when(cpu).then(pl.lit(paid.note)).otherwise(pl.lit(GPU_BREAK_EVEN))
     if paid.note is None and paid.advantage_us:
         calls = (pl.col("excess_us") / paid.advantage_us).ceil().clip(lower_bound=0)
         break_even = pl.when(cpu).then(calls.cast(pl.Int64))
         note = pl.when(~cpu).then(pl.lit(GPU_BREAK_EVEN))
-    else:
-        break_even = pl.lit(None, pl.Int64)
-        note = pl.when(cpu).then(pl.lit(paid.note)).otherwise(pl.lit(GPU_BREAK_EVEN))
     return excess.select(
         pl.lit(variant.label).alias("variant"),
         pl.all(),
