@@ -24,6 +24,7 @@ cause (``cudnn_planning_us``); the steady CPU time of cuDNN ops is ``cudnn_cpu_u
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -62,20 +63,46 @@ class ColdStart:
     notes: tuple[str, ...] = ()  # what a reader must know (shapes ignored, calls without steady)
 
 
-@per_trace
-def cold_start(trace: Trace) -> ColdStart:
-    """The cold-start comparison of ``trace`` (no rows when it has fewer than two calls)."""
-    found = find_calls(trace)
-    roles, notes = _roles(found.spans)
-    rows = _call_rows(trace, found)
-    launched = _launched(trace, rows)
-    parts = _parts(found.spans, rows, launched)
+def cold_start(trace: Trace, shapes: Sequence[int | str] | None = None) -> ColdStart:
+    """The cold-start comparison of ``trace`` (no rows when it has fewer than two calls).
+
+    ``shapes``, one per call in order (a capture manifest's sequence lengths), replace the
+    shapes read from the trace, which cannot see a shape inside a compiled region."""
+    found, parts, walls = _measured(trace)
+    spans, notes = _with_given_shapes(found.spans, shapes)
+    roles, more = _roles(spans)
+    notes += more
     totals = parts.group_by(*CALL_KEY, "side").agg(us=pl.col("us").sum())
-    calls = _call_table(roles, totals, _walls(found.spans, launched))
+    calls = _call_table(roles, totals, walls)
     references = _median_steady_calls(roles, totals)
     if roles.height and not references.height:
         notes += ("no call repeats another's shape: there is no steady call to compare with",)
     return ColdStart(calls, _excess(parts, references), found.source, notes)
+
+
+@per_trace
+def _measured(trace: Trace) -> tuple[Calls, pl.DataFrame, pl.DataFrame]:
+    """The calls, their parts by side, cause and operator, and their wall times."""
+    found = find_calls(trace)
+    rows = _call_rows(trace, found)
+    launched = _launched(trace, rows)
+    return found, _parts(found.spans, rows, launched), _walls(found.spans, launched)
+
+
+def _with_given_shapes(
+    spans: pl.DataFrame, shapes: Sequence[int | str] | None
+) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    if shapes is None or not spans.height:
+        return spans, ()
+    counts = spans.group_by("rank").len()["len"].unique().to_list()
+    if counts != [len(shapes)]:
+        held = " or ".join(str(c) for c in counts)
+        return spans, (
+            f"the manifest lists {len(shapes)} calls, the trace holds {held}: shapes are "
+            "read from the trace",
+        )
+    given = pl.Series("shape", [str(s) for s in shapes], pl.String)
+    return spans.with_columns(shape=pl.lit(given).gather(pl.col("call") - 1)), ()
 
 
 def _roles(spans: pl.DataFrame) -> tuple[pl.DataFrame, tuple[str, ...]]:

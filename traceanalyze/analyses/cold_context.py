@@ -29,13 +29,18 @@ class ColdContext:
     timing_caches: str | None = None  # the timing process's caches when it started
     timed_first_call_us: float | None = None
     timed_steady_us: float | None = None
+    call_shapes: tuple[int | str, ...] | None = None  # each call's sequence length, in order
 
     @classmethod
-    def from_entry(cls, entry: Mapping[str, Any]) -> ColdContext:
-        """From a manifest's variant entry (without a ``cold`` object: nothing known)."""
+    def from_entry(
+        cls, entry: Mapping[str, Any], config: Mapping[str, Any] | None = None
+    ) -> ColdContext:
+        """From a manifest's variant entry and its ``config`` (whose ``cold.call_seqs`` give
+        each call's shape); without a ``cold`` object in the entry nothing is known."""
         cold = entry.get("cold")
         if not isinstance(cold, Mapping):
             return cls()
+        seqs = ((config or {}).get("cold") or {}).get("call_seqs")
         caches = {
             p.get("role"): _caches(p.get("caches_before") or ())
             for p in cold.get("processes") or ()
@@ -47,6 +52,7 @@ class ColdContext:
             timing_caches=caches.get("time"),
             timed_first_call_us=_us(cold.get("call1_ms")),
             timed_steady_us=_us(cold.get("steady_median_ms")),
+            call_shapes=tuple(seqs) if isinstance(seqs, list) else None,
         )
 
     @property

@@ -5,8 +5,9 @@ its ``name`` pattern matches the interval's own name (no pattern: any name) and 
 pattern matches the interval's own name or the name of an interval around it (no pattern: no
 condition). The first rule in table order that claims an interval gives its cause; an interval
 no rule claims is ``other``. So order says which cause wins: a ``cudaMalloc`` inside a cuDNN op
-is allocator growth, a cuDNN op inside a compiled region is cuDNN's, and a Triton benchmark run
-inside Inductor's compile is Triton's.
+is allocator growth, a cuDNN op inside a compiled region is cuDNN's (but one Dynamo runs on fake
+tensors while it traces is compilation), and a Triton benchmark run inside Inductor's compile is
+Triton's.
 
 The GPU side uses only the rules without a ``name`` pattern (the *context* of the launch): a
 kernel belongs to the cuDNN op, the autotuner or the compiled region that launched it, never to
@@ -37,8 +38,8 @@ CAUSES: dict[str, str] = {
     "call cuDNN, and everything they run that no earlier rule claims)",
     "cublas_init": "cuBLAS/cuBLASLt handle creation and heuristics (inside the GEMM ops)",
     "triton_compile": "Triton kernel compile, load and autotuning",
-    "inductor_compile": "Dynamo tracing and Inductor compilation (compiled regions, "
-    "`(dynamo_timed)` phases)",
+    "inductor_compile": "Dynamo tracing and Inductor compilation (`(dynamo_timed)` phases), "
+    "and the compiled code's wrappers (guards, first load of the compiled module)",
     "cuda_lazy_init": "lazy CUDA and library initialisation: device queries, streams, events, "
     "modules loaded at a kernel's first launch (launch calls' time over their steady time)",
     "allocator_growth": "the caching allocator asking the driver for memory (cudaMalloc and kin)",
@@ -74,19 +75,26 @@ _TRITON = (
     r"(?i:triton|autotun|benchmark_all_configs|precompile|do_bench|select_algorithm)"
     r"|^_CALLABLE$"
 )
-_INDUCTOR = (
-    r"\(dynamo_timed\)$|^Torch-Compiled Region|^TorchDynamo|^Pregraph bytecode|^AOTDispatcher"
-    r"|CompiledFunction|CompiledFxGraph|(?i:inductor)|^torch/_(dynamo|inductor)/"
+# Dynamo and Inductor at compile time: dynamo_timed phases and the events around them.
+_COMPILING = (
+    r"\(dynamo_timed\)$|^dynamo$|^entire_frame_compile$|compile_id=|^torch/_(dynamo|inductor)/"
+)
+# The compiled code as it runs (its first-call excess: guards, wrappers, first load).
+_COMPILED = (
+    r"^Torch-Compiled Region|^TorchDynamo|^Pregraph bytecode|^AOTDispatcher|CompiledFunction"
+    r"|CompiledFxGraph|(?i:inductor)"
 )
 
 CAUSE_RULES: tuple[CauseRule, ...] = (
     CauseRule("allocator_growth", name=_ALLOCATOR),
-    CauseRule("triton_compile", name=_MODULE_LOAD, within=f"{_TRITON}|{_INDUCTOR}"),
+    CauseRule("triton_compile", name=_MODULE_LOAD, within=f"{_TRITON}|{_COMPILING}|{_COMPILED}"),
     CauseRule("cuda_lazy_init", name=_LAZY_INIT),
+    CauseRule("triton_compile", within=_TRITON),
+    # Before cuDNN and cuBLAS: their ops run on fake tensors while Dynamo traces.
+    CauseRule("inductor_compile", within=_COMPILING),
     CauseRule("cudnn_plan", within=_CUDNN),
     CauseRule("cublas_init", within=_CUBLAS),
-    CauseRule("triton_compile", within=_TRITON),
-    CauseRule("inductor_compile", within=_INDUCTOR),
+    CauseRule("inductor_compile", within=_COMPILED),
 )
 
 # Ancestor chains are short (a runtime call is rarely more than a dozen levels deep).

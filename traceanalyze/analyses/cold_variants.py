@@ -11,8 +11,9 @@ advantage, on the ``cpu`` side only (the call's wall time; GPU time overlaps it)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -46,11 +47,17 @@ DEFINITIONS: dict[str, str] = {
     "timed_first_call_us": "call 1 timed with the wall clock in a fresh process without the "
     "profiler (capture manifest); `timed_steady_us` the median of the steady calls, "
     "`timed_excess_us` their difference: the truth the trace's excess is checked against",
+    "excess_vs_timed_pct": "the trace's excess against the timed one, (excess_us - "
+    "timed_excess_us) / timed_excess_us x 100: the profiler's own cost and caches that differ "
+    "between the two processes make them differ",
+    "advantage_us": "the baseline's steady call time minus the variant's: from the capture's "
+    "timing where the manifest has it for both (`advantage_source` capture timing), else the "
+    "wall time of each trace's median steady call (trace)",
     "break_even_calls": "calls after which the one-off cost is paid back by the variant's "
     "steady advantage over the baseline (the baseline's steady call time minus the "
-    "variant's): ceil(excess_us / advantage_us), from the capture's timing where the manifest "
-    "has it for both, else from the traces (the median steady call's wall time); none without "
-    "an advantage",
+    "variant's): ceil(excess_us / advantage_us), the excess from the same source as the "
+    "advantage (a row of the breakdown: its own excess, side cpu only); none without an "
+    "advantage",
 }
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "variant": pl.String(),
@@ -99,11 +106,16 @@ class ColdSet:
 
 
 def cold_set(
-    variants: Sequence[Variant], baseline: str | None = None, *, single: bool = False
+    variants: Sequence[Variant],
+    baseline: str | None = None,
+    *,
+    config: Mapping[str, Any] | None = None,
+    single: bool = False,
 ) -> ColdSet:
-    """The cold-start comparison of ``variants``; ``single``: one trace given alone (no
-    baseline to pay back against unless ``baseline`` names it)."""
-    found = [_cold_variant(v) for v in variants]
+    """The cold-start comparison of ``variants``; ``config``: their capture manifest's
+    (each call's shape); ``single``: one trace given alone (no baseline to pay back against
+    unless ``baseline`` names it)."""
+    found = [_cold_variant(v, config) for v in variants]
     label = None if single and baseline is None else _baseline(found, baseline)
     reference = next((v for v in found if v.label == label), None)
     paybacks = {v.label: _payback(v, reference) for v in found}
@@ -129,9 +141,10 @@ def cold_set(
     )
 
 
-def _cold_variant(variant: Variant) -> ColdVariant:
-    context = ColdContext.from_entry(variant.manifest_entry)
-    start = cold_start(variant.trace) if variant.trace is not None else None
+def _cold_variant(variant: Variant, config: Mapping[str, Any] | None) -> ColdVariant:
+    context = ColdContext.from_entry(variant.manifest_entry, config)
+    trace = variant.trace
+    start = cold_start(trace, context.call_shapes) if trace is not None else None
     return ColdVariant(
         variant.label, variant.status, start, context, variant.reason, variant.warm_up_calls
     )

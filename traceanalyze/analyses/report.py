@@ -94,7 +94,11 @@ def cold_part(variant_set: VariantSet, baseline: str | None) -> ColdSet | None:
         for v in variant_set.loaded
         if v.trace is not None
     )
-    return cold_set(variant_set.variants, baseline) if cold else None
+    if not cold:
+        return None
+    # Each call's shape is in the manifest; with several manifests it is read from the traces.
+    config = variant_set.manifests[0].get("config") if len(variant_set.manifests) == 1 else None
+    return cold_set(variant_set.variants, baseline, config=config)
 
 
 # CPU ops or annotations that say a trace profiles attention.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -62,10 +63,14 @@ def cold(
 
 def _cold(path: Path, loader: Loader, baseline: str | None) -> ColdSet:
     if path.is_dir():
-        variants = loader.variants([path]).variants
-        result = cold_set(variants, baseline)
+        found = loader.variants([path])
+        config = found.manifests[0].get("config") if found.manifests else None
+        result = cold_set(found.variants, baseline, config=config)
     else:
-        result = cold_set([_beside_its_manifest(path, loader)], baseline, single=True)
+        manifest = read_manifest(path.parent) if path.is_file() else None
+        variant = _beside_its_manifest(path, manifest, loader)
+        config = manifest.get("config") if manifest else None
+        result = cold_set([variant], baseline, config=config, single=True)
     if not result.rows.height:
         reasons = "; ".join(n for n in result.summary["note"].drop_nulls().unique())
         raise AnalysisError(
@@ -77,9 +82,8 @@ def _cold(path: Path, loader: Loader, baseline: str | None) -> ColdSet:
     return result
 
 
-def _beside_its_manifest(path: Path, loader: Loader) -> Variant:
-    """The trace as a variant, with its entry in a capture manifest beside it if any."""
-    manifest = read_manifest(path.parent) if path.is_file() else None
+def _beside_its_manifest(path: Path, manifest: dict[str, Any] | None, loader: Loader) -> Variant:
+    """The trace as a variant, with its entry in the capture manifest beside it if any."""
     entries = (manifest or {}).get("variants", {})
     named = {e.get("trace"): (name, e) for name, e in entries.items() if isinstance(e, dict)}
     label, entry = named.get(path.name, (label_of(path), {}))

@@ -25,7 +25,7 @@ CHECK_COLUMNS = (
     "break_even_note",
 )  # fmt: skip
 PART_COLUMNS = (
-    "side", "cause", "op_name", "first_call_us", "steady_us", "excess_us",
+    "side", "steady_call", "cause", "op_name", "first_call_us", "steady_us", "excess_us",
     "share_of_excess_pct", "break_even_calls",
 )  # fmt: skip
 CALL_COLUMNS = ("call", "name", "shape_index", "role", "cpu_us", "gpu_us", "wall_us")
@@ -72,9 +72,10 @@ def cold_section(result: ColdSet) -> str:
     for row in result.summary.to_dicts():
         causes = result.causes.filter(pl.col("variant") == row["variant"])
         if causes.height:
-            parts += [f"**`{row['variant']}` by cause**\n", _parts_table(causes, False)]
+            title = f"**`{row['variant']}` by cause** (each call compared, against its median "
+            parts += [title + "steady call)\n", _parts_table(causes, False, ("call",))]
     parts.append("\n".join(f"- *{heading(k)}*: {v}." for k, v in DEFINITIONS.items()) + "\n")
-    return "\n".join(parts)
+    return "\n".join([*parts, _legend()])
 
 
 def _summary_tables(result: ColdSet) -> str:
@@ -95,21 +96,44 @@ def _variant_part(result: ColdSet, row: dict[str, object], full_names: bool, lev
     mine = pl.col("variant") == label
     parts = [f"{level}`{label}`\n"] if level else []
     parts.append(_headline(row))
-    causes, rows = result.causes.filter(mine), result.rows.filter(mine)
-    if causes.height:
-        parts += ["**By cause**\n", _parts_table(causes, full_names)]
-        top = rows.sort(pl.col("excess_us").abs(), descending=True).head(TOP_OPERATORS)
-        parts += [
-            f"**By cause and operator** (the {TOP_OPERATORS} largest differences)\n",
-            _parts_table(top, full_names),
-        ]
     calls = result.calls.filter(mine) if result.calls.height else result.calls
+    for compared in _compared(result.causes.filter(mine), calls):
+        parts += _compared_part(result, compared, full_names)
     if calls.height:
         parts += ["**Calls**\n", _keyed(calls, CALL_COLUMNS)]
     notes = [*result.notes.get(str(label), ()), *(n for n in (row["note"],) if n)]
     if notes:
         parts.append("\n".join(f"- {n}." for n in notes) + "\n")
     return "\n".join(parts)
+
+
+def _compared(causes: pl.DataFrame, calls: pl.DataFrame) -> list[dict[str, object]]:
+    """Each call compared with steady calls (call 1, each first call of a new shape)."""
+    if not causes.height:
+        return []
+    keys = causes.select("variant", "rank", "call", "steady_calls").unique(maintain_order=True)
+    return keys.join(calls.select("rank", "call", "role"), on=["rank", "call"]).to_dicts()
+
+
+def _compared_part(result: ColdSet, compared: dict[str, object], full_names: bool) -> list[str]:
+    key = (
+        (pl.col("variant") == compared["variant"])
+        & (pl.col("rank") == compared["rank"])
+        & (pl.col("call") == compared["call"])
+    )
+    rows = result.rows.filter(key)
+    top = rows.sort(pl.col("excess_us").abs(), descending=True).head(TOP_OPERATORS)
+    steady = compared["steady_calls"]
+    title = (
+        f"Call {compared['call']} ({compared['role']}) against the median of its {steady} "
+        f"steady call{'' if steady == 1 else 's'}"
+    )
+    return [
+        f"**{title}, by cause**\n",
+        _parts_table(result.causes.filter(key), full_names),
+        f"**{title}, by cause and operator** (the {TOP_OPERATORS} largest differences)\n",
+        _parts_table(top, full_names),
+    ]
 
 
 def _headline(row: dict[str, object]) -> str:
@@ -122,14 +146,21 @@ def _headline(row: dict[str, object]) -> str:
         if row["break_even_calls"] is not None
         else f"break-even: {row['break_even_note']}"
     )
+    timed = ""
+    if row["timed_excess_us"] is not None:
+        timed = (
+            f" Timed without the profiler: {duration(float(row['timed_first_call_us']))} "  # type: ignore[arg-type]
+            f"against {duration(float(row['timed_steady_us']))}, "  # type: ignore[arg-type]
+            f"{duration(float(row['timed_excess_us']))} of one-off work."  # type: ignore[arg-type]
+        )
     return (
         f"{row['calls']} calls ({row['call_source']}); caches: {caches}. The first call took "
         f"{duration(first)} on the CPU against {duration(steady)} for the median steady call: "
-        f"{duration(excess)} of one-off work; {paid}.\n"
+        f"{duration(excess)} of one-off work; {paid}.{timed}\n"
     )
 
 
-def _parts_table(frame: pl.DataFrame, full_names: bool) -> str:
+def _parts_table(frame: pl.DataFrame, full_names: bool, first: tuple[str, ...] = ()) -> str:
     shown = (
         frame.with_columns(pl.col("op_name").fill_null(OUTSIDE_OPERATORS))
         if "op_name" in frame.columns
@@ -137,7 +168,7 @@ def _parts_table(frame: pl.DataFrame, full_names: bool) -> str:
     )
     if not full_names and "op_name" in shown.columns:
         shown = shown.with_columns(short_name_expr("op_name"))
-    return _keyed(shown, PART_COLUMNS)
+    return _keyed(shown, (*first, *PART_COLUMNS))
 
 
 def _keyed(frame: pl.DataFrame, columns: tuple[str, ...]) -> str:
