@@ -77,9 +77,10 @@ def replayed_activities(trace: Trace) -> pl.DataFrame:
     replays = _numbered(trace.gpu.filter(graph_replay()))
     if not replays.height:
         return pl.DataFrame(schema=REPLAY_SCHEMA)
-    captured = _captures(trace, replays)
+    captured, notes = _captures(trace, replays)
     return (
         replays.join(captured, on=["rank", "graph", "position"], how="left")
+        .join(notes, on=["rank", "graph"], how="left")
         .with_columns(
             attribution_note=pl.when(pl.col("captured_call").is_null()).then(
                 pl.col("graph_note").fill_null(NOT_CAPTURED)
@@ -94,9 +95,8 @@ def replayed_activities(trace: Trace) -> pl.DataFrame:
 def _numbered(replays: pl.DataFrame) -> pl.DataFrame:
     """``replay``, ``position`` and ``graph`` for each replayed activity."""
     replay = ["rank", "correlation"]
-    has_nodes = GRAPH_NODE_ID in replays.columns
-    order = pl.col(GRAPH_NODE_ID) if has_nodes else pl.col("ts_ns")
-    numbered = replays.sort([*replay, order.name if has_nodes else "ts_ns", "ts_ns"]).with_columns(
+    order = [GRAPH_NODE_ID, "ts_ns"] if GRAPH_NODE_ID in replays.columns else ["ts_ns"]
+    numbered = replays.sort([*replay, *order]).with_columns(
         position=pl.int_range(pl.len()).over(replay), replay=pl.col("correlation")
     )
     if GRAPH_ID in numbered.columns:
@@ -108,9 +108,9 @@ def _numbered(replays: pl.DataFrame) -> pl.DataFrame:
     return numbered.with_columns(graph=first_replay.rank("dense").over("rank").cast(pl.Int64))
 
 
-def _captures(trace: Trace, replays: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, graph, position): the op and the launch call captured there, or, per graph,
-    ``graph_note`` saying why there is none."""
+def _captures(trace: Trace, replays: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per (rank, graph, position): the op and the launch call captured there; and per graph
+    without a capture, ``graph_note`` saying why."""
     calls = _unlaunched_calls(trace)
     graphs = (
         replays.filter(pl.col("replay") == pl.col("replay").min().over("rank", "graph"))
@@ -118,7 +118,6 @@ def _captures(trace: Trace, replays: pl.DataFrame) -> pl.DataFrame:
         .agg(
             kinds=pl.col("kind").sort_by("position"),
             first_replay=pl.col("ts_ns").min(),
-            thread=pl.col("launch_tid").first(),
         )
     )
     blocks = calls.group_by("rank", "block").agg(
@@ -127,7 +126,7 @@ def _captures(trace: Trace, replays: pl.DataFrame) -> pl.DataFrame:
         apis=pl.col("captured_call"),
         end=pl.col("ts_ns").max(),
     )
-    # A capture block pairs with the first graph replayed after it with the same kinds.
+    # A graph pairs with the last capture before its first replay that has its kinds in order.
     pairs = (
         graphs.join(blocks, on="rank", suffix="_captured")
         .filter(
@@ -151,20 +150,8 @@ def _captures(trace: Trace, replays: pl.DataFrame) -> pl.DataFrame:
             else NOT_CAPTURED
         ),
     )
-    captured = paired.select(
-        "rank", "graph", "position", captured_op="ops", captured_call="apis"
-    ).with_columns(graph_note=pl.lit(None, pl.String))
-    return pl.concat(
-        [
-            captured,
-            notes.with_columns(
-                position=pl.lit(None, pl.Int64),
-                captured_op=pl.lit(None, pl.String),
-                captured_call=pl.lit(None, pl.String),
-            ),
-        ],
-        how="diagonal_relaxed",
-    )
+    captured = paired.select("rank", "graph", "position", captured_op="ops", captured_call="apis")
+    return captured, notes
 
 
 def _unlaunched_calls(trace: Trace) -> pl.DataFrame:
