@@ -23,6 +23,7 @@ from traceanalyze.analyses.cold_context import (
     payback,
 )
 from traceanalyze.analyses.cold_rules import causes
+from traceanalyze.analyses.cold_variants import DEFINITIONS as COLD_DEFINITIONS
 from traceanalyze.analyses.cold_variants import cold_set
 from traceanalyze.load.variants import Variant
 
@@ -404,8 +405,12 @@ def cold_folder(folder: Path) -> Path:
     naive = [
         annotation("call1", 0, 500),
         op("aten::bmm", 10, 480),
+        call("cudaLaunchKernel", 400, 5, 1),
+        kernel("volta_sgemm_128x64_nn", 420, 60, 1),
         annotation("call2", 500, 300),
         op("aten::bmm", 510, 280),
+        call("cudaLaunchKernel", 700, 5, 2),
+        kernel("volta_sgemm_128x64_nn", 720, 60, 2),
     ]
     write_trace(folder, naive, "naive.json")
     write_trace(folder, CUDNN_EVENTS, "sdpa_cudnn.json")
@@ -460,3 +465,9 @@ def test_a_single_trace_has_no_baseline(cudnn_trace: traceanalyze.Trace) -> None
     assert row["break_even_calls"] is None
     assert row["break_even_note"] == NO_BASELINE.note
     assert row["cache_state"] is None
+
+
+def test_readme_defines_every_cold_figure_as_the_code_does() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for key, definition in COLD_DEFINITIONS.items():
+        assert f"- `{key}`: {definition}." in readme, key
