@@ -25,8 +25,7 @@ from traceanalyze.analyses.cold_context import (
     Payback,
     payback,
 )
-from traceanalyze.analyses.compare import DEFAULT_BASELINE
-from traceanalyze.errors import UsageError
+from traceanalyze.analyses.compare import pick_baseline
 from traceanalyze.load.variants import Variant
 
 GPU_BREAK_EVEN = "counted on the call's wall time (side cpu)"
@@ -151,18 +150,8 @@ def _cold_variant(variant: Variant, config: Mapping[str, Any] | None) -> ColdVar
 
 
 def _baseline(found: list[ColdVariant], baseline: str | None) -> str | None:
-    """``baseline`` (it must be a variant with calls), else naive, else the first."""
     usable = [v.label for v in found if v.start is not None and v.start.excess.height]
-    if baseline is not None:
-        if baseline not in usable:
-            raise UsageError(
-                f"--baseline {baseline!r} is not a variant with a first and steady calls",
-                fix="Choose one of: " + (", ".join(usable) or "(none)") + ".",
-            )
-        return baseline
-    if DEFAULT_BASELINE in usable:
-        return DEFAULT_BASELINE
-    return usable[0] if usable else None
+    return pick_baseline(usable, baseline, "a variant with a first call and steady calls")
 
 
 def _first_call(variant: ColdVariant, side: str = "cpu") -> pl.DataFrame:
