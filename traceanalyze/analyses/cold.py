@@ -168,10 +168,8 @@ def _call_rows(trace: Trace, found: Calls) -> pl.DataFrame:
     context and the outermost operator they are in."""
     cpu = trace.cpu
     rows = with_self_time(ops_in_calls(cpu, found.spans), cpu)
-    return rows.with_columns(
-        cause=causes(cpu, rows["op_id"]),
-        context_cause=causes(cpu, rows["op_id"], context_only=True),
-        op_name=_outermost_operator(cpu, rows),
+    return pl.concat([rows, causes(cpu, rows["op_id"])], how="horizontal").with_columns(
+        op_name=_outermost_operator(cpu, rows)
     )
 
 

@@ -101,33 +101,35 @@ CAUSE_RULES: tuple[CauseRule, ...] = (
 _MAX_DEPTH = 64
 
 
-def causes(cpu: pl.DataFrame, op_ids: pl.Series, *, context_only: bool = False) -> pl.Series:
-    """The cause of each interval ``op_ids`` names (rows of ``cpu``, a Trace's cpu frame).
+def causes(cpu: pl.DataFrame, op_ids: pl.Series) -> pl.DataFrame:
+    """For each interval ``op_ids`` names (rows of ``cpu``, a Trace's cpu frame): ``cause``,
+    and ``context_cause``, from the rules without a ``name`` pattern only: the cause of the
+    work around the interval, not of the interval itself (how GPU activities get theirs)."""
+    within = _within_hits(cpu, op_ids, [r.within for r in CAUSE_RULES])
+    frame = within.with_columns(name=cpu["name"].gather(op_ids))
+    return frame.select(
+        _first_claim(CAUSE_RULES).alias("cause"),
+        _first_claim(CAUSE_RULES, context_only=True).alias("context_cause"),
+    )
 
-    ``context_only`` keeps only the rules without a ``name`` pattern: the cause of the work
-    around an interval, not of the interval itself (how GPU activities get their cause).
-    """
-    rules = [r for r in CAUSE_RULES if not (context_only and r.name is not None)]
-    within = _within_hits(cpu, op_ids, [r.within for r in rules])
-    names = cpu["name"].gather(op_ids)
-    frame = within.with_columns(name=names)
+
+def _first_claim(rules: tuple[CauseRule, ...], *, context_only: bool = False) -> pl.Expr:
+    """The cause of the first rule that claims the row (columns ``within_<i>`` and ``name``)."""
     cause = pl.lit(OTHER)
     for index, rule in reversed(list(enumerate(rules))):
+        if context_only and rule.name is not None:
+            continue
         claims = pl.col(f"within_{index}")
         if rule.name is not None:
             claims = claims & pl.col("name").str.contains(rule.name)
         cause = pl.when(claims.fill_null(value=False)).then(pl.lit(rule.cause)).otherwise(cause)
-    return frame.select(cause.alias("cause")).to_series()
+    return cause
 
 
 def _within_hits(cpu: pl.DataFrame, op_ids: pl.Series, patterns: list[str | None]) -> pl.DataFrame:
     """``within_<i>``: whether pattern i matches the interval or one of its ancestors (True for
     no pattern), walking all parent pointers at once, one level per step."""
-    own = {
-        f"within_{i}": cpu.select(pl.col("name").str.contains(p).fill_null(value=False)).to_series()
-        for i, p in enumerate(patterns)
-        if p is not None
-    }
+    own = _matches(cpu, {f"within_{i}": p for i, p in enumerate(patterns) if p is not None})
     parents = pl.lit(cpu["parent_id"])
     walk = pl.DataFrame({"cursor": op_ids}, schema={"cursor": pl.Int64}).with_columns(
         pl.lit(hits).gather("cursor").alias(column) for column, hits in own.items()
@@ -144,3 +146,14 @@ def _within_hits(cpu: pl.DataFrame, op_ids: pl.Series, patterns: list[str | None
         (pl.col(f"within_{i}") if p is not None else pl.lit(value=True)).alias(f"within_{i}")
         for i, p in enumerate(patterns)
     )
+
+
+def _matches(cpu: pl.DataFrame, patterns: dict[str, str]) -> dict[str, pl.Series]:
+    """Whether each row's name matches each pattern; matched once per distinct name (a trace
+    repeats a few hundred names over hundreds of thousands of rows)."""
+    names = cpu.select("name")
+    distinct = names.unique().with_columns(
+        pl.col("name").str.contains(p).fill_null(value=False).alias(c) for c, p in patterns.items()
+    )
+    matched = names.join(distinct, on="name", how="left", nulls_equal=True, maintain_order="left")
+    return {c: matched[c].fill_null(value=False) for c in patterns}
