@@ -17,6 +17,9 @@ Two sides, each adding up exactly:
 * ``gpu``: the GPU activity time launched from the call's tree, by the cause of the launch's
   context and the operator that launched it.
 
+Only the call's own thread is split: work another thread does meanwhile (autograd's backward
+thread) is not in the tree, and the call's wait for it shows as ``other``.
+
 ``excess_us`` = ``first_call_us`` - ``steady_us``: the one-off work (negative where the first
 call was faster). "Planning" names only the measured first-call excess of the ``cudnn_plan``
 cause (``cudnn_planning_us``); the steady CPU time of cuDNN ops is ``cudnn_cpu_us_per_iter``.
@@ -41,7 +44,7 @@ CALL_KEY = ["rank", "call"]
 _PART = ["side", "cause", "op_name"]
 _MAX_DEPTH = 64
 
-# Per call: its role and its two totals.
+# Per call: its role, its two sides' totals and its wall time.
 CALL_COLUMNS = ("rank", "call", "name", "shape_index", "role", "cpu_us", "gpu_us", "wall_us")
 FIRST = "first"
 NEW_SHAPE = "first of a new shape"

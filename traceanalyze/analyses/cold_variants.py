@@ -194,6 +194,10 @@ def _payback(variant: ColdVariant, reference: ColdVariant | None) -> Payback:
 
 def _summary_row(variant: ColdVariant, paid: Payback) -> dict[str, object]:
     context = variant.context
+    cpu = _first_call(variant)
+    notes = [variant.reason, context.caches_note, _warm(variant)]
+    if not cpu.height:
+        notes.append(_no_comparison(variant))
     row: dict[str, object] = {
         "variant": variant.label,
         "status": variant.status,
@@ -201,25 +205,26 @@ def _summary_row(variant: ColdVariant, paid: Payback) -> dict[str, object]:
         "timed_first_call_us": context.timed_first_call_us,
         "timed_steady_us": context.timed_steady_us,
         "timed_excess_us": context.timed_excess_us,
-        "note": "; ".join(n for n in (variant.reason, context.caches_note, _warm(variant)) if n)
-        or None,
+        "note": "; ".join(n for n in notes if n) or None,
     }
-    cpu, gpu = _first_call(variant), _first_call(variant, "gpu")
-    if variant.start is None or not cpu.height:
-        notes = (variant.reason, context.caches_note, _warm(variant), _no_comparison(variant))
-        return row | {"note": "; ".join(n for n in notes if n) or None}
+    return row | _figures(variant, cpu, paid) if cpu.height else row
+
+
+def _figures(variant: ColdVariant, cpu: pl.DataFrame, paid: Payback) -> dict[str, object]:
+    """Call 1's figures from its comparison rows on the CPU side (and the GPU side's total)."""
+    assert variant.start is not None
+    gpu = _first_call(variant, "gpu")
     excess = float(cpu["excess_us"].sum())
-    timed = context.timed_excess_us
+    timed = variant.context.timed_excess_us
     by_cause = (
         cpu.group_by("cause")
         .agg(pl.col("excess_us").sum())
         .sort(["excess_us", "cause"], descending=[True, False])
     )
     planning = by_cause.filter(pl.col("cause") == "cudnn_plan")["excess_us"]
-    paid_back = timed if paid.source == FROM_TIMING else excess
-    return row | {
+    return {
         "call_source": variant.start.source,
-        "calls": variant.start.calls.height,
+        "calls": variant.start.calls.filter(pl.col("rank") == cpu["rank"][0]).height,
         "first_call_us": float(cpu["first_call_us"].sum()),
         "steady_us": float(cpu["steady_us"].sum()),
         "excess_us": excess,
@@ -229,7 +234,7 @@ def _summary_row(variant: ColdVariant, paid: Payback) -> dict[str, object]:
         "top_cause": by_cause["cause"][0],
         "advantage_us": paid.advantage_us,
         "advantage_source": paid.source,
-        "break_even_calls": paid.calls(paid_back),
+        "break_even_calls": paid.calls(timed if paid.source == FROM_TIMING else excess),
         "break_even_note": paid.note,
     }
 
