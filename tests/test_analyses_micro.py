@@ -116,6 +116,7 @@ def test_summary(tmp_path: Path) -> None:
         "bound": "CPU-bound",
         "bound_note": "GPU busy time 15% of the wall time (the trace's iteration span)",
         "transpose_ops_per_iter": 1.0,  # transpose and t in step 1
+        "graph_launches_per_iter": 0.0,
         "cudnn_cpu_us_per_iter": 0.0,
         # Every activity kind, adding up to gpu_activity_us_per_iter.
         "category_us": {"gemm": 10.0, "softmax": 4.0, "memcpy": 3.0, "memset": 0.5},

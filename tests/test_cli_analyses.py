@@ -41,6 +41,7 @@ SUMMARY_KEYS = {
     "wall_us_per_iter",
     "bound",
     "transpose_ops_per_iter",
+    "graph_launches_per_iter",
     "cudnn_cpu_us_per_iter",
     "category_us",
     "launch_apis",
@@ -123,6 +124,7 @@ def test_summary_json_contract(trace: Path) -> None:
         "wall_us_per_iter": 100.0,  # the step: longer than the GPU span [40, 96]
         "bound": "CPU-bound",  # GPU busy 55% of the wall time
         "transpose_ops_per_iter": 0.0,
+        "graph_launches_per_iter": 0.0,
         "cudnn_cpu_us_per_iter": 0.0,
         "category_us": {"fused_attention": 50.0, "memcpy": 5.0},
         "launch_apis": {"cudaLaunchKernel": 1.0, "cudaMemcpyAsync": 1.0},

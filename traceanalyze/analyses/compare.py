@@ -116,16 +116,22 @@ def baseline_label(table: pl.DataFrame, baseline: str | None) -> str | None:
     """The variant speed-ups are relative to: ``baseline`` when given (it must be one of the
     loaded variants), else ``naive`` if loaded, else the first loaded variant."""
     loaded = table.filter(pl.col("gpu_busy_us_per_iter").is_not_null())["variant"].to_list()
+    return pick_baseline(loaded, baseline, "one of the loaded variants")
+
+
+def pick_baseline(candidates: list[str], baseline: str | None, what: str) -> str | None:
+    """``baseline`` (UsageError unless one of ``candidates``, which are ``what``), else
+    ``naive`` if a candidate, else the first candidate."""
     if baseline is not None:
-        if baseline not in loaded:
+        if baseline not in candidates:
             raise UsageError(
-                f"--baseline {baseline!r} is not one of the loaded variants",
-                fix="Choose one of: " + (", ".join(loaded) or "(none loaded)") + ".",
+                f"--baseline {baseline!r} is not {what}",
+                fix="Choose one of: " + (", ".join(candidates) or "(none)") + ".",
             )
         return baseline
-    if DEFAULT_BASELINE in loaded:
+    if DEFAULT_BASELINE in candidates:
         return DEFAULT_BASELINE
-    return loaded[0] if loaded else None
+    return candidates[0] if candidates else None
 
 
 def _with_speedups(table: pl.DataFrame, baseline: str | None) -> pl.DataFrame:

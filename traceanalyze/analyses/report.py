@@ -13,6 +13,8 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import BOUND_CPU
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.analyses.calls import CALL_REGION
+from traceanalyze.analyses.cold_variants import ColdSet, cold_set
 from traceanalyze.analyses.compare import baseline_label, comparison
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table
@@ -55,6 +57,7 @@ class Report:
     baseline: str | None
     variants: tuple[VariantReport, ...]
     category_us: pl.DataFrame  # variant, category, us_per_iter: for the chart
+    cold: ColdSet | None = None  # for a cold-start capture: first call against steady calls
 
 
 def build_report(variant_set: VariantSet, baseline: str | None = None) -> Report:
@@ -80,7 +83,23 @@ def build_report(variant_set: VariantSet, baseline: str | None = None) -> Report
         baseline=baseline_label(table, baseline),
         variants=reports,
         category_us=category_us,
+        cold=cold_part(variant_set, baseline),
     )
+
+
+def cold_part(variant_set: VariantSet, baseline: str | None) -> ColdSet | None:
+    """The cold-start comparison, for a capture whose traces start before the first call
+    (the manifest says so, or the traces hold ``call<i>`` regions); None otherwise."""
+    cold = any("cold" in v.manifest_entry for v in variant_set.variants) or any(
+        v.trace.cpu["name"].str.contains(CALL_REGION).any()
+        for v in variant_set.loaded
+        if v.trace is not None
+    )
+    if not cold:
+        return None
+    # Each call's shape is in the manifest; with several manifests it is read from the traces.
+    config = variant_set.manifests[0].get("config") if len(variant_set.manifests) == 1 else None
+    return cold_set(variant_set.variants, baseline, config=config)
 
 
 # CPU ops or annotations that say a trace profiles attention.

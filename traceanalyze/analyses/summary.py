@@ -19,6 +19,7 @@ from traceanalyze.analyses.accounting import (
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.cputree import VIEW_OPS
 from traceanalyze.analyses.cudnn import cudnn_cpu_us_per_iter
+from traceanalyze.analyses.graphs import graph_launches_per_iter
 from traceanalyze.link import nearest_ancestor
 from traceanalyze.trace import Trace
 
@@ -46,6 +47,7 @@ def summary(trace: Trace) -> dict[str, Any]:
         "bound": judged.bound,
         "bound_note": judged.note,
         "transpose_ops_per_iter": _view_ops(trace) / n,
+        "graph_launches_per_iter": graph_launches_per_iter(trace),
         "cudnn_cpu_us_per_iter": cudnn_cpu_us_per_iter(trace),
         "category_us": _per_iteration(gpu, "category", n, us=True),
         "category_count": _per_iteration(gpu, "category", n, us=False),

@@ -12,6 +12,7 @@ from traceanalyze.analyses.diff import TraceDiff
 from traceanalyze.analyses.report import Report, VariantReport
 from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
+from traceanalyze.render.cold import cold_section
 from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
@@ -100,6 +101,7 @@ def render_report(
         parts.append("## Charts\n")
         parts += [f"![{CHART_TITLES[chart]}]({file})\n" for chart, file in charts.items()]
     parts += [_variant_section(v, full_names) for v in report.variants if v.status == "ok"]
+    parts += [cold_section(report.cold)] if report.cold is not None else []
     parts += list(extra_sections)
     parts.append(_glossary())
     return "\n".join(p for p in parts if p)

@@ -1,0 +1,267 @@
+"""Calls: the repeated units of work whose first run is compared with the steady ones.
+
+Found, in this order of preference:
+
+1. ``call<i>`` annotations (``record_function("call<i>")``, what ``capture --cold`` records;
+   one profiler step around all of them or one per call makes no difference);
+2. the trace's iterations (``ProfilerStep#N``, else a repeated top-level annotation): the first
+   step against the rest;
+3. repeated regions: annotations at any depth, not nested in each other, that run the same
+   sequence of outermost operators (a benchmark's ``warmup|forward`` and ``measure|forward``);
+   of several such groups the one covering the most time;
+4. a repeated sequence of outermost operators on the busiest thread (no annotation at all):
+   the period that covers the longest run, at most ``MAX_PERIOD`` operators long.
+
+Each call also gets a ``shape``: the names and recorded input shapes of its outermost
+operators (null without ``record_shapes``). The first call of each shape pays the one-off work;
+the later calls of that shape are its steady calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceanalyze.analyses.cputree import outermost_ops
+from traceanalyze.link import PROFILER_STEP, STEP_CATS
+from traceanalyze.trace import Trace
+
+CALL_REGION = r"^call(\d+)$"
+# Longest call, in outermost operators, that a repeated operator sequence is searched for.
+MAX_PERIOD = 512
+# Ancestor chains are short; this bounds the walk from an operator to its annotations.
+_MAX_DEPTH = 64
+
+CALL_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "call": pl.Int64(),  # 1, 2, ... in time order on each rank
+    "name": pl.String(),  # the region's name, or the first operator of a repeated sequence
+    "region_id": pl.Int64(),  # op_id of the call's region in trace.cpu (null: no region)
+    "region_depth": pl.Int32(),  # the region's depth in the call tree (-1: no region)
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "ts_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+    "shape": pl.String(),
+}
+
+
+@dataclass(frozen=True)
+class Calls:
+    """The calls of a trace and how they were found."""
+
+    spans: pl.DataFrame  # CALL_SCHEMA
+    source: str  # "annotation call<i>", "ProfilerStep", "annotation:<name>", ...
+
+    @property
+    def count(self) -> int:
+        return self.spans.height
+
+
+def find_calls(trace: Trace) -> Calls:
+    """The calls of ``trace`` (see the module docstring); no rows when none repeat."""
+    for finder in (_call_regions, _iteration_calls, _repeated_regions, _repeated_sequence):
+        found = finder(trace)
+        if found is not None:
+            spans, source = found
+            return Calls(_with_shapes(trace, _numbered(spans)), source)
+    return Calls(pl.DataFrame(schema=CALL_SCHEMA), "none")
+
+
+Found = tuple[pl.DataFrame, str] | None
+_SPAN = ("rank", "name", "region_id", "region_depth", "pid", "tid", "ts_ns", "dur_ns")
+
+
+def _call_regions(trace: Trace) -> Found:
+    regions = trace.cpu.filter(
+        (pl.col("cat") == "user_annotation") & pl.col("name").str.contains(CALL_REGION)
+    )
+    if regions.height < 2:
+        return None
+    # A region nested in another of the same number (a re-entered record_function) is one call.
+    outer = _as_regions(regions).sort("region_depth").unique(["rank", "name"], keep="first")
+    return outer.select(*_SPAN, order=pl.col("name").str.extract(CALL_REGION).cast(pl.Int64)), (
+        "annotations call<i>"
+    )
+
+
+def _iteration_calls(trace: Trace) -> Found:
+    if trace.iteration_source == "whole trace" or trace.iterations.height < 2:
+        return None
+    regions = trace.cpu.filter(pl.col("cat").is_in(STEP_CATS)).join(
+        trace.iterations.select("rank", "name", "ts_ns"), on=["rank", "name", "ts_ns"], how="semi"
+    )
+    regions = _as_regions(regions).sort("region_depth").unique(["rank", "name", "ts_ns"])
+    return regions.select(*_SPAN, order="ts_ns"), trace.iteration_source
+
+
+def _repeated_regions(trace: Trace) -> Found:
+    """The group of non-nested annotations with the same operator sequence covering most time."""
+    signatures = _region_signatures(trace)
+    if not signatures.height:
+        return None
+    members = signatures.sort("ts_ns").with_columns(
+        previous_end=(pl.col("ts_ns") + pl.col("dur_ns")).shift(1).over("rank", "signature"),
+        members=pl.len().over("rank", "signature"),
+    )
+    nested = (pl.col("ts_ns") < pl.col("previous_end")).fill_null(value=False)
+    groups = (
+        members.with_columns(nested=nested.any().over("rank", "signature"))
+        .filter((pl.col("members") >= 2) & ~pl.col("nested"))
+        .group_by("rank", "signature")
+        .agg(covered=pl.col("dur_ns").sum(), members=pl.len(), first=pl.col("ts_ns").min())
+        .sort(["covered", "members", "first"], descending=[True, True, False])
+    )
+    if not groups.height:
+        return None
+    best = groups.head(1).select("rank", "signature")
+    chosen = members.join(best, on=["rank", "signature"], how="semi")
+    names = " / ".join(chosen["name"].unique(maintain_order=True).to_list())
+    return chosen.select(*_SPAN, order="ts_ns"), f"repeated region: {names}"
+
+
+def _region_signatures(trace: Trace) -> pl.DataFrame:
+    """Each annotation (not ProfilerStep) with the names of the outermost operators under it,
+    in call order, as one string; annotations without operators are left out."""
+    cpu = trace.cpu
+    is_region = (pl.col("cat") == "user_annotation") & ~pl.col("name").str.contains(
+        PROFILER_STEP.pattern
+    )
+    regions = cpu.select(is_region.alias("region")).to_series()
+    if not regions.any():
+        return pl.DataFrame()
+    ops = outermost_ops(trace).select("op_id", "ts_ns", op_name="name")
+    parents = pl.lit(cpu["parent_id"])
+    walk = ops.with_columns(cursor=parents.gather("op_id"))
+    pairs = []
+    for _ in range(_MAX_DEPTH):
+        walk = walk.filter(pl.col("cursor").is_not_null())
+        if not walk.height:
+            break
+        hit = pl.lit(regions).gather("cursor")
+        pairs.append(walk.filter(hit).select("cursor", "ts_ns", "op_name"))
+        walk = walk.with_columns(cursor=parents.gather("cursor"))
+    if not pairs:
+        return pl.DataFrame()
+    signatures = (
+        pl.concat(pairs)
+        .sort("ts_ns")
+        .group_by("cursor")
+        .agg(signature=pl.col("op_name").str.join("\n"))
+    )
+    found = cpu.join(signatures, left_on="op_id", right_on="cursor")
+    return _as_regions(found).select(*_SPAN, "signature")
+
+
+def _as_regions(rows: pl.DataFrame) -> pl.DataFrame:
+    """Rows of trace.cpu as call regions: their op_id and depth under the span's names."""
+    return rows.with_columns(region_id=pl.col("op_id"), region_depth=pl.col("depth"))
+
+
+def _repeated_sequence(trace: Trace) -> Found:
+    """Blocks of a periodic run of outermost operators on each rank's busiest thread."""
+    ops = outermost_ops(trace)
+    if ops.height < 2:
+        return None
+    busiest = (
+        ops.group_by("rank", "pid", "tid")
+        .agg(busy=pl.col("dur_ns").sum())
+        .sort(["busy", "pid", "tid"], descending=[True, False, False])
+        .unique("rank", keep="first")
+    )
+    found = []
+    for rank in busiest.sort("rank").iter_rows(named=True):  # one per rank, not per event
+        thread = ops.join(
+            pl.DataFrame([rank]).select("rank", "pid", "tid"), on=["rank", "pid", "tid"]
+        ).sort("ts_ns")
+        blocks = _periodic_blocks(thread)
+        if blocks is not None:
+            found.append(blocks)
+    if not found:
+        return None
+    spans = pl.concat(found)
+    return spans.select(*_SPAN, order="ts_ns"), "repeated operator sequence"
+
+
+def _periodic_blocks(ops: pl.DataFrame) -> pl.DataFrame | None:
+    """The calls of the longest periodic run of operator names (``ops`` in time order)."""
+    codes = ops["name"].rank("dense")
+    n = codes.len()
+    best: tuple[int, int, int] | None = None  # (covered, period, start)
+    for period in range(1, min(n // 2, MAX_PERIOD) + 1):  # one vector comparison per period
+        run, start = _longest_true_run(codes.head(n - period) == codes.tail(n - period))
+        covered = run + period
+        if covered >= 2 * period and (best is None or covered > best[0]):
+            best = (covered, period, start)
+    if best is None:
+        return None
+    covered, period, start = best
+    calls = covered // period
+    block = ops.slice(start, calls * period).with_columns(
+        block=pl.int_range(pl.len()) // period, end=pl.col("ts_ns") + pl.col("dur_ns")
+    )
+    return block.group_by("block", maintain_order=True).agg(
+        pl.col("rank").first(),
+        pl.col("name").first(),
+        region_id=pl.lit(None, pl.Int64),
+        region_depth=pl.lit(-1, pl.Int32),
+        pid=pl.col("pid").first(),
+        tid=pl.col("tid").first(),
+        ts_ns=pl.col("ts_ns").min(),
+        dur_ns=pl.col("end").max() - pl.col("ts_ns").min(),
+    )
+
+
+def _longest_true_run(matches: pl.Series) -> tuple[int, int]:
+    """Length and start of the longest run of True in ``matches`` (0, 0 if none)."""
+    runs = matches.rle().struct.unnest().with_columns(start=pl.col("len").cum_sum() - pl.col("len"))
+    true = runs.filter(pl.col("value")).sort(["len", "start"], descending=[True, False])
+    if not true.height:
+        return 0, 0
+    return int(true.item(0, "len")), int(true.item(0, "start"))
+
+
+def _numbered(spans: pl.DataFrame) -> pl.DataFrame:
+    """``call`` = 1, 2, ... in the order of ``order`` on each rank."""
+    return (
+        spans.sort("rank", "order")
+        .with_columns(call=pl.int_range(1, pl.len() + 1).over("rank"))
+        .select(*(c for c in CALL_SCHEMA if c != "shape"))
+        .cast({c: t for c, t in CALL_SCHEMA.items() if c != "shape"})
+    )
+
+
+def _with_shapes(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
+    """``shape``: the outermost operators' names and input shapes in the call, in order."""
+    inside = ops_in_calls(outermost_ops(trace), spans)
+    described = pl.col("name") + pl.lit(" ") + pl.col("input_dims").fill_null("")
+    shapes = (
+        inside.sort("ts_ns")
+        .group_by("rank", "call")
+        .agg(shape=pl.when(pl.col("input_dims").is_not_null().any()).then(described.str.join("\n")))
+    )
+    return spans.join(shapes, on=["rank", "call"], how="left").select(CALL_SCHEMA.keys())
+
+
+def ops_in_calls(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` of trace.cpu inside a call: on the call's thread, starting in its span, below
+    its region; with the call's ``call`` and ``region_depth``."""
+    thread = ["rank", "pid", "tid"]
+    starts = spans.select(
+        *thread,
+        "call",
+        "region_depth",
+        call_start=pl.col("ts_ns"),
+        call_end=pl.col("ts_ns") + pl.col("dur_ns"),
+    ).sort("call_start")
+    joined = rows.sort("ts_ns").join_asof(
+        starts,
+        left_on="ts_ns",
+        right_on="call_start",
+        by=thread,
+        strategy="backward",
+        check_sortedness=False,
+    )
+    inside = (pl.col("ts_ns") < pl.col("call_end")) & (pl.col("depth") > pl.col("region_depth"))
+    return joined.filter(inside.fill_null(value=False)).drop("call_start", "call_end")
