@@ -12,8 +12,11 @@
 #   4 roofline     gpu_run/roofline: scripts/roofline_check_gpu.py (hand TFLOP/s + a trace)
 #   5 pytest       gpu_run/pytest: pytest -m gpu tests/gpu (needs pytest; no polars needed)
 #   6 cold_more    sample_traces/h200_cold_as_found_caches (the caches the warm captures
-#                  before it left: the state of a later run on one machine) and
-#                  h200_cold_new_shape (a longer sequence every 3 calls: re-planning)
+#                  before it left: the state of a later run on one machine; warm_caches fills
+#                  them when the samples step does not run) and h200_cold_new_shape (a longer
+#                  sequence every 3 calls: re-planning)
+# STEPS=name,name,... runs only the named steps (samples, cold, graph_replay, graph_capture,
+# roofline, pytest, warm_caches, cold_as_found, cold_new_shape).
 #
 # OUT ends up holding run.log (what ran, how long, exit status, facts of every trace) and one
 # .tar per step group, paths relative to the repository root (sample_traces/..., gpu_run/...):
@@ -48,10 +51,14 @@ cd "$root" || exit 1
 say() { echo "[$((SECONDS - start))s] $*" | tee -a "$log"; }
 
 # step NAME NEED MOST CMD...: run CMD (output in gpu_run/logs/NAME.log) with at most MOST
-# seconds and never past the budget; skip it when fewer than NEED seconds are left.
+# seconds and never past the budget; skip it when fewer than NEED seconds are left, or when
+# STEPS (comma-separated step names) is set and does not name it.
 step() {
     local name=$1 need=$2 most=$3
     shift 3
+    if [[ -n "${STEPS:-}" && ",$STEPS," != *",$name,"* ]]; then
+        return 0
+    fi
     local left=$((budget - (SECONDS - start)))
     if ((left < need)); then
         say "SKIP $name: ${left}s left, it needs ${need}s"
@@ -135,8 +142,11 @@ else
 fi
 pack 4_pytest gpu_run/pytest gpu_run/logs/pytest.log
 
-# 6: the second cache state (the caches the warm captures above left) and re-planning.
-step cold_as_found 50 150 "${capture[@]}" --cold --process-timeout 60 \
+# 6: the second cache state (the caches the warm captures above left) and re-planning. When
+# the warm samples did not run (STEPS), warm_caches fills the default caches the same way.
+step warm_caches 30 90 "${capture[@]}" --out "$work/warm_caches" --repeats 2 \
+    --variants sdpa_cudnn,sdpa_math,sdpa_flash,compiled_naive,flex_attention "${capture_args[@]}"
+step cold_as_found 50 240 "${capture[@]}" --cold --process-timeout 90 \
     --variants sdpa_cudnn,sdpa_math,sdpa_flash,compiled_naive,flex_attention \
     --out "$samples/h200_cold_as_found_caches" "${capture_args[@]}"
 step cold_new_shape 45 120 "${capture[@]}" --cold --empty-caches --process-timeout 90 \

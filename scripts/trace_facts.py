@@ -23,6 +23,14 @@ LAUNCH_CALLS = frozenset(
     {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx"}
 )
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+# Calls that add a node to a graph being captured.
+NODE_CALLS = LAUNCH_CALLS | {
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "cuMemcpyAsync",
+    "cuMemsetD32Async",
+}
+GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 API_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 CALL_REGION = re.compile(r"call\d+$")
 
@@ -36,9 +44,9 @@ def events(path: Path) -> list[dict[str, Any]]:
     return sorted(found, key=lambda e: float(e.get("ts", 0)))
 
 
-def graph_kernels(found: list[dict[str, Any]]) -> dict[int, list[str]]:
-    """Kernel names per ``cudaGraphLaunch`` correlation id (every kernel of one replay shares
-    its launch's id)."""
+def graph_activities(found: list[dict[str, Any]]) -> dict[int, list[str]]:
+    """GPU activity names (kernels, memory copies and sets) per ``cudaGraphLaunch`` correlation
+    id (every node of one replay shares its launch's id)."""
     launches = {
         e["args"]["correlation"]
         for e in found
@@ -46,28 +54,33 @@ def graph_kernels(found: list[dict[str, Any]]) -> dict[int, list[str]]:
     }
     kernels: dict[int, list[str]] = {c: [] for c in launches}
     for e in found:
-        if e.get("cat") == "kernel" and e.get("args", {}).get("correlation") in launches:
+        if e.get("cat") in GPU_CATEGORIES and e.get("args", {}).get("correlation") in launches:
             kernels[e["args"]["correlation"]].append(e["name"])
     return kernels
 
 
 def launches_during_capture(found: list[dict[str, Any]]) -> list[str]:
-    """Kernel launch calls inside a ``cuda_graph_capture`` region (same thread)."""
-    regions = [e for e in found if e["name"] == "cuda_graph_capture"]
-    return [
-        e["name"]
-        for e in found
-        if e.get("cat") in API_CATEGORIES
-        and e["name"] in LAUNCH_CALLS
-        and any(r["tid"] == e["tid"] and r["ts"] <= e["ts"] <= r["ts"] + r["dur"] for r in regions)
-    ]
+    """Launch calls (kernels, memory copies and sets) between a ``cudaStreamBeginCapture`` and
+    its ``cudaStreamEndCapture`` on the same thread: one per node of the graph. (The
+    ``cuda_graph_capture`` region also holds launches made before the capture begins.)"""
+    calls = sorted((e for e in found if e.get("cat") in API_CATEGORIES), key=lambda e: e["ts"])
+    capturing: set[Any] = set()
+    launched = []
+    for e in calls:
+        if e["name"] == "cudaStreamBeginCapture":
+            capturing.add(e["tid"])
+        elif e["name"] == "cudaStreamEndCapture":
+            capturing.discard(e["tid"])
+        elif e["tid"] in capturing and e["name"] in NODE_CALLS:
+            launched.append(e["name"])
+    return launched
 
 
 def facts(path: Path) -> dict[str, Any]:
     """What ``path`` holds, in a few numbers."""
     found = events(path)
     kernels = [e for e in found if e.get("cat") == "kernel"]
-    replays = graph_kernels(found)
+    replays = graph_activities(found)
     names = Counter(e["name"] for e in found)
     return {
         "trace": str(path),
@@ -78,7 +91,7 @@ def facts(path: Path) -> dict[str, Any]:
         "memset": sum(e.get("cat") == "gpu_memset" for e in found),
         "api_calls": dict(Counter(e["name"] for e in found if e.get("cat") in API_CATEGORIES)),
         "graph_launches": len(replays),
-        "kernels_per_graph_launch": sorted({len(k) for k in replays.values()}),
+        "activities_per_graph_launch": sorted({len(k) for k in replays.values()}),
         "kernels_with_graph_id": sum("graph id" in e.get("args", {}) for e in kernels),
         "launches_during_capture": len(launches_during_capture(found)),
         "call_regions": sum(n for name, n in names.items() if CALL_REGION.match(name)),

@@ -21,9 +21,12 @@ def test_graph_capture_and_replay(facts_script: ModuleType, tmp_path: Path) -> N
         annotation("ProfilerStep#1", 0, 100),
         annotation("call1", 1, 98),
         annotation("cuda_graph_capture", 2, 40),
+        call("cudaLaunchKernel", 2.5, 0.2, 10),  # in the region, before the capture begins
+        call("cudaStreamBeginCapture", 2.8, 0.1, 9),
         span("cpu_op", "aten::mm", 3, 10, **{"Input Dims": [[8, 8], [8, 8]]}),
         call("cudaLaunchKernel", 4, 2, 11),  # captured: no kernel runs for it
         call("cuLaunchKernelEx", 20, 2, 12, cat="cuda_driver"),
+        call("cudaStreamEndCapture", 30, 1, 8),
         call("cudaLaunchKernel", 60, 2, 13),  # after the capture: not counted as captured
         annotation("call2", 100, 50),
         call("cudaGraphLaunch", 101, 5, 14),
@@ -36,13 +39,19 @@ def test_graph_capture_and_replay(facts_script: ModuleType, tmp_path: Path) -> N
     assert found == {
         "trace": str(path),
         "bytes": path.stat().st_size,
-        "events": 12,
+        "events": 15,
         "kernels": 3,
         "memcpy": 0,
         "memset": 0,
-        "api_calls": {"cudaLaunchKernel": 2, "cuLaunchKernelEx": 1, "cudaGraphLaunch": 1},
+        "api_calls": {
+            "cudaLaunchKernel": 3,
+            "cudaStreamBeginCapture": 1,
+            "cuLaunchKernelEx": 1,
+            "cudaStreamEndCapture": 1,
+            "cudaGraphLaunch": 1,
+        },
         "graph_launches": 1,
-        "kernels_per_graph_launch": [2],
+        "activities_per_graph_launch": [2],
         "kernels_with_graph_id": 1,
         "launches_during_capture": 2,
         "call_regions": 2,

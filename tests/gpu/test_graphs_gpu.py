@@ -46,9 +46,9 @@ def test_graphed_variant_ok(graphed: tuple[str, Manifest, Path], variant: str) -
 def test_each_replay_is_one_graph_launch(graphed: tuple[str, Manifest, Path], variant: str) -> None:
     found = facts(graphed, variant)
     assert found["graph_launches"] == ACTIVE, found
-    assert len(found["kernels_per_graph_launch"]) == 1, found  # every replay the same
+    assert len(found["activities_per_graph_launch"]) == 1, found  # every replay the same
     if variant == "sdpa_flash":
-        assert found["kernels_per_graph_launch"] == [1], found
+        assert found["activities_per_graph_launch"] == [1], found
 
 
 def test_replay_trace_launches_no_kernel_itself(graphed: tuple[str, Manifest, Path]) -> None:
@@ -59,10 +59,10 @@ def test_replay_trace_launches_no_kernel_itself(graphed: tuple[str, Manifest, Pa
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_capture_trace_holds_one_launch_per_replayed_kernel(
+def test_capture_trace_holds_one_launch_per_replayed_activity(
     graphed: tuple[str, Manifest, Path], variant: str
 ) -> None:
     if graphed[0] != "capture":
         pytest.skip("only the capture trace holds the capture")
     found = facts(graphed, variant)
-    assert [found["launches_during_capture"]] == found["kernels_per_graph_launch"], found
+    assert [found["launches_during_capture"]] == found["activities_per_graph_launch"], found
