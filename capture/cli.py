@@ -19,7 +19,7 @@ from capture.variants import VARIANTS
 DEFAULTS = CaptureConfig(device="cpu")
 COLD_DEFAULTS = ColdConfig(DEFAULTS)
 # Options that mean something only with --cold (click parameter names).
-COLD_ONLY = ("cold_calls", "empty_caches", "new_shape_every", "process_timeout")
+COLD_ONLY = ("cold_calls", "empty_caches", "new_shape_every", "process_timeout", "timing_processes")
 
 
 def _variant_list(
@@ -156,6 +156,14 @@ CUDA graph replays (and, in a second run, the capture itself in the trace):
     help="With --cold: a 64-token longer sequence every N calls, to show re-planning.",
 )
 @click.option(
+    "--timing-processes",
+    type=click.IntRange(min=1),
+    default=COLD_DEFAULTS.timing_processes,
+    show_default=True,
+    help="With --cold: fresh processes that time the calls without the profiler (their "
+    "median is the timing; one-off costs vary between processes).",
+)
+@click.option(
     "--process-timeout",
     type=click.FloatRange(min=1),
     default=COLD_DEFAULTS.process_timeout_s,
@@ -207,6 +215,7 @@ def _run(
         empty_caches=cold["empty_caches"],  # type: ignore[arg-type]
         new_shape_every=cold["new_shape_every"],  # type: ignore[arg-type]
         process_timeout_s=cold["process_timeout"],  # type: ignore[arg-type]
+        timing_processes=cold["timing_processes"],  # type: ignore[arg-type]
     )
     return run_cold(cold_config, out_dir, progress=progress, command=command)
 

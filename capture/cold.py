@@ -73,9 +73,9 @@ def cold_method(cold: ColdConfig) -> dict[str, object]:
         "one_off_work_in_trace": True,
         "cuda_context_made_by": UNRELATED_OP,
         "cache_state": cold.cache_state,
-        "processes": "each variant runs in two fresh processes, one after the other: "
-        "'profile' writes the trace, 'time' measures the same calls without the profiler; "
-        "each process's caches_before says what it started with",
+        "processes": "each variant runs in fresh processes, one after the other: 'profile' "
+        "writes the trace, then config.cold.timing_processes 'time' processes measure the same "
+        "calls without the profiler; each process's caches_before says what it started with",
         "before_call_1": f"the CUDA context is made by {UNRELATED_OP}, then the inputs are "
         "made (torch.randn) and the variant built (masks, torch.compile wrappers)",
         "profiled_calls": "ProfilerStep#i holds record_function('call<i>'), i = 1..calls; "
@@ -84,7 +84,9 @@ def cold_method(cold: ColdConfig) -> dict[str, object]:
         "profiler's start-up is not charged to call 1",
         "timing": "call_wall_ms: time.perf_counter around each call with a synchronize "
         "before and after (the same calls and shapes as the profiled process, no profiler); "
-        "call1_ms is call 1, steady_median_ms the median of config.cold.steady_calls; "
+        "with several timing processes each call's median over them (call1_ms_per_process "
+        "keeps call 1 of each: the spread of one-off costs between processes); call1_ms is "
+        "call 1, steady_median_ms the median of config.cold.steady_calls; "
         "median_ms: CUDA events over `repeats` further calls on the first shape",
         "accuracy": "call 1's output against float64 naive attention (gradients: the first "
         "shape's after its last call), computed after the measured calls",
@@ -142,13 +144,13 @@ def run_cold_variant(
         ), None
     profile = _run_worker("profile", variant, cold, out, runner)
     # A variant that cannot run or ran wrong under the profiler is not timed: it would only
-    # spend another fresh start (seconds to minutes) on the same outcome.
-    timing = (
-        _run_worker("time", variant, cold, out, runner)
-        if profile.response["status"] == "ok"
-        else None
-    )
-    return _result(variant, cold, out, profile, timing), profile.response.get("environment")
+    # spend more fresh starts (seconds to minutes each) on the same outcome.
+    timings: list[WorkerRun] = []
+    while profile.response["status"] == "ok" and len(timings) < cold.timing_processes:
+        timings.append(_run_worker("time", variant, cold, out, runner, len(timings) + 1))
+        if timings[-1].response["status"] != "ok":
+            break
+    return _result(variant, cold, out, profile, timings), profile.response.get("environment")
 
 
 def run_process(
@@ -181,9 +183,15 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
 
 
 def _run_worker(
-    role: str, variant: Variant, cold: ColdConfig, out: Path, runner: ProcessRunner
+    role: str,
+    variant: Variant,
+    cold: ColdConfig,
+    out: Path,
+    runner: ProcessRunner,
+    index: int | None = None,
 ) -> WorkerRun:
-    log = out / LOGS / f"{variant.name}.{role}.log"
+    """One fresh worker process; ``index`` numbers the timing processes (their logs)."""
+    log = out / LOGS / f"{variant.name}.{role}{index if index and index > 1 else ''}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with _scratch() as scratch:
         fresh = scratch / "caches" if cold.empty_caches else None
@@ -271,14 +279,23 @@ def _kept_log(log: Path, out: Path) -> str | None:
 
 
 def _result(
-    variant: Variant, cold: ColdConfig, out: Path, profile: WorkerRun, timing: WorkerRun | None
+    variant: Variant,
+    cold: ColdConfig,
+    out: Path,
+    profile: WorkerRun,
+    timings: Sequence[WorkerRun],
 ) -> VariantResult:
-    profiled, timed = profile.response, timing.response if timing else {}
+    profiled = profile.response
     status, reason = profiled["status"], profiled.get("reason")
-    if timed and timed["status"] != "ok" and status == "ok":
-        status, reason = "failed", f"timing process: {timed.get('reason')}"
-    walls = tuple(timed.get("call_wall_ms", ()))
+    failed = next((t.response for t in timings if t.response["status"] != "ok"), None)
+    if failed is not None and status == "ok":
+        status, reason = "failed", f"timing process: {failed.get('reason')}"
+    timed = [t.response for t in timings if t.response["status"] == "ok"]
+    runs = [tuple(t.get("call_wall_ms", ())) for t in timed]
+    # Each call's median over the timing processes: one process's one-off cost is one sample.
+    walls = tuple(statistics.median(calls) for calls in zip(*runs, strict=True)) if runs else ()
     steady = [walls[i - 1] for i in cold.steady_calls if i <= len(walls)]
+    medians = [t["median_ms"] for t in timed if t.get("median_ms") is not None]
     trace = profiled.get("trace")
     return VariantResult(
         status,
@@ -287,8 +304,8 @@ def _result(
         trace=trace if trace and (out / trace).is_file() else None,
         relative_error=profiled.get("relative_error"),
         grad_relative_error=profiled.get("grad_relative_error"),
-        median_ms=timed.get("median_ms"),
-        repeats=timed.get("repeats", 0),
+        median_ms=statistics.median(medians) if medians else None,
+        repeats=timed[0].get("repeats", 0) if timed else 0,
         backend=profiled.get("backend"),
         backend_source=profiled.get("backend_source"),
         cold=ColdResult(
@@ -296,6 +313,7 @@ def _result(
             call1_ms=walls[0] if walls else None,
             steady_median_ms=statistics.median(steady) if steady else None,
             call_wall_ms=walls,
-            processes=(profile.record, *((timing.record,) if timing else ())),
+            processes=(profile.record, *(t.record for t in timings)),
+            call1_ms_per_process=tuple(run[0] for run in runs if run),
         ),
     )

@@ -72,9 +72,11 @@ class CaptureConfig:
 class ColdConfig:
     """A cold-start capture: each variant in fresh processes, its first calls profiled.
 
-    ``calls`` calls are profiled (call 1 and the steady calls after it) and, in another fresh
-    process, timed with the wall clock; ``new_shape_every`` starts a longer sequence every N
-    calls (re-planning); ``empty_caches`` gives every process its own empty cache folders.
+    ``calls`` calls are profiled (call 1 and the steady calls after it) and, in
+    ``timing_processes`` other fresh processes, timed with the wall clock (one-off costs vary
+    from process to process by tens of percent, so the timing is a median over several);
+    ``new_shape_every`` starts a longer sequence every N calls (re-planning); ``empty_caches``
+    gives every process its own empty cache folders.
     """
 
     capture: CaptureConfig
@@ -82,6 +84,7 @@ class ColdConfig:
     empty_caches: bool = False
     new_shape_every: int | None = None
     process_timeout_s: float = 300.0
+    timing_processes: int = 3
 
     def __post_init__(self) -> None:
         _validate_cold(self)
@@ -115,6 +118,7 @@ class ColdConfig:
             "empty_caches": self.empty_caches,
             "cache_state": self.cache_state,
             "process_timeout_s": self.process_timeout_s,
+            "timing_processes": self.timing_processes,
         }
 
 
@@ -169,6 +173,8 @@ def _validate_cold(cold: ColdConfig) -> None:
         )
     if cold.process_timeout_s <= 0:
         problems.append(f"process_timeout_s must be positive (got {cold.process_timeout_s})")
+    if cold.timing_processes < 1:
+        problems.append(f"timing_processes must be at least 1 (got {cold.timing_processes})")
     if cold.capture.cuda_graph != "off":
         problems.append("a cold capture runs eager calls; drop cuda_graph")
     if problems:

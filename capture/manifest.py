@@ -42,9 +42,12 @@ class ProcessRecord:
 class ColdResult:
     """A variant's cold-start figures, all from the process that ran without the profiler.
 
-    ``call_wall_ms`` holds every call, call 1 first (wall clock, synchronize before and after);
-    ``steady_median_ms`` is the median of the calls listed in the manifest's
-    ``config.cold.steady_calls``. ``cache_state`` says what the caches held at the start.
+    ``call_wall_ms`` holds every call, call 1 first (wall clock, synchronize before and after;
+    with several timing processes, each call's median over them); ``call1_ms`` is call 1 and
+    ``call1_ms_per_process`` its time in each timing process (the spread one-off costs have
+    between processes); ``steady_median_ms`` is the median of the calls listed in the
+    manifest's ``config.cold.steady_calls``. ``cache_state`` says what the caches held at the
+    start.
     """
 
     cache_state: str
@@ -52,12 +55,20 @@ class ColdResult:
     steady_median_ms: float | None = None
     call_wall_ms: tuple[float, ...] = ()
     processes: tuple[ProcessRecord, ...] = ()
+    call1_ms_per_process: tuple[float, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ColdResult:
         """The inverse of ``dataclasses.asdict``."""
         processes = tuple(ProcessRecord.from_dict(p) for p in data["processes"])
-        return cls(**{**data, "call_wall_ms": tuple(data["call_wall_ms"]), "processes": processes})
+        return cls(
+            **{
+                **data,
+                "call_wall_ms": tuple(data["call_wall_ms"]),
+                "call1_ms_per_process": tuple(data.get("call1_ms_per_process", ())),
+                "processes": processes,
+            }
+        )
 
 
 @dataclass(frozen=True)

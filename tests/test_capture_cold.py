@@ -42,6 +42,7 @@ def test_cold_config_json() -> None:
         "empty_caches": True,
         "cache_state": "empty",
         "process_timeout_s": 300.0,
+        "timing_processes": 3,
     }
     assert ColdConfig(SMALL).cache_state == "as_found"
 
@@ -171,7 +172,7 @@ TIMED = {
 
 
 def _run(workers: FakeWorkers, out: Path, **cold: Any) -> Any:
-    config = ColdConfig(SMALL, **{"calls": 4, **cold})
+    config = ColdConfig(SMALL, **{"calls": 4, "timing_processes": 1, **cold})
     return run_cold_variant(VARIANTS["naive"], config, out, workers)
 
 
@@ -195,6 +196,38 @@ def test_both_processes_and_their_figures(tmp_path: Path) -> None:
     assert cold.processes[0].import_torch_ms == 900.0
     assert all(s.source == "fresh" and s.empty for p in cold.processes for s in p.caches_before)
     assert environment == {"device": "cpu", "torch": "2.13.0"}
+
+
+class SpreadWorkers(FakeWorkers):
+    """Timing processes whose first calls differ, as one-off costs do between processes."""
+
+    def __init__(self, call1_ms: Sequence[float]) -> None:
+        super().__init__({"profile": PROFILED, "time": TIMED})
+        self.call1_ms = list(call1_ms)
+        self.logs: list[str] = []
+
+    def __call__(
+        self, argv: Sequence[str], env: Mapping[str, str], timeout_s: float, log: Path
+    ) -> ProcessOutcome:
+        self.logs.append(log.name)
+        if json.loads(Path(argv[3]).read_text())["role"] == "time":
+            first = self.call1_ms.pop(0)
+            self.answers["time"] = {**TIMED, "call_wall_ms": [first, 2.0, 4.0 + first / 100, 3.0]}
+        return super().__call__(argv, env, timeout_s, log)
+
+
+def test_several_timing_processes_give_the_median_and_the_spread(tmp_path: Path) -> None:
+    workers = SpreadWorkers([50.0, 80.0, 40.0])
+    result, _ = _run(workers, tmp_path, timing_processes=3)
+    assert [role for role, _ in workers.calls] == ["profile", "time", "time", "time"]
+    cold = result.cold
+    assert cold.call1_ms_per_process == (50.0, 80.0, 40.0)
+    assert cold.call1_ms == 50.0  # the median process, not the first
+    assert cold.call_wall_ms == (50.0, 2.0, 4.5, 3.0)  # each call's median over the processes
+    assert [p.role for p in cold.processes] == ["profile", "time", "time", "time"]
+    assert workers.logs == [
+        "naive.profile.log", "naive.time.log", "naive.time2.log", "naive.time3.log",
+    ]  # fmt: skip
 
 
 def test_empty_caches_give_each_process_its_own_folders(tmp_path: Path) -> None:
@@ -411,8 +444,10 @@ def test_cold_capture_in_fresh_processes(tmp_path: Path) -> None:
     args = ["--cold", "--device", "cpu", "--variants", "naive,sdpa_flash", "--empty-caches"]
     args += ["--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "8", "--dtype", "fp32"]
     result = CliRunner().invoke(
-        capture, [*args, "--cold-calls", "2", "--repeats", "1", "--out", str(tmp_path)]
-    )
+        capture,
+        [*args, "--cold-calls", "2", "--repeats", "1", "--timing-processes", "1", "--out",
+         str(tmp_path)],
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if not line.startswith("USDT")]
     assert lines[0].startswith("naive           ok")

@@ -4,8 +4,9 @@ checked against (the capture manifest), and the steady advantage that pays it ba
 Read from a manifest entry written by ``python -m capture --cold``: ``variants.<name>.cold``
 holds ``cache_state`` ("empty": every process got fresh empty CUDA JIT, Triton, Inductor and
 kernel caches; "as_found": the caches were used as they were), ``call1_ms`` and
-``steady_median_ms`` (wall clock without the profiler) and, per process (``profile`` wrote
-the trace, ``time`` measured), the caches it started with.
+``steady_median_ms`` (wall clock without the profiler: medians over the timing processes,
+``call1_ms_per_process`` each one's call 1) and, per process (``profile`` wrote the trace,
+``time`` measured), the caches it started with.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class ColdContext:
     timing_caches: str | None = None  # the timing process's caches when it started
     timed_first_call_us: float | None = None
     timed_steady_us: float | None = None
+    # Call 1 in each timing process: one-off costs vary between fresh processes.
+    timed_first_call_runs_us: tuple[float, ...] = ()
     call_shapes: tuple[int | str, ...] | None = None  # each call's sequence length, in order
 
     @classmethod
@@ -52,6 +55,9 @@ class ColdContext:
             timing_caches=caches.get("time"),
             timed_first_call_us=_us(cold.get("call1_ms")),
             timed_steady_us=_us(cold.get("steady_median_ms")),
+            timed_first_call_runs_us=tuple(
+                us for us in map(_us, cold.get("call1_ms_per_process") or ()) if us is not None
+            ),
             call_shapes=tuple(seqs) if isinstance(seqs, list) else None,
         )
 
@@ -60,6 +66,14 @@ class ColdContext:
         if self.timed_first_call_us is None or self.timed_steady_us is None:
             return None
         return self.timed_first_call_us - self.timed_steady_us
+
+    @property
+    def timed_first_call_spread_pct(self) -> float | None:
+        """The timing processes' call 1 range, (max - min) / median x 100 (None for one)."""
+        runs = self.timed_first_call_runs_us
+        if len(runs) < 2 or not self.timed_first_call_us:
+            return None
+        return (max(runs) - min(runs)) / self.timed_first_call_us * 100
 
     @property
     def caches_note(self) -> str | None:

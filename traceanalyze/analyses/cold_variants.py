@@ -43,9 +43,13 @@ DEFINITIONS: dict[str, str] = {
     "of a call and side)",
     "cudnn_planning_us": "the first call's CPU excess of the cause `cudnn_plan`: the one "
     "figure called planning",
-    "timed_first_call_us": "call 1 timed with the wall clock in a fresh process without the "
-    "profiler (capture manifest); `timed_steady_us` the median of the steady calls, "
-    "`timed_excess_us` their difference: the truth the trace's excess is checked against",
+    "timed_first_call_us": "call 1 timed with the wall clock in fresh processes without the "
+    "profiler (capture manifest; the median over its timing processes); `timed_steady_us` the "
+    "median of the steady calls, `timed_excess_us` their difference: the truth the trace's "
+    "excess is checked against",
+    "timed_first_call_spread_pct": "the range of call 1 over the timing processes, (max - "
+    "min) / median x 100: how much one-off costs vary from one fresh process to the next (the "
+    "trace is one such process)",
     "excess_vs_timed_pct": "the trace's excess against the timed one, (excess_us - "
     "timed_excess_us) / timed_excess_us x 100: the profiler's own cost and caches that differ "
     "between the two processes make them differ",
@@ -71,6 +75,7 @@ SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "timed_first_call_us": pl.Float64(),
     "timed_steady_us": pl.Float64(),
     "timed_excess_us": pl.Float64(),
+    "timed_first_call_spread_pct": pl.Float64(),
     "excess_vs_timed_pct": pl.Float64(),
     "cudnn_planning_us": pl.Float64(),
     "top_cause": pl.String(),
@@ -205,6 +210,7 @@ def _summary_row(variant: ColdVariant, paid: Payback) -> dict[str, object]:
         "timed_first_call_us": context.timed_first_call_us,
         "timed_steady_us": context.timed_steady_us,
         "timed_excess_us": context.timed_excess_us,
+        "timed_first_call_spread_pct": context.timed_first_call_spread_pct,
         "note": "; ".join(n for n in notes if n) or None,
     }
     return row | _figures(variant, cpu, paid) if cpu.height else row

@@ -21,8 +21,8 @@ COST_COLUMNS = (
 )  # fmt: skip
 CHECK_COLUMNS = (
     "variant", "timed_first_call_us", "timed_steady_us", "timed_excess_us",
-    "excess_vs_timed_pct", "advantage_us", "advantage_source", "break_even_calls",
-    "break_even_note",
+    "timed_first_call_spread_pct", "excess_vs_timed_pct", "advantage_us", "advantage_source",
+    "break_even_calls", "break_even_note",
 )  # fmt: skip
 PART_COLUMNS = (
     "side", "steady_call", "cause", "op_name", "first_call_us", "steady_us", "excess_us",
