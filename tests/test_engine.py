@@ -142,9 +142,18 @@ def test_one_trace_file_is_one_rank(tmp_path: Path) -> None:
     assert result.exit_code == 0 and result.stdout.splitlines()[1].startswith("3,1,")
 
 
-def test_address_needs_a_cluster_engine(tmp_path: Path) -> None:
-    result = ranks(str(write_trace(tmp_path, STEP)), "--address", "tcp://host:8786")
+def test_address_needs_a_cluster_engine_and_its_own_workers(tmp_path: Path) -> None:
+    trace = str(write_trace(tmp_path, STEP))
+    result = ranks(trace, "--address", "tcp://host:8786")
     assert result.exit_code == 2 and "Add --engine dask" in result.stderr
+    result = ranks(trace, "--engine", "dask", "--address", "tcp://host:8786", "--workers", "4")
+    assert result.exit_code == 2 and "has its own workers" in result.stderr
+
+
+def test_a_missing_path_is_one_line(tmp_path: Path) -> None:
+    result = ranks(str(tmp_path / "nothing"))
+    assert result.exit_code == 1
+    assert "nothing" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_a_missing_engine_extra_says_how_to_install_it(

@@ -170,12 +170,9 @@ def test_offsets_and_skew_by_hand(job: Path, result: RanksResult) -> None:
 
 
 def test_worker_processes_and_the_cache_give_identical_results(
-    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, result: RanksResult
+    job: Path, tmp_path: Path, result: RanksResult
 ) -> None:
-    from traceanalyze import engine
-
-    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)  # four small files: processes anyway
-    pooled = rank_folder(job, cache_dir=tmp_path, workers=2)
+    pooled = rank_folder(job, cache_dir=tmp_path, workers=2)  # asked for: processes, if small
     assert sorted(p.name.split("-")[0] for p in tmp_path.iterdir()) == [
         f"rank{spec.rank}.json" for spec in SPECS
     ]  # each rank converted once, into the cache

@@ -109,6 +109,12 @@ def run_tasks(
             "--address names a cluster, but the local engine runs on this machine",
             fix="Add --engine dask, or leave out --address.",
         )
+    if address is not None and workers is not None:
+        raise UsageError(
+            "--workers sizes the pool or local cluster this run starts, but the cluster at "
+            "--address has its own workers",
+            fix="Leave out --workers (start more `dask worker`s instead), or --address.",
+        )
     try:
         with executor(engine, files, address=address, workers=workers) as pool:
             return map_files(task, files, pool)
@@ -129,7 +135,7 @@ def executor(
     if engine == ENGINE_DASK:
         with _dask(address, count) as pool:
             yield pool
-    elif count < 2 or _size(files) < PARALLEL_MIN_BYTES:
+    elif count < 2 or (workers is None and _size(files) < PARALLEL_MIN_BYTES):
         yield InProcess()
     else:
         # spawn, not fork: forking a process whose Polars thread pool is running can deadlock.
