@@ -10,6 +10,7 @@ once (shared pages counted once per process, so an upper bound).
     python bench/ranks_bench.py                        # local, dask and ray, cold and cached
     python bench/ranks_bench.py --ranks 16 --engines local dask
     python bench/ranks_bench.py --keep /tmp/ranks64    # reuse (or keep) the generated folder
+    python bench/ranks_bench.py --ranks 16 --workers 2 # worker processes even for a small folder
 
 Rows: ``cold`` converts every rank into an empty Parquet cache and analyses it (what the first
 `ranks` run on a folder does); ``cached`` reads that cache back; ``combined`` is the peer:
@@ -116,14 +117,20 @@ def _call(task: Any, path: str) -> Any:
     return task(path)
 
 
-def pool_for(engine: str, files: list[Path]) -> contextlib.AbstractContextManager[Executor]:
+def pool_for(
+    engine: str, files: list[Path], workers: int | None
+) -> contextlib.AbstractContextManager[Executor]:
     from traceanalyze.engine import executor
 
-    return ray_pool(os.cpu_count() or 1) if engine == "ray" else executor(engine, files)
+    if engine == "ray":
+        return ray_pool(workers or os.cpu_count() or 1)
+    return executor(engine, files, workers=workers)
 
 
-def worker(kind: str, folder: str, engine: str, cache_dir: str, out: str) -> dict[str, Any]:
-    """One measurement, in this (fresh) process."""
+def worker(
+    kind: str, folder: str, engine: str, cache_dir: str, out: str, workers: str
+) -> dict[str, Any]:
+    """One measurement, in this (fresh) process (``workers`` "0": the engine's default)."""
     from traceanalyze.analyses.ranks import rank_work, ranks_analysis
     from traceanalyze.engine import RankTask, map_files
     from traceanalyze.load import check_ranks
@@ -137,7 +144,7 @@ def worker(kind: str, folder: str, engine: str, cache_dir: str, out: str) -> dic
 
             result = ranks_analysis([rank_work(traceanalyze.load(folder, cache=False))])
         else:
-            with pool_for(engine, files) as pool:
+            with pool_for(engine, files, int(workers) or None) as pool:
                 if kind == "overhead":
                     # Start-up: until a first task's result is back (a pool starts lazily).
                     map_files(_nothing, files[:1], pool)
@@ -162,17 +169,11 @@ def worker(kind: str, folder: str, engine: str, cache_dir: str, out: str) -> dic
     }
 
 
-def run(kind: str, folder: Path, engine: str, cache_dir: Path, out: Path) -> dict[str, Any]:
-    command = [
-        sys.executable,
-        __file__,
-        "--worker",
-        kind,
-        str(folder),
-        engine,
-        str(cache_dir),
-        str(out),
-    ]
+def run(
+    kind: str, folder: Path, engine: str, cache_dir: Path, out: Path, workers: int
+) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--worker", kind, str(folder), engine, str(cache_dir),
+               str(out), str(workers)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO)
     if done.returncode != 0:
         raise SystemExit(f"{kind} {engine} failed:\n{done.stderr[-3000:]}")
@@ -207,6 +208,9 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--engines", nargs="+", default=["local", "dask", "ray"])
     parser.add_argument("--keep", type=Path, default=None, help="Folder for the ranks (kept).")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="Worker processes (default: the engine's own)."
+    )
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="ranks-bench-"))
     folder = args.keep or scratch / "ranks"
@@ -233,7 +237,7 @@ def main() -> None:
         for engine, kind in rows:
             out = scratch / f"{engine}-{kind}.json"
             cache = scratch / f"cache-{engine}"
-            got = run(kind, folder, engine, cache, out)
+            got = run(kind, folder, engine, cache, out, args.workers)
             if kind != "overhead":
                 outputs[f"{engine} {kind}"] = out.read_text()
             startup = f"{got['startup_s']:.2f}" if "startup_s" in got else ""
@@ -249,6 +253,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        print(json.dumps(worker(*sys.argv[2:7])))
+        print(json.dumps(worker(*sys.argv[2:8])))
     else:
         main()
