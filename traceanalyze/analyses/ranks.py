@@ -215,6 +215,8 @@ RANK_DEFINITIONS: dict[str, str] = {
     "union) during which a compute kernel runs too",
     "clock_offset_us": "the rank's clock minus the reference rank's, estimated from "
     "collective ends (see the alignment note)",
+    "collectives_started_last": "how many collectives the rank started last, on aligned "
+    "clocks: the rank the others waited for (ties name the lowest rank)",
     "start_spread_us": "for one collective (the same kernel name, the same occurrence in the "
     "same iteration on every rank), the latest start minus the earliest, on aligned clocks",
 }
