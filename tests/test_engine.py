@@ -7,6 +7,7 @@ import pickle
 import sys
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 from tests.micro import annotation, call, kernel, op, write, write_trace
 from traceanalyze.cli import main
 from traceanalyze.engine import InProcess, RankTask, map_files, rank_folder
-from traceanalyze.errors import TraceFormatError
+from traceanalyze.errors import TraceFormatError, UsageError
 
 GEMM = "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT"
 STEP = [
@@ -173,3 +174,31 @@ def test_an_unreachable_dask_scheduler_is_one_line(tmp_path: Path) -> None:
                        "tcp://127.0.0.1:9")  # fmt: skip
     assert result.exit_code == 1
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in result.stderr
+
+
+def test_unknown_engine_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="unknown engine 'spark'"):
+        rank_folder(write_trace(tmp_path, STEP), engine="spark")
+
+
+class Broken(InProcess):
+    """A pool whose workers could not start (a script without a __main__ guard)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        raise BrokenProcessPool("a child process terminated abruptly")
+
+
+def test_a_broken_process_pool_falls_back_to_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from traceanalyze import engine
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank in range(2):
+        write_trace(folder, STEP, name=f"r{rank}.json", rank=rank)
+    monkeypatch.setattr(engine, "ProcessPoolExecutor", Broken)
+    assert rank_folder(folder, cache=False, workers=2).ranks["rank"].to_list() == [0, 1]

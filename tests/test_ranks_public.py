@@ -19,12 +19,18 @@ from polars.testing import assert_frame_equal
 import traceanalyze
 from tests.conftest import PUBLIC_TRACES
 from tests.rankfolder import RankSpec, ns, read_document, write_rank_folder
-from traceanalyze.analyses.ranks import RANK_DEFINITIONS, RanksResult, rank_rows
+from traceanalyze.analyses.ranks import (
+    RANK_DEFINITIONS,
+    RanksResult,
+    RankWork,
+    rank_rows,
+    ranks_analysis,
+)
 from traceanalyze.analyses.report import build_report
 from traceanalyze.cli import main
-from traceanalyze.engine import rank_folder
+from traceanalyze.engine import InProcess, RankTask, map_files, rank_folder
 from traceanalyze.load.variants import load_variants
-from traceanalyze.render.ranks import ranks_markdown
+from traceanalyze.render.ranks import ranks_markdown, render_ranks
 
 NCCL = "hta_nccl_a100.json.gz"
 SPECS = (
@@ -52,9 +58,14 @@ def job_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def result(job: Path, job_cache: Path) -> RanksResult:
-    """The local engine's result (in this process: the folder is small)."""
-    return rank_folder(job, cache_dir=job_cache)
+def works(job: Path, job_cache: Path) -> list[RankWork]:
+    """Each rank's own half of the work, in this process."""
+    return map_files(RankTask(cache_dir=str(job_cache)), sorted(job.iterdir()), InProcess())
+
+
+@pytest.fixture(scope="module")
+def result(works: list[RankWork]) -> RanksResult:
+    return ranks_analysis(works)
 
 
 # --- by hand: the written events, without the library --------------------------------------
@@ -140,13 +151,13 @@ def test_shifted_clocks_change_nothing_but_the_offset(result: RanksResult) -> No
     assert ranks["clock_offset_us"].to_list()[:3] == [0.0, 1e6, -5e5]  # exact, in µs
 
 
-def test_the_slower_rank_is_the_straggler(job: Path, job_cache: Path, result: RanksResult) -> None:
+def test_the_slower_rank_is_the_straggler(works: list[RankWork], result: RanksResult) -> None:
     walls = result.ranks["wall_us_per_iter"].to_list()
     assert result.median_wall_us_per_iter == walls[0]  # median of w, w, w, 1.2 w
     assert walls[3] / walls[0] == pytest.approx(1.2, rel=1e-6)
     assert result.stragglers == [3]
     assert result.ranks["wall_pct_over_median"][3] == pytest.approx(20.0, abs=1e-4)
-    assert rank_folder(job, cache_dir=job_cache, straggler_pct=25).stragglers == []
+    assert ranks_analysis(works, straggler_pct=25).stragglers == []
 
 
 def test_offsets_and_skew_by_hand(job: Path, result: RanksResult) -> None:
@@ -172,7 +183,8 @@ def test_offsets_and_skew_by_hand(job: Path, result: RanksResult) -> None:
 def test_worker_processes_and_the_cache_give_identical_results(
     job: Path, tmp_path: Path, result: RanksResult
 ) -> None:
-    pooled = rank_folder(job, cache_dir=tmp_path, workers=2)  # asked for: processes, if small
+    # The public path: rank_folder in worker processes (asked for, though the folder is small).
+    pooled = rank_folder(job, cache_dir=tmp_path, workers=2)
     assert sorted(p.name.split("-")[0] for p in tmp_path.iterdir()) == [
         f"rank{spec.rank}.json" for spec in SPECS
     ]  # each rank converted once, into the cache
@@ -223,7 +235,7 @@ def test_cli_formats(job: Path, job_cache: Path, result: RanksResult) -> None:
     assert record["stragglers"] == [3] and record["clock_alignment"] == "collective-ends"
     assert [r["rank"] for r in record["ranks"]] == [0, 1, 2, 3]
     assert record["collectives_matched"] == 21 == len(record["collectives"])
-    csv = pl.read_csv(ranks("--format", "csv").encode())
+    csv = pl.read_csv(render_ranks(result, "csv").encode())
     assert csv["rank"].to_list() == [0, 1, 2, 3] and csv.columns == list(record["ranks"][0])
     text = ranks_markdown(result)
     assert "| rank | iterations | wall µs/iter |" in text and "## Collective skew" in text
