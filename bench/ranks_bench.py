@@ -7,7 +7,7 @@ a sampler adds up the resident memory of that process and all its descendants (e
 a local cluster's scheduler) every 50 ms, so "tree peak" is the most memory the run held at
 once (shared pages counted once per process, so an upper bound).
 
-    python bench/ranks_bench.py                        # local, dask and ray, cold and cached
+    python bench/ranks_bench.py                        # local, dask and ray (where installed)
     python bench/ranks_bench.py --ranks 16 --engines local dask
     python bench/ranks_bench.py --keep /tmp/ranks64    # reuse (or keep) the generated folder
     python bench/ranks_bench.py --ranks 16 --workers 2 # worker processes even for a small folder
@@ -36,6 +36,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Executor
 from fractions import Fraction
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -206,7 +207,8 @@ def result_bytes(folder: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=64)
-    parser.add_argument("--engines", nargs="+", default=["local", "dask", "ray"])
+    installed = [e for e, module in (("dask", "distributed"), ("ray", "ray")) if find_spec(module)]
+    parser.add_argument("--engines", nargs="+", default=["local", *installed])
     parser.add_argument("--keep", type=Path, default=None, help="Folder for the ranks (kept).")
     parser.add_argument(
         "--workers", type=int, default=0, help="Worker processes (default: the engine's own)."
