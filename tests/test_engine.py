@@ -59,6 +59,15 @@ class _OnDemand(Future[Any]):
 FILES = [Path("a.json"), Path("b.json"), Path("c.json")]
 
 
+def rank_folder_of(tmp_path: Path, ranks: int) -> Path:
+    """A folder of ``ranks`` micro traces, ranks 0, 1, ..."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank in range(ranks):
+        write_trace(folder, STEP, name=f"r{rank}.json", rank=rank)
+    return folder
+
+
 def named(path: str) -> str | TraceFormatError:
     if path.endswith("b.json"):
         return TraceFormatError("is not a trace", path, "Pass a Kineto trace.")
@@ -103,10 +112,7 @@ def test_fake_executor_gives_what_the_local_engine_gives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The folder path through a cluster-like executor (tasks run out of order): identical.
-    folder = tmp_path / "job"
-    folder.mkdir()
-    for rank in range(3):
-        write_trace(folder, STEP, name=f"r{rank}.json", rank=rank)
+    folder = rank_folder_of(tmp_path, 3)
     local = rank_folder(folder, cache=False)
     from traceanalyze import engine
 
@@ -196,9 +202,6 @@ def test_a_broken_process_pool_falls_back_to_this_process(
 ) -> None:
     from traceanalyze import engine
 
-    folder = tmp_path / "job"
-    folder.mkdir()
-    for rank in range(2):
-        write_trace(folder, STEP, name=f"r{rank}.json", rank=rank)
+    folder = rank_folder_of(tmp_path, 2)
     monkeypatch.setattr(engine, "ProcessPoolExecutor", Broken)
     assert rank_folder(folder, cache=False, workers=2).ranks["rank"].to_list() == [0, 1]
