@@ -36,8 +36,7 @@ NCCL = "hta_nccl_a100.json.gz"
 SPECS = (
     RankSpec(0),
     RankSpec(1, shift_us=1_000_000),  # a host whose clock is 1 s ahead
-    RankSpec(2, shift_us=-500_000),
-    RankSpec(3, shift_us=3_000, stretch=Fraction(6, 5)),  # every step 20% slower
+    RankSpec(2, shift_us=-500_000, stretch=Fraction(6, 5)),  # 0.5 s behind, every step 20% slower
 )
 Interval = tuple[int, int]
 
@@ -146,17 +145,16 @@ def test_exposed_communication_and_overlap_by_hand(job: Path, result: RanksResul
 def test_shifted_clocks_change_nothing_but_the_offset(result: RanksResult) -> None:
     ranks = result.ranks
     figures = ranks.drop("rank", "clock_offset_us", "collectives_started_last")
-    for other in (1, 2):
-        assert figures.row(other) == figures.row(0)
-    assert ranks["clock_offset_us"].to_list()[:3] == [0.0, 1e6, -5e5]  # exact, in µs
+    assert figures.row(1) == figures.row(0)
+    assert ranks["clock_offset_us"].to_list()[:2] == [0.0, 1e6]  # exact, in µs
 
 
 def test_the_slower_rank_is_the_straggler(works: list[RankWork], result: RanksResult) -> None:
     walls = result.ranks["wall_us_per_iter"].to_list()
-    assert result.median_wall_us_per_iter == walls[0]  # median of w, w, w, 1.2 w
-    assert walls[3] / walls[0] == pytest.approx(1.2, rel=1e-6)
-    assert result.stragglers == [3]
-    assert result.ranks["wall_pct_over_median"][3] == pytest.approx(20.0, abs=1e-4)
+    assert result.median_wall_us_per_iter == walls[0]  # median of w, w, 1.2 w
+    assert walls[2] / walls[0] == pytest.approx(1.2, rel=1e-6)
+    assert result.stragglers == [2]
+    assert result.ranks["wall_pct_over_median"][2] == pytest.approx(20.0, abs=1e-4)
     assert ranks_analysis(works, straggler_pct=25).stragglers == []
 
 
@@ -177,7 +175,7 @@ def test_offsets_and_skew_by_hand(job: Path, result: RanksResult) -> None:
         for row in result.collectives.to_dicts()
     }
     assert got == pytest.approx({key: value / 1e3 for key, value in spread.items()})
-    assert len(got) == 21 and set(result.collectives["ranks"]) == {4}
+    assert len(got) == 21 and set(result.collectives["ranks"]) == {3}
 
 
 def test_worker_processes_and_the_cache_give_identical_results(
@@ -222,7 +220,7 @@ def test_report_has_a_rank_section_equal_to_the_command(
     args = ["report", str(job), "--cache-dir", str(job_cache)]
     text = CliRunner().invoke(main, args).stdout
     assert f"## Ranks of `{job.name}`" in text
-    assert "Stragglers (step time more than 10% over the median of 222,368.45 µs): rank 3" in text
+    assert "Stragglers (step time more than 10% over the median of 222,368.45 µs): rank 2" in text
 
 
 def test_cli_formats(job: Path, job_cache: Path, result: RanksResult) -> None:
@@ -232,11 +230,11 @@ def test_cli_formats(job: Path, job_cache: Path, result: RanksResult) -> None:
         return runner.invoke(main, ["ranks", str(job), "--cache-dir", str(job_cache), *args]).stdout
 
     record = json.loads(ranks("--format", "json"))
-    assert record["stragglers"] == [3] and record["clock_alignment"] == "collective-ends"
-    assert [r["rank"] for r in record["ranks"]] == [0, 1, 2, 3]
+    assert record["stragglers"] == [2] and record["clock_alignment"] == "collective-ends"
+    assert [r["rank"] for r in record["ranks"]] == [0, 1, 2]
     assert record["collectives_matched"] == 21 == len(record["collectives"])
     csv = pl.read_csv(render_ranks(result, "csv").encode())
-    assert csv["rank"].to_list() == [0, 1, 2, 3] and csv.columns == list(record["ranks"][0])
+    assert csv["rank"].to_list() == [0, 1, 2] and csv.columns == list(record["ranks"][0])
     text = ranks_markdown(result)
     assert "| rank | iterations | wall µs/iter |" in text and "## Collective skew" in text
 
@@ -255,9 +253,19 @@ def test_compute_only_ranks(public: Path, tmp_path: Path) -> None:
     )
 
 
-def test_rank_figures_hold_together_on_every_public_trace(public_trace: Path) -> None:
-    # Every format variant (ROCm, legacy, CPU only, ns floats) gives a row whose parts fit.
-    row = rank_rows(traceanalyze.load(public_trace)).row(0, named=True)
+FORMAT_VARIANTS = (
+    "hta_cpu_only_rank34.pt.trace.json.gz",
+    "hta_inference_rank_1_legacy.json.gz",
+    "hta_mi250_rocm.json.gz",
+    "tl_mi210_gpu_only.json.gz",
+    "tl_torch_compile_triton.json.gz",
+)
+
+
+@pytest.mark.parametrize("name", FORMAT_VARIANTS)
+def test_rank_figures_hold_together_on_format_variants(public: Path, name: str) -> None:
+    # CPU only, legacy categories, ROCm, GPU only, Triton: a row whose parts fit.
+    row = rank_rows(traceanalyze.load(public / name)).row(0, named=True)
     assert (
         0
         <= row["exposed_communication_us_per_iter"]
