@@ -15,12 +15,18 @@ class TraceAnalyzeError(Exception):
     exit_code = 1
 
     def __init__(self, message: str, path: str | Path | None = None, fix: str | None = None):
+        self.message = message
         self.path = None if path is None else Path(path)
         self.fix = fix
         parts = [f"{self.path}: {message}" if self.path else message]
         if fix:
             parts.append(fix)
         super().__init__(" ".join(p if p.endswith(".") else p + "." for p in parts))
+
+    def __reduce__(self) -> tuple[type[TraceAnalyzeError], tuple[str, Path | None, str | None]]:
+        # Errors raised on a worker (a process pool, a Dask or Ray cluster) arrive pickled:
+        # rebuilt from their parts, they keep the file and the fix.
+        return type(self), (self.message, self.path, self.fix)
 
 
 class TraceReadError(TraceAnalyzeError):
@@ -45,6 +51,10 @@ class AnalysisError(TraceAnalyzeError):
 
 class ExpectationFailed(TraceAnalyzeError):  # noqa: N818 (a verdict, not a fault)
     """`traceanalyze check`: one or more stated expectations do not hold."""
+
+
+class EngineError(TraceAnalyzeError):
+    """The engine that runs per-rank work cannot run it (not installed, cluster unreachable)."""
 
 
 class UsageError(TraceAnalyzeError):

@@ -95,15 +95,18 @@ def mean_per_iter(trace: Trace, column: str) -> float:
 def _gpu_times(gpu: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, iteration): counts, activity time by kind, and busy/span/idle from the
     intervals of each device."""
-    us = pl.col("dur_ns") / 1e3
+    ns = pl.col("dur_ns")
+    # Integer nanoseconds summed, then converted: a float sum depends on the order the rows
+    # arrive in, which a parallel group_by does not fix, and one figure must not change
+    # between runs (or engines) in its last digits.
     totals = gpu.group_by(ITERATION).agg(
         kernels=(pl.col("kind") == "kernel").sum(),
         memcpy=(pl.col("kind") == "memcpy").sum(),
         memset=(pl.col("kind") == "memset").sum(),
-        gpu_activity_us=us.sum(),
-        gpu_kernel_us=us.filter(pl.col("kind") == "kernel").sum(),
-        gpu_memcpy_us=us.filter(pl.col("kind") == "memcpy").sum(),
-        gpu_memset_us=us.filter(pl.col("kind") == "memset").sum(),
+        gpu_activity_us=ns.sum() / 1e3,
+        gpu_kernel_us=ns.filter(pl.col("kind") == "kernel").sum() / 1e3,
+        gpu_memcpy_us=ns.filter(pl.col("kind") == "memcpy").sum() / 1e3,
+        gpu_memset_us=ns.filter(pl.col("kind") == "memset").sum() / 1e3,
     )
     devices = (
         busy_and_span(gpu, _DEVICE)

@@ -20,6 +20,7 @@ from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
+from traceanalyze.analyses.ranks import RanksResult, rank_work, ranks_analysis
 from traceanalyze.analyses.summary import summary
 from traceanalyze.load.variants import Variant, VariantSet
 from traceanalyze.names import readable_names
@@ -58,6 +59,7 @@ class Report:
     variants: tuple[VariantReport, ...]
     category_us: pl.DataFrame  # variant, category, us_per_iter: for the chart
     cold: ColdSet | None = None  # for a cold-start capture: first call against steady calls
+    ranks: tuple[tuple[str, RanksResult], ...] = ()  # (variant, result) per folder of ranks
 
 
 def build_report(variant_set: VariantSet, baseline: str | None = None) -> Report:
@@ -84,6 +86,16 @@ def build_report(variant_set: VariantSet, baseline: str | None = None) -> Report
         variants=reports,
         category_us=category_us,
         cold=cold_part(variant_set, baseline),
+        ranks=rank_results(variant_set),
+    )
+
+
+def rank_results(variant_set: VariantSet) -> tuple[tuple[str, RanksResult], ...]:
+    """The `ranks` analysis of each variant that is a folder of two or more ranks."""
+    return tuple(
+        (v.label, ranks_analysis([rank_work(v.trace)]))
+        for v in variant_set.loaded
+        if v.trace is not None and len(v.trace.meta) > 1
     )
 
 

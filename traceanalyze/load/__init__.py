@@ -25,7 +25,7 @@ import polars as pl
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
 from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
 from traceanalyze.load.parse import StageTimer, parse_file
-from traceanalyze.trace import Trace
+from traceanalyze.trace import Trace, TraceMeta
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 CAPTURE_MANIFEST = "manifest.json"
@@ -57,22 +57,40 @@ def load(
     """Load a trace file (``.json``, ``.json.gz``) or a folder of the ranks of one job."""
     source = Path(path)
     if source.is_dir():
-        files = trace_files(source)
-        if (source / CAPTURE_MANIFEST).is_file():
-            raise SeparateTracesError(
-                "is a capture folder (manifest.json): its traces are variants of one "
-                "experiment, not the ranks of one job",
-                source,
-                _FIX_SEPARATE,
-            )
+        files = rank_files(source)
         return combine_ranks(load_each(files, cache=cache, cache_dir=cache_dir), source)
     return _load_file(source, 0, cache, cache_dir, timer)
 
 
+def rank_files(folder: Path) -> list[Path]:
+    """The trace files of a folder that may hold the ranks of one job (a capture folder is a
+    :class:`SeparateTracesError`)."""
+    files = trace_files(folder)
+    if (folder / CAPTURE_MANIFEST).is_file():
+        raise SeparateTracesError(
+            "is a capture folder (manifest.json): its traces are variants of one "
+            "experiment, not the ranks of one job",
+            folder,
+            _FIX_SEPARATE,
+        )
+    return files
+
+
 def are_ranks(traces: Sequence[Trace]) -> bool:
     """Whether ``traces`` are the ranks of one job: each states a rank, all different."""
-    stated = [t.meta[0].distributed_info.get("rank") for t in traces]
-    return all(isinstance(r, int) for r in stated) and len(set(stated)) == len(stated)
+    return _why_not_ranks([t.meta[0] for t in traces]) is None
+
+
+def check_ranks(metas: Sequence[TraceMeta], folder: Path) -> None:
+    """A :class:`SeparateTracesError` unless ``metas`` (one per file of ``folder``) are the
+    ranks of one job; one file is always one rank."""
+    problem = _why_not_ranks(metas) if len(metas) > 1 else None
+    if problem is not None:
+        raise SeparateTracesError(
+            f"holds {len(metas)} separate traces ({problem}), not the ranks of one job",
+            folder,
+            _FIX_SEPARATE,
+        )
 
 
 def load_each(
@@ -171,13 +189,7 @@ def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
     traces = list(traces)
     if len(traces) == 1:
         return traces[0]
-    if not are_ranks(traces):
-        raise SeparateTracesError(
-            f"holds {len(traces)} separate traces ({_why_not_ranks(traces)}), not the ranks "
-            "of one job",
-            folder,
-            _FIX_SEPARATE,
-        )
+    check_ranks([t.meta[0] for t in traces], folder)
 
     # op_id is the row position in the cpu frame: each rank's ids move past the ranks before.
     offsets = [0]
@@ -202,16 +214,16 @@ def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
     )
 
 
-def _why_not_ranks(traces: Sequence[Trace]) -> str:
+def _why_not_ranks(metas: Sequence[TraceMeta]) -> str | None:
+    """The first file that states no rank or repeats one (None: they are ranks)."""
     seen: dict[int, Path] = {}
-    for trace in traces:
-        meta = trace.meta[0]
+    for meta in metas:
         if not isinstance(meta.distributed_info.get("rank"), int):
             return f"{meta.path.name} states no rank"
         if meta.rank in seen:
             return f"{meta.path.name} and {seen[meta.rank].name} are both rank {meta.rank}"
         seen[meta.rank] = meta.path
-    return "their ranks repeat"
+    return None
 
 
 def _cache_folder(cache_dir: str | os.PathLike[str] | None) -> Path:
@@ -250,4 +262,12 @@ def _load_file(
     return trace
 
 
-__all__ = ["SeparateTracesError", "are_ranks", "load", "load_each", "trace_files"]
+__all__ = [
+    "SeparateTracesError",
+    "are_ranks",
+    "check_ranks",
+    "load",
+    "load_each",
+    "rank_files",
+    "trace_files",
+]

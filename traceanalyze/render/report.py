@@ -9,11 +9,13 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import DEFINITIONS
 from traceanalyze.analyses.diff import TraceDiff
+from traceanalyze.analyses.ranks import RanksResult
 from traceanalyze.analyses.report import Report, VariantReport
 from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.cold import cold_section
 from traceanalyze.render.headings import heading
+from traceanalyze.render.ranks import ranks_markdown
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
 CHART_GPU = "gpu_time_by_category"
@@ -102,9 +104,14 @@ def render_report(
         parts += [f"![{CHART_TITLES[chart]}]({file})\n" for chart, file in charts.items()]
     parts += [_variant_section(v, full_names) for v in report.variants if v.status == "ok"]
     parts += [cold_section(report.cold)] if report.cold is not None else []
+    parts += [_ranks_section(label, result, full_names) for label, result in report.ranks]
     parts += list(extra_sections)
     parts.append(_glossary())
     return "\n".join(p for p in parts if p)
+
+
+def _ranks_section(label: str, result: RanksResult, full_names: bool) -> str:
+    return f"## Ranks of `{label}`\n\n" + ranks_markdown(result, full_names=full_names, level=3)
 
 
 def _comparison_intro(report: Report) -> str:

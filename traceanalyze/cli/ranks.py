@@ -1,0 +1,89 @@
+"""`traceanalyze ranks`: one row per rank of a job, stragglers and collective skew."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from traceanalyze.analyses.ranks import DEFAULT_STRAGGLER_PCT
+from traceanalyze.analyses.skew import ALIGN_ENDS, ALIGNMENTS
+from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.cli.progress import loading
+from traceanalyze.engine import ENGINE_LOCAL, ENGINES, rank_folder
+from traceanalyze.render.ranks import render_ranks
+
+
+@click.command()
+@click.argument("folder", type=click.Path(path_type=Path))
+@click.option(
+    "--straggler-pct",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_STRAGGLER_PCT,
+    show_default=True,
+    help="A rank is a straggler when its step time exceeds the median by more than this.",
+)
+@click.option(
+    "--align",
+    type=click.Choice(ALIGNMENTS),
+    default=ALIGN_ENDS,
+    show_default=True,
+    help="How ranks' clocks are aligned before collective starts are compared: on collective "
+    "ends, or none (raw clocks: only for ranks of one host).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default=ENGINE_LOCAL,
+    show_default=True,
+    help="Where each rank is converted and analysed: local processes, or a Dask cluster "
+    "(the dask extra).",
+)
+@click.option(
+    "--address",
+    default=None,
+    help="The Dask scheduler to run on, e.g. tcp://host:8786; without it --engine dask "
+    "starts a local cluster for this run.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes of the local engine or local cluster [default: one per CPU].",
+)
+@click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
+@output_options
+@cache_options
+def ranks(
+    folder: Path,
+    straggler_pct: float,
+    align: str,
+    engine: str,
+    address: str | None,
+    workers: int | None,
+    full_names: bool,
+    out: Output,
+    loader: Loader,
+) -> None:
+    """Per rank of the job in FOLDER (every trace states a different rank): step time, GPU
+    busy, kernel and communication time, exposed communication, overlap and idle time; the
+    stragglers; and how far apart the ranks start each collective. --format csv gives the
+    rank table; json every table.
+
+    \b
+    Example:
+      traceanalyze ranks run/ranks --straggler-pct 5
+      traceanalyze ranks /shared/job42 --engine dask --address tcp://scheduler:8786 -o ranks.json
+    """
+    with loading([folder]):
+        result = rank_folder(
+            folder,
+            engine=engine,
+            address=address,
+            workers=workers,
+            cache=loader.cache,
+            cache_dir=loader.cache_dir,
+            straggler_pct=straggler_pct,
+            align=align,
+        )
+    out.write(render_ranks(result, out.format, full_names=full_names), inputs=[folder])
