@@ -47,9 +47,10 @@ def main() -> None:
 def _register() -> None:
     from traceanalyze.cli.analyses import COMMANDS as ANALYSES
     from traceanalyze.cli.info import info
+    from traceanalyze.cli.perf import COMMANDS as PERF
     from traceanalyze.cli.report import COMMANDS as REPORTS
 
-    for command in (info, *ANALYSES, *REPORTS):
+    for command in (info, *ANALYSES, *REPORTS, *PERF):
         main.add_command(command)
     # The capture command imports torch only when it runs, so registering it costs nothing.
     from capture.cli import capture

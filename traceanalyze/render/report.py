@@ -10,9 +10,11 @@ import polars as pl
 from traceanalyze.analyses.accounting import DEFINITIONS
 from traceanalyze.analyses.diff import TraceDiff
 from traceanalyze.analyses.report import Report, VariantReport
+from traceanalyze.analyses.roofline import TOP_OPS
 from traceanalyze.names import short_name_expr
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.headings import heading
+from traceanalyze.render.perf import roofline_markdown
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
 CHART_GPU = "gpu_time_by_category"
@@ -153,7 +155,7 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
         "share_of_gpu_activity_pct", "theoretical_occupancy_pct", "occupancy_limiter",
         "achieved_occupancy_pct", "launch_op",
     )  # fmt: skip
-    parts = [f"## `{variant.label}`\n", _headline(figures, variant.row)]
+    parts = [f"## `{variant.label}`\n", _headline(figures, variant.row), *_why(variant)]
     if variant.findings:
         parts.append("**Findings**\n\n" + "\n".join(f"- {s}" for s in variant.findings) + "\n")
     if variant.categories.height:
@@ -175,7 +177,28 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
             "**CPU time in ops that call cuDNN**\n",
             _keyed_table(cudnn, tuple(cudnn.columns)),
         ]
+    parts += _roofline_part(variant, full_names)
     return "\n".join(parts)
+
+
+def _why(variant: VariantReport) -> list[str]:
+    """One line: why the variant is faster or slower than the baseline (its largest parts)."""
+    if variant.explained is None:
+        return []
+    return [f"**Against the baseline**: {variant.explained.sentence}\n"]
+
+
+def _roofline_part(variant: VariantReport, full_names: bool) -> list[str]:
+    """The variant's roofline (top ops), or one line saying why there is none."""
+    result = variant.roofline
+    if result is None:
+        return []
+    if not result.has_shapes:
+        return [
+            "**Roofline**: the trace has no recorded shapes (profiled without "
+            "record_shapes=True), so no op's FLOPs or bytes are known.\n"
+        ]
+    return ["**Roofline**\n", roofline_markdown(result, top=TOP_OPS, full_names=full_names)]
 
 
 def _headline(figures: dict[str, Any], row: dict[str, Any]) -> str:
