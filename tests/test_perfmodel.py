@@ -93,15 +93,23 @@ def test_bmm_fp32() -> None:
 
 def test_addmm_reads_the_bias_but_counts_no_epilogue_flops() -> None:
     # h200_train_175mb.json.gz
-    row = model("aten::addmm", "[[1024], [4096, 4096], [4096, 1024], [], []]",
-                f'[{BF16}, {BF16}, {BF16}, "Scalar", "Scalar"]', '["", "", "", "1", "1"]')  # fmt: skip
+    row = model(
+        "aten::addmm",
+        "[[1024], [4096, 4096], [4096, 1024], [], []]",
+        f'[{BF16}, {BF16}, {BF16}, "Scalar", "Scalar"]',
+        '["", "", "", "1", "1"]',
+    )
     check(row, 2 * 4096 * 1024 * 4096, 2 * (1024 + 4096 * 4096 + 4096 * 1024 + 4096 * 1024), "bf16")
 
 
 def test_baddbmm() -> None:
     # Written by hand in the recorded format (no available trace has baddbmm with shapes).
-    row = model("aten::baddbmm", "[[16, 128, 128], [16, 128, 64], [16, 64, 128], [], []]",
-                f'[{BF16}, {BF16}, {BF16}, "Scalar", "Scalar"]', '["", "", "", "1", "1"]')  # fmt: skip
+    row = model(
+        "aten::baddbmm",
+        "[[16, 128, 128], [16, 128, 64], [16, 64, 128], [], []]",
+        f'[{BF16}, {BF16}, {BF16}, "Scalar", "Scalar"]',
+        '["", "", "", "1", "1"]',
+    )
     self_, b1, b2, out = 16 * 128 * 128, 16 * 128 * 64, 16 * 64 * 128, 16 * 128 * 128
     check(row, 2 * 16 * 128 * 128 * 64, 2 * (self_ + b1 + b2 + out), "bf16")
 
@@ -467,8 +475,11 @@ def test_layer_norm_backward() -> None:
 
 @pytest.mark.parametrize("name", ["aten::native_batch_norm", "aten::cudnn_batch_norm"])
 def test_batch_norm(name: str) -> None:
-    row = model(name, "[[32, 64, 56, 56], [64], [64], [64], [64], [], [], []]",
-                '["float", "float", "float", "float", "float", "Scalar", "Scalar", "Scalar"]')  # fmt: skip
+    row = model(
+        name,
+        "[[32, 64, 56, 56], [64], [64], [64], [64], [], [], []]",
+        '["float", "float", "float", "float", "float", "Scalar", "Scalar", "Scalar"]',
+    )
     n = 32 * 64 * 56 * 56
     check(row, None, 4 * (n + 4 * 64) + 4 * n, "fp32")
 
@@ -536,8 +547,17 @@ def test_ops_without_a_model_are_dropped_and_get_a_reason() -> None:
          "input_types": [f"[{FP32}]", f"[{FP32}, {FP32}]"], "concrete_inputs": [None, None]}
     )  # fmt: skip
     assert f.model_calls(calls)["call"].to_list() == [2]
-    names = pl.DataFrame({"op_name": ["aten::cat", "aten::_foreach_add_", None,
-                                      "triton_tem_fused_flex_attention_0", "triton_poi_x"]})  # fmt: skip
+    names = pl.DataFrame(
+        {
+            "op_name": [
+                "aten::cat",
+                "aten::_foreach_add_",
+                None,
+                "triton_tem_fused_flex_attention_0",
+                "triton_poi_x",
+            ]
+        }
+    )
     reasons = names.select(unmodelled_reason()).to_series().to_list()
     assert reasons[0] == NO_MODEL and reasons[2] == NO_OP
     assert "TensorList" in reasons[1] and "block mask" in reasons[3] and "Inductor" in reasons[4]

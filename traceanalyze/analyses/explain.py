@@ -282,7 +282,8 @@ def _sentence(
     threshold = span_before * SMALL_PART_PCT / 100
     ordered = parts.sort(pl.col("us_per_iter_delta").abs(), descending=True)
     main = ordered.filter(pl.col("us_per_iter_delta").abs() >= threshold).head(MAIN_PARTS)
-    rest = float(ordered["us_per_iter_delta"].sum()) - float(main["us_per_iter_delta"].sum())
+    others = ordered.slice(main.height)
+    rest = float(others["us_per_iter_delta"].sum())
     named = (
         main.select(
             pl.format(
@@ -304,11 +305,13 @@ def _sentence(
     )
     if not named:
         return f"{head}: no part changes by {SMALL_PART_PCT:g}% of the span or more."
-    tail = (
-        f"the rest is unchanged within noise ({rest:+,.1f} µs)"
-        if abs(rest) < threshold
-        else f"the rest {rest:+,.1f} µs"
-    )
+    every_other_small = bool((others["us_per_iter_delta"].abs() < threshold).all())
+    if not others.height:
+        tail = "nothing else changes"
+    elif every_other_small:
+        tail = f"the rest is unchanged within noise ({rest:+,.1f} µs)"
+    else:
+        tail = f"the other parts add up to {rest:+,.1f} µs"
     return f"{head}, {direction}: " + "; ".join(named) + f"; {tail}."
 
 
@@ -316,6 +319,12 @@ def _short_part() -> pl.Expr:
     return (
         pl.when(pl.col("kind") == "kernel")
         .then(pl.format("kernels of `{}`", "part"))
+        .when(pl.col("kind") == OVERLAP)
+        .then(
+            pl.when(pl.col("us_per_iter_delta") < 0)
+            .then(pl.lit("more stream overlap"))
+            .otherwise(pl.lit("less stream overlap"))
+        )
         .when(pl.col("kind").is_in([OVERLAP, IDLE, "other"]))
         .then("part")
         .otherwise(pl.format("`{}`", "part"))

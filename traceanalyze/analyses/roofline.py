@@ -130,11 +130,27 @@ def _with_peaks(
     frame: pl.DataFrame, peaks: pl.DataFrame, override: PeakOverride | None
 ) -> pl.DataFrame:
     """Each activity's device peaks (an override also covers devices the trace does not
-    describe)."""
-    joined = frame.join(
-        peaks.drop("device_name"), on=["rank", "device"], how="left", maintain_order="left"
+    describe). Where the activity's device id is not described but its rank describes one GPU
+    model only, that model's peaks apply: ROCm traces number deviceProperties from 0 while
+    kernels carry the physical device id (tl_mi300_bert_small: properties for 0, kernels on 2)."""
+    columns = [c for c in peaks.columns if c not in ("rank", "device")]
+    single_model = (
+        peaks.group_by("rank")
+        .agg(pl.col(columns).first(), models=pl.col("device_name").n_unique())
+        .filter(pl.col("models") == 1)
+        .drop("models")
     )
-    return with_override(joined, override)
+    joined = frame.join(peaks, on=["rank", "device"], how="left", maintain_order="left").join(
+        single_model, on="rank", how="left", suffix="_of_rank", maintain_order="left"
+    )
+    described = pl.col("device_name").is_not_null()
+    return with_override(
+        joined.with_columns(
+            pl.when(described).then(pl.col(c)).otherwise(pl.col(f"{c}_of_rank")).alias(c)
+            for c in columns
+        ).drop([f"{c}_of_rank" for c in columns], "device_name"),
+        override,
+    )
 
 
 def _peak_tflops() -> pl.Expr:

@@ -57,31 +57,39 @@ def model_calls(calls: pl.DataFrame) -> pl.DataFrame:
 
     Each distinct signature (op name and recorded inputs) is modelled once: a training trace
     repeats a few dozen of them thousands of times."""
-    modelled = calls.cast({column: pl.String for column in SIGNATURE}).join(
-        op_table().select("name"), on="name", how="semi"
+    signatures = (
+        calls.cast({column: pl.String for column in SIGNATURE})
+        .join(op_table().select("name"), on="name", how="semi")
+        .group_by(SIGNATURE)
+        .agg("call")
+        .with_row_index("signature")
     )
-    signatures = modelled.select(SIGNATURE).unique().with_row_index("signature")
-    models = _model_signatures(signatures.rename({"signature": "call"}))
+    models = _model_signatures(
+        signatures.lazy().select(pl.col("signature").cast(pl.Int64).alias("call"), *SIGNATURE)
+    )
     return (
-        modelled.select("call", *SIGNATURE)
-        .join(signatures, on=list(SIGNATURE), how="left", nulls_equal=True)
+        signatures.select(pl.col("signature").cast(pl.Int64), "call")
+        .explode("call")
         .join(models.rename({"call": "signature"}), on="signature", how="left")
         .select(MODEL_COLUMNS)
     )
 
 
-def _model_signatures(calls: pl.DataFrame) -> pl.DataFrame:
-    frame = _decoded(calls.join(op_table(), on="name", how="inner"))
-    args = _arguments(frame)
-    frame = (
+def _model_signatures(calls: pl.LazyFrame) -> pl.DataFrame:
+    """The models of the distinct signatures (a few dozen rows, so the cost is the number of
+    steps: the byte sums run as one lazy plan over the decoded frames)."""
+    frame = _decoded(calls.join(op_table().lazy(), on="name", how="inner")).collect().lazy()
+    args = _arguments(frame).collect().lazy()
+    sized = (
         frame.join(_read_bytes(frame, args), on="call", how="left")
         .join(_written_like(frame, args, "like", sized=True), on="call", how="left")
         .join(_written_like(frame, args, "masks", sized=False), on="call", how="left")
         .join(_broadcast(frame, args), on="call", how="left")
         .join(_first_tensor(args), on="call", how="left")
+        .collect()
     )
-    frame = frame.with_columns(*_family_columns())
-    return frame.with_columns(_reason()).select(
+    modelled = _with_family_columns(sized).with_columns(*_common_columns())
+    return modelled.with_columns(_reason()).select(
         "call",
         "family",
         "dtype",
@@ -94,7 +102,7 @@ def _model_signatures(calls: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def _decoded(frame: pl.DataFrame) -> pl.DataFrame:
+def _decoded(frame: pl.LazyFrame) -> pl.LazyFrame:
     """``dims`` (List[List[Int64]]), ``types`` and ``concrete`` (List[String]), decoded only
     where the text has that shape; ``readable`` where dims and types agree in length."""
     dims_ok = pl.col("input_dims").str.contains(SHAPES_PATTERN)
@@ -116,7 +124,7 @@ def _decoded(frame: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(dims=pl.when("readable").then("dims"), types=pl.when("readable").then("types"))
 
 
-def _arguments(frame: pl.DataFrame) -> pl.DataFrame:
+def _arguments(frame: pl.LazyFrame) -> pl.LazyFrame:
     """One row per (call, input position) of the readable calls: dims, numel, element size
     (null for arguments that are not tensors) and dtype."""
     readable = frame.filter("readable").select("call", "dims", "types")
@@ -131,12 +139,12 @@ def _arguments(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _positions(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+def _positions(frame: pl.LazyFrame, column: str) -> pl.LazyFrame:
     """(call, pos) for each position listed in ``column``."""
     return frame.select("call", pl.col(column).alias("pos")).explode("pos").drop_nulls("pos")
 
 
-def _read_tensors(frame: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
+def _read_tensors(frame: pl.LazyFrame, args: pl.LazyFrame) -> pl.LazyFrame:
     """The tensor arguments each call reads: the listed ``reads``, or every tensor."""
     listed = _positions(frame.filter(pl.col("reads").is_not_null()), "reads").join(
         args, on=["call", "pos"], how="inner"
@@ -145,7 +153,7 @@ def _read_tensors(frame: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([listed, every], how="diagonal_relaxed").filter(pl.col("elsize").is_not_null())
 
 
-def _read_bytes(frame: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
+def _read_bytes(frame: pl.LazyFrame, args: pl.LazyFrame) -> pl.LazyFrame:
     read = _read_tensors(frame, args)
     # Type promotion: tensors with dimensions outrank 0-d ones (a float tensor minus a double
     # scalar tensor stays float); only 0-d inputs promote among themselves.
@@ -157,8 +165,8 @@ def _read_bytes(frame: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
 
 
 def _written_like(
-    frame: pl.DataFrame, args: pl.DataFrame, column: str, *, sized: bool
-) -> pl.DataFrame:
+    frame: pl.LazyFrame, args: pl.LazyFrame, column: str, *, sized: bool
+) -> pl.LazyFrame:
     """Bytes of outputs shaped like the inputs listed in ``column`` (one byte per element
     unless ``sized``)."""
     written = _positions(frame, column).join(args, on=["call", "pos"], how="inner")
@@ -168,7 +176,7 @@ def _written_like(
     )
 
 
-def _broadcast(frame: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
+def _broadcast(frame: pl.LazyFrame, args: pl.LazyFrame) -> pl.LazyFrame:
     """For calls with ``broadcast``: the element count of the read tensors' broadcast shape
     (``_broadcast_numel``) and whether they broadcast at all (``_broadcastable``)."""
     tensors = _read_tensors(frame.filter("broadcast"), args)
@@ -197,7 +205,7 @@ def _broadcast(frame: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _first_tensor(args: pl.DataFrame) -> pl.DataFrame:
+def _first_tensor(args: pl.LazyFrame) -> pl.LazyFrame:
     """The dtype of each call's first tensor argument (the main operand of memory ops)."""
     return (
         args.filter(pl.col("elsize").is_not_null())
@@ -237,60 +245,57 @@ def _concrete(role: str) -> pl.Expr:
     return pl.col("concrete").list.get(pl.col(role), null_on_oob=True)
 
 
-def _family_columns() -> list[pl.Expr]:
-    """``_flops``, ``_out_bytes`` (the family's own output), ``_family_reason``, ``causal``,
-    ``dtype`` and ``_bytes`` (every read and write)."""
+def _with_family_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """``_flops``, ``_out_bytes`` (the family's own output) and ``_family_reason`` from each
+    family's formulas, on that family's rows only (one small expression set per family)."""
+    parts = [
+        rows.with_columns(
+            (columns := formulas())[0].alias("_flops"),
+            columns[1].alias("_family_reason"),
+            columns[2].alias("_out_bytes"),
+        )
+        for family, formulas in _FAMILIES.items()
+        if (rows := frame.filter(pl.col("family") == family)).height
+    ]
+    if not parts:  # no signature at all
+        return frame.with_columns(
+            _flops=pl.lit(None, pl.Int64),
+            _family_reason=pl.lit(None, pl.String),
+            _out_bytes=pl.lit(None, pl.Int64),
+        )
+    return pl.concat(parts, how="diagonal_relaxed")
+
+
+def _common_columns() -> list[pl.Expr]:
+    """``_bytes`` (every read and write), ``causal`` and ``dtype``."""
     family = pl.col("family")
-    gemm, gemm_reason, gemm_out = _gemm()
-    attention, attention_reason, attention_out = _attention()
-    conv, conv_reason, conv_out = _conv()
-    backward = attention * 5 // 2  # 2.5x the forward (see ops.py), exact: forward FLOPs even
-    flops = (
-        pl.when(family == GEMM)
-        .then(gemm)
-        .when(family == ATTENTION)
-        .then(attention)
-        .when(family == ATTENTION_BACKWARD)
-        .then(backward)
-        .when(family == CONV)
-        .then(conv)
-    )
-    out = (
-        pl.when(family == GEMM)
-        .then(gemm_out)
-        .when(family == ATTENTION)
-        .then(attention_out)
-        .when(family == CONV)
-        .then(conv_out)
-        .otherwise(0)
-    )
-    reason = (
-        pl.when(family == GEMM)
-        .then(gemm_reason)
-        .when(family.is_in([ATTENTION, ATTENTION_BACKWARD]))
-        .then(attention_reason)
-        .when(family == CONV)
-        .then(conv_reason)
-        .when(pl.col("broadcast") & ~pl.col("_broadcastable").fill_null(True))
-        .then(pl.lit(NOT_BROADCASTABLE))
-    )
     broadcast = pl.when("broadcast").then(pl.col("_broadcast_numel") * pl.col("_widest"))
     written = pl.sum_horizontal(
-        out, pl.col("_like_bytes").fill_null(0), pl.col("_masks_bytes").fill_null(0),
+        "_out_bytes", pl.col("_like_bytes").fill_null(0), pl.col("_masks_bytes").fill_null(0),
         broadcast.fill_null(0),
     )  # fmt: skip
-    total = pl.when(out.is_not_null() & (~pl.col("broadcast") | broadcast.is_not_null())).then(
-        pl.col("_read_bytes").fill_null(0) + written
-    )
+    fits = pl.col("_out_bytes").is_not_null() & (~pl.col("broadcast") | broadcast.is_not_null())
     return [
-        flops.alias("_flops"),
-        total.alias("_bytes"),
-        reason.alias("_family_reason"),
+        pl.when(fits).then(pl.col("_read_bytes").fill_null(0) + written).alias("_bytes"),
         pl.when(family.is_in([ATTENTION, ATTENTION_BACKWARD]))
         .then(_concrete("causal") == "True")
         .alias("causal"),
         pl.coalesce(_dtype("a"), _dtype("q"), _dtype("input"), "_first_dtype").alias("dtype"),
     ]
+
+
+def _attention_backward() -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """2.5x the forward's FLOPs (see ops.py; exact: the forward's FLOPs are even); its
+    outputs, the three gradients, are ``like`` writes."""
+    flops, reason, _ = _attention()
+    return flops * 5 // 2, reason, pl.lit(0, pl.Int64)
+
+
+def _memory() -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """No FLOPs; its writes are ``like``, ``masks`` and ``broadcast``."""
+    unbroadcastable = pl.col("broadcast") & ~pl.col("_broadcastable").fill_null(True)
+    reason = pl.when(unbroadcastable).then(pl.lit(NOT_BROADCASTABLE))
+    return pl.lit(None, pl.Int64), reason, pl.lit(0, pl.Int64)
 
 
 def _gemm() -> tuple[pl.Expr, pl.Expr, pl.Expr]:
@@ -379,6 +384,16 @@ def _conv() -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     flops = pl.when(fits).then(2 * n * _numel("weight") * p * q)
     out = pl.when(fits).then(n * k * p * q * _elsize("input"))
     return flops, reason, out
+
+
+# Each family's formulas: (FLOPs, why not, bytes of its own output).
+_FAMILIES = {
+    GEMM: _gemm,
+    ATTENTION: _attention,
+    ATTENTION_BACKWARD: _attention_backward,
+    CONV: _conv,
+    MEMORY: _memory,
+}
 
 
 def _reason() -> pl.Expr:

@@ -23,6 +23,7 @@ _KEYS = {
     "flops": "FLOPs per call",
     "bytes": "bytes per call",
     "intensity": "FLOP/byte",
+    "us_per_iter_delta": "change µs/iter",
 }
 
 

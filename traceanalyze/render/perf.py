@@ -139,22 +139,29 @@ def render_explain(result: Explanation, fmt: str) -> str:
 
 def explain_markdown(result: Explanation, *, charts: Sequence[str] = ()) -> str:
     total = float(result.parts["us_per_iter_delta"].sum())
+    # The traces' labels head the columns, unless they cannot (equal, or a heading's name).
+    labels = {result.base, result.new}
+    base, new = (
+        (result.base, result.new)
+        if len(labels) == 2 and not labels & {"figure", "change"}
+        else ("base", "new")
+    )
     figures = pl.DataFrame(
         {
             "figure": list(result.base_figures),
-            result.base: list(result.base_figures.values()),
-            result.new: list(result.new_figures.values()),
+            base: list(result.base_figures.values()),
+            new: list(result.new_figures.values()),
         }
-    ).with_columns(change=pl.col(result.new) - pl.col(result.base))
+    ).with_columns(change=pl.col(new) - pl.col(base))
     parts = [
         f"{result.sentence}\n",
-        f"**Parts of the change in GPU span per iteration** (they add up to "
-        f"{total:+,.2f} µs = {result.total_us_per_iter_delta:+,.2f} µs, the change in span)\n",
+        f"**Parts of the change in GPU span per iteration** (they add up to {total:+,.2f} µs, "
+        "the change in span)\n",
         _table(result.parts, PART_COLUMNS),
         *[f"![Waterfall of the GPU span's parts]({chart})\n" for chart in charts],
         "**Per-iteration figures** (µs; span = busy + idle, busy = activity - overlap)\n",
         markdown_table(figures),
         "**CPU side** (µs per iteration)\n",
-        markdown_table(result.cpu),
+        markdown_table(result.cpu.rename({"base": base, "new": new, "delta": "change"})),
     ]
     return "\n".join(parts)
