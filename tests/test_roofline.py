@@ -164,7 +164,8 @@ def test_waves_per_kernel(micro: traceanalyze.Trace) -> None:
 
 def test_verdicts_name_the_evidence(micro: traceanalyze.Trace) -> None:
     rows = {r["op_name"]: r["verdict"] for r in roofline(micro).ops.to_dicts()}
-    assert rows["aten::addmm"].startswith("memory-bound, 0% of the roofline; below it: tail wave:")
+    addmm = rows["aten::addmm"]
+    assert addmm.startswith("memory-bound, 0.2% of the roofline; below it: tail wave:")
     assert (
         "1.14 waves, the last 14% full (43% of the launched SM slots idle)" in rows["aten::addmm"]
     )
@@ -311,8 +312,13 @@ def test_mi300_bert_small_is_matched_to_the_mi300x_and_has_no_waves() -> None:
     result = roofline(traceanalyze.load(public("tl_mi300_bert_small.json.gz")))
     assert set(result.ops["gpu"]) == {"MI300X"}
     assert result.ops["pct_of_roofline"].is_not_null().all()
-    # Occupancy (so waves) is not computed for AMD GPUs.
+    # Occupancy (so waves) is not computed for AMD GPUs, and the verdict says so.
     assert result.ops["waves"].is_null().all() and result.waves["waves"].is_null().all()
+    flash = result.ops.filter(pl.col("op_name") == "aten::_scaled_dot_product_flash_attention")
+    assert flash["verdict"][0] == (
+        "memory-bound, 0.4% of the roofline; no cause the trace can show (no occupancy or "
+        "waves for this GPU)"
+    )
 
 
 def test_h100_convolution_trace() -> None:

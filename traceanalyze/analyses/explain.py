@@ -22,6 +22,7 @@ import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.cputree import with_self_time
+from traceanalyze.analyses.diff import paired_columns
 from traceanalyze.analyses.memcpy import memory_traffic, number_text, size_expr
 from traceanalyze.analyses.summary import summary
 from traceanalyze.trace import Trace
@@ -151,16 +152,7 @@ def _activity_parts(base: Trace, new: Trace, base_span_us: float) -> pl.DataFram
     parts = joined.select(
         "part",
         "kind",
-        pl.when(pl.col("us_per_iter").is_null())
-        .then(pl.lit("added"))
-        .when(pl.col("us_per_iter_new").is_null())
-        .then(pl.lit("removed"))
-        .otherwise(pl.lit("changed"))
-        .alias("status"),
-        pl.col("count_per_iter").fill_null(0.0).alias("base_count_per_iter"),
-        pl.col("count_per_iter_new").fill_null(0.0).alias("new_count_per_iter"),
-        pl.col("us_per_iter").fill_null(0.0).alias("base_us_per_iter"),
-        pl.col("us_per_iter_new").fill_null(0.0).alias("new_us_per_iter"),
+        *paired_columns(),
         pl.coalesce("bytes_per_call", "bytes_per_call_new").alias("bytes_per_call"),
     ).with_columns(us_per_iter_delta=pl.col("new_us_per_iter") - pl.col("base_us_per_iter"))
     small = pl.col("us_per_iter_delta").abs() < base_span_us * SMALL_PART_PCT / 100

@@ -311,13 +311,22 @@ def _verdict() -> pl.Expr:
         ignore_nulls=True,
     )
     pct = pl.col("pct_of_roofline")
-    head = pl.format("{}-bound, {}% of the roofline", "bound", pct.round(0).cast(pl.Int64))
+    shown = (
+        pl.when(pct < 10)
+        .then(pct.round(1).cast(pl.String))
+        .otherwise(pct.round(0).cast(pl.Int64).cast(pl.String))
+    )
+    head = pl.format("{}-bound, {}% of the roofline", "bound", shown)
+    # Waves and occupancy need the occupancy model, which AMD GPUs do not get.
+    silent = (
+        pl.when(pl.col("theoretical_occupancy_pct").is_null())
+        .then(pl.lit("no cause the trace can show (no occupancy or waves for this GPU)"))
+        .otherwise(pl.lit("the trace shows no tail wave, occupancy or precision cause"))
+    )
     below = (
         pl.when(signs != "")
         .then(pl.format("{}; below it: {}", head, signs))
-        .otherwise(
-            pl.format("{}; the trace shows no tail wave, occupancy or precision cause", head)
-        )
+        .otherwise(pl.format("{}; {}", head, silent))
     )
     return (
         pl.when(pct.is_null())

@@ -28,9 +28,11 @@ def waterfall(explanation: Explanation) -> bytes:
     labels = [f"{explanation.base} GPU span"]
     lefts, widths, styles = [0.0], [start], [TOTAL]
     level = start
-    for part, delta in zip(parts["part"].to_list(), parts["us_per_iter_delta"].to_list(),
-                           strict=True):  # fmt: skip
-        labels.append(_label(part))
+    lead = {"added": "new: ", "removed": "gone: "}
+    rows = zip(parts["part"].to_list(), parts["status"].to_list(),
+               parts["us_per_iter_delta"].to_list(), strict=True)  # fmt: skip
+    for part, status, delta in rows:
+        labels.append(_label(lead.get(status, "") + part))
         lefts.append(min(level, level + delta))
         widths.append(abs(delta))
         styles.append(DECREASE if delta < 0 else INCREASE)
