@@ -244,3 +244,30 @@ def test_inputs_are_never_modified(pair: tuple[Path, Path]) -> None:
     run("explain", *map(str, pair), "--format", "json")
     run("roofline", str(pair[0]), "--format", "json")
     assert [p.read_bytes() for p in pair] == before
+
+
+def test_every_public_trace_against_itself_and_a_cpu_only_base(public_trace: Path) -> None:
+    trace = traceanalyze.load(public_trace)
+    same = explain(trace, trace)
+    assert same.total_us_per_iter_delta == 0.0
+    cpu_only = PUBLIC_TRACES / "hta_cpu_only_rank34.pt.trace.json.gz"
+    result = explain(traceanalyze.load(cpu_only), trace)
+    total = result.parts["us_per_iter_delta"].sum()
+    assert total == pytest.approx(result.total_us_per_iter_delta, abs=1e-6)
+    json.dumps(result.to_record(), allow_nan=False)
+
+
+def test_report_has_a_why_line_and_a_roofline_per_variant(tmp_path: Path) -> None:
+    bert = PUBLIC_TRACES / "tl_h100_bert_small.json.gz"
+    if not bert.exists():
+        pytest.skip(f"{bert} not found")
+    out = tmp_path / "report.md"
+    result = run("report", str(SAMPLES / "naive.json.gz"), str(bert), "-o", str(out))
+    assert result.exit_code == 0
+    text = out.read_text()
+    naive, other = text.split("## `tl_h100_bert_small`")
+    assert "**Roofline**: the trace has no recorded shapes" in naive
+    assert "**Against the baseline**" not in naive  # the baseline itself
+    assert "**Against the baseline**: GPU span per iteration 1,084.7 →" in other
+    assert "**Roofline**\n\nPeaks: H100 SXM" in other
+    assert "**Verdicts** (the 10 ops with the most GPU time)" in other

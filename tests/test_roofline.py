@@ -3,6 +3,7 @@ verdicts; micro traces with exact expected values and real traces with shapes.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from traceanalyze.analyses.waves import wave_table
 from traceanalyze.perfmodel.formulas import NO_SHAPES
 from traceanalyze.perfmodel.ops import NO_MODEL
 from traceanalyze.perfmodel.peaks import PEAKS, PeakOverride, device_peaks, peaks_table
+from traceanalyze.render.perf import render_roofline
 
 Event = dict[str, Any]
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
@@ -327,3 +329,39 @@ def test_h100_convolution_trace() -> None:
     assert conv["flops"] == 2 * 4 * 768 * 3 * 16 * 16 * 14 * 14
     assert conv["kernels_per_call"] == 4  # layout transforms, the GEMM, the output transform
     assert result.unmodelled["op_name"].to_list() == ["aten::cat"]
+
+
+def test_every_public_trace_gives_a_roofline_and_valid_json(public_trace: Path) -> None:
+    trace = traceanalyze.load(public_trace)
+    result = roofline(trace)
+    record = json.loads(render_roofline([(None, result)], "json"))
+    assert set(record) >= {"ops", "unmodelled", "waves", "devices", "notes"}
+    # Every GPU activity in the iterations is in a row or in the unmodelled list.
+    rows = result.ops["gpu_us_per_iter"].sum() + result.unmodelled["gpu_us_per_iter"].sum()
+    assert rows == pytest.approx(result.gpu_activity_us_per_iter, abs=1e-6)
+
+
+def test_zero_length_kernels_give_no_infinite_throughput(tmp_path: Path) -> None:
+    events = [
+        annotation("ProfilerStep#1", 0, 100),
+        shaped("aten::mm", 10, 20, [[64, 64], [64, 64]], [BF16, BF16]),
+        call("cudaLaunchKernel", 12, 5, 1),
+        kernel(GEMM, 50, 0, 1),
+    ]
+    result = roofline(load(tmp_path, events))
+    row = result.ops.row(0, named=True)
+    assert (row["tflops"], row["tbps"], row["pct_of_roofline"]) == (None, None, None)
+    json.loads(render_roofline([(None, result)], "json"))
+
+
+def test_activity_launched_outside_every_op_is_listed_as_such(tmp_path: Path) -> None:
+    events = [
+        annotation("ProfilerStep#1", 0, 100),
+        call("cudaLaunchKernel", 12, 5, 1),  # a launch with no operator around it
+        kernel(GEMM, 50, 10, 1),
+    ]
+    result = roofline(load(tmp_path, events))
+    assert result.ops.height == 0
+    assert result.unmodelled.select("op_name", "reason").rows() == [
+        (None, "launched by no CPU op in the trace")
+    ]

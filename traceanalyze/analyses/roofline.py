@@ -242,8 +242,8 @@ def _roofline_math(rows: pl.DataFrame) -> pl.DataFrame:
     ideal_s = pl.when(has_flops).then(pl.max_horizontal(compute_s, memory_s)).otherwise(memory_s)
     known = pl.col("peak_tbps").is_not_null() & (~has_flops | pl.col("peak_tflops").is_not_null())
     return rows.with_columns(
-        tflops=pl.col("flops") / seconds / 1e12,
-        tbps=pl.col("bytes") / seconds / 1e12,
+        tflops=pl.when(seconds > 0).then(pl.col("flops") / seconds / 1e12),
+        tbps=pl.when(seconds > 0).then(pl.col("bytes") / seconds / 1e12),
         intensity=pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes")),
         pct_of_roofline=pl.when(known & (seconds > 0)).then(ideal_s / seconds * 100),
         bound=pl.when(~has_flops)

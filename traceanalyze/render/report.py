@@ -234,8 +234,21 @@ def _glossary() -> str:
         "- *transpose ops*: CPU-side `aten::transpose`/`permute`/`t` ops, metadata-only views.",
         "- *cuDNN CPU µs*: self time (duration minus direct children) of the ops that call "
         "cuDNN; in steady state the per-call plan lookup, not the one-off plan build.",
+        *_performance_glossary(),
     ]
     return "## How to read this\n\n" + "\n".join([*lines, *extra]) + "\n"
+
+
+def _performance_glossary() -> list[str]:
+    return [
+        "- *Against the baseline*: the change in GPU span per iteration (busy + idle) split "
+        "into parts that add up exactly: kernels by launching op and category, memory copies "
+        "and sets by cause, stream overlap and idle gaps (`traceanalyze explain`).",
+        "- *% of roofline*: the time an op would take on the roofline, the larger of its FLOPs "
+        "over the peak FLOP/s and its bytes over the peak bandwidth, over its measured GPU time "
+        "per call; FLOPs and bytes come from the recorded shapes (bytes: each input read once, "
+        "each output written once, a lower bound); *bound* names the roof that sets that time.",
+    ]
 
 
 def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str:
