@@ -108,12 +108,10 @@ def _attributed(trace: Trace) -> pl.DataFrame:
         .then(pl.col("op_id"))
         .otherwise(ancestor)
     )
-    calls = (
-        cpu.select(
-            call="op_id", name="name", input_dims="input_dims", input_types="input_types",
-            concrete_inputs="concrete_inputs",
-        )
-        .join(gpu.select(call="model_op").drop_nulls().unique(), on="call", how="semi")
+    # op_id is the row position in the cpu frame: the calls are a gather.
+    calls = cpu[gpu["model_op"].drop_nulls().unique().sort()].select(
+        call="op_id", name="name", input_dims="input_dims", input_types="input_types",
+        concrete_inputs="concrete_inputs",
     )  # fmt: skip
     # The gpu frame's own ``bytes`` are those of memory copies and sets.
     models = (
