@@ -3,7 +3,9 @@ the 175 MB trace, timed beyond loading (the trace is loaded first, untimed).
 
     python bench/analyses_bench.py [TRACE] [--runs 5]
 
-Each run starts from a freshly loaded Trace so nothing is memoised between runs.
+Each run starts from a freshly loaded Trace so nothing is memoised between runs. The steps run
+in order on one Trace, so a step's time leaves out what earlier steps memoised; "roofline
+alone" times the roofline on a fresh Trace, everything it needs included.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from traceanalyze.analyses.activities import activities
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import memory_traffic
+from traceanalyze.analyses.roofline import roofline
 from traceanalyze.analyses.summary import summary
 from traceanalyze.trace import Trace
 
@@ -37,7 +40,9 @@ STEPS: tuple[tuple[str, Callable[[Trace], Any]], ...] = (
     ("summary (incl. cuDNN planning)", summary),
     ("cudnn table", cudnn_table),
     ("memcpy causes", memory_traffic),
+    ("roofline (after the steps above)", roofline),
 )
+ALONE = "roofline alone"
 
 
 def one_run(path: Path) -> dict[str, float]:
@@ -49,6 +54,10 @@ def one_run(path: Path) -> dict[str, float]:
         step(trace)
         times[name] = time.perf_counter() - t0
     times["total"] = time.perf_counter() - start
+    fresh = load(path)
+    t0 = time.perf_counter()
+    roofline(fresh)
+    times[ALONE] = time.perf_counter() - t0
     return times
 
 
@@ -60,7 +69,7 @@ def main() -> None:
     load(args.trace)  # warm the cache
     runs = [one_run(args.trace) for _ in range(args.runs)]
     print(f"trace: {args.trace}, {args.runs} runs, median seconds beyond loading")
-    for name in [n for n, _ in STEPS] + ["total"]:
+    for name in [n for n, _ in STEPS] + ["total", ALONE]:
         print(f"  {name:<34} {statistics.median(r[name] for r in runs):.3f}")
 
 

@@ -10,7 +10,8 @@ A tour block in the README is::
     <!-- /tour -->
 
 ``<!-- tour: ARGS | lines N -->`` keeps the first N lines of the output and says how many
-were left out. Run from the repository root:
+were left out. A block whose input lies beside the repository (``../shared/...``, the public
+traces) is kept as it is where that input is absent. Run from the repository root:
 
     python scripts/readme_tour.py          # rewrite the blocks
     python scripts/readme_tour.py --check  # exit 1 if a block differs from the code's output
@@ -43,6 +44,9 @@ def run(args: str) -> str:
 
 def render(match: re.Match[str]) -> str:
     args, lines = match["args"].strip(), match["lines"]
+    beside = [word for word in shlex.split(args) if word.startswith("../")]
+    if any(not (REPO / word).exists() for word in beside):
+        return match.group(0)
     output = run(args).rstrip("\n").splitlines()
     if lines is not None and len(output) > int(lines):
         left = len(output) - int(lines)

@@ -41,7 +41,10 @@ FORMULAS = {
     "sdpa_bytes": "2*B*H*D*(2*Sq + 2*Sk) in bf16: q and o of Sq rows, k and v of Sk rows, each "
     "read or written once",
     "tflops": "flops / seconds / 1e12 with seconds from the CUDA-event median of single calls; "
-    "tflops_batched uses the mean of `batch` back-to-back calls between two events",
+    "tflops_batched uses the mean of `batch` back-to-back calls between two events; "
+    "tflops_graph the median of `calls` single calls replayed from a CUDA graph, each between "
+    "two events after a synchronize (no CPU dispatch in the time: the figure a trace's kernel "
+    "time is checked against)",
 }
 
 
@@ -129,8 +132,10 @@ class Measured:
     median_ms: float | None = None
     min_ms: float | None = None
     batched_mean_ms: float | None = None
+    graph_ms: float | None = None
     tflops: float | None = None
     tflops_batched: float | None = None
+    tflops_graph: float | None = None
     tbps: float | None = None
     error: str | None = None
 
@@ -190,10 +195,41 @@ def time_case(case: Case, fn: Callable[[], Any], device: str, calls: int, batch:
         batched = synced_wall_ms(lambda: [fn() for _ in range(batch)], device) / batch
     result.median_ms, result.min_ms = statistics.median(singles), min(singles)
     result.batched_mean_ms = batched
+    if device == "cuda":
+        result.graph_ms = statistics.median(graph_replay_ms(fn, calls))
+        result.tflops_graph = case.flops / (result.graph_ms * 1e-3) / 1e12
     result.tflops = case.flops / (result.median_ms * 1e-3) / 1e12
     result.tflops_batched = case.flops / (batched * 1e-3) / 1e12
     result.tbps = case.bytes / (result.median_ms * 1e-3) / 1e12
     return result
+
+
+def graph_replay_ms(fn: Callable[[], Any], calls: int) -> list[float]:
+    """Milliseconds of one call replayed from a CUDA graph, ``calls`` times, each between two
+    CUDA events with a synchronize before it: the GPU's time for a single call as the profiler
+    sees it (the GPU idle before, as in the profiled steps), without the CPU's dispatch, which
+    the events around an eager call also time and which is longer than small kernels."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up on a side stream, as graph capture requires
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(float(start.elapsed_time(end)))
+    return times
 
 
 def profile_cases(fns: dict[str, Callable[[], Any]], device: str, path: Path) -> None:

@@ -95,22 +95,31 @@ def _per_kernel(trace: Trace) -> pl.DataFrame:
     )
 
 
+def paired_columns() -> list[pl.Expr]:
+    """Over a full join of BASE's and NEW's ``count_per_iter``/``us_per_iter`` (NEW's with the
+    suffix ``_new``): ``status`` (added, removed or changed) and both sides' figures, 0 where a
+    side has none."""
+    return [
+        pl.when(pl.col("count_per_iter").is_null())
+        .then(pl.lit("added"))
+        .when(pl.col("count_per_iter_new").is_null())
+        .then(pl.lit("removed"))
+        .otherwise(pl.lit("changed"))
+        .alias("status"),
+        pl.col("count_per_iter").fill_null(0.0).alias("base_count_per_iter"),
+        pl.col("count_per_iter_new").fill_null(0.0).alias("new_count_per_iter"),
+        pl.col("us_per_iter").fill_null(0.0).alias("base_us_per_iter"),
+        pl.col("us_per_iter_new").fill_null(0.0).alias("new_us_per_iter"),
+    ]
+
+
 def _kernels(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
     joined = base.join(new, on="name", how="full", coalesce=True, suffix="_new")
     return (
         joined.select(
             "name",
             pl.coalesce("category", "category_new").alias("category"),
-            pl.when(pl.col("count_per_iter").is_null())
-            .then(pl.lit("added"))
-            .when(pl.col("count_per_iter_new").is_null())
-            .then(pl.lit("removed"))
-            .otherwise(pl.lit("changed"))
-            .alias("status"),
-            pl.col("count_per_iter").fill_null(0.0).alias("base_count_per_iter"),
-            pl.col("count_per_iter_new").fill_null(0.0).alias("new_count_per_iter"),
-            pl.col("us_per_iter").fill_null(0.0).alias("base_us_per_iter"),
-            pl.col("us_per_iter_new").fill_null(0.0).alias("new_us_per_iter"),
+            *paired_columns(),
         )
         .with_columns(change_us=pl.col("new_us_per_iter") - pl.col("base_us_per_iter"))
         .filter(

@@ -6,7 +6,7 @@ its total (GPU activity time, CPU operator time or wall time).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -17,10 +17,12 @@ from traceanalyze.analyses.calls import CALL_REGION
 from traceanalyze.analyses.cold_variants import ColdSet, cold_set
 from traceanalyze.analyses.compare import baseline_label, comparison
 from traceanalyze.analyses.cudnn import cudnn_table
+from traceanalyze.analyses.explain import Explanation, explain
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.ranks import RanksResult, rank_work, ranks_analysis
+from traceanalyze.analyses.roofline import Roofline, roofline
 from traceanalyze.analyses.summary import summary
 from traceanalyze.load.variants import Variant, VariantSet
 from traceanalyze.names import readable_names
@@ -48,6 +50,8 @@ class VariantReport:
     memory: pl.DataFrame = field(default_factory=pl.DataFrame)
     cudnn: pl.DataFrame = field(default_factory=pl.DataFrame)
     findings: tuple[str, ...] = ()
+    explained: Explanation | None = None  # against the baseline (None for the baseline)
+    roofline: Roofline | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ def build_report(variant_set: VariantSet, baseline: str | None = None) -> Report
     table = comparison(variant_set.variants, baseline)
     rows = {row["variant"]: row for row in table.to_dicts()}
     reports = tuple(_variant_report(v, rows[v.label]) for v in variant_set.variants)
+    reports = _with_performance(reports, variant_set, baseline_label(table, baseline))
     long = [
         r.categories.select(pl.lit(r.label).alias("variant"), "category", "us_per_iter")
         for r in reports
@@ -176,6 +181,28 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         memory=memory_traffic(trace),
         cudnn=cudnn,
         findings=tuple(_findings(trace, figures, row, kernels, cudnn, variant.warm_up_calls)),
+    )
+
+
+def _with_performance(
+    reports: tuple[VariantReport, ...], variant_set: VariantSet, baseline: str | None
+) -> tuple[VariantReport, ...]:
+    """Each loaded variant's roofline, and why it differs from the baseline (`explain`)."""
+    traces = {v.label: v.trace for v in variant_set.loaded if v.trace is not None}
+    base = traces.get(baseline) if baseline is not None else None
+    return tuple(
+        replace(
+            report,
+            roofline=roofline(traces[report.label]),
+            explained=(
+                explain(base, traces[report.label], baseline or "", report.label)
+                if base is not None and report.label != baseline
+                else None
+            ),
+        )
+        if report.label in traces
+        else report
+        for report in reports
     )
 
 

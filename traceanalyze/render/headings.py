@@ -15,7 +15,16 @@ _WORDS = {
 
 
 # Whole-trace columns that sit beside per-iteration ones say so.
-_KEYS = {"count": "count (whole trace)", "total_us": "total µs (whole trace)"}
+_KEYS = {
+    "count": "count (whole trace)",
+    "total_us": "total µs (whole trace)",
+    # The roofline's per-call figures (one call of one op with one set of shapes).
+    "gpu_us": "GPU µs per call",
+    "flops": "FLOPs per call",
+    "bytes": "bytes per call",
+    "intensity": "FLOP/byte",
+    "us_per_iter_delta": "change µs/iter",
+}
 
 
 def heading(key: str) -> str:

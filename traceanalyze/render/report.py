@@ -11,10 +11,12 @@ from traceanalyze.analyses.accounting import DEFINITIONS
 from traceanalyze.analyses.diff import TraceDiff
 from traceanalyze.analyses.ranks import RanksResult
 from traceanalyze.analyses.report import Report, VariantReport
+from traceanalyze.analyses.roofline import TOP_OPS
 from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.cold import cold_section
 from traceanalyze.render.headings import heading
+from traceanalyze.render.perf import roofline_markdown
 from traceanalyze.render.ranks import ranks_markdown
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
 
@@ -168,7 +170,7 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
     parts = [f"## `{variant.label}`\n"]
     if variant.row.get("description"):
         parts.append(f"*{variant.row['description']}.*\n")
-    parts.append(_headline(figures, variant.row))
+    parts += [_headline(figures, variant.row), *_why(variant)]
     if variant.findings:
         parts.append("**Findings**\n\n" + "\n".join(f"- {s}" for s in variant.findings) + "\n")
     if variant.categories.height:
@@ -190,7 +192,28 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
             "**CPU time in ops that call cuDNN**\n",
             _keyed_table(cudnn, tuple(cudnn.columns)),
         ]
+    parts += _roofline_part(variant, full_names)
     return "\n".join(parts)
+
+
+def _why(variant: VariantReport) -> list[str]:
+    """One line: why the variant is faster or slower than the baseline (its largest parts)."""
+    if variant.explained is None:
+        return []
+    return [f"**Against the baseline**: {variant.explained.sentence}\n"]
+
+
+def _roofline_part(variant: VariantReport, full_names: bool) -> list[str]:
+    """The variant's roofline (top ops), or one line saying why there is none."""
+    result = variant.roofline
+    if result is None:
+        return []
+    if not result.has_shapes:
+        return [
+            "**Roofline**: the trace has no recorded shapes (profiled without "
+            "record_shapes=True), so no op's FLOPs or bytes are known.\n"
+        ]
+    return ["**Roofline**\n", roofline_markdown(result, top=TOP_OPS, full_names=full_names)]
 
 
 def _headline(figures: dict[str, Any], row: dict[str, Any]) -> str:
@@ -226,8 +249,21 @@ def _glossary() -> str:
         "- *transpose ops*: CPU-side `aten::transpose`/`permute`/`t` ops, metadata-only views.",
         "- *cuDNN CPU µs*: self time (duration minus direct children) of the ops that call "
         "cuDNN; in steady state the per-call plan lookup, not the one-off plan build.",
+        *_performance_glossary(),
     ]
     return "## How to read this\n\n" + "\n".join([*lines, *extra]) + "\n"
+
+
+def _performance_glossary() -> list[str]:
+    return [
+        "- *Against the baseline*: the change in GPU span per iteration (busy + idle) split "
+        "into parts that add up exactly: kernels by launching op and category, memory copies "
+        "and sets by cause, stream overlap and idle gaps (`traceanalyze explain`).",
+        "- *% of roofline*: the time an op would take on the roofline, the larger of its FLOPs "
+        "over the peak FLOP/s and its bytes over the peak bandwidth, over its measured GPU time "
+        "per call; FLOPs and bytes come from the recorded shapes (bytes: each input read once, "
+        "each output written once, a lower bound); *bound* names the roof that sets that time.",
+    ]
 
 
 def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str:

@@ -1,0 +1,167 @@
+"""Renderers for `roofline` and `explain`: a result in, a ``str`` out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from traceanalyze.analyses.explain import Explanation
+from traceanalyze.analyses.roofline import TOP_OPS, Roofline
+from traceanalyze.names import with_readable_names
+from traceanalyze.render.headings import heading
+from traceanalyze.render.table import markdown_table, to_csv, to_json
+
+FIGURE_COLUMNS = (
+    "op_name", "shapes", "dtype", "count_per_iter", "gpu_us", "gpu_us_per_iter",
+    "share_of_gpu_activity_pct", "tflops", "tbps", "intensity", "peak_tflops",
+    "pct_of_roofline", "bound",
+)  # fmt: skip
+VERDICT_COLUMNS = ("op_name", "shapes", "verdict")
+WAVE_COLUMNS = (
+    "name", "count_per_iter", "us_per_iter", "grid_blocks", "blocks_per_wave", "waves",
+    "last_wave_fill_pct", "wave_efficiency_pct",
+)  # fmt: skip
+PART_COLUMNS = ("part", "status", "base_us_per_iter", "new_us_per_iter", "us_per_iter_delta",
+                "what")  # fmt: skip
+PEAK_COLUMNS = ("device_name", "gpu", "peak_bf16_tflops", "peak_fp16_tflops",
+                "peak_tf32_tflops", "peak_fp32_tflops", "peak_tbps", "peak_source")  # fmt: skip
+
+Labelled = Sequence[tuple[str | None, Roofline]]
+
+
+def roofline_record(result: Roofline) -> dict[str, Any]:
+    """The JSON form of one trace's roofline (keys listed in the README)."""
+    return {
+        "gpu_activity_us_per_iter": result.gpu_activity_us_per_iter,
+        "modelled_pct": result.modelled_pct,
+        "has_shapes": result.has_shapes,
+        "notes": list(result.notes),
+        "devices": result.devices.drop("rank", "device").unique(maintain_order=True).to_dicts(),
+        "ops": result.ops.to_dicts(),
+        "unmodelled": result.unmodelled.to_dicts(),
+        "waves": result.waves.to_dicts(),
+    }
+
+
+def render_roofline(
+    results: Labelled, fmt: str, *, top: int | None = None, full_names: bool = False
+) -> str:
+    """JSON: one object per trace (a list for several); CSV: the op rows (with a ``variant``
+    column for several); markdown: one section per trace."""
+    if fmt == "json":
+        records = [
+            roofline_record(r) if label is None else {"variant": label, **roofline_record(r)}
+            for label, r in results
+        ]
+        return to_json(records[0] if len(records) == 1 else records)
+    if fmt == "csv":
+        frames = [
+            r.ops if label is None else r.ops.select(pl.lit(label).alias("variant"), pl.all())
+            for label, r in results
+        ]
+        return to_csv(pl.concat(frames, how="diagonal_relaxed"))
+    sections = [
+        (f"## {label}\n\n" if label is not None else "")
+        + roofline_markdown(r, top=top, full_names=full_names)
+        for label, r in results
+    ]
+    return "\n".join(sections)
+
+
+def roofline_markdown(result: Roofline, *, top: int | None = None, full_names: bool = False) -> str:
+    """The roofline for people: the peaks, the op figures, verdicts, what is not modelled and
+    the kernels' waves. ``top`` limits every table."""
+    parts = [_roofline_intro(result)]
+    if result.notes:
+        parts.append("\n".join(f"- {note[0].upper()}{note[1:]}." for note in result.notes) + "\n")
+    ops = result.ops.head(top) if top else result.ops
+    if ops.height:
+        parts += [
+            _table(ops, FIGURE_COLUMNS),
+            f"**Verdicts** (the {min(ops.height, top or TOP_OPS)} ops with the most GPU time)\n",
+            _table(ops.head(top or TOP_OPS), VERDICT_COLUMNS),
+        ]
+    unmodelled = result.unmodelled.head(top) if top else result.unmodelled
+    if unmodelled.height:
+        parts += ["**Not modelled** (GPU time without a FLOP/byte figure)\n",
+                  _table(unmodelled, tuple(unmodelled.columns))]  # fmt: skip
+    waves = result.waves.filter(pl.col("waves").is_not_null()).head(top or TOP_OPS)
+    if waves.height:
+        if not full_names:
+            waves = with_readable_names(waves)
+        parts += ["**Waves** (kernels with the most time; waves = grid blocks / (SMs x "
+                  "resident blocks per SM))\n", _table(waves, WAVE_COLUMNS)]  # fmt: skip
+    return "\n".join(parts)
+
+
+def _roofline_intro(result: Roofline) -> str:
+    devices = result.devices.drop("rank", "device").unique(maintain_order=True)
+    known = devices.filter(pl.col("peak_tbps").is_not_null())
+    if known.height:
+        peaks = "; ".join(
+            f"{row['gpu'] or row['device_name']}: bf16 {_tflops(row['peak_bf16_tflops'])}, "
+            f"fp32 {_tflops(row['peak_fp32_tflops'])}, {row['peak_tbps']:g} TB/s "
+            f"({row['peak_source']})"
+            for row in known.to_dicts()  # one row per GPU model: rendering, not analysing
+        )
+    else:
+        peaks = "none known"
+    modelled = (
+        f"{result.ops.height} op shapes modelled, {result.modelled_pct:.1f}% of the GPU "
+        f"activity time ({result.gpu_activity_us_per_iter:,.1f} µs per iteration)"
+    )
+    return (
+        f"Peaks: {peaks}. {modelled}. Bytes are a lower bound (each input read once, each "
+        "output written once), so memory-bound percentages are upper bounds.\n"
+    )
+
+
+def _tflops(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g} TFLOP/s"
+
+
+def _table(frame: pl.DataFrame, columns: Sequence[str]) -> str:
+    kept = [c for c in columns if c in frame.columns and not frame[c].is_null().all()]
+    return markdown_table(frame.select(kept).rename({c: heading(c) for c in kept}))
+
+
+def render_explain(result: Explanation, fmt: str) -> str:
+    """JSON: the explanation's record; CSV: its parts; markdown: the sentence, the parts, the
+    figures they add up to and the CPU side."""
+    if fmt == "json":
+        return to_json(result.to_record())
+    if fmt == "csv":
+        return to_csv(result.parts)
+    return explain_markdown(result)
+
+
+def explain_markdown(result: Explanation, *, charts: Sequence[str] = ()) -> str:
+    total = float(result.parts["us_per_iter_delta"].sum())
+    # The traces' labels head the columns, unless they cannot (equal, or a heading's name).
+    labels = {result.base, result.new}
+    base, new = (
+        (result.base, result.new)
+        if len(labels) == 2 and not labels & {"figure", "change"}
+        else ("base", "new")
+    )
+    figures = pl.DataFrame(
+        {
+            "figure": list(result.base_figures),
+            base: list(result.base_figures.values()),
+            new: list(result.new_figures.values()),
+        }
+    ).with_columns(change=pl.col(new) - pl.col(base))
+    parts = [
+        f"{result.sentence}\n",
+        f"**Parts of the change in GPU span per iteration** (they add up to {total:+,.2f} µs, "
+        "the change in span)\n",
+        _table(result.parts, PART_COLUMNS),
+        *[f"![Waterfall of the GPU span's parts]({chart})\n" for chart in charts],
+        "**Per-iteration figures** (µs; span = busy + idle, busy = activity - overlap)\n",
+        markdown_table(figures),
+        "**CPU side** (µs per iteration)\n",
+        markdown_table(result.cpu.rename({"base": base, "new": new, "delta": "change"})),
+    ]
+    return "\n".join(parts)
