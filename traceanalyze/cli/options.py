@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from traceanalyze.cli.progress import loading
+from traceanalyze.cli.progress import loading, loading_file
 from traceanalyze.load import load
 from traceanalyze.load.variants import VariantSet, load_variants
 from traceanalyze.render.table import FORMATS
@@ -69,14 +69,14 @@ class Output:
 
 @dataclass(frozen=True)
 class Loader:
-    """Loads traces for a command, with the cache options given and a spinner on a terminal."""
+    """Loads traces for a command, with the cache options given and progress on a terminal."""
 
     cache: bool
     cache_dir: Path | None
 
     def trace(self, path: Path) -> Trace:
-        with loading([path]):
-            return load(path, cache=self.cache, cache_dir=self.cache_dir)
+        with loading_file(path) as progress:
+            return load(path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
 
     def variants(self, paths: Sequence[Path]) -> VariantSet:
         with loading(list(paths)):

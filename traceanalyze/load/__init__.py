@@ -22,6 +22,7 @@ import polars as pl
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
 from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
 from traceanalyze.load.parse import StageTimer, parse_file
+from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Trace
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -39,14 +40,17 @@ def load(
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
     timer: StageTimer | None = None,
+    progress: ByteProgress | None = None,
 ) -> Trace:
-    """Load a trace file (``.json``, ``.json.gz``) or a folder of per-rank trace files."""
+    """Load a trace file (``.json``, ``.json.gz``) or a folder of per-rank trace files.
+
+    ``progress(done, total)`` is called with the bytes of a single file read so far."""
     source = Path(path)
     if source.is_dir():
         files = trace_files(source)
         traces = load_each(files, cache=cache, cache_dir=cache_dir)
         return combine_ranks(traces, source)
-    return _load_file(source, 0, cache, cache_dir, timer)
+    return _load_file(source, 0, cache, cache_dir, timer, progress)
 
 
 def load_each(
@@ -205,11 +209,12 @@ def _load_file(
     cache: bool,
     cache_dir: str | os.PathLike[str] | None,
     timer: StageTimer | None,
+    progress: ByteProgress | None = None,
 ) -> Trace:
     cached = _cached(path, default_rank, cache, cache_dir)
     if cached is not None:
         return cached
-    trace = parse_file(path, default_rank, timer)  # read_bytes raises the precise error
+    trace = parse_file(path, default_rank, timer, progress)  # raises the precise error
     if cache:
         write_entry(entry_for(path, _cache_folder(cache_dir), default_rank), trace)
     return trace

@@ -46,6 +46,8 @@ def chunks(path: Path, progress: ByteProgress | None = None) -> Iterator[bytes]:
             yield from _gunzip(file, head, total, path, progress)
         else:
             yield from _plain(file, head, total, path, progress)
+        if progress:
+            progress(total, total)
 
 
 def _plain(
