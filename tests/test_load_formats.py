@@ -133,7 +133,9 @@ def test_content_not_the_suffix_decides_gzip(tmp_path: Path, gzipped: bool) -> N
     # Plain JSON named .json.gz and gzip data named .json both load.
     reference = traceanalyze.load(write_trace(tmp_path, STEP, name="reference.json"), cache=False)
     data = write_trace(tmp_path, STEP, name="plain.json").read_bytes()
-    path = write(tmp_path, "odd.json" if gzipped else "odd.json.gz", gzip.compress(data) if gzipped else data)
+    path = write(
+        tmp_path, "odd.json" if gzipped else "odd.json.gz", gzip.compress(data) if gzipped else data
+    )
     trace = traceanalyze.load(path, cache=False)
     for frame in TRACE_FRAMES:
         assert_frame_equal(getattr(trace, frame), getattr(reference, frame))

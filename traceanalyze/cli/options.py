@@ -76,7 +76,10 @@ class Loader:
 
     def trace(self, path: Path) -> Trace:
         with loading_file(path) as progress:
-            return load(path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
+            trace = load(path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
+        for skipped in trace.skipped:  # files of a folder that are not traces
+            click.echo(f"traceanalyze: warning: skipped {skipped.path}: {skipped.reason}", err=True)
+        return trace
 
     def variants(self, paths: Sequence[Path]) -> VariantSet:
         with loading(list(paths)):

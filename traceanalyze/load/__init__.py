@@ -21,6 +21,7 @@ import polars as pl
 
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
 from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
+from traceanalyze.load.folder import load_traces
 from traceanalyze.load.parse import StageTimer, parse_file
 from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Trace
@@ -47,9 +48,10 @@ def load(
     ``progress(done, total)`` is called with the bytes of a single file read so far."""
     source = Path(path)
     if source.is_dir():
-        files = trace_files(source)
-        traces = load_each(files, cache=cache, cache_dir=cache_dir)
-        return combine_ranks(traces, source)
+        traces, skipped = load_traces(
+            source, lambda files: load_each(files, cache=cache, cache_dir=cache_dir)
+        )
+        return replace(combine_ranks(traces, source), skipped=tuple(skipped))
     return _load_file(source, 0, cache, cache_dir, timer, progress)
 
 

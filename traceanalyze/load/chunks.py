@@ -17,9 +17,16 @@ from pathlib import Path
 
 import msgspec
 
-from traceanalyze.errors import EmptyTraceError
-from traceanalyze.load.decode import TraceDocument, decode_events, format_error, gc_paused
-from traceanalyze.load.extract import Chunk, extract
+from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceFormatError
+from traceanalyze.load.decode import (
+    FIX_NOT_A_TRACE,
+    Event,
+    TraceDocument,
+    decode_events,
+    format_error,
+    gc_paused,
+)
+from traceanalyze.load.extract import Chunk, extract, pair_spans
 from traceanalyze.load.scanned import Scanned
 from traceanalyze.load.source import CHUNK_BYTES, ByteProgress, chunks
 
@@ -60,12 +67,35 @@ def scan_document(path: Path, progress: ByteProgress | None = None) -> Scanned:
     if not buffer.data.strip():
         buffer.fill(1 << 62)
         if not buffer.data.strip():
-            raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
+            raise EmptyTraceError(
+                "the file is empty", path, "Re-export the trace from the profiler."
+            )
     with gc_paused():
         return _scan(buffer, path)
 
 
+def first_look(path: Path) -> None:
+    """Raise NotATraceError when the start of ``path`` shows it is not a Chrome trace (not
+    JSON, or a JSON object without traceEvents); reads at most the first chunk or two."""
+    buffer = _Buffer(chunks(path))
+    buffer.fill(CHUNK_BYTES)
+    if not buffer.data.strip():
+        raise NotATraceError("is empty or blank", path, FIX_NOT_A_TRACE)
+    if bytes(buffer.data.lstrip()[:1]) not in (b"{", b"["):
+        raise _not_a_trace(buffer, path)
+    while (found := _find_events(bytes(buffer.data))) == "more":
+        if buffer.eof or len(buffer.data) >= 2 * CHUNK_BYTES:
+            return  # a long head, or a cut-off one: loading tells which
+        buffer.fill(2 * len(buffer.data) + CHUNK_BYTES)
+    if found is None:
+        raise NotATraceError(
+            "is JSON but not a Chrome trace: it has no traceEvents list", path, FIX_NOT_A_TRACE
+        )
+
+
 def _scan(buffer: _Buffer, path: Path) -> Scanned:
+    if bytes(buffer.data.lstrip()[:1]) not in (b"{", b"["):
+        raise _not_a_trace(buffer, path)
     start = _events_start(buffer)
     if start is None:  # not the usual layout: decode it whole, which names any problem
         buffer.fill(1 << 62)
@@ -91,9 +121,22 @@ def _scan(buffer: _Buffer, path: Path) -> Scanned:
     return _tail(buffer, path, head, done, bare, scanned)
 
 
+def _not_a_trace(buffer: _Buffer, path: Path) -> TraceFormatError:
+    """The error for a document that is no JSON object or array (decoding what was read
+    gives msgspec's description of its start)."""
+    try:
+        decode_events(bytes(buffer.data), document=True, bare=False)
+    except msgspec.MsgspecError as exc:
+        if buffer.eof or "truncated" not in str(exc):
+            return format_error(exc, path, not_a_trace=True)
+    return NotATraceError(
+        "is not a Chrome trace: the top level is not a JSON object or array", path, FIX_NOT_A_TRACE
+    )
+
+
 def _next_chunk(
     buffer: _Buffer, path: Path, done: int, bare: bool
-) -> tuple[list[object], int] | None:
+) -> tuple[list[Event], int] | None:
     """The next events up to a boundary past CHUNK_BYTES, and the bytes they span (up to the
     next event); None when no cut worked (the rest is then decoded whole)."""
     search_from = CHUNK_BYTES
@@ -138,6 +181,7 @@ def _tail(
         scanned.events += len(events)
     elif done:
         scanned.has_events = True
+    pair_spans(scanned, Chunk(path, done, bare))
     return scanned
 
 
@@ -166,7 +210,11 @@ def _events_start(buffer: _Buffer) -> tuple[int, bool] | None:
         buffer.fill(2 * len(buffer.data) + CHUNK_BYTES)
 
 
-def _find_events(data: bytes) -> tuple[int, bool] | None | str:
+class _More(Exception):  # noqa: N818 (a signal, not an error)
+    """The data read so far ends inside the head."""
+
+
+def _find_events(data: bytes) -> tuple[int, bool] | str | None:
     tokens = _TOKEN.finditer(data)
     first = next(tokens, None)
     if first is None:
@@ -175,32 +223,34 @@ def _find_events(data: bytes) -> tuple[int, bool] | None | str:
         return first.end(), True
     if first.group(2) != b"{":
         return None
-    depth, expect_key, key = 1, True, None
-    for token in tokens:
-        if token.end() >= len(data):
-            return "more"  # a token may continue past the end of the data read so far
-        text, punct = token.group(1), token.group(2)
-        if depth == 1 and expect_key:
-            if punct == b"}":
+    try:
+        while True:
+            key = _next(tokens, data)
+            if key.group(1) is None or _next(tokens, data).group(2) != b":":
+                return None  # the end of the object (no traceEvents) or not JSON
+            value = _next(tokens, data)
+            if key.group(1) == b'"traceEvents"' and value.group(2) == b"[":
+                return value.end(), False
+            _skip(value, tokens, data)
+            if _next(tokens, data).group(2) != b",":
                 return None
-            if text is None:
-                return None
-            key, expect_key = text, False
-            continue
-        if depth == 1 and punct == b":":
-            following = next(tokens, None)
-            if following is None:
-                return "more"
-            if key == b'"traceEvents"' and following.group(2) == b"[":
-                return following.end(), False
-            token = following
-            text, punct = token.group(1), token.group(2)
+    except _More:
+        return "more"
+
+
+def _next(tokens: Iterator[re.Match[bytes]], data: bytes) -> re.Match[bytes]:
+    token = next(tokens, None)
+    if token is None or token.end() >= len(data):  # a token may go on past the data read
+        raise _More
+    return token
+
+
+def _skip(first: re.Match[bytes], tokens: Iterator[re.Match[bytes]], data: bytes) -> None:
+    """Skip the rest of the value that starts with ``first``."""
+    depth = 1 if first.group(2) in (b"{", b"[") else 0
+    while depth:
+        punct = _next(tokens, data).group(2)
         if punct in (b"{", b"["):
             depth += 1
         elif punct in (b"}", b"]"):
             depth -= 1
-            if depth == 0:
-                return None
-        elif punct == b"," and depth == 1:
-            expect_key = True
-    return "more"

@@ -9,6 +9,7 @@ repeated full garbage collections that cost more than the decode itself.
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from operator import attrgetter
@@ -17,7 +18,7 @@ from typing import Any, Literal, Union
 
 import msgspec
 
-from traceanalyze.errors import TraceFormatError
+from traceanalyze.errors import NotATraceError, TraceFormatError
 
 Scalar = Union[int, float, str, None]  # noqa: UP007 (msgspec needs a runtime union here)
 
@@ -64,6 +65,16 @@ class OpArgs(msgspec.Struct, gc=False, frozen=True):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+
+
+class NpuArgs(msgspec.Struct, gc=False, frozen=True):
+    """The args of an Ascend NPU task (torch_npu / msprof ``trace_view.json``): a device-side
+    activity, told apart from host events by its ``Task Type``."""
+
+    task_type: Union[str, None] = msgspec.field(default=None, name="Task Type")  # noqa: UP007
+    stream: Scalar = msgspec.field(default=None, name="Stream Id")
+    device: Scalar = msgspec.field(default=None, name="Device Id")
+    correlation: Scalar = msgspec.field(default=None, name="connection_id")
 
 
 _EMPTY_ARGS = msgspec.Raw(b"{}")
@@ -143,6 +154,7 @@ VERSION_KEYS = (
 _DOCUMENT = msgspec.json.Decoder(TraceDocument)
 _ARGS = msgspec.json.Decoder(Args)
 _OP_ARGS = msgspec.json.Decoder(OpArgs)
+_NPU_ARGS = msgspec.json.Decoder(NpuArgs)
 _EVENT_ARRAY = msgspec.json.Decoder(list[Event])
 _LENIENT_DOCUMENT = msgspec.json.Decoder(LenientDocument)
 _LENIENT_EVENT_ARRAY = msgspec.json.Decoder(list[LenientEvent])
@@ -177,6 +189,24 @@ def decode_args(events: list[Event], path: Path, *, ops: bool = False) -> list[A
 
 
 _raw_args = attrgetter("args")
+_OUTER_LEVEL = re.compile(r"at `\$(\.traceEvents)?(\[\d+\])?`$")
+_NOT_NPU = NpuArgs()
+
+
+def npu_args(events: list[Event]) -> list[NpuArgs]:
+    """The NPU task args of ``events`` (empty ones for events whose args are not of that form:
+    these are events of other tools, which are not read)."""
+    try:
+        return list(map(_NPU_ARGS.decode, map(_raw_args, events)))
+    except msgspec.ValidationError:
+        return [_npu_args_or_none(event.args) for event in events]
+
+
+def _npu_args_or_none(raw: msgspec.Raw) -> NpuArgs:
+    try:
+        return _NPU_ARGS.decode(raw)
+    except msgspec.ValidationError:
+        return _NOT_NPU
 
 
 def decode_events(data: bytes | memoryview, *, document: bool, bare: bool) -> TraceDocument:
@@ -206,20 +236,24 @@ def _decode_with(
 
 
 def format_error(
-    exc: msgspec.MsgspecError, path: Path, reason: str | None = None
+    exc: msgspec.MsgspecError, path: Path, reason: str | None = None, *, not_a_trace: bool = False
 ) -> TraceFormatError:
     """The one-line error for a msgspec failure on ``path`` (``reason`` replaces msgspec's
     text, e.g. with positions in the file rather than in the piece decoded)."""
     reason = str(exc) if reason is None else reason
     if isinstance(exc, msgspec.ValidationError):
-        return TraceFormatError(f"is JSON but not a Chrome trace ({reason})", path, FIX_NOT_A_TRACE)
+        # The document, its event list or an event is of another shape: not a trace at all.
+        # A field of an event of the wrong type is a damaged trace.
+        outer = not_a_trace or _OUTER_LEVEL.search(reason)
+        error = NotATraceError if outer else TraceFormatError
+        return error(f"is JSON but not a Chrome trace ({reason})", path, FIX_NOT_A_TRACE)
     if "truncated" in reason:
         return TraceFormatError(
             "the JSON ends early: the file is truncated",
             path,
             "Re-export it; a profiler killed while writing leaves such files.",
         )
-    return TraceFormatError(
+    return (NotATraceError if not_a_trace else TraceFormatError)(
         f"is not valid JSON ({reason})",
         path,
         "Pass a Chrome trace (.json or .json.gz) written by torch.profiler.",

@@ -7,8 +7,10 @@ a chunk are freed with it.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
+from decimal import Decimal
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ import msgspec
 import polars as pl
 
 from traceanalyze.errors import TraceFormatError
-from traceanalyze.load.decode import FIX_NOT_A_TRACE, Event, decode_args
+from traceanalyze.load.decode import FIX_NOT_A_TRACE, Event, decode_args, npu_args
 from traceanalyze.load.scanned import (
     CALL_CATS,
     DIMS,
@@ -35,6 +37,9 @@ from traceanalyze.load.scanned import (
 )
 
 _COMPLETE = frozenset("X")
+_BEGIN_END = frozenset("BE")
+# Ascend "Task Type" -> GPU activity kind (any other task type is a kernel).
+NPU_TASK_KINDS = (("MEMCPY", "memcpy"), ("MEMSET", "memset"))
 _METADATA = frozenset("M")
 # A JSON number, as the text of a string ts (Ascend writes "ts": "1717575134213722.340").
 _NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
@@ -74,12 +79,18 @@ class Chunk:
         return f"[{position}].{field}" if self.bare else f"traceEvents[{position}].{field}"
 
 
-def extract(events: list[Event], scanned: Scanned, chunk: Chunk) -> None:
-    """Add the pieces of ``events`` (one chunk, in file order) to ``scanned``."""
+def extract(events: list[Event], scanned: Scanned, chunk: Chunk, *, count: bool = True) -> None:
+    """Add the pieces of ``events`` (one chunk, in file order) to ``scanned``. Begin/end
+    events are kept aside for :func:`pair_spans`."""
     buckets: dict[str, list[Event]] = defaultdict(list)
     for event in events:
         buckets[event.cat].append(event)
-    scanned.count((cat, len(bucket)) for cat, bucket in buckets.items())
+    if count:
+        scanned.count((cat, len(bucket)) for cat, bucket in buckets.items())
+    if _BEGIN_END & set(map(attrgetter("ph"), events)):
+        scanned.begin_end += [
+            (chunk.first_index + i, e) for i, e in enumerate(events) if e.ph in _BEGIN_END
+        ]
     for cat, bucket in buckets.items():
         legacy = cat in LEGACY_CATS
         if cat in GPU_KINDS:
@@ -91,6 +102,7 @@ def extract(events: list[Event], scanned: Scanned, chunk: Chunk) -> None:
         elif cat not in SKIPPED_CATS:
             _add(scanned, "flow", cat, _phase(bucket, FLOW_PHASES), False, events, chunk)
             _add(scanned, "instant", cat, _phase(bucket, INSTANT_PHASES), False, events, chunk)
+            _add_npu_tasks(scanned, cat, _phase(bucket, _COMPLETE), events, chunk)
     _add(scanned, "meta", "", _phase(buckets.get("", []), _METADATA), False, events, chunk)
 
 
@@ -140,6 +152,79 @@ def _add(
             values = _values(events, "ph" if column == "phase" else column)
             pieces[column] = _typed(column, values)
     scanned.add(kind, cat, pieces)
+
+
+def _add_npu_tasks(
+    scanned: Scanned, cat: str, events: list[Event], chunk_events: list[Event], chunk: Chunk
+) -> None:
+    """Ascend NPU tasks (X events whose args carry a "Task Type") as GPU-side activities."""
+    if not events:
+        return
+    tasks = [(e, a) for e, a in zip(events, npu_args(events), strict=True) if a.task_type]
+    if not tasks:
+        return
+    kept = [e for e, _ in tasks]
+    args = [a for _, a in tasks]
+    kinds = [_npu_kind(a.task_type or "") for a in args]
+    pieces: dict[str, Piece] = {
+        "name": _typed("name", _values(kept, "name")),
+        "pid": _typed("pid", _values(kept, "pid")),
+        "tid": _typed("tid", _values(kept, "tid")),
+        "ts_ns": _times(kept, "ts", chunk_events, chunk),
+        "dur_ns": _times(kept, "dur", chunk_events, chunk),
+        "device": _typed("device", [0 if a.device is None else a.device for a in args]),
+        "stream": _typed("stream", _values(args, "stream")),
+        "correlation": _typed("correlation", _values(args, "correlation")),
+        "kind": pl.Series("kind", kinds, dtype=pl.String),
+    }
+    scanned.add("npu", cat, pieces)
+
+
+def _npu_kind(task_type: str) -> str:
+    upper = task_type.upper()
+    return next((kind for word, kind in NPU_TASK_KINDS if word in upper), "kernel")
+
+
+def pair_spans(scanned: Scanned, chunk: Chunk) -> None:
+    """Begin/end events ("B"/"E") as complete spans: on each thread an "E" closes the latest
+    open "B" (any category), and the span takes the B's category, name and args. A B that is
+    never closed, or closed before it began, is dropped."""
+    open_spans: dict[tuple[Any, Any], list[tuple[int, Event]]] = defaultdict(list)
+    spans: list[Event] = []
+    for index, event in scanned.begin_end:
+        stack = open_spans[event.pid, event.tid]
+        if event.ph == "B":
+            stack.append((index, event))
+            continue
+        if not stack:
+            continue
+        begin_index, begin = stack.pop()
+        begin_us = _decimal(begin.ts, begin_index, "ts", chunk)
+        duration = _decimal(event.ts, index, "ts", chunk) - begin_us
+        if duration >= 0:
+            spans.append(_complete(begin, duration))
+    scanned.begin_end = []
+    if spans:
+        extract(spans, scanned, Chunk(chunk.path, 0, chunk.bare), count=False)
+
+
+def _complete(begin: Event, duration: Decimal) -> Event:
+    return Event(
+        ph="X", cat=begin.cat, name=begin.name, pid=begin.pid, tid=begin.tid, ts=begin.ts,
+        dur=msgspec.Raw(str(duration).encode()), id=begin.id, args=begin.args,
+    )  # fmt: skip
+
+
+def _decimal(raw: msgspec.Raw, index: int, field: str, chunk: Chunk) -> Decimal:
+    text = bytes(raw).decode().strip('"')
+    if not re.fullmatch(_NUMBER, text):
+        raise TraceFormatError(
+            f"has an event whose {field} is not a number ({bytes(raw).decode()} at "
+            f"{chunk.where(index - chunk.first_index, field)})",
+            chunk.path,
+            FIX_NOT_A_TRACE,
+        )
+    return Decimal(text)
 
 
 def _typed(column: str, values: list[Any]) -> Piece:

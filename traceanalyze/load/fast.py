@@ -10,6 +10,7 @@ second core.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Iterator
@@ -92,7 +93,7 @@ def _prefetched(source: Iterator[bytes]) -> Iterator[bytes]:
                     break
                 ready.put((data, None))
             ready.put((None, None))
-        except BaseException as exc:  # noqa: BLE001 (re-raised in the consumer)
+        except BaseException as exc:
             ready.put((None, exc))
         finally:
             source.close()  # type: ignore[attr-defined]
@@ -110,10 +111,8 @@ def _prefetched(source: Iterator[bytes]) -> Iterator[bytes]:
     finally:
         stop.set()
         while worker.is_alive():  # let a producer blocked on a full queue finish
-            try:
+            with contextlib.suppress(queue.Empty):
                 ready.get(timeout=0.05)
-            except queue.Empty:
-                pass
         worker.join()
 
 
@@ -145,16 +144,15 @@ def _header(pairs: bytes) -> TraceDocument:
 
 def _piece(column: str, part: dict[str, Any], names: pl.Series, raws: pl.Series) -> Piece:
     if column in ("name", "phase"):
-        ids = pl.Series(np.frombuffer(part[column], dtype=np.uint32))
-        return names.gather(ids).alias(column)
+        return names.gather(pl.Series(np.frombuffer(part[column], dtype=np.uint32))).alias(column)
     if column in ("ts_ns", "dur_ns"):
         return pl.Series(column, np.frombuffer(part[column[:-3]], dtype=np.int64))
     if column in ("input_dims", "input_types", "concrete_inputs"):
-        ids = np.frombuffer(part[column], dtype=np.int32)
-        gathered = raws.gather(pl.Series(np.where(ids < 0, 0, ids))) if len(raws) else None
-        if gathered is None:
-            return pl.Series(column, [None] * len(ids), dtype=pl.String)
-        return gathered.alias(column).set(pl.Series(ids < 0), None)  # type: ignore[arg-type]
+        raw_ids = np.frombuffer(part[column], dtype=np.int32)
+        if not len(raws):
+            return pl.Series(column, [None] * len(raw_ids), dtype=pl.String)
+        gathered = raws.gather(pl.Series(np.where(raw_ids < 0, 0, raw_ids)))
+        return gathered.alias(column).set(pl.Series(raw_ids < 0), None)
     values_bytes, tags_bytes = part[column]
     values = np.frombuffer(values_bytes, dtype=np.int64)
     tags = np.frombuffer(tags_bytes, dtype=np.uint8)
@@ -169,7 +167,7 @@ def _piece(column: str, part: dict[str, Any], names: pl.Series, raws: pl.Series)
 def _masked(column: str, values: np.ndarray[Any, Any], nulls: np.ndarray[Any, Any]) -> pl.Series:
     series = pl.Series(column, values)
     if nulls.any():
-        series = series.set(pl.Series(nulls), None)  # type: ignore[arg-type]
+        series = series.set(pl.Series(nulls), None)
     return series
 
 

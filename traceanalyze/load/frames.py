@@ -78,6 +78,7 @@ class Frames:
     flows: pl.DataFrame
     instants: pl.DataFrame
     thread_names: dict[str, str]
+    npu_devices: list[int]  # devices of Ascend NPU tasks (named in the device frame)
 
 
 def build_frames(scanned: Scanned, rank: int) -> Frames:
@@ -90,11 +91,19 @@ def build_frames(scanned: Scanned, rank: int) -> Frames:
             # Kineto puts the device in args; the oldest traces only in pid.
             device=pl.coalesce("device", "pid"),
         )
+    npu = _stack(scanned, "npu", None, ids, rank)
+    npu_devices = sorted(set(npu["device"].drop_nulls().to_list())) if npu is not None else []
+    gpu_parts = [f for f in (gpu, npu) if f is not None]
+    gpu = (
+        pl.concat(gpu_parts, how="diagonal_relaxed")
+        if len(gpu_parts) > 1
+        else next(iter(gpu_parts), None)
+    )
     calls = _stack(scanned, "call", CALL_CATS, ids, rank)
     ops = _stack(scanned, "op", OP_CATS, ids, rank)
     cpu_parts = [f for f in (ops, calls) if f is not None]
-    cpu = pl.concat(cpu_parts, how="diagonal") if len(cpu_parts) > 1 else next(
-        iter(cpu_parts), None
+    cpu = (
+        pl.concat(cpu_parts, how="diagonal") if len(cpu_parts) > 1 else next(iter(cpu_parts), None)
     )
     return Frames(
         gpu=_conform(gpu, _unlinked(GPU_SCHEMA)),
@@ -102,6 +111,7 @@ def build_frames(scanned: Scanned, rank: int) -> Frames:
         flows=_conform(_stack(scanned, "flow", None, ids, rank), FLOW_SCHEMA),
         instants=_conform(_stack(scanned, "instant", None, ids, rank), INSTANT_SCHEMA),
         thread_names=_thread_names(scanned),
+        npu_devices=npu_devices,
     )
 
 

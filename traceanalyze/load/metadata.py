@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,14 @@ def rank_of(document: TraceDocument, default: int) -> int:
     return rank if isinstance(rank, int) else default
 
 
-def device_frame(document: TraceDocument, rank: int) -> pl.DataFrame:
+# The name given to an Ascend NPU, whose traces carry no device properties.
+NPU_NAME = "Ascend NPU"
+
+
+def device_frame(
+    document: TraceDocument, rank: int, npu_devices: Sequence[int] = ()
+) -> pl.DataFrame:
+    """One row per device of deviceProperties, plus the NPUs whose tasks the trace holds."""
     rows = []
     for properties in document.deviceProperties or []:
         row: dict[str, Any] = {column: None for column in DEVICE_SCHEMA}
@@ -47,6 +55,11 @@ def device_frame(document: TraceDocument, rank: int) -> pl.DataFrame:
             if key in properties:
                 row[column] = properties[key]
         rows.append(row)
+    described = {row["device"] for row in rows}
+    for device in npu_devices:
+        if device not in described:
+            rows.append({**dict.fromkeys(DEVICE_SCHEMA), "rank": rank, "device": device,
+                         "name": NPU_NAME})  # fmt: skip
     return pl.DataFrame(rows, schema=DEVICE_SCHEMA, strict=False)
 
 

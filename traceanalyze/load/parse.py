@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from traceanalyze.errors import EmptyTraceError, TraceFormatError
+from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceFormatError
 from traceanalyze.link import link
 from traceanalyze.load import fast, frames
 from traceanalyze.load.chunks import scan_document
@@ -60,15 +60,22 @@ def _parse(
     except frames.BadTimestampError as exc:
         raise TraceFormatError(str(exc), path, FIX_NOT_A_TRACE) from None
     counts = scanned.counts
+    only_metadata = scanned.metadata_events() == scanned.events
     del scanned
     if not built.cpu.height and not built.gpu.height:
+        if only_metadata:
+            raise EmptyTraceError(
+                "the trace has no events, only metadata (process and thread names)",
+                path,
+                "Profile at least one active step (check the profiler schedule).",
+            )
         raise EmptyTraceError(
             "the trace has no CPU operators, runtime calls or GPU activity",
             path,
             "Profile at least one active step with CPU and CUDA activities.",
         )
     meta = trace_meta(header, path, rank, counts, built.thread_names)
-    devices = device_frame(header, rank)
+    devices = device_frame(header, rank, built.npu_devices)
     mark("frames")
     linked = link(built.cpu, built.gpu, rank)
     mark("link")
@@ -86,7 +93,7 @@ def _parse(
 
 def _check_events(scanned: Scanned, path: Path) -> None:
     if not scanned.has_events:
-        raise TraceFormatError(
+        raise NotATraceError(
             "is JSON but not a Chrome trace: it has no traceEvents list",
             path,
             FIX_NOT_A_TRACE,

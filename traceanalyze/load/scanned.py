@@ -63,11 +63,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "flow": ("id", "phase", "pid", "tid", "ts_ns"),
     "instant": ("name", "pid", "tid", "ts_ns"),
     "meta": ("name", "pid", "tid", "label"),
+    "npu": (*SPAN, "device", "stream", "correlation", "kind"),
 }
 FLOATS = frozenset(
     {"blocks_per_sm", "warps_per_sm", "est_achieved_occupancy_pct", "bandwidth_gbps"}
 )
-STRINGS = frozenset({"name", "phase"})
+STRINGS = frozenset({"name", "phase", "kind"})
 DIMS = frozenset(f"{d}_{a}" for d in ("grid", "block") for a in "xyz")
 TIMES = frozenset({"ts_ns", "dur_ns"})
 
@@ -86,6 +87,8 @@ class Scanned:
     parts: dict[tuple[str, str], Part] = field(default_factory=dict)
     has_events: bool = False  # the document has a traceEvents list (or is an event array)
     events: int = 0
+    # Begin/end events ("B"/"E", any category) with their index, paired once all are read.
+    begin_end: list[tuple[int, Any]] = field(default_factory=list)
 
     def add(self, kind: str, cat: str, columns: dict[str, Piece]) -> None:
         part = self.parts.setdefault((kind, cat), {})
@@ -96,6 +99,10 @@ class Scanned:
         for cat, n in counts:
             key = cat or "(none)"
             self.counts[key] = self.counts.get(key, 0) + n
+
+    def metadata_events(self) -> int:
+        """How many events are metadata (ph "M" without a category)."""
+        return sum(len(piece) for piece in self.parts.get(("meta", ""), {}).get("name", []))
 
     def in_category_order(self) -> list[tuple[tuple[str, str], Part]]:
         """Parts ordered by their category's first appearance (the frames' row order)."""

@@ -41,7 +41,9 @@ def chunks(path: Path, progress: ByteProgress | None = None) -> Iterator[bytes]:
         except OSError as exc:
             raise _read_error(exc, path) from None
         if not head:
-            raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
+            raise EmptyTraceError(
+                "the file is empty", path, "Re-export the trace from the profiler."
+            )
         if head == GZIP_MAGIC:
             yield from _gunzip(file, head, total, path, progress)
         else:

@@ -1,0 +1,88 @@
+"""A folder of traces mixed with other files: load what is a trace, say why the rest is not.
+
+Content decides, not the name: every visible file is looked at (its first chunk, decompressed
+when it is gzip data), and those that are not JSON, or are JSON of another kind, are skipped
+with their reason. A file that is a trace but damaged (truncated, corrupt) still fails the
+load: dropping a rank silently would change every figure computed across ranks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceAnalyzeError, TraceReadError
+from traceanalyze.load.chunks import first_look
+from traceanalyze.trace import Skipped, Trace
+
+# Files a capture writes beside its traces.
+KNOWN_NOT_TRACES = frozenset({"manifest.json"})
+
+LoadEach = Callable[[Sequence[Path]], list[Trace]]
+
+
+def candidates(folder: Path) -> list[Path]:
+    """The visible files directly inside ``folder``, sorted by name."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise TraceReadError(
+            f"cannot list the folder ({exc.strerror})",
+            folder,
+            "Make the folder readable for this user, or pass the trace files.",
+        ) from None
+    return [
+        p
+        for p in entries
+        if p.is_file() and not p.name.startswith(".") and p.name not in KNOWN_NOT_TRACES
+    ]
+
+
+def load_traces(folder: Path, load_each: LoadEach) -> tuple[list[Trace], list[Skipped]]:
+    """The traces in ``folder`` and the files skipped, each with why."""
+    skipped: list[Skipped] = []
+    files = []
+    for path in candidates(folder):
+        reason = _not_a_trace(path)
+        if reason is None:
+            files.append(path)
+        else:
+            skipped.append(Skipped(path, reason))
+    while files:
+        try:
+            return load_each(files), skipped
+        except NotATraceError as error:  # seen only past the first chunk (rare): drop, retry
+            bad = error.path
+            if bad not in files:
+                raise
+            files.remove(bad)
+            skipped.append(Skipped(bad, _reason(error, bad)))
+    listed = "; ".join(f"{s.path.name}: {s.reason}" for s in skipped) or "it is empty"
+    raise EmptyTraceError(
+        f"the folder holds no traces ({listed})",
+        folder,
+        "Point at the folder torch.profiler wrote, or at a trace file.",
+    )
+
+
+def _not_a_trace(path: Path) -> str | None:
+    try:
+        first_look(path)
+    except NotATraceError as error:
+        return _reason(error, path)
+    except TraceReadError as error:
+        return _reason(error, path)
+    except TraceAnalyzeError:
+        return None  # a damaged trace: loading it reports the problem
+    except OSError as exc:
+        return f"cannot be read ({os.strerror(exc.errno or 0)})"
+    return None
+
+
+def _reason(error: TraceAnalyzeError, path: Path) -> str:
+    """The error's message without the file name and the fix (the warning names the file)."""
+    text = str(error).removeprefix(f"{path}: ")
+    if error.fix:
+        text = text.removesuffix(" " + error.fix.rstrip(".") + ".")
+    return text.rstrip(".")
