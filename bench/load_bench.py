@@ -106,7 +106,7 @@ class BareEvent(msgspec.Struct, gc=False):
 
 
 class BareDocument(msgspec.Struct, gc=False):
-    traceEvents: list[BareEvent] = []  # noqa: N815, RUF012
+    traceEvents: list[BareEvent] = []  # noqa: N815
 
 
 def worker_bare(path: str) -> dict[str, Any]:
@@ -145,9 +145,7 @@ WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
 }
 
 
-def run_worker(
-    python: str, name: str, *args: str, timeout: float | None = None
-) -> dict[str, Any]:
+def run_worker(python: str, name: str, *args: str, timeout: float | None = None) -> dict[str, Any]:
     command = [python, __file__, "--worker", name, *args]
     try:
         result = subprocess.run(
@@ -200,8 +198,7 @@ def make_long_trace(raw: Path, target: Path, copies: int, compress: bool = False
     stamps = [float(m) for m in re.findall(rb'"ts": ([-0-9.]+)', events)]
     span_us = int(max(stamps) - min(stamps)) + 1_000_000
     numbered = re.compile(rb'("(?:ts|correlation|External id|id)": )(\d+)|ProfilerStep#(\d+)')
-    opener = gzip.open(target, "wb", compresslevel=1) if compress else target.open("wb")
-    with opener as out:
+    with gzip.open(target, "wb", compresslevel=1) if compress else target.open("wb") as out:
         out.write(head)
         for copy in range(copies):
 
@@ -239,10 +236,16 @@ def bench_one(python: str, trace: Path, raw: Path, runs: int, hta: str | None) -
     if hta:
         timeout = ARGS_HTA_TIMEOUT[0]
         measured = run_worker(hta, "hta", str(raw.parent), timeout=timeout)
-        note = "1 run" if "timeout" not in measured and "failed" not in measured else (
-            f"did not finish in {timeout:.0f} s" if "timeout" in measured else "failed (memory)"
+        note = (
+            "1 run"
+            if "timeout" not in measured and "failed" not in measured
+            else (
+                f"did not finish in {timeout:.0f} s" if "timeout" in measured else "failed (memory)"
+            )
         )
-        rows.append(("HTA TraceAnalysis(trace_dir=...)", measured["seconds"], measured["rss_mb"], note))
+        rows.append(
+            ("HTA TraceAnalysis(trace_dir=...)", measured["seconds"], measured["rss_mb"], note)
+        )
         if measured["seconds"] == measured["seconds"]:
             print(f"HTA / traceanalyze: {measured['seconds'] / t_raw:.1f}x", flush=True)
     return rows
