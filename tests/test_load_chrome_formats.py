@@ -186,3 +186,17 @@ def test_folder_warnings_reach_the_user_on_stderr(tmp_path: Path) -> None:
     assert warnings[0].startswith(f"traceanalyze: warning: skipped {tmp_path / 'README.md'}: ")
     assert "no traceEvents list" in warnings[1]
     assert json.loads(result.stdout)
+
+
+def test_kernel_without_its_launch_beside_an_annotation(tmp_path: Path) -> None:
+    # Found by the property tests: a kernel whose runtime call is not in the trace, in a trace
+    # with a user annotation region, made linking index by a null id (a traceback).
+    events = [
+        annotation("ProfilerStep#0", 0, 100),
+        annotation("forward", 5, 90),
+        op("aten::mm", 10, 50),
+        kernel("gemm", 30, 10, 1),  # correlation 1: no call launched it
+    ]
+    trace = both(write_trace(tmp_path, events))
+    want = expected(GPU_SCHEMA, "name linked annotation op_name", ("gemm", False, None, None))
+    assert_frame_equal(actual(trace.gpu, want), want)
