@@ -3,17 +3,16 @@
 It is used when it was built (``pip install`` compiles it) and declines, by raising
 :class:`Declined`, whatever it does not handle exactly as the msgspec path would (errors,
 B/E phases, unusual types, Ascend tasks, ``displayTimeUnit: "ns"``); the caller then loads the
-file with the msgspec path. Decompression or reading of the next chunk runs in a second thread
-while this one scans (both release the GIL), which is what lets a 2-core machine use its
-second core.
+file with the msgspec path.
+
+One thread does it all: inflating or reading the next chunk in a second thread while this one
+scans (both release the GIL), and two scanners on the two halves of a file, were measured and
+did not pay on a 2-core machine (bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
 import contextlib
-import queue
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +66,7 @@ def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
         raise Declined("the C scanner is not built")
     scanner = _scan.Scanner(KINDS)
     pending = b""
-    for data in _prefetched(chunks(path, progress)):
+    for data in chunks(path, progress):
         buffer = pending + data if pending else data
         try:
             used = scanner.feed(buffer, False)
@@ -79,41 +78,6 @@ def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
     except _scan.Unsupported as exc:
         raise Declined(str(exc)) from None
     return _scanned(scanner.result())
-
-
-def _prefetched(source: Iterator[bytes]) -> Iterator[bytes]:
-    """``source``'s chunks, the next one read (or inflated) in a thread meanwhile."""
-    ready: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for data in source:
-                if stop.is_set():
-                    break
-                ready.put((data, None))
-            ready.put((None, None))
-        except BaseException as exc:
-            ready.put((None, exc))
-        finally:
-            source.close()  # type: ignore[attr-defined]
-
-    worker = threading.Thread(target=produce, daemon=True)
-    worker.start()
-    try:
-        while True:
-            data, error = ready.get()
-            if error is not None:
-                raise error
-            if data is None:
-                return
-            yield data
-    finally:
-        stop.set()
-        while worker.is_alive():  # let a producer blocked on a full queue finish
-            with contextlib.suppress(queue.Empty):
-                ready.get(timeout=0.05)
-        worker.join()
 
 
 def _scanned(result: dict[str, Any]) -> Scanned:
