@@ -12,7 +12,6 @@ did not pay on a 2-core machine (bench/RESULTS.md).
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
