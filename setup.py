@@ -28,7 +28,7 @@ setup(
         Extension(
             "traceanalyze.load._scan",
             ["traceanalyze/load/_scan.c"],
-            extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wno-missing-field-initializers"],
+            extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-missing-field-initializers"],
             optional=True,
         )
     ],

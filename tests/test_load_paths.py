@@ -115,3 +115,20 @@ def test_gzip_of_several_members_loads(tmp_path: Path) -> None:
 def assert_same_frames(left: Trace, right: Trace) -> None:
     for name in TRACE_FRAMES:
         assert_frame_equal(getattr(left, name), getattr(right, name))
+
+
+def test_progress_is_drawn_on_a_terminal_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from traceanalyze.cli import progress
+
+    path = write_trace(tmp_path, STEP)
+    monkeypatch.setattr(progress, "is_terminal", lambda: False)
+    with progress.loading_file(path) as callback:
+        assert callback is None  # piped: quiet
+    monkeypatch.setattr(progress, "is_terminal", lambda: True)
+    with progress.loading_file(path) as callback:
+        assert callback is not None
+        parse_file(path, progress=callback)
+    with progress.loading_file(tmp_path) as callback:
+        assert callback is None  # a folder: a spinner, no byte counts

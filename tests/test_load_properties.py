@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import tempfile
 from collections.abc import Iterator
@@ -36,9 +37,15 @@ from traceanalyze.load.parse import parse_file
 from traceanalyze.schema import TRACE_FRAMES
 from traceanalyze.trace import Trace
 
-# Bounded so that the whole file runs in well under 30 s on a 2-core machine.
-VALID = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-BROKEN = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Bounded so that the whole file runs in under 20 s on a 2-core machine; a longer fuzzing run:
+# TRACEANALYZE_FUZZ_SCALE=20 python -m pytest tests/test_load_properties.py
+SCALE = int(os.environ.get("TRACEANALYZE_FUZZ_SCALE", "1"))
+VALID = settings(
+    max_examples=200 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+BROKEN = settings(
+    max_examples=400 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # Unicode names, including characters JSON writers escape and some they write raw.
 NAMES = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=6)

@@ -21,7 +21,7 @@ import polars as pl
 
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
 from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
-from traceanalyze.load.folder import load_traces
+from traceanalyze.load.folder import listing, load_traces
 from traceanalyze.load.parse import StageTimer, parse_file
 from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Trace
@@ -123,15 +123,9 @@ def _parse_in_workers(
 
 def trace_files(folder: Path) -> list[Path]:
     """The trace files directly inside ``folder``, sorted by name."""
-    try:
-        entries = sorted(folder.iterdir())
-    except OSError as exc:
-        raise TraceReadError(
-            f"cannot list the folder ({exc.strerror})",
-            folder,
-            "Make the folder readable for this user, or pass the trace files.",
-        ) from None
-    files = [p for p in entries if p.is_file() and is_trace_name(p) and p.name not in NOT_TRACES]
+    files = [
+        p for p in listing(folder) if p.is_file() and is_trace_name(p) and p.name not in NOT_TRACES
+    ]
     if not files:
         raise EmptyTraceError(
             "the folder holds no trace files (*.json, *.json.gz)",

@@ -283,7 +283,18 @@ static int string(Cur *c, const char **start, size_t *len, int *plain) {
     int esc = 0;
     *start = (const char *)p;
     for (;;) {
-        /* the common case: printable ASCII */
+        /* the common case: printable ASCII, eight bytes at a time (a word with no quote,
+         * backslash, control or non-ASCII byte), then byte by byte */
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+            uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
+            uint64_t special = ((quote - ones) & ~quote) | ((slash - ones) & ~slash) |
+                               (w - ones * 0x20) | w;
+            if (special & highs) break;
+            p += 8;
+        }
         while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80) p++;
         if (p >= end) MORE(c);
         unsigned char ch = *p;
@@ -392,6 +403,20 @@ static int literal(Cur *c, const char *word, size_t n) {
 
 static int skip_value(Cur *c, int depth);
 
+/* An object key and its colon, at c->p: `"key" :` and the white space after. */
+static int key(Cur *c, const char **k, size_t *kn, int *plain) {
+    int rc;
+    if (*c->p != '"') FAIL(c, "expected a key");
+    if ((rc = string(c, k, kn, plain))) return rc;
+    ws(c);
+    if (c->p >= c->end) MORE(c);
+    if (*c->p != ':') FAIL(c, "expected a colon");
+    c->p++;
+    ws(c);
+    if (c->p >= c->end) MORE(c);
+    return 0;
+}
+
 static int skip_container(Cur *c, int depth, char close) {
     int rc;
     c->p++;
@@ -401,14 +426,8 @@ static int skip_container(Cur *c, int depth, char close) {
     for (;;) {
         if (close == '}') {
             const char *k; size_t kn; int plain;
-            if (*c->p != '"') FAIL(c, "expected a key");
-            if ((rc = string(c, &k, &kn, &plain))) return rc;
-            ws(c);
-            if (c->p >= c->end) MORE(c);
-            if (*c->p != ':') FAIL(c, "expected a colon");
-            c->p++;
+            if ((rc = key(c, &k, &kn, &plain))) return rc;
         }
-        ws(c);
         if ((rc = skip_value(c, depth + 1))) return rc;
         ws(c);
         if (c->p >= c->end) MORE(c);
@@ -659,14 +678,8 @@ static int args_object(Cur *c, Event *e, int kind) {
     if (*c->p == '}') { c->p++; return 0; }
     for (;;) {
         const char *k; size_t kn; int plain;
-        if (*c->p != '"') FAIL(c, "expected a key");
-        if ((rc = string(c, &k, &kn, &plain))) return rc;
+        if ((rc = key(c, &k, &kn, &plain))) return rc;
         if (!plain) FAIL(c, "escaped key");
-        ws(c);
-        if (c->p >= c->end) MORE(c);
-        if (*c->p != ':') FAIL(c, "expected a colon");
-        c->p++;
-        ws(c);
         if ((rc = args_key(c, e, kind, k, kn))) return rc;
         ws(c);
         if (c->p >= c->end) MORE(c);
@@ -798,15 +811,8 @@ static int event(Cur *c) {
     if (*c->p == '}') { c->p++; closed = 1; }
     while (!closed) {
         const char *k; size_t kn; int plain;
-        if (*c->p != '"') FAIL(c, "expected a key");
-        if ((rc = string(c, &k, &kn, &plain))) return rc;
+        if ((rc = key(c, &k, &kn, &plain))) return rc;
         if (!plain) FAIL(c, "escaped key");
-        ws(c);
-        if (c->p >= c->end) MORE(c);
-        if (*c->p != ':') FAIL(c, "expected a colon");
-        c->p++;
-        ws(c);
-        if (c->p >= c->end) MORE(c);
         unsigned bit = 0;
         if (kn == 2 && k[0] == 'p' && k[1] == 'h') {
             bit = 1;

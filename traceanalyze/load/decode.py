@@ -1,9 +1,10 @@
-"""Bytes -> typed events: the one place that knows the Kineto JSON layout.
+"""The msgspec path's event structs: the reference reading of the Kineto JSON layout.
 
 msgspec decodes straight into slotted structs that keep only the fields we use, skipping the
-rest of each event without building Python objects for it (a 175 MB trace decodes in about
-half a second). The structs are ``gc=False``: half a million events would otherwise trigger
-repeated full garbage collections that cost more than the decode itself.
+rest of each event without building Python objects for it. The structs are ``gc=False``: half a
+million events would otherwise trigger repeated full garbage collections that cost more than
+the decode itself. This path decodes a chunk of events at a time (:mod:`.chunks`); the C
+scanner (:mod:`.fast`) reads the same layout faster and hands anything unusual back here.
 """
 
 from __future__ import annotations

@@ -22,19 +22,23 @@ KNOWN_NOT_TRACES = frozenset({"manifest.json"})
 LoadEach = Callable[[Sequence[Path]], list[Trace]]
 
 
-def candidates(folder: Path) -> list[Path]:
-    """The visible files directly inside ``folder``, sorted by name."""
+def listing(folder: Path) -> list[Path]:
+    """The entries of ``folder``, sorted by name."""
     try:
-        entries = sorted(folder.iterdir())
+        return sorted(folder.iterdir())
     except OSError as exc:
         raise TraceReadError(
             f"cannot list the folder ({exc.strerror})",
             folder,
             "Make the folder readable for this user, or pass the trace files.",
         ) from None
+
+
+def candidates(folder: Path) -> list[Path]:
+    """The visible files directly inside ``folder``, sorted by name."""
     return [
         p
-        for p in entries
+        for p in listing(folder)
         if p.is_file() and not p.name.startswith(".") and p.name not in KNOWN_NOT_TRACES
     ]
 

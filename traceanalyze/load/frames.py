@@ -11,12 +11,8 @@ import polars as pl
 
 from traceanalyze.load.scanned import (
     CALL_CATS,
-    DIMS,
-    FLOATS,
     GPU_KINDS,
     OP_CATS,
-    RAW_JSON,
-    STRINGS,
     TIMES,
     BadTimestampError,
     IdMapper,
@@ -34,15 +30,7 @@ def _series(name: str, piece: Piece, ids: IdMapper) -> pl.Series:
         if name in TIMES and piece.dtype == pl.String:
             return times_ns(piece).alias(name)
         return piece.alias(name)
-    if name in STRINGS:
-        return pl.Series(name, piece, dtype=pl.String)
-    if name in FLOATS:
-        return pl.Series(name, piece, dtype=pl.Float64, strict=False)
-    if name in DIMS:
-        return pl.Series(name, piece, dtype=pl.Int64, strict=False)
-    if name in RAW_JSON:
-        return pl.Series(name, piece, dtype=pl.String)
-    return ids.series(name, piece)
+    return ids.series(name, piece)  # both decoders leave only ids written as text as lists
 
 
 def _column(name: str, pieces: list[Piece], ids: IdMapper) -> pl.Series:
