@@ -138,7 +138,7 @@ def _add(
         if column in ("ts_ns", "dur_ns"):
             pieces[column] = _times(events, column[:-3], chunk_events, chunk)
         elif column in RAW_JSON:
-            pieces[column] = _raw_json(column, _values(op_args, column))
+            pieces[column] = _raw_json(column, _values(op_args, column), chunk)
         elif column in DIMS:
             dim, axis = column.split("_")
             pieces[column] = _typed(column, _values(args, f"{dim}.{axis}"))
@@ -216,10 +216,10 @@ def _complete(begin: Event, duration: Decimal) -> Event:
 
 
 def _decimal(raw: msgspec.Raw, index: int, field: str, chunk: Chunk) -> Decimal:
-    text = bytes(raw).decode().strip('"')
+    text = _text(raw, chunk).strip('"')
     if not re.fullmatch(_NUMBER, text):
         raise TraceFormatError(
-            f"has an event whose {field} is not a number ({bytes(raw).decode()} at "
+            f"has an event whose {field} is not a number ({_text(raw, chunk)} at "
             f"{chunk.where(index - chunk.first_index, field)})",
             chunk.path,
             FIX_NOT_A_TRACE,
@@ -242,17 +242,31 @@ def _typed(column: str, values: list[Any]) -> Piece:
         return values
 
 
-def _raw_json(column: str, values: list[msgspec.Raw]) -> pl.Series:
+def _raw_json(column: str, values: list[msgspec.Raw], chunk: Chunk) -> pl.Series:
     """msgspec.Raw -> text; absent (empty) -> null."""
-    raw = pl.Series(column, list(map(bytes, values)), dtype=pl.Binary).to_frame()
-    text = pl.when(pl.col(column).bin.size() > 0).then(pl.col(column)).cast(pl.String)
-    return raw.select(text).to_series()
+    blobs = list(map(bytes, values))
+    _text(b"".join(blobs), chunk)  # msgspec does not check the text it skips
+    raw = pl.Series(column, blobs, dtype=pl.Binary)
+    return pl.select(pl.when(raw.bin.size() > 0).then(raw).cast(pl.String)).to_series()
+
+
+def _not_utf8(chunk: Chunk) -> TraceFormatError:
+    return TraceFormatError(
+        "is not valid JSON (an event holds text that is not UTF-8)", chunk.path, FIX_NOT_A_TRACE
+    )
+
+
+def _text(raw: msgspec.Raw | bytes, chunk: Chunk) -> str:
+    try:
+        return bytes(raw).decode()
+    except UnicodeDecodeError:
+        raise _not_utf8(chunk) from None
 
 
 def _times(events: list[Event], field: str, chunk_events: list[Event], chunk: Chunk) -> pl.Series:
     """The raw ts or dur of ``events`` as number text (a string's quotes removed), checked."""
     raws = list(map(attrgetter(field), events))
-    joined = _SEPARATOR.join(raws).decode()
+    joined = _text(_SEPARATOR.join(raws), chunk)
     text = pl.Series(field, [joined]).str.split(_SEPARATOR.decode()).explode()
     quoted = text.str.starts_with('"')
     numbers = pl.select(
@@ -263,7 +277,7 @@ def _times(events: list[Event], field: str, chunk_events: list[Event], chunk: Ch
         bad = good.arg_min() or 0
         index = next(i for i, e in enumerate(chunk_events) if e is events[bad])
         raise TraceFormatError(
-            f"has an event whose {field} is not a number ({bytes(raws[bad]).decode()} at "
+            f"has an event whose {field} is not a number ({_text(raws[bad], chunk)} at "
             f"{chunk.where(index, field)})",
             chunk.path,
             FIX_NOT_A_TRACE,
