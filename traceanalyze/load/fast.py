@@ -31,7 +31,7 @@ from traceanalyze.load.scanned import (
     Piece,
     Scanned,
 )
-from traceanalyze.load.source import ByteProgress, chunks
+from traceanalyze.load.source import Blocks, ByteProgress
 
 try:
     from traceanalyze.load import _scan  # type: ignore[attr-defined]
@@ -64,16 +64,11 @@ def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
     if _scan is None:
         raise Declined("the C scanner is not built")
     scanner = _scan.Scanner(KINDS)
-    pending = b""
-    for data in chunks(path, progress):
-        buffer = pending + data if pending else data
-        try:
-            used = scanner.feed(buffer, False)
-        except _scan.Unsupported as exc:
-            raise Declined(str(exc)) from None
-        pending = buffer[used:]
+    blocks = Blocks(path, progress)
     try:
-        scanner.feed(pending, True)
+        for block in blocks:
+            blocks.consume(scanner.feed(block, False))
+        scanner.feed(blocks.rest(), True)
     except _scan.Unsupported as exc:
         raise Declined(str(exc)) from None
     return _scanned(scanner.result())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Callable, Iterator
+from io import BufferedReader
 from pathlib import Path
 from typing import BinaryIO
 
@@ -30,26 +31,91 @@ def chunks(path: Path, progress: ByteProgress | None = None) -> Iterator[bytes]:
 
     Raises the precise TraceReadError / TraceFormatError / EmptyTraceError naming ``path``.
     """
-    try:
-        file = path.open("rb")
-    except OSError as exc:
-        raise _read_error(exc, path) from None
+    file, total, head = _open(path)
     with file:
-        try:
-            total = os.fstat(file.fileno()).st_size
-            head = file.read(2)
-        except OSError as exc:
-            raise _read_error(exc, path) from None
-        if not head:
-            raise EmptyTraceError(
-                "the file is empty", path, "Re-export the trace from the profiler."
-            )
         if head == GZIP_MAGIC:
             yield from _gunzip(file, head, total, path, progress)
         else:
             yield from _plain(file, head, total, path, progress)
         if progress:
             progress(total, total)
+
+
+class Blocks:
+    """Like :func:`chunks`, for a consumer that leaves a tail, in one reused buffer: each block
+    is the tail left last time followed by new data; tell :meth:`consume` how many bytes of it
+    were used. Reusing the buffer spares a fresh allocation (and its page faults) and a copy
+    per chunk: about a quarter of the scan time of a multi-GB file."""
+
+    def __init__(self, path: Path, progress: ByteProgress | None = None) -> None:
+        self.path = path
+        self.progress = progress
+        self.buffer = bytearray(2 * CHUNK_BYTES)
+        self.filled = 0
+
+    def __iter__(self) -> Iterator[memoryview]:
+        file, total, head = _open(self.path)
+        with file:
+            if head == GZIP_MAGIC:
+                for data in _gunzip(file, head, total, self.path, self.progress):
+                    self._room(len(data))
+                    self.buffer[self.filled : self.filled + len(data)] = data
+                    self.filled += len(data)
+                    yield memoryview(self.buffer)[: self.filled]
+            else:
+                yield from self._read(file, head, total)
+        if self.progress:
+            self.progress(total, total)
+
+    def _read(self, file: BufferedReader, head: bytes, total: int) -> Iterator[memoryview]:
+        self.buffer[:2] = head
+        self.filled = done = len(head)
+        while True:
+            self._room(CHUNK_BYTES)
+            try:
+                count = file.readinto(memoryview(self.buffer)[self.filled :]) or 0
+            except OSError as exc:
+                raise _read_error(exc, self.path) from None
+            if not count:
+                return
+            self.filled += count
+            done += count
+            if self.progress:
+                self.progress(min(done, total), total)
+            yield memoryview(self.buffer)[: self.filled]
+
+    def consume(self, used: int) -> None:
+        rest = self.filled - used
+        self.buffer[:rest] = self.buffer[used : self.filled]
+        self.filled = rest
+
+    def rest(self) -> bytes:
+        return bytes(self.buffer[: self.filled])
+
+    def _room(self, count: int) -> None:
+        """Space for ``count`` more bytes (a new buffer: a block handed out may still be
+        referenced, and a bytearray with live views cannot grow)."""
+        if self.filled + count > len(self.buffer):
+            bigger = bytearray(max(2 * len(self.buffer), self.filled + count))
+            bigger[: self.filled] = self.buffer[: self.filled]
+            self.buffer = bigger
+
+
+def _open(path: Path) -> tuple[BufferedReader, int, bytes]:
+    try:
+        file = path.open("rb")
+    except OSError as exc:
+        raise _read_error(exc, path) from None
+    try:
+        total = os.fstat(file.fileno()).st_size
+        head = file.read(2)
+    except OSError as exc:
+        file.close()
+        raise _read_error(exc, path) from None
+    if not head:
+        file.close()
+        raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
+    return file, total, head
 
 
 def _plain(
