@@ -21,14 +21,14 @@ import polars as pl
 
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
 from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
-from traceanalyze.load.folder import listing, load_traces
+from traceanalyze.load.folder import KNOWN_NOT_TRACES, listing, load_traces
 from traceanalyze.load.parse import StageTimer, parse_file
 from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Trace
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 # Files in a trace folder that are known not to be traces (capture writes a manifest).
-NOT_TRACES = frozenset({"manifest.json"})
+NOT_TRACES = KNOWN_NOT_TRACES
 # Below this many bytes in all, starting worker processes costs more than it saves.
 _PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 
