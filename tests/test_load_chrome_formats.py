@@ -12,9 +12,20 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 import traceanalyze
-from tests.micro import actual, annotation, call, expected, kernel, op, span, write, write_trace
+from tests.micro import (
+    H200,
+    actual,
+    annotation,
+    call,
+    expected,
+    kernel,
+    op,
+    span,
+    write,
+    write_trace,
+)
 from traceanalyze.cli import main
-from traceanalyze.errors import EmptyTraceError
+from traceanalyze.errors import EmptyTraceError, TraceFormatError
 from traceanalyze.load import fast
 from traceanalyze.load.parse import parse_file
 from traceanalyze.schema import CPU_SCHEMA, DEVICE_SCHEMA, GPU_SCHEMA, TRACE_FRAMES
@@ -200,3 +211,26 @@ def test_kernel_without_its_launch_beside_an_annotation(tmp_path: Path) -> None:
     trace = both(write_trace(tmp_path, events))
     want = expected(GPU_SCHEMA, "name linked annotation op_name", ("gemm", False, None, None))
     assert_frame_equal(actual(trace.gpu, want), want)
+
+
+def test_device_id_beyond_32_bits_is_a_one_line_error(tmp_path: Path) -> None:
+    # Found by the property tests: the device column is 32 bits; a larger id was a traceback.
+    path = write_trace(tmp_path, [*STEP[:3], kernel("gemm", 30, 10, 1, device=-(2**63))])
+    with pytest.raises(TraceFormatError, match="device is out of range"):
+        both(path)
+
+
+def test_metadata_of_the_wrong_type(tmp_path: Path) -> None:
+    # A device property written in another form is as good as absent (null); a rank that is no
+    # 32-bit number is an error (the rank keys the rows of a folder of ranks).
+    odd = {**H200, "numSms": "132", "maxThreadsPerBlock": 2**40, "name": 7}
+    trace = both(write_trace(tmp_path, STEP, devices=[odd]))
+    want = expected(
+        DEVICE_SCHEMA,
+        "device name num_sms max_threads_per_block warp_size",
+        (0, None, None, None, 32),
+    )
+    assert_frame_equal(actual(trace.devices, want), want)
+    path = write_trace(tmp_path, STEP, name="rank.json", distributedInfo={"rank": 2**40})
+    with pytest.raises(TraceFormatError, match="distributedInfo rank"):
+        both(path)

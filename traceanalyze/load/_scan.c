@@ -37,6 +37,7 @@ static int buf_reserve(Buf *b, size_t extra) {
 }
 
 static int buf_put(Buf *b, const void *src, size_t n) {
+    if (n == 0) return 0;
     if (buf_reserve(b, n)) return -1;
     memcpy(b->data + b->len, src, n);
     b->len += n;
@@ -133,7 +134,7 @@ static int64_t intern_add(Intern *t, const char *s, size_t n, int *fresh) {
             size_t len;
             uint32_t id = t->slots[j] - 1;
             const char *have = intern_str(t, id, &len);
-            if (len == n && memcmp(have, s, n) == 0) return id;
+            if (len == n && (n == 0 || memcmp(have, s, n) == 0)) return id;
         }
         j = (j + 1) & mask;
     }

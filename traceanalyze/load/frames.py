@@ -3,6 +3,7 @@ of :mod:`traceanalyze.schema`. Shared by both decoders."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -107,10 +108,19 @@ def _conform(frame: pl.DataFrame | None, schema: dict[str, pl.DataType]) -> pl.D
     """Exactly ``schema``'s columns, in order; those the trace lacks are null."""
     if frame is None:
         return pl.DataFrame(schema=schema)
-    return frame.select(
-        (pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name)
-        for name, dtype in schema.items()
-    )
+    try:
+        return frame.select(
+            (pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name)
+            for name, dtype in schema.items()
+        )
+    except pl.exceptions.InvalidOperationError as exc:  # e.g. a device id beyond 32 bits
+        column = _COLUMN.search(str(exc))
+        raise BadTimestampError(
+            f"has an event whose {column.group(1) if column else 'field'} is out of range"
+        ) from None
+
+
+_COLUMN = re.compile(r"in column '([^']+)'")
 
 
 def _unlinked(schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:

@@ -10,7 +10,7 @@ from traceanalyze.link import link
 from traceanalyze.load import fast, frames
 from traceanalyze.load.chunks import scan_document
 from traceanalyze.load.decode import FIX_NOT_A_TRACE, gc_paused
-from traceanalyze.load.metadata import device_frame, rank_of, trace_meta
+from traceanalyze.load.metadata import BadRankError, device_frame, rank_of, trace_meta
 from traceanalyze.load.scanned import Scanned
 from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Trace
@@ -54,7 +54,10 @@ def _parse(
     _check_events(scanned, path)
     mark("decode")
     header = scanned.header
-    rank = rank_of(header, default_rank)
+    try:
+        rank = rank_of(header, default_rank)
+    except BadRankError as exc:
+        raise TraceFormatError(str(exc), path, FIX_NOT_A_TRACE) from None
     try:
         built = frames.build_frames(scanned, rank)
     except frames.BadTimestampError as exc:
