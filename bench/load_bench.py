@@ -5,9 +5,15 @@ that process's own), timed inside the process around the load alone (interpreter
 imports excluded, for every contender alike). One extra row loads repeatedly in one process, as
 a notebook or a report over many traces does.
 
+``--long N`` adds the multi-GB case: the trace repeated N times in time (each copy shifted past
+the one before, its correlation and external ids and step numbers renumbered, so the result is
+one long valid trace), written to a temporary folder (never to the repository) and loaded raw
+and as gzip, with HTA given ``--hta-timeout`` seconds.
+
     python bench/load_bench.py                       # the 175 MB trace in ../shared/bench
                                                      # (or $TRACEANALYZE_SHARED/bench)
     python bench/load_bench.py TRACE --runs 5 --hta-python /path/to/venv-with-hta/bin/python
+    python bench/load_bench.py --runs 5 --long 14 --hta-python .venv/bin/python
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -25,6 +32,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 REPO = Path(__file__).resolve().parents[1]
 # The shared folder of test data: $TRACEANALYZE_SHARED, else ../shared beside the repository.
@@ -38,8 +47,8 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker_parse(path: str) -> dict[str, Any]:
-    """Full load without the cache, stage by stage."""
+def worker_parse(path: str, native: str = "1") -> dict[str, Any]:
+    """Full load without the cache, stage by stage (``native`` "0": the msgspec path)."""
     from traceanalyze.load.parse import parse_file
 
     stages: dict[str, float] = {}
@@ -51,7 +60,7 @@ def worker_parse(path: str) -> dict[str, Any]:
         last[0] = now
 
     start = last[0]
-    trace = parse_file(Path(path), timer=mark)
+    trace = parse_file(Path(path), timer=mark, native=native == "1")
     total = time.perf_counter() - start
     return {
         "seconds": total,
@@ -88,19 +97,43 @@ def worker_cached(path: str, cache_dir: str) -> dict[str, Any]:
     }
 
 
-def worker_bare(path: str) -> dict[str, Any]:
-    """The floor: read + msgspec decode of the same events, no frames, no linking."""
-    from traceanalyze.load.decode import decode_document
-    from traceanalyze.load.read import read_bytes
+class BareEvent(msgspec.Struct, gc=False):
+    """The floor's event: the 7 fields every loader needs, typed, no args."""
 
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+    dur: float = 0.0
+
+
+class BareDocument(msgspec.Struct, gc=False):
+    traceEvents: list[BareEvent] = []  # noqa: N815
+
+
+def worker_bare(path: str) -> dict[str, Any]:
+    """The floor: read + msgspec decode of the same events into structs of 7 typed fields (no
+    args), garbage collection off; no frames, no linking."""
+    import gc
+
+    decoder = msgspec.json.Decoder(BareDocument)
+    gc.disable()
     start = time.perf_counter()
-    document = decode_document(read_bytes(Path(path)), Path(path))
+    document = decoder.decode(Path(path).read_bytes())
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "rss_mb": _peak_rss_mb(), "events": len(document.traceEvents or [])}
+    return {"seconds": seconds, "rss_mb": _peak_rss_mb(), "events": len(document.traceEvents)}
 
 
 def worker_hta(trace_dir: str) -> dict[str, Any]:
+    import resource
+
     from hta.trace_analysis import TraceAnalysis
+
+    # Beyond this HTA would crowd out the machine's other work: a MemoryError ends the run.
+    limit = 14 * 1024**3
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     start = time.perf_counter()
     TraceAnalysis(trace_dir=trace_dir)
@@ -116,9 +149,16 @@ WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
 }
 
 
-def run_worker(python: str, name: str, *args: str) -> dict[str, Any]:
+def run_worker(python: str, name: str, *args: str, timeout: float | None = None) -> dict[str, Any]:
     command = [python, __file__, "--worker", name, *args]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, check=False, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return {"seconds": float("nan"), "rss_mb": float("nan"), "timeout": timeout}
+    if result.returncode != 0 and name == "hta":
+        return {"seconds": float("nan"), "rss_mb": float("nan"), "failed": result.stderr[-300:]}
     if result.returncode != 0:
         raise SystemExit(f"{name} worker failed:\n{result.stderr[-3000:]}")
     measured: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
@@ -150,6 +190,81 @@ def _summary(results: list[dict[str, Any]]) -> Measured:
     )
 
 
+Row = tuple[str, float, float, str]
+
+
+def make_long_trace(raw: Path, target: Path, copies: int, compress: bool = False) -> None:
+    """``raw`` repeated ``copies`` times in time as one valid trace (see the module doc)."""
+    text = raw.read_bytes()
+    start = text.index(b"[", text.index(b'"traceEvents"')) + 1
+    end = text.rindex(b"]")
+    head, events, tail = text[:start], text[start:end].rstrip().rstrip(b","), text[end:]
+    stamps = [float(m) for m in re.findall(rb'"ts": ([-0-9.]+)', events)]
+    span_us = int(max(stamps) - min(stamps)) + 1_000_000
+    numbered = re.compile(rb'("(?:ts|correlation|External id|id)": )(\d+)|ProfilerStep#(\d+)')
+    with gzip.open(target, "wb", compresslevel=1) if compress else target.open("wb") as out:
+        out.write(head)
+        for copy in range(copies):
+
+            def shift(match: re.Match[bytes], copy: int = copy) -> bytes:
+                if match.group(3) is not None:
+                    return b"ProfilerStep#%d" % (int(match.group(3)) + copy * 100_000)
+                step = span_us if match.group(1).startswith(b'"ts"') else 10_000_000
+                return match.group(1) + b"%d" % (int(match.group(2)) + copy * step)
+
+            out.write(b",\n" if copy else b"\n")
+            out.write(numbered.sub(shift, events))
+        out.write(b"\n" + tail)
+
+
+def bench_one(python: str, trace: Path, raw: Path, runs: int, hta: str | None) -> list[Row]:
+    """The rows for one raw trace (and its .gz ``trace`` when given)."""
+    size_mb = raw.stat().st_size / 1e6
+    rows: list[Row] = []
+    (t_raw, rss_raw, results), (t_bare, rss_bare, _) = interleaved(
+        python, runs, ("parse", "bare"), str(raw)
+    )
+    stages = {k: statistics.median(r["stages"][k] for r in results) for k in results[0]["stages"]}
+    rows.append((f"traceanalyze, raw JSON ({size_mb:.0f} MB)", t_raw, rss_raw, "C scanner"))
+    rows.append(("bare read + msgspec decode (floor)", t_bare, rss_bare, "7 fields, no args"))
+    t_py, rss_py, _ = median_of(python, max(1, runs // 2), "parse", str(raw), "0")
+    rows.append(("traceanalyze, msgspec path (no C)", t_py, rss_py, "fallback"))
+    if trace.suffix == ".gz":
+        t_gz, rss_gz, _ = median_of(python, runs, "parse", str(trace))
+        rows.append(("traceanalyze, .json.gz directly", t_gz, rss_gz, "streamed"))
+    print(
+        f"{raw.name}: full / floor {t_raw / t_bare:.2f}x; stages (median s): "
+        + ", ".join(f"{k} {v:.3f}" for k, v in stages.items()),
+        flush=True,
+    )
+    if hta:
+        timeout = ARGS_HTA_TIMEOUT[0]
+        measured = run_worker(hta, "hta", str(raw.parent), timeout=timeout)
+        note = (
+            "1 run"
+            if "timeout" not in measured and "failed" not in measured
+            else (
+                f"did not finish in {timeout:.0f} s" if "timeout" in measured else "failed (memory)"
+            )
+        )
+        rows.append(
+            ("HTA TraceAnalysis(trace_dir=...)", measured["seconds"], measured["rss_mb"], note)
+        )
+        if measured["seconds"] == measured["seconds"]:
+            print(f"HTA / traceanalyze: {measured['seconds'] / t_raw:.1f}x", flush=True)
+    return rows
+
+
+ARGS_HTA_TIMEOUT = [600.0]
+
+
+def print_rows(title: str, rows: list[Row]) -> None:
+    print(title)
+    print(f"{'contender':<44} {'seconds':>8} {'peak RSS MB':>12}  note")
+    for name, seconds, rss, note in rows:
+        print(f"{name:<44} {seconds:>8.3f} {rss:>12.0f}  {note}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -157,12 +272,15 @@ def main() -> None:
     parser.add_argument("trace", nargs="?", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--hta-python", help="a Python with hta installed (skipped if absent)")
+    parser.add_argument("--long", type=int, default=0, help="also the trace repeated N times")
+    parser.add_argument("--long-only", action="store_true", help="only the --long case")
+    parser.add_argument("--hta-timeout", type=float, default=600.0)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args.worker:
         print(json.dumps(WORKERS[args.worker](str(args.trace), *rest)))
         return
-
+    ARGS_HTA_TIMEOUT[0] = args.hta_timeout
     python = sys.executable
     work = Path(tempfile.mkdtemp(prefix="traceanalyze-bench-"))
     try:
@@ -171,54 +289,27 @@ def main() -> None:
         opener = gzip.open if args.trace.suffix == ".gz" else open
         with opener(args.trace, "rb") as src, raw.open("wb") as dst:
             shutil.copyfileobj(src, dst)
-        size_mb = raw.stat().st_size / 1e6
-        rows: list[tuple[str, float, float, str]] = []
-
-        (t_raw, rss_raw, results), (t_bare, rss_bare, _) = interleaved(
-            python, args.runs, ("parse", "bare"), str(raw)
-        )
-        stages = {
-            k: statistics.median(r["stages"][k] for r in results) for k in results[0]["stages"]
-        }
-        rows.append(
-            (f"traceanalyze, raw JSON ({size_mb:.0f} MB)", t_raw, rss_raw, "full load + linking")
-        )
-        if args.trace.suffix == ".gz":
-            t_gz, rss_gz, _ = median_of(python, args.runs, "parse", str(args.trace))
-            rows.append(("traceanalyze, .json.gz directly", t_gz, rss_gz, "full load + linking"))
-        warm = run_worker(python, "warm", str(raw), str(args.runs + 1))
-        rows.append(
-            (
-                "traceanalyze, raw JSON, in one process",
-                warm["seconds"],
-                warm["rss_mb"],
-                f"median of loads 2..{args.runs + 1}",
-            )
-        )
-        rows.append(
-            ("bare read + msgspec decode (floor)", t_bare, rss_bare, "no frames, no linking")
-        )
-        cache_dir = work / "cache"
-        run_worker(python, "cached", str(raw), str(cache_dir))  # writes the entry
-        t_cache, rss_cache, _ = median_of(python, args.runs, "cached", str(raw), str(cache_dir))
-        rows.append(("traceanalyze, reload from Parquet cache", t_cache, rss_cache, ""))
-        hta_ratio = ""
-        if args.hta_python:
-            t_hta, rss_hta, _ = median_of(args.hta_python, 1, "hta", str(raw.parent))
-            rows.append(("HTA TraceAnalysis(trace_dir=...)", t_hta, rss_hta, "1 run"))
-            hta_ratio = f"HTA / traceanalyze (raw JSON): {t_hta / t_raw:.1f}x"
-
-        print(f"trace: {args.trace} ({size_mb:.0f} MB raw), {args.runs} runs each, median")
-        print(f"{'contender':<44} {'seconds':>8} {'peak RSS MB':>12}  note")
-        for name, seconds, rss, note in rows:
-            print(f"{name:<44} {seconds:>8.3f} {rss:>12.0f}  {note}")
-        print(
-            "stages of the raw-JSON load (median s): "
-            + ", ".join(f"{k} {v:.3f}" for k, v in stages.items())
-        )
-        print(f"full load / bare decode: {t_raw / t_bare:.2f}x")
-        if hta_ratio:
-            print(hta_ratio)
+        print(f"trace: {args.trace} ({raw.stat().st_size / 1e6:.0f} MB raw), {args.runs} runs")
+        if not args.long_only:
+            rows = bench_one(python, args.trace, raw, args.runs, args.hta_python)
+            warm = run_worker(python, "warm", str(raw), str(args.runs + 1))
+            rows.append(("traceanalyze, raw JSON, in one process", warm["seconds"],
+                         warm["rss_mb"], f"median of loads 2..{args.runs + 1}"))  # fmt: skip
+            cache_dir = work / "cache"
+            run_worker(python, "cached", str(raw), str(cache_dir))  # writes the entry
+            t_cache, rss_cache, _ = median_of(python, args.runs, "cached", str(raw), str(cache_dir))
+            rows.append(("traceanalyze, reload from Parquet cache", t_cache, rss_cache, ""))
+            print_rows("medians:", rows)
+        if args.long:
+            long_raw = work / "long" / f"long_{args.long}x.json"
+            long_raw.parent.mkdir()
+            make_long_trace(raw, long_raw, args.long)
+            long_gz = work / f"long_{args.long}x.json.gz"
+            make_long_trace(raw, long_gz, args.long, compress=True)
+            size_gb = long_raw.stat().st_size / 1e9
+            print(f"long trace: {args.long} copies, {size_gb:.2f} GB raw", flush=True)
+            rows = bench_one(python, long_gz, long_raw, max(1, args.runs // 2), args.hta_python)
+            print_rows(f"long trace ({size_gb:.2f} GB), medians:", rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

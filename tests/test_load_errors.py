@@ -16,6 +16,7 @@ import traceanalyze
 from tests.micro import annotation, call, document, kernel, op, write, write_trace
 from traceanalyze.errors import (
     EmptyTraceError,
+    NotATraceError,
     TraceAnalyzeError,
     TraceFormatError,
     TraceReadError,
@@ -43,12 +44,12 @@ BAD_FILES: dict[str, tuple[str, bytes, type[TraceAnalyzeError], str]] = {
     "truncated_json": ("t.json", TRACE_JSON[: len(TRACE_JSON) // 2], TraceFormatError, "truncated"),
     "empty_file": ("t.json", b"", EmptyTraceError, "empty"),
     "blank_file": ("t.json", b" \n\t\n", EmptyTraceError, "empty"),
-    "not_json": ("t.json", b"hello, world\n", TraceFormatError, "not valid JSON"),
-    "binary": ("t.json", bytes(range(256)), TraceFormatError, "not valid JSON"),
-    "json_object": ("t.json", b'{"loss": 0.25}', TraceFormatError, NOT_A_TRACE),
-    "events_not_list": ("t.json", b'{"traceEvents": 5}', TraceFormatError, NOT_A_TRACE),
-    "array_not_events": ("t.json", b"[1, 2, 3]", TraceFormatError, NOT_A_TRACE),
-    "json_string": ("t.json", b'"trace"', TraceFormatError, NOT_A_TRACE),
+    "not_json": ("t.json", b"hello, world\n", NotATraceError, "not valid JSON"),
+    "binary": ("t.json", bytes(range(256)), NotATraceError, "not valid JSON"),
+    "json_object": ("t.json", b'{"loss": 0.25}', NotATraceError, NOT_A_TRACE),
+    "events_not_list": ("t.json", b'{"traceEvents": 5}', NotATraceError, NOT_A_TRACE),
+    "array_not_events": ("t.json", b"[1, 2, 3]", NotATraceError, NOT_A_TRACE),
+    "json_string": ("t.json", b'"trace"', NotATraceError, NOT_A_TRACE),
     "event_with_text_time": (
         "t.json", b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": "soon"}]}',
         TraceFormatError, "traceEvents[0].ts",
@@ -65,7 +66,6 @@ BAD_FILES: dict[str, tuple[str, bytes, type[TraceAnalyzeError], str]] = {
         "t.json.gz", gzip.compress(TRACE_JSON[:-10], mtime=0), TraceFormatError, "truncated"
     ),
     "gzip_of_nothing": ("t.json.gz", gzip.compress(b"", mtime=0), EmptyTraceError, "empty"),
-    "gz_name_plain_content": ("t.json.gz", TRACE_JSON, TraceFormatError, "not gzip"),
 }  # fmt: skip
 
 
@@ -129,23 +129,38 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 
 def test_empty_folder(tmp_path: Path) -> None:
-    raises(EmptyTraceError, lambda: traceanalyze.load(tmp_path), tmp_path, "no trace files")
+    raises(EmptyTraceError, lambda: traceanalyze.load(tmp_path), tmp_path, "no traces")
 
 
 def test_folder_without_traces(tmp_path: Path) -> None:
     write(tmp_path, "manifest.json", {"variants": []})
     (tmp_path / "notes.txt").write_text("no traces here")
-    (tmp_path / "old.json.bak").write_bytes(TRACE_JSON)
+    write(tmp_path, "results.json", {"loss": [0.5, 0.25]})
     before = snapshot(tmp_path)
-    raises(EmptyTraceError, lambda: traceanalyze.load(tmp_path), tmp_path, "no trace files")
+    error = raises(EmptyTraceError, lambda: traceanalyze.load(tmp_path), tmp_path, "no traces")
+    # Each skipped file, and why, in the one line.
+    assert "notes.txt: is not valid JSON" in str(error)
+    assert "results.json: is JSON but not a Chrome trace" in str(error)
     assert snapshot(tmp_path) == before
 
 
-def test_folder_mixing_a_trace_and_other_json(tmp_path: Path) -> None:
+def test_folder_mixing_a_trace_and_other_files(tmp_path: Path) -> None:
+    # A trace, a README, a non-JSON file and an unrelated JSON: the trace loads, the rest is
+    # skipped with a reason each; content decides (a trace named .bak loads too).
     write_trace(tmp_path, STEP, name="rank0.json")
-    other = write(tmp_path, "results.json", {"loss": [0.5, 0.25]})
+    (tmp_path / "README.md").write_text("# run of 3 December\n")
+    (tmp_path / "weights.bin").write_bytes(bytes(range(256)) * 4)
+    write(tmp_path, "results.json", {"loss": [0.5, 0.25]})
+    write(tmp_path, "bare.json", [1, 2, 3])
     before = snapshot(tmp_path)
-    raises(TraceFormatError, lambda: traceanalyze.load(tmp_path), other, "not a Chrome trace")
+    trace = traceanalyze.load(tmp_path)
+    assert trace.cpu["name"].to_list() == ["ProfilerStep#0", "aten::mm", "cudaLaunchKernel"]
+    reasons = {s.path.name: s.reason for s in trace.skipped}
+    assert sorted(reasons) == ["README.md", "bare.json", "results.json", "weights.bin"]
+    assert reasons["README.md"].startswith("is not valid JSON")
+    assert reasons["weights.bin"].startswith("is not valid JSON")
+    assert reasons["results.json"] == "is JSON but not a Chrome trace: it has no traceEvents list"
+    assert reasons["bare.json"].startswith("is JSON but not a Chrome trace (Expected `object`")
     assert snapshot(tmp_path) == before
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import os
 from decimal import Decimal
@@ -124,6 +125,19 @@ def test_recorded_shapes_are_kept_as_raw_json(tmp_path: Path) -> None:
 def test_plain_gzip_and_pt_trace_names_load_alike(tmp_path: Path, name: str) -> None:
     reference = traceanalyze.load(write_trace(tmp_path, STEP, name="reference.json"), cache=False)
     trace = traceanalyze.load(write_trace(tmp_path, STEP, name=name), cache=False)
+    for frame in TRACE_FRAMES:
+        assert_frame_equal(getattr(trace, frame), getattr(reference, frame))
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_content_not_the_suffix_decides_gzip(tmp_path: Path, gzipped: bool) -> None:
+    # Plain JSON named .json.gz and gzip data named .json both load.
+    reference = traceanalyze.load(write_trace(tmp_path, STEP, name="reference.json"), cache=False)
+    data = write_trace(tmp_path, STEP, name="plain.json").read_bytes()
+    path = write(
+        tmp_path, "odd.json" if gzipped else "odd.json.gz", gzip.compress(data) if gzipped else data
+    )
+    trace = traceanalyze.load(path, cache=False)
     for frame in TRACE_FRAMES:
         assert_frame_equal(getattr(trace, frame), getattr(reference, frame))
 

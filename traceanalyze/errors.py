@@ -37,6 +37,11 @@ class TraceFormatError(TraceAnalyzeError):
     """The file is not a readable PyTorch profiler (Kineto) Chrome trace."""
 
 
+class NotATraceError(TraceFormatError):
+    """The file is not a Chrome trace at all (not JSON, or JSON of another kind): in a folder
+    it is skipped rather than failing the load."""
+
+
 class EmptyTraceError(TraceAnalyzeError):
     """The input holds no trace events (or a folder holds no traces)."""
 

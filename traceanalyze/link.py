@@ -292,7 +292,10 @@ def outermost_annotation(cpu: pl.DataFrame, start_ids: pl.Series) -> pl.Series:
     if not regions.height:
         return pl.Series("annotation", [None] * len(start_ids), dtype=pl.String)
     top = regions.filter(nesting_depth(regions) == 0)  # regions keep cpu's call order
-    calls = cpu.select(THREAD_KEY, "ts_ns", "dur_ns")[start_ids].with_row_index("row")
+    # gather, not [ ]: a kernel whose launch is not in the trace has a null start id
+    calls = cpu.select(pl.col(THREAD_KEY, "ts_ns", "dur_ns").gather(start_ids)).with_row_index(
+        "row"
+    )
     spans = top.select(
         THREAD_KEY,
         pl.col("ts_ns").alias("start"),

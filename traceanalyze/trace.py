@@ -29,6 +29,14 @@ class TraceMeta:
     thread_names: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A file of a trace folder that was not loaded, and why (e.g. "is not valid JSON")."""
+
+    path: Path
+    reason: str
+
+
 @dataclass(frozen=True, eq=False)
 class Trace:
     """A loaded trace. Frames follow the schemas in :mod:`traceanalyze.schema`.
@@ -46,6 +54,8 @@ class Trace:
     devices: pl.DataFrame
     # How iterations were found: "ProfilerStep", "annotation:<name>" or "whole trace".
     iteration_source: str = "whole trace"
+    # Files of the loaded folder that are not traces (a README, unrelated JSON), with why.
+    skipped: tuple[Skipped, ...] = ()
 
     @property
     def path(self) -> Path:

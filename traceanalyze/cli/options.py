@@ -12,11 +12,11 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from traceanalyze.cli.progress import loading
+from traceanalyze.cli.progress import loading, loading_file
 from traceanalyze.load import load
 from traceanalyze.load.variants import VariantSet, load_variants
 from traceanalyze.render.table import FORMATS
-from traceanalyze.trace import Trace
+from traceanalyze.trace import Skipped, Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
 SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".json": "json", ".csv": "csv"}
@@ -69,14 +69,16 @@ class Output:
 
 @dataclass(frozen=True)
 class Loader:
-    """Loads traces for a command, with the cache options given and a spinner on a terminal."""
+    """Loads traces for a command, with the cache options given and progress on a terminal."""
 
     cache: bool
     cache_dir: Path | None
 
     def trace(self, path: Path) -> Trace:
-        with loading([path]):
-            return load(path, cache=self.cache, cache_dir=self.cache_dir)
+        with loading_file(path) as progress:
+            trace = load(path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
+        _warn_skipped(trace.skipped)
+        return trace
 
     def each(self, path: Path) -> list[tuple[str | None, Trace]]:
         """The traces a single-trace command runs on: one for a file or a folder of ranks,
@@ -90,9 +92,17 @@ class Loader:
 
     def variants(self, paths: Sequence[Path], labels: Sequence[str] | None = None) -> VariantSet:
         with loading(list(paths)):
-            return load_variants(
+            found = load_variants(
                 paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels or None
             )
+        _warn_skipped(found.skipped)
+        return found
+
+
+def _warn_skipped(skipped: Sequence[Skipped]) -> None:
+    """One line on stderr per file of a folder that is not a trace."""
+    for item in skipped:
+        click.echo(f"traceanalyze: warning: skipped {item.path}: {item.reason}", err=True)
 
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]

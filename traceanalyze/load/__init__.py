@@ -24,13 +24,15 @@ import polars as pl
 
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
 from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
+from traceanalyze.load.folder import KNOWN_NOT_TRACES, listing, load_traces
 from traceanalyze.load.parse import StageTimer, parse_file
+from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Trace, TraceMeta
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 CAPTURE_MANIFEST = "manifest.json"
 # Files in a trace folder that are known not to be traces (capture writes a manifest).
-NOT_TRACES = frozenset({CAPTURE_MANIFEST})
+NOT_TRACES = KNOWN_NOT_TRACES
 # Below this many bytes in all, starting worker processes costs more than it saves.
 _PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 
@@ -53,19 +55,32 @@ def load(
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
     timer: StageTimer | None = None,
+    progress: ByteProgress | None = None,
 ) -> Trace:
-    """Load a trace file (``.json``, ``.json.gz``) or a folder of the ranks of one job."""
+    """Load a trace file (``.json``, ``.json.gz``) or a folder of the ranks of one job.
+
+    ``progress(done, total)`` is called with the bytes of a single file read so far. Files of
+    a folder that are not traces are skipped, each named with why in ``Trace.skipped``."""
     source = Path(path)
     if source.is_dir():
-        files = rank_files(source)
-        return combine_ranks(load_each(files, cache=cache, cache_dir=cache_dir), source)
-    return _load_file(source, 0, cache, cache_dir, timer)
+        traces, skipped = load_traces(
+            source, lambda files: load_each(files, cache=cache, cache_dir=cache_dir)
+        )
+        refuse_capture_folder(source)
+        return replace(combine_ranks(traces, source), skipped=tuple(skipped))
+    return _load_file(source, 0, cache, cache_dir, timer, progress)
 
 
 def rank_files(folder: Path) -> list[Path]:
     """The trace files of a folder that may hold the ranks of one job (a capture folder is a
     :class:`SeparateTracesError`)."""
     files = trace_files(folder)
+    refuse_capture_folder(folder)
+    return files
+
+
+def refuse_capture_folder(folder: Path) -> None:
+    """A capture folder (manifest.json) holds variants: a :class:`SeparateTracesError`."""
     if (folder / CAPTURE_MANIFEST).is_file():
         raise SeparateTracesError(
             "is a capture folder (manifest.json): its traces are variants of one "
@@ -73,7 +88,6 @@ def rank_files(folder: Path) -> list[Path]:
             folder,
             _FIX_SEPARATE,
         )
-    return files
 
 
 def are_ranks(traces: Sequence[Trace]) -> bool:
@@ -161,15 +175,9 @@ def _parse_in_workers(
 
 def trace_files(folder: Path) -> list[Path]:
     """The trace files directly inside ``folder``, sorted by name."""
-    try:
-        entries = sorted(folder.iterdir())
-    except OSError as exc:
-        raise TraceReadError(
-            f"cannot list the folder ({exc.strerror})",
-            folder,
-            "Make the folder readable for this user, or pass the trace files.",
-        ) from None
-    files = [p for p in entries if p.is_file() and is_trace_name(p) and p.name not in NOT_TRACES]
+    files = [
+        p for p in listing(folder) if p.is_file() and is_trace_name(p) and p.name not in NOT_TRACES
+    ]
     if not files:
         raise EmptyTraceError(
             "the folder holds no trace files (*.json, *.json.gz)",
@@ -252,11 +260,12 @@ def _load_file(
     cache: bool,
     cache_dir: str | os.PathLike[str] | None,
     timer: StageTimer | None,
+    progress: ByteProgress | None = None,
 ) -> Trace:
     cached = _cached(path, default_rank, cache, cache_dir)
     if cached is not None:
         return cached
-    trace = parse_file(path, default_rank, timer)  # read_bytes raises the precise error
+    trace = parse_file(path, default_rank, timer, progress)  # raises the precise error
     if cache:
         write_entry(entry_for(path, _cache_folder(cache_dir), default_rank), trace)
     return trace

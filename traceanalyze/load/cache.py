@@ -22,7 +22,7 @@ from traceanalyze.schema import TRACE_FRAMES
 from traceanalyze.trace import Trace, TraceMeta
 
 # Bump when frames or linking change, so stale entries are never read.
-CACHE_FORMAT = 5
+CACHE_FORMAT = 6
 
 
 def default_cache_dir() -> Path:
@@ -55,7 +55,7 @@ def read_entry(entry: Path) -> Trace | None:
     except (OSError, ValueError, pl.exceptions.PolarsError):
         return None  # a damaged entry is simply rebuilt
     meta = tuple(TraceMeta(**{**m, "path": Path(m["path"])}) for m in stored["meta"])
-    return Trace(meta=meta, iteration_source=stored["iteration_source"], **frames)
+    return Trace(meta=meta, iteration_source=stored["iteration_source"], **frames)  # type: ignore[arg-type]
 
 
 def write_entry(entry: Path, trace: Trace) -> bool:

@@ -1,9 +1,10 @@
-"""Bytes -> typed events: the one place that knows the Kineto JSON layout.
+"""The msgspec path's event structs: the reference reading of the Kineto JSON layout.
 
 msgspec decodes straight into slotted structs that keep only the fields we use, skipping the
-rest of each event without building Python objects for it (a 175 MB trace decodes in about
-half a second). The structs are ``gc=False``: half a million events would otherwise trigger
-repeated full garbage collections that cost more than the decode itself.
+rest of each event without building Python objects for it. The structs are ``gc=False``: half a
+million events would otherwise trigger repeated full garbage collections that cost more than
+the decode itself. This path decodes a chunk of events at a time (:mod:`.chunks`); the C
+scanner (:mod:`.fast`) reads the same layout faster and hands anything unusual back here.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from typing import Any, Literal, Union
 
 import msgspec
 
-from traceanalyze.errors import EmptyTraceError, TraceFormatError
-from traceanalyze.load.read import Buffer
+from traceanalyze.errors import NotATraceError, TraceFormatError
 
 Scalar = Union[int, float, str, None]  # noqa: UP007 (msgspec needs a runtime union here)
 
@@ -68,6 +68,16 @@ class OpArgs(msgspec.Struct, gc=False, frozen=True):
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
 
 
+class NpuArgs(msgspec.Struct, gc=False, frozen=True):
+    """The args of an Ascend NPU task (torch_npu / msprof ``trace_view.json``): a device-side
+    activity, told apart from host events by its ``Task Type``."""
+
+    task_type: Union[str, None] = msgspec.field(default=None, name="Task Type")  # noqa: UP007
+    stream: Scalar = msgspec.field(default=None, name="Stream Id")
+    device: Scalar = msgspec.field(default=None, name="Device Id")
+    correlation: Scalar = msgspec.field(default=None, name="connection_id")
+
+
 _EMPTY_ARGS = msgspec.Raw(b"{}")
 _ZERO = msgspec.Raw(b"0")
 
@@ -95,9 +105,9 @@ class Event(msgspec.Struct, gc=False):
     name: str = ""
     pid: Union[int, str] = 0  # noqa: UP007
     tid: Union[int, str] = 0  # noqa: UP007
-    # A float is exact for Kineto's usual timestamps; epoch-sized ones: restore_exact_timestamps.
-    ts: float = 0.0
-    dur: float = 0.0
+    # Raw: the number as written (or a string holding one), converted digit for digit later.
+    ts: msgspec.Raw = _ZERO
+    dur: msgspec.Raw = _ZERO
     id: Scalar = None
     args: msgspec.Raw = _EMPTY_ARGS
 
@@ -142,22 +152,10 @@ VERSION_KEYS = (
 )
 
 
-class _Timestamp(msgspec.Struct, gc=False):
-    ts: msgspec.Raw = _ZERO
-
-
-class _TimestampDocument(msgspec.Struct, gc=False):
-    traceEvents: Union[list[_Timestamp], None] = None  # noqa: N815, UP007
-
-
-# Above this many microseconds a float64 no longer holds every nanosecond digit (2**53 ns).
-EXACT_FLOAT_LIMIT_US = 2**53 / 1000
-
 _DOCUMENT = msgspec.json.Decoder(TraceDocument)
-_TIMESTAMPS = msgspec.json.Decoder(_TimestampDocument)
-_TIMESTAMP_ARRAY = msgspec.json.Decoder(list[_Timestamp])
 _ARGS = msgspec.json.Decoder(Args)
 _OP_ARGS = msgspec.json.Decoder(OpArgs)
+_NPU_ARGS = msgspec.json.Decoder(NpuArgs)
 _EVENT_ARRAY = msgspec.json.Decoder(list[Event])
 _LENIENT_DOCUMENT = msgspec.json.Decoder(LenientDocument)
 _LENIENT_EVENT_ARRAY = msgspec.json.Decoder(list[LenientEvent])
@@ -178,27 +176,6 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def needs_exact_timestamps(largest_us: float) -> bool:
-    """Whether timestamps this large (in microseconds) lose nanoseconds as float64."""
-    return largest_us >= EXACT_FLOAT_LIMIT_US
-
-
-def restore_exact_timestamps(data: Buffer, events: list[Event]) -> None:
-    """Give events their timestamps as written, for traces where floats lose nanoseconds.
-
-    Older traces write epoch microseconds with three decimals (1712195495505543.047): 19 digits,
-    more than a float64 keeps. Only for those are the timestamps decoded a second time, as raw
-    JSON numbers, which the frame builder converts digit for digit.
-    """
-    with gc_paused():
-        if _FIRST_TOKEN.search(data).group() == b"[":  # type: ignore[union-attr]
-            stamps = _TIMESTAMP_ARRAY.decode(data)
-        else:
-            stamps = _TIMESTAMPS.decode(data).traceEvents or []
-    for event, stamp in zip(events, stamps, strict=True):  # old, small traces only
-        event.ts = stamp.ts  # type: ignore[assignment]
-
-
 def decode_args(events: list[Event], path: Path, *, ops: bool = False) -> list[Any]:
     """The typed args of ``events``, in order: :class:`Args`, or :class:`OpArgs` for cpu ops."""
     decoder = _OP_ARGS if ops else _ARGS
@@ -213,72 +190,71 @@ def decode_args(events: list[Event], path: Path, *, ops: bool = False) -> list[A
 
 
 _raw_args = attrgetter("args")
-_FIRST_TOKEN = re.compile(rb"\S")
+_OUTER_LEVEL = re.compile(r"at `\$(\.traceEvents)?(\[\d+\])?`$")
+_NOT_NPU = NpuArgs()
 
 
-def decode_document(data: Buffer, path: Path) -> TraceDocument:
-    """Decode a whole trace file; raise a specific error naming ``path`` when it is not one."""
-    first = _FIRST_TOKEN.search(data)  # a search, not strip(): no copy of a large buffer
-    if first is None:
-        raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
+def npu_args(events: list[Event]) -> list[NpuArgs]:
+    """The NPU task args of ``events`` (empty ones for events whose args are not of that form:
+    these are events of other tools, which are not read)."""
     try:
-        document = _decode_events(data, bare_array=first.group() == b"[")
-    except msgspec.ValidationError as exc:
-        raise TraceFormatError(
-            f"is JSON but not a Chrome trace ({exc})",
-            path,
-            FIX_NOT_A_TRACE,
-        ) from None
-    except msgspec.DecodeError as exc:
-        raise _decode_error(exc, path) from None
-    if document.traceEvents is None:
-        raise TraceFormatError(
-            "is JSON but not a Chrome trace: it has no traceEvents list",
-            path,
-            FIX_NOT_A_TRACE,
-        )
-    if not document.traceEvents:
-        raise EmptyTraceError(
-            "the trace has no events (traceEvents is empty)",
-            path,
-            "Profile at least one active step (check the profiler schedule).",
-        )
-    return document
+        return list(map(_NPU_ARGS.decode, map(_raw_args, events)))
+    except msgspec.ValidationError:
+        return [_npu_args_or_none(event.args) for event in events]
 
 
-def _decode_events(data: Buffer, bare_array: bool) -> TraceDocument:
-    """Decode with the fast :class:`Event`; when a phase is outside the spec, again with
-    :class:`LenientEvent` (any other mismatch is raised at once)."""
+def _npu_args_or_none(raw: msgspec.Raw) -> NpuArgs:
+    try:
+        return _NPU_ARGS.decode(raw)
+    except msgspec.ValidationError:
+        return _NOT_NPU
+
+
+def decode_events(data: bytes | memoryview, *, document: bool, bare: bool) -> TraceDocument:
+    """Decode a whole document (``document``) or a JSON array of events with the fast
+    :class:`Event`; when a phase is outside the spec, again with :class:`LenientEvent`.
+    msgspec's own errors propagate (see :func:`format_error`)."""
     with gc_paused():
         try:
-            return _decode_with(data, bare_array, _DOCUMENT, _EVENT_ARRAY)
+            return _decode_with(data, document, bare, _DOCUMENT, _EVENT_ARRAY)
         except msgspec.ValidationError as exc:
             if not str(exc).endswith(".ph`"):
                 raise
-        return _decode_with(data, bare_array, _LENIENT_DOCUMENT, _LENIENT_EVENT_ARRAY)
+        return _decode_with(data, document, bare, _LENIENT_DOCUMENT, _LENIENT_EVENT_ARRAY)
 
 
 def _decode_with(
-    data: Buffer,
-    bare_array: bool,
-    document: msgspec.json.Decoder[Any],
+    data: bytes | memoryview,
+    document: bool,
+    bare: bool,
+    whole: msgspec.json.Decoder[Any],
     array: msgspec.json.Decoder[Any],
 ) -> TraceDocument:
-    if bare_array:  # the Chrome format also allows a bare event array
+    if not document or bare:  # the Chrome format also allows a bare event array
         return TraceDocument(traceEvents=array.decode(data))
-    decoded: TraceDocument = document.decode(data)
+    decoded: TraceDocument = whole.decode(data)
     return decoded
 
 
-def _decode_error(exc: msgspec.DecodeError, path: Path) -> TraceFormatError:
-    reason = str(exc)
+def format_error(
+    exc: msgspec.MsgspecError, path: Path, reason: str | None = None, *, not_a_trace: bool = False
+) -> TraceFormatError:
+    """The one-line error for a msgspec failure on ``path`` (``reason`` replaces msgspec's
+    text, e.g. with positions in the file rather than in the piece decoded)."""
+    reason = str(exc) if reason is None else reason
+    if isinstance(exc, msgspec.ValidationError):
+        # The document, its event list or an event is of another shape: not a trace at all.
+        # A field of an event of the wrong type is a damaged trace.
+        outer = not_a_trace or _OUTER_LEVEL.search(reason)
+        error = NotATraceError if outer else TraceFormatError
+        return error(f"is JSON but not a Chrome trace ({reason})", path, FIX_NOT_A_TRACE)
     if "truncated" in reason:
         return TraceFormatError(
             "the JSON ends early: the file is truncated",
             path,
             "Re-export it; a profiler killed while writing leaves such files.",
         )
-    return TraceFormatError(
+    return (NotATraceError if not_a_trace else TraceFormatError)(
         f"is not valid JSON ({reason})",
         path,
         "Pass a Chrome trace (.json or .json.gz) written by torch.profiler.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,22 +33,56 @@ _DEVICE_KEYS = {
 }
 
 
+class BadRankError(ValueError):
+    """distributedInfo names a rank that is no 32-bit number."""
+
+
 def rank_of(document: TraceDocument, default: int) -> int:
     info = document.distributedInfo or {}
     rank = info.get("rank")
-    return rank if isinstance(rank, int) else default
+    if rank is None:
+        return default
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < 2**31:
+        raise BadRankError(f"has a distributedInfo rank that is not a rank number ({rank!r})")
+    return rank
 
 
-def device_frame(document: TraceDocument, rank: int) -> pl.DataFrame:
+# The name given to an Ascend NPU, whose traces carry no device properties.
+NPU_NAME = "Ascend NPU"
+
+
+def device_frame(
+    document: TraceDocument, rank: int, npu_devices: Sequence[int] = ()
+) -> pl.DataFrame:
+    """One row per device of deviceProperties, plus the NPUs whose tasks the trace holds."""
     rows = []
     for properties in document.deviceProperties or []:
         row: dict[str, Any] = {column: None for column in DEVICE_SCHEMA}
         row["rank"] = rank
         for key, column in _DEVICE_KEYS.items():
             if key in properties:
-                row[column] = properties[key]
+                row[column] = _fitting(properties[key], DEVICE_SCHEMA[column])
         rows.append(row)
+    described = {row["device"] for row in rows}
+    for device in npu_devices:
+        if device not in described:
+            rows.append({**dict.fromkeys(DEVICE_SCHEMA), "rank": rank, "device": device,
+                         "name": NPU_NAME})  # fmt: skip
     return pl.DataFrame(rows, schema=DEVICE_SCHEMA, strict=False)
+
+
+_INT_BITS: dict[type[pl.DataType], int] = {pl.Int32: 31, pl.Int64: 63}
+
+
+def _fitting(value: Any, dtype: pl.DataType) -> Any:
+    """``value`` if it is of the column's type and range, else None (a property written in
+    another form is as good as absent: the analyses then say what they lack)."""
+    if dtype == pl.String:
+        return value if isinstance(value, str) else None
+    bits = _INT_BITS.get(type(dtype))
+    if bits is None or not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return value if -(2**bits) <= value < 2**bits else None
 
 
 def trace_meta(

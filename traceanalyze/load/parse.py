@@ -5,59 +5,80 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from traceanalyze.errors import EmptyTraceError, TraceFormatError
+from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceFormatError
 from traceanalyze.link import link
-from traceanalyze.load import frames
-from traceanalyze.load.decode import (
-    FIX_NOT_A_TRACE,
-    decode_document,
-    gc_paused,
-    needs_exact_timestamps,
-    restore_exact_timestamps,
-)
-from traceanalyze.load.metadata import device_frame, rank_of, trace_meta
-from traceanalyze.load.read import read_bytes
+from traceanalyze.load import fast, frames
+from traceanalyze.load.chunks import scan_document
+from traceanalyze.load.decode import FIX_NOT_A_TRACE, gc_paused
+from traceanalyze.load.metadata import BadRankError, device_frame, rank_of, trace_meta
+from traceanalyze.load.scanned import Scanned
+from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Trace
 
-# Called with a stage name ("read", "decode", "extract", "frames", "link") after each stage.
+# Called with a stage name ("decode", "frames", "link") after each stage.
 StageTimer = Callable[[str], None]
 
 
-def parse_file(path: Path, default_rank: int = 0, timer: StageTimer | None = None) -> Trace:
-    """Read, decode, build frames and link one trace file."""
-    with gc_paused():  # the events are acyclic; collecting while building them is pure cost
-        return _parse(path, default_rank, timer)
+def parse_file(
+    path: Path,
+    default_rank: int = 0,
+    timer: StageTimer | None = None,
+    progress: ByteProgress | None = None,
+    *,
+    native: bool = True,
+) -> Trace:
+    """Read, decode, build frames and link one trace file. ``native=False`` skips the C
+    scanner (the msgspec path gives the same Trace)."""
+    with gc_paused():  # the pieces are acyclic; collecting while building them is pure cost
+        return _parse(path, default_rank, timer or (lambda _stage: None), progress, native)
 
 
-def _parse(path: Path, default_rank: int, timer: StageTimer | None) -> Trace:
-    mark = timer or (lambda _stage: None)
-    data = read_bytes(path)
-    mark("read")
-    header = decode_document(data, path)
-    events = header.traceEvents or []
-    header.traceEvents = None
+def scan(path: Path, progress: ByteProgress | None = None, *, native: bool = True) -> Scanned:
+    """The column pieces of ``path``: from the C scanner when it takes the file, else msgspec."""
+    if native and fast.AVAILABLE:
+        try:
+            return fast.scan_file(path, progress)
+        except fast.Declined:
+            pass
+    return scan_document(path, progress)
+
+
+def _parse(
+    path: Path,
+    default_rank: int,
+    mark: StageTimer,
+    progress: ByteProgress | None,
+    native: bool,
+) -> Trace:
+    scanned = scan(path, progress, native=native)
+    _check_events(scanned, path)
     mark("decode")
-    extracted = frames.extract(events, path)
-    if needs_exact_timestamps(extracted.largest_timestamp_us()):
-        restore_exact_timestamps(data, events)
-        extracted = frames.extract(events, path)
-    # The raw bytes and the events are the largest objects alive; free them before building.
-    del data, events
-    mark("extract")
-    rank = rank_of(header, default_rank)
+    header = scanned.header
     try:
-        built = frames.build_frames(extracted, rank)
+        rank = rank_of(header, default_rank)
+    except BadRankError as exc:
+        raise TraceFormatError(str(exc), path, FIX_NOT_A_TRACE) from None
+    try:
+        built = frames.build_frames(scanned, rank)
     except frames.BadTimestampError as exc:
         raise TraceFormatError(str(exc), path, FIX_NOT_A_TRACE) from None
+    counts = scanned.counts
+    only_metadata = scanned.metadata_events() == scanned.events
+    del scanned
     if not built.cpu.height and not built.gpu.height:
+        if only_metadata:
+            raise EmptyTraceError(
+                "the trace has no events, only metadata (process and thread names)",
+                path,
+                "Profile at least one active step (check the profiler schedule).",
+            )
         raise EmptyTraceError(
             "the trace has no CPU operators, runtime calls or GPU activity",
             path,
             "Profile at least one active step with CPU and CUDA activities.",
         )
-    meta = trace_meta(header, path, rank, extracted.counts, built.thread_names)
-    del extracted
-    devices = device_frame(header, rank)
+    meta = trace_meta(header, path, rank, counts, built.thread_names)
+    devices = device_frame(header, rank, built.npu_devices)
     mark("frames")
     linked = link(built.cpu, built.gpu, rank)
     mark("link")
@@ -71,3 +92,18 @@ def _parse(path: Path, default_rank: int, timer: StageTimer | None) -> Trace:
         devices=devices,
         iteration_source=linked.iteration_source,
     )
+
+
+def _check_events(scanned: Scanned, path: Path) -> None:
+    if not scanned.has_events:
+        raise NotATraceError(
+            "is JSON but not a Chrome trace: it has no traceEvents list",
+            path,
+            FIX_NOT_A_TRACE,
+        )
+    if not scanned.events:
+        raise EmptyTraceError(
+            "the trace has no events (traceEvents is empty)",
+            path,
+            "Profile at least one active step (check the profiler schedule).",
+        )

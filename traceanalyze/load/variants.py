@@ -12,9 +12,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from traceanalyze.errors import TraceFormatError, TraceReadError, UsageError
-from traceanalyze.load import are_ranks, combine_ranks, is_trace_name, load_each, trace_files
-from traceanalyze.trace import Trace
+from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError, UsageError
+from traceanalyze.load import are_ranks, combine_ranks, is_trace_name, load_each
+from traceanalyze.load.folder import load_dropping, sort_files
+from traceanalyze.trace import Skipped, Trace
 
 MANIFEST = "manifest.json"
 
@@ -32,6 +33,8 @@ class Variant:
     # Calls made before profiling started, as the manifest says (None: not known). With one or
     # more, one-off work (plan building, autotuning, compiling) ran before the trace began.
     warm_up_calls: int | None = None
+    # Found in a folder listing (not named by a manifest or given): skipped if not a trace.
+    listed: bool = False
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class VariantSet:
     variants: tuple[Variant, ...]
     manifests: tuple[dict[str, Any], ...] = ()
     sources: tuple[Path, ...] = ()
+    skipped: tuple[Skipped, ...] = ()  # files of a folder that are not traces, with why
 
     @property
     def loaded(self) -> list[Variant]:
@@ -72,21 +76,36 @@ def load_variants(
         )
     planned: list[Variant] = []
     manifests: list[dict[str, Any]] = []
+    skipped: list[Skipped] = []
     for index, raw in enumerate(paths):
-        found = _plan(Path(raw), manifests)
+        found = _plan(Path(raw), manifests, skipped)
         if labels is not None:
             found = [replace(v, label=f"{labels[index]}/{v.label}") for v in found]
         planned += found
     _check_unique(planned)
     to_load = [v.path for v in planned if v.path is not None and v.status == "ok"]
-    traces = iter(load_each(to_load, cache=cache, cache_dir=cache_dir))
+    # A file of a folder (no manifest names it) that is JSON of another kind is skipped.
+    listed = [v.path for v in planned if v.listed and v.path is not None]
+    kept, traces = load_dropping(
+        to_load, listed, lambda files: load_each(files, cache=cache, cache_dir=cache_dir), skipped
+    )
+    by_path = dict(zip(kept, traces, strict=True))
     loaded = [
-        replace(v, trace=next(traces)) if v.path is not None and v.status == "ok" else v
+        replace(v, trace=by_path[v.path]) if v.path in by_path and v.status == "ok" else v
         for v in planned
+        if not (v.listed and v.path not in by_path)
     ]
+    if not loaded:
+        raise EmptyTraceError(
+            "no traces among the paths given",
+            Path(paths[0]) if len(paths) == 1 else None,
+            "Pass trace files, or folders that hold them.",
+        )
     if len(paths) == 1 and Path(paths[0]).is_dir() and not manifests:
         loaded = _ranks_as_one(loaded, Path(paths[0]))
-    return VariantSet(tuple(loaded), tuple(manifests), tuple(Path(p) for p in paths))
+    return VariantSet(
+        tuple(loaded), tuple(manifests), tuple(Path(p) for p in paths), tuple(skipped)
+    )
 
 
 def _ranks_as_one(variants: list[Variant], folder: Path) -> list[Variant]:
@@ -97,13 +116,15 @@ def _ranks_as_one(variants: list[Variant], folder: Path) -> list[Variant]:
     return [Variant(folder.name or str(folder), folder, combine_ranks(traces, folder))]
 
 
-def _plan(path: Path, manifests: list[dict[str, Any]]) -> list[Variant]:
+def _plan(path: Path, manifests: list[dict[str, Any]], skipped: list[Skipped]) -> list[Variant]:
     """The variants ``path`` holds, not loaded yet (a manifest found is added to
-    ``manifests``)."""
+    ``manifests``, files of a folder that are not traces to ``skipped``)."""
     if path.is_dir():
         manifest = read_manifest(path)
         if manifest is None:
-            return [Variant(label_of(p), p) for p in trace_files(path)]
+            files, passed_over = sort_files(path)
+            skipped += passed_over
+            return [Variant(label_of(p), p, listed=True) for p in files]
         manifests.append(manifest)
         return _from_manifest(path, manifest)
     if path.is_file() or is_trace_name(path):

@@ -1,0 +1,36 @@
+"""Builds the optional C scanner of the loader; without a compiler the package still installs
+and loads traces with its pure-Python (msgspec) path."""
+
+from __future__ import annotations
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class OptionalBuildExt(build_ext):
+    """A failed compile is a warning: the loader falls back to msgspec."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:
+            print(f"warning: the C scanner was not built ({exc}); using the msgspec path")
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            print(f"warning: the C scanner was not built ({exc}); using the msgspec path")
+
+
+setup(
+    ext_modules=[
+        Extension(
+            "traceanalyze.load._scan",
+            ["traceanalyze/load/_scan.c"],
+            extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-missing-field-initializers"],
+            optional=True,
+        )
+    ],
+    cmdclass={"build_ext": OptionalBuildExt},
+)

@@ -1,0 +1,134 @@
+"""The two decoders (the C scanner and the msgspec path) give the same Trace, whole or in
+chunks of any size, and the loader reports its progress in bytes."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from polars.testing import assert_frame_equal
+
+from tests.conftest import PUBLIC_TRACES
+from tests.micro import annotation, call, kernel, op, write_trace
+from traceanalyze.load import chunks, fast, source
+from traceanalyze.load.parse import parse_file
+from traceanalyze.schema import TRACE_FRAMES
+from traceanalyze.trace import Trace
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH_TRACE = REPO.parent / "shared" / "bench" / "h200_train_175mb.json.gz"
+SAMPLES = sorted((REPO / "sample_traces").glob("*/*.json.gz"))
+REAL = [
+    *SAMPLES,
+    *(sorted(PUBLIC_TRACES.glob("*.json*")) if PUBLIC_TRACES.is_dir() else []),
+]
+native_only = pytest.mark.skipif(not fast.AVAILABLE, reason="the C scanner is not built")
+
+STEP = [
+    annotation("ProfilerStep#0", 0, 100),
+    op("aten::mm", 10, 50),
+    call("cudaLaunchKernel", 20, 5, 1),
+    kernel("gemm", 30, 10, 1, grid=[4, 2, 1], block=[128, 1, 1]),
+]
+
+
+def assert_same(left: Trace, right: Trace) -> None:
+    assert left.meta == right.meta
+    assert left.iteration_source == right.iteration_source
+    for name in TRACE_FRAMES:
+        assert_frame_equal(getattr(left, name), getattr(right, name))
+
+
+@native_only
+@pytest.mark.parametrize("path", REAL, ids=[p.name for p in REAL])
+def test_both_decoders_agree_on_real_traces(path: Path) -> None:
+    fast.scan_file(path)  # the C scanner takes every real Kineto trace (raises if it declines)
+    assert_same(parse_file(path), parse_file(path, native=False))
+
+
+@native_only
+def test_both_decoders_agree_on_the_bench_trace() -> None:
+    if not BENCH_TRACE.is_file():
+        pytest.skip(f"no bench trace at {BENCH_TRACE}")
+    assert_same(parse_file(BENCH_TRACE), parse_file(BENCH_TRACE, native=False))
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 333])
+@pytest.mark.parametrize("native", [False, True])
+def test_tiny_chunks_give_the_same_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, native: bool
+) -> None:
+    if native and not fast.AVAILABLE:
+        pytest.skip("the C scanner is not built")
+    events = [e for step in range(20) for e in _shifted(STEP, step * 200, step)]
+    path = write_trace(tmp_path, events, traceName="after the events")
+    whole = parse_file(path, native=native)
+    monkeypatch.setattr(source, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk)
+    assert_same(parse_file(path, native=native), whole)
+    assert whole.cpu.height == 60
+    assert whole.meta[0].trace_name == "after the events"
+
+
+def _shifted(events: list[dict[str, object]], by: float, step: int) -> list[dict[str, object]]:
+    out = []
+    for event in events:
+        moved = {**event, "ts": float(event["ts"]) + by}  # type: ignore[arg-type]
+        args = dict(event["args"])  # type: ignore[call-overload]
+        if "correlation" in args:
+            args["correlation"] = step + 1
+        if event["name"] == "ProfilerStep#0":
+            moved["name"] = f"ProfilerStep#{step}"
+        moved["args"] = args
+        out.append(moved)
+    return out
+
+
+@pytest.mark.parametrize("name", ["trace.json", "trace.json.gz"])
+def test_progress_counts_the_bytes_of_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    events = [e for step in range(50) for e in _shifted(STEP, step * 200, step)]
+    path = write_trace(tmp_path, events, name=name)
+    monkeypatch.setattr(source, "CHUNK_BYTES", 256)
+    monkeypatch.setattr(source, "_GZIP_READ_BYTES", 128)
+    seen: list[tuple[int, int]] = []
+    parse_file(path, progress=lambda done, total: seen.append((done, total)))
+    size = path.stat().st_size
+    assert len(seen) > 3
+    assert all(total == size for _, total in seen)
+    done = [d for d, _ in seen]
+    assert done == sorted(done)
+    assert done[-1] == size
+
+
+def test_gzip_of_several_members_loads(tmp_path: Path) -> None:
+    plain = write_trace(tmp_path, STEP, name="plain.json")
+    data = plain.read_bytes()
+    half = len(data) // 2
+    two = tmp_path / "two.json.gz"
+    two.write_bytes(gzip.compress(data[:half]) + gzip.compress(data[half:]))
+    assert_same_frames(parse_file(two), parse_file(plain))
+
+
+def assert_same_frames(left: Trace, right: Trace) -> None:
+    for name in TRACE_FRAMES:
+        assert_frame_equal(getattr(left, name), getattr(right, name))
+
+
+def test_progress_is_drawn_on_a_terminal_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from traceanalyze.cli import progress
+
+    path = write_trace(tmp_path, STEP)
+    monkeypatch.setattr(progress, "is_terminal", lambda: False)
+    with progress.loading_file(path) as callback:
+        assert callback is None  # piped: quiet
+    monkeypatch.setattr(progress, "is_terminal", lambda: True)
+    with progress.loading_file(path) as callback:
+        assert callback is not None
+        parse_file(path, progress=callback)
+    with progress.loading_file(tmp_path) as callback:
+        assert callback is None  # a folder: a spinner, no byte counts

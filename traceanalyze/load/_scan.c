@@ -1,0 +1,1199 @@
+/* Fast path of the loader: Chrome/Kineto trace JSON -> typed columns, one chunk at a time.
+ *
+ * The scanner reads the traceEvents array straight into column buffers (no Python object per
+ * event), keeps only the fields traceanalyze uses, and validates everything else it skips as
+ * strict JSON. It handles the shapes Kineto writes. Whenever it meets anything else (an error,
+ * an unusual type, B/E phases, a number it cannot convert exactly) it raises Unsupported, and
+ * the caller loads the file with the msgspec path, which is the reference for every result and
+ * every error message. So this file never decides what is an error; it only declines.
+ *
+ * Parsing runs without the GIL. feed() takes a buffer holding the next bytes of the document
+ * and returns how many it consumed: it stops before the first top-level item (an event, or a
+ * key of the top-level object) that is not complete in the buffer.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- growable buffers ------------------------------------------------------------------- */
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) cap *= 2;
+    char *data = realloc(b->data, cap);
+    if (!data) return -1;
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const void *src, size_t n) {
+    if (n == 0) return 0;
+    if (buf_reserve(b, n)) return -1;
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static void buf_free(Buf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---- string interning ------------------------------------------------------------------- */
+
+/* Distinct byte strings, numbered in order of first appearance. */
+typedef struct {
+    Buf arena;          /* the strings, back to back */
+    Buf offsets;        /* uint64 start of each string in arena; one extra at the end */
+    uint32_t *slots;    /* open addressing: id + 1, 0 = empty */
+    uint64_t *hashes;
+    size_t nslots, count;
+} Intern;
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    h ^= h >> 32;
+    return h;
+}
+
+static int intern_init(Intern *t) {
+    memset(t, 0, sizeof(*t));
+    t->nslots = 1024;
+    t->slots = calloc(t->nslots, sizeof(uint32_t));
+    t->hashes = calloc(t->nslots, sizeof(uint64_t));
+    uint64_t zero = 0;
+    if (!t->slots || !t->hashes) return -1;
+    return buf_put(&t->offsets, &zero, sizeof zero);
+}
+
+static void intern_free(Intern *t) {
+    buf_free(&t->arena);
+    buf_free(&t->offsets);
+    free(t->slots);
+    free(t->hashes);
+    t->slots = NULL;
+    t->hashes = NULL;
+}
+
+static const char *intern_str(const Intern *t, uint32_t id, size_t *n) {
+    const uint64_t *off = (const uint64_t *)t->offsets.data;
+    *n = off[id + 1] - off[id];
+    return t->arena.data + off[id];
+}
+
+static int intern_grow(Intern *t) {
+    size_t n = t->nslots * 2;
+    uint32_t *slots = calloc(n, sizeof(uint32_t));
+    uint64_t *hashes = calloc(n, sizeof(uint64_t));
+    if (!slots || !hashes) {
+        free(slots);
+        free(hashes);
+        return -1;
+    }
+    for (size_t i = 0; i < t->nslots; i++) {
+        if (!t->slots[i]) continue;
+        size_t j = t->hashes[i] & (n - 1);
+        while (slots[j]) j = (j + 1) & (n - 1);
+        slots[j] = t->slots[i];
+        hashes[j] = t->hashes[i];
+    }
+    free(t->slots);
+    free(t->hashes);
+    t->slots = slots;
+    t->hashes = hashes;
+    t->nslots = n;
+    return 0;
+}
+
+/* The id of s[0:n]; *fresh is set when it was not there before. -1 on memory failure. */
+static int64_t intern_add(Intern *t, const char *s, size_t n, int *fresh) {
+    uint64_t h = hash_bytes(s, n);
+    size_t mask = t->nslots - 1, j = h & mask;
+    *fresh = 0;
+    while (t->slots[j]) {
+        if (t->hashes[j] == h) {
+            size_t len;
+            uint32_t id = t->slots[j] - 1;
+            const char *have = intern_str(t, id, &len);
+            if (len == n && (n == 0 || memcmp(have, s, n) == 0)) return id;
+        }
+        j = (j + 1) & mask;
+    }
+    uint64_t end = t->arena.len + n;
+    if (buf_put(&t->arena, s, n) || buf_put(&t->offsets, &end, sizeof end)) return -1;
+    t->slots[j] = (uint32_t)(t->count + 1);
+    t->hashes[j] = h;
+    *fresh = 1;
+    int64_t id = (int64_t)t->count++;
+    if (t->count * 2 > t->nslots && intern_grow(t)) return -1;
+    return id;
+}
+
+/* ---- columns ------------------------------------------------------------------------------ */
+
+/* Scalar columns carry a tag per row: what the JSON value was. */
+enum { TAG_NULL = 0, TAG_INT = 1, TAG_FLOAT = 2, TAG_STR = 3 };
+
+enum {
+    C_PID, C_TID, C_EXT, C_EXT_LEGACY, C_CORR, C_DEV, C_STREAM,
+    C_GX, C_GY, C_GZ, C_BX, C_BY, C_BZ,
+    C_REGS, C_SMEM, C_BPSM, C_WPSM, C_OCC, C_BYTES, C_BW, C_SEQ, C_ID, C_LABEL,
+    N_TAGGED
+};
+static const char *TAGGED_NAMES[N_TAGGED] = {
+    "pid", "tid", "external_id", "external_id_legacy", "correlation", "device", "stream",
+    "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+    "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm",
+    "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps", "sequence_number", "id", "label",
+};
+enum { R_DIMS, R_TYPES, R_CONCRETE, N_RAW };
+static const char *RAW_NAMES[N_RAW] = {"input_dims", "input_types", "concrete_inputs"};
+
+/* Frame kinds, as the caller classifies categories. */
+enum { K_OTHER = 0, K_GPU = 1, K_OP = 2, K_CALL = 3, K_SKIP = 4, K_FLOW = 5, K_INSTANT = 6,
+       K_META = 7 };
+#define KIND_LEGACY 16 /* flag: the category spells the external id "external id" */
+
+typedef struct {
+    int kind;
+    uint32_t cat;
+    size_t rows;
+    Buf name, phase;         /* uint32 ids in the names table */
+    Buf ts, dur;             /* int64 nanoseconds */
+    Buf value[N_TAGGED];     /* int64 (or double bits) */
+    Buf tag[N_TAGGED];       /* uint8 */
+    Buf raw[N_RAW];          /* int32 id in the raws table, -1 when absent */
+} Part;
+
+/* One event being parsed. */
+typedef struct {
+    int64_t value[N_TAGGED];
+    uint8_t tag[N_TAGGED];
+    int32_t raw[N_RAW];
+    int64_t ts, dur;
+    uint32_t name, phase, cat;
+    int has_cat;
+    const char *args;        /* the args value, kept for a second look when cat came late */
+    size_t args_len;
+    int ts_simple;
+} Event;
+
+/* ---- the scanner object ------------------------------------------------------------------- */
+
+enum { S_START, S_TOP_KEY, S_TOP_NEXT, S_EVENTS_FIRST, S_EVENTS_ITEM, S_EVENTS_NEXT,
+       S_TOP_AFTER_EVENTS, S_DONE };
+
+typedef struct {
+    PyObject_HEAD
+    int state;
+    int bare;
+    int seen_events;
+    Intern names, raws, cats;
+    Buf cat_kinds;           /* int32 kind per cat id */
+    Buf counts;              /* int64 events per cat id */
+    Part *parts;
+    size_t nparts;
+    Buf part_of;             /* int32 part index per (cat id * 8 + kind), -1 = none */
+    Buf header;              /* "key": value pairs of the top-level object, comma separated */
+    PyObject *kinds;         /* dict: category -> kind (with KIND_LEGACY) */
+    int64_t events;
+    const char *fail;        /* why the scan declined (static text) */
+    size_t fail_at;
+} Scanner;
+
+static PyObject *Unsupported;
+
+/* ---- low-level JSON ---------------------------------------------------------------------- */
+
+typedef struct {
+    const char *p, *end;
+    Scanner *s;
+} Cur;
+
+#define FAIL(c, why) do { (c)->s->fail = (why); return -1; } while (0)
+/* -2 means "the buffer ends inside this item": not an error unless the input is complete. */
+#define MORE(c) do { return -2; } while (0)
+
+static inline void ws(Cur *c) {
+    while (c->p < c->end) {
+        char ch = *c->p;
+        if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') c->p++;
+        else break;
+    }
+}
+
+/* Validate one UTF-8 sequence starting at p (p[0] >= 0x80); returns its length or 0. */
+static int utf8_len(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0];
+    int n;
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF) { n = 2; cp = c & 0x1F; }
+    else if (c >= 0xE0 && c <= 0xEF) { n = 3; cp = c & 0x0F; }
+    else if (c >= 0xF0 && c <= 0xF4) { n = 4; cp = c & 0x07; }
+    else return 0;
+    if (end - p < n) return -1;
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return n;
+}
+
+static int hexval(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+static int hex4(const char *p) {
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(p[i]);
+        if (h < 0) return -1;
+        v = (v << 4) | h;
+    }
+    return v;
+}
+
+/* A string at c->p (on the opening quote): validated; start and len give its raw contents;
+ * *plain says it has no escapes. */
+static int string(Cur *c, const char **start, size_t *len, int *plain) {
+    const unsigned char *p = (const unsigned char *)c->p + 1, *end = (const unsigned char *)c->end;
+    int esc = 0;
+    *start = (const char *)p;
+    for (;;) {
+        /* the common case: printable ASCII, eight bytes at a time (a word with no quote,
+         * backslash, control or non-ASCII byte), then byte by byte */
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+            uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
+            uint64_t special = ((quote - ones) & ~quote) | ((slash - ones) & ~slash) |
+                               (w - ones * 0x20) | w;
+            if (special & highs) break;
+            p += 8;
+        }
+        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80) p++;
+        if (p >= end) MORE(c);
+        unsigned char ch = *p;
+        if (ch == '"') break;
+        if (ch == '\\') {
+            esc = 1;
+            if (end - p < 2) MORE(c);
+            char e = (char)p[1];
+            if (e == 'u') {
+                if (end - p < 6) MORE(c);
+                int v = hex4((const char *)p + 2);
+                if (v < 0) FAIL(c, "bad \\u escape");
+                if (v >= 0xD800 && v <= 0xDBFF) {
+                    if (end - p < 12) MORE(c);
+                    int lo = (p[6] == '\\' && p[7] == 'u') ? hex4((const char *)p + 8) : -1;
+                    if (lo < 0xDC00 || lo > 0xDFFF) FAIL(c, "lone surrogate");
+                    p += 12;
+                } else if (v >= 0xDC00 && v <= 0xDFFF) {
+                    FAIL(c, "lone surrogate");
+                } else {
+                    p += 6;
+                }
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                       e == 'r' || e == 't') {
+                p += 2;
+            } else {
+                FAIL(c, "bad escape");
+            }
+        } else if (ch < 0x20) {
+            FAIL(c, "control character in a string");
+        } else {
+            int n = utf8_len(p, end);
+            if (n < 0) MORE(c);
+            if (n == 0) FAIL(c, "invalid UTF-8");
+            p += n;
+        }
+    }
+    *len = (size_t)((const char *)p - *start);
+    *plain = !esc;
+    c->p = (const char *)p + 1;
+    return 0;
+}
+
+/* A JSON number at c->p, checked against the grammar. */
+typedef struct {
+    const char *text;
+    size_t len;
+    int negative, has_frac, has_exp, int_digits, frac_digits;
+    uint64_t int_value;      /* valid when int_digits <= 18 */
+    uint64_t frac_value;     /* first 3 fraction digits, scaled to thousandths */
+} Number;
+
+static int number(Cur *c, Number *n) {
+    const char *p = c->p, *end = c->end;
+    memset(n, 0, sizeof *n);
+    n->text = p;
+    if (p < end && *p == '-') { n->negative = 1; p++; }
+    if (p >= end) MORE(c);
+    if (*p == '0') {
+        p++;
+        n->int_digits = 1;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (n->int_digits < 19) n->int_value = n->int_value * 10 + (uint64_t)(*p - '0');
+            n->int_digits++;
+            p++;
+        }
+    } else {
+        FAIL(c, "bad number");
+    }
+    if (p < end && *p == '.') {
+        p++;
+        n->has_frac = 1;
+        const char *digits = p;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (n->frac_digits < 3) n->frac_value = n->frac_value * 10 + (uint64_t)(*p - '0');
+            n->frac_digits++;
+            p++;
+        }
+        if (p == digits) { if (p >= end) MORE(c); FAIL(c, "bad number"); }
+        for (int i = n->frac_digits; i < 3; i++) n->frac_value *= 10;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        n->has_exp = 1;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const char *digits = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p == digits) { if (p >= end) MORE(c); FAIL(c, "bad number"); }
+    }
+    if (p >= end) MORE(c); /* a number may continue in the next chunk */
+    n->len = (size_t)(p - n->text);
+    c->p = p;
+    return 0;
+}
+
+static int literal(Cur *c, const char *word, size_t n) {
+    if ((size_t)(c->end - c->p) < n) {
+        if (memcmp(c->p, word, (size_t)(c->end - c->p)) == 0) MORE(c);
+        FAIL(c, "bad literal");
+    }
+    if (memcmp(c->p, word, n) != 0) FAIL(c, "bad literal");
+    c->p += n;
+    return 0;
+}
+
+static int skip_value(Cur *c, int depth);
+
+/* An object key and its colon, at c->p: `"key" :` and the white space after. */
+static int key(Cur *c, const char **k, size_t *kn, int *plain) {
+    int rc;
+    if (*c->p != '"') FAIL(c, "expected a key");
+    if ((rc = string(c, k, kn, plain))) return rc;
+    ws(c);
+    if (c->p >= c->end) MORE(c);
+    if (*c->p != ':') FAIL(c, "expected a colon");
+    c->p++;
+    ws(c);
+    if (c->p >= c->end) MORE(c);
+    return 0;
+}
+
+static int skip_container(Cur *c, int depth, char close) {
+    int rc;
+    c->p++;
+    ws(c);
+    if (c->p >= c->end) MORE(c);
+    if (*c->p == close) { c->p++; return 0; }
+    for (;;) {
+        if (close == '}') {
+            const char *k; size_t kn; int plain;
+            if ((rc = key(c, &k, &kn, &plain))) return rc;
+        }
+        if ((rc = skip_value(c, depth + 1))) return rc;
+        ws(c);
+        if (c->p >= c->end) MORE(c);
+        if (*c->p == ',') {
+            c->p++;
+            ws(c);
+            if (c->p >= c->end) MORE(c);
+            continue;
+        }
+        if (*c->p == close) { c->p++; return 0; }
+        FAIL(c, "expected a comma");
+    }
+}
+
+static int skip_value(Cur *c, int depth) {
+    const char *s; size_t n; int plain;
+    Number num;
+    if (depth > 500) FAIL(c, "nested too deeply");
+    if (c->p >= c->end) MORE(c);
+    switch (*c->p) {
+    case '"': return string(c, &s, &n, &plain);
+    case '{': return skip_container(c, depth, '}');
+    case '[': return skip_container(c, depth, ']');
+    case 't': return literal(c, "true", 4);
+    case 'f': return literal(c, "false", 5);
+    case 'n': return literal(c, "null", 4);
+    default: return number(c, &num);
+    }
+}
+
+/* ---- values with types ------------------------------------------------------------------ */
+
+static const double EXACT_LIMIT_US = 8796093022208.0; /* 2**43: float64 keeps every ns below */
+
+/* Microseconds -> nanoseconds: exact for plain decimals of up to 3 places, else as the msgspec
+ * path computes it from the float (floor, then the fraction rounded half to even). */
+static int number_to_ns(Cur *c, const char *text, size_t len, Number *n, int64_t *out,
+                        int *simple) {
+    /* INT64_MAX / 1000 bounds the whole microseconds (epoch ones have 16 digits) */
+    *simple = !n->has_exp && n->frac_digits <= 3 &&
+              (n->int_digits <= 15 || (n->int_digits == 16 && n->int_value <= 9223372036854774ULL));
+    if (*simple) {
+        int64_t v = (int64_t)(n->int_value * 1000 + n->frac_value);
+        *out = n->negative ? -v : v;
+        return 0;
+    }
+    char tmp[64];
+    if (len >= sizeof tmp) FAIL(c, "long number");
+    memcpy(tmp, text, len);
+    tmp[len] = 0;
+    double d = strtod(tmp, NULL);
+    if (!(fabs(d) < EXACT_LIMIT_US)) {
+        FAIL(c, "large timestamp that is not a plain decimal");
+    }
+    double whole = floor(d);
+    *out = (int64_t)whole * 1000 + (int64_t)nearbyint((d - whole) * 1000.0);
+    return 0;
+}
+
+/* ts / dur: a number, or a string holding one (Ascend). */
+static int time_value(Cur *c, int64_t *out) {
+    int rc, simple;
+    Number n;
+    if (c->p >= c->end) MORE(c);
+    if (*c->p == '"') {
+        const char *s; size_t len; int plain;
+        if ((rc = string(c, &s, &len, &plain))) return rc;
+        if (!plain || len == 0) FAIL(c, "odd timestamp text");
+        Cur inner = {s, s + len, c->s};
+        /* the number must fill the string exactly; a sentinel-free parse needs one more byte */
+        char tmp[72];
+        if (len >= sizeof tmp - 1) FAIL(c, "long timestamp text");
+        memcpy(tmp, s, len);
+        tmp[len] = ' ';
+        inner.p = tmp;
+        inner.end = tmp + len + 1;
+        if (number(&inner, &n) || inner.p != tmp + len) FAIL(c, "timestamp text is not a number");
+        return number_to_ns(c, tmp, len, &n, out, &simple);
+    }
+    if ((rc = number(c, &n))) return rc;
+    return number_to_ns(c, n.text, n.len, &n, out, &simple);
+}
+
+/* int | float | str | None, as msgspec decodes a Scalar (no bools, objects or arrays). */
+static int scalar(Cur *c, int64_t *value, uint8_t *tag) {
+    int rc;
+    if (c->p >= c->end) MORE(c);
+    char ch = *c->p;
+    if (ch == 'n') {
+        if ((rc = literal(c, "null", 4))) return rc;
+        *tag = TAG_NULL;
+        *value = 0;
+        return 0;
+    }
+    if (ch == '"') {
+        const char *s; size_t len; int plain, fresh;
+        if ((rc = string(c, &s, &len, &plain))) return rc;
+        int64_t id = intern_add(&c->s->names, s, len, &fresh);
+        if (id < 0) FAIL(c, "out of memory");
+        *tag = TAG_STR;
+        *value = id;
+        return 0;
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        Number n;
+        if ((rc = number(c, &n))) return rc;
+        if (!n.has_frac && !n.has_exp) {
+            if (n.int_digits > 18) FAIL(c, "integer beyond 64 bits");
+            *value = n.negative ? -(int64_t)n.int_value : (int64_t)n.int_value;
+            *tag = TAG_INT;
+            return 0;
+        }
+        char tmp[64];
+        if (n.len >= sizeof tmp) FAIL(c, "long number");
+        memcpy(tmp, n.text, n.len);
+        tmp[n.len] = 0;
+        double d = strtod(tmp, NULL);
+        if (!isfinite(d)) FAIL(c, "number out of range");
+        memcpy(value, &d, sizeof d);
+        *tag = TAG_FLOAT;
+        return 0;
+    }
+    FAIL(c, "not a scalar");
+}
+
+/* pid / tid: int | str. */
+static int int_or_str(Cur *c, int64_t *value, uint8_t *tag) {
+    int rc;
+    if (c->p >= c->end) MORE(c);
+    if (*c->p == 'n') FAIL(c, "null id");
+    if ((rc = scalar(c, value, tag))) return rc;
+    if (*tag == TAG_FLOAT) FAIL(c, "float id");
+    return 0;
+}
+
+/* grid / block: [x, y, z] of int | None (up to three), or a text such as "grid(100,)". */
+static int dim3(Cur *c, Event *e, int first) {
+    int rc;
+    if (c->p >= c->end) MORE(c);
+    for (int i = 0; i < 3; i++) { e->tag[first + i] = TAG_NULL; e->value[first + i] = 0; }
+    if (*c->p == '"') {
+        const char *s; size_t len; int plain;
+        return string(c, &s, &len, &plain);
+    }
+    if (*c->p != '[') FAIL(c, "odd launch dimension");
+    c->p++;
+    ws(c);
+    if (c->p >= c->end) MORE(c);
+    if (*c->p == ']') { c->p++; return 0; }
+    for (int i = 0;; i++) {
+        if (i >= 3) FAIL(c, "launch dimension of more than 3");
+        int64_t v; uint8_t t;
+        if ((rc = scalar(c, &v, &t))) return rc;
+        if (t != TAG_INT && t != TAG_NULL) FAIL(c, "odd launch dimension");
+        e->value[first + i] = v;
+        e->tag[first + i] = t;
+        ws(c);
+        if (c->p >= c->end) MORE(c);
+        if (*c->p == ']') { c->p++; return 0; }
+        if (*c->p != ',') FAIL(c, "expected a comma");
+        c->p++;
+        ws(c);
+    }
+}
+
+/* The key at c->p compared with a word, without escapes. */
+#define KEY_IS(k, n, word) ((n) == sizeof(word) - 1 && memcmp((k), (word), (n)) == 0)
+
+static int args_key(Cur *c, Event *e, int kind, const char *k, size_t kn) {
+    int slot = -1;
+    if (kind == K_OP) {
+        int r = -1;
+        if (KEY_IS(k, kn, "Input Dims")) r = R_DIMS;
+        else if (KEY_IS(k, kn, "Input type")) r = R_TYPES;
+        else if (KEY_IS(k, kn, "Concrete Inputs")) r = R_CONCRETE;
+        if (r < 0) return skip_value(c, 2);
+        const char *start = c->p;
+        int rc, fresh;
+        if ((rc = skip_value(c, 2))) return rc;
+        int64_t id = intern_add(&c->s->raws, start, (size_t)(c->p - start), &fresh);
+        if (id < 0) FAIL(c, "out of memory");
+        e->raw[r] = (int32_t)id;
+        return 0;
+    }
+    if (kind == K_OTHER) {
+        /* Ascend device tasks: the msgspec path reads their args. */
+        if (KEY_IS(k, kn, "Task Type")) FAIL(c, "NPU task");
+        return skip_value(c, 2);
+    }
+    switch (kn) {
+    case 4:
+        if (KEY_IS(k, kn, "grid")) return dim3(c, e, C_GX);
+        if (KEY_IS(k, kn, "name")) slot = C_LABEL;
+        break;
+    case 5:
+        if (KEY_IS(k, kn, "block")) return dim3(c, e, C_BX);
+        if (KEY_IS(k, kn, "bytes")) slot = C_BYTES;
+        break;
+    case 6:
+        if (KEY_IS(k, kn, "device")) slot = C_DEV;
+        else if (KEY_IS(k, kn, "stream")) slot = C_STREAM;
+        break;
+    case 11:
+        if (KEY_IS(k, kn, "External id")) slot = C_EXT;
+        else if (KEY_IS(k, kn, "external id")) slot = C_EXT_LEGACY;
+        else if (KEY_IS(k, kn, "correlation")) slot = C_CORR;
+        break;
+    case 12:
+        if (KEY_IS(k, kn, "warps per SM")) slot = C_WPSM;
+        break;
+    case 13:
+        if (KEY_IS(k, kn, "blocks per SM")) slot = C_BPSM;
+        else if (KEY_IS(k, kn, "shared memory")) slot = C_SMEM;
+        break;
+    case 15:
+        if (KEY_IS(k, kn, "Sequence number")) slot = C_SEQ;
+        break;
+    case 20:
+        if (KEY_IS(k, kn, "registers per thread")) slot = C_REGS;
+        break;
+    case 23:
+        if (KEY_IS(k, kn, "memory bandwidth (GB/s)")) slot = C_BW;
+        break;
+    case 25:
+        if (KEY_IS(k, kn, "est. achieved occupancy %")) slot = C_OCC;
+        break;
+    }
+    if (slot < 0) return skip_value(c, 2);
+    return scalar(c, &e->value[slot], &e->tag[slot]);
+}
+
+static void reset_args(Event *e) {
+    for (int i = C_EXT; i <= C_SEQ; i++) { e->tag[i] = TAG_NULL; e->value[i] = 0; }
+    e->tag[C_LABEL] = TAG_NULL;
+    for (int i = 0; i < N_RAW; i++) e->raw[i] = -1;
+}
+
+/* Parse an args object for an event of ``kind`` (K_GPU/K_CALL/K_META: Kineto's typed args;
+ * K_OP: the recorded shapes; K_OTHER: only a look for NPU tasks). */
+static int args_object(Cur *c, Event *e, int kind) {
+    int rc;
+    reset_args(e);
+    if (c->p >= c->end) MORE(c);
+    if (*c->p != '{') FAIL(c, "args is not an object");
+    c->p++;
+    ws(c);
+    if (c->p >= c->end) MORE(c);
+    if (*c->p == '}') { c->p++; return 0; }
+    for (;;) {
+        const char *k; size_t kn; int plain;
+        if ((rc = key(c, &k, &kn, &plain))) return rc;
+        if (!plain) FAIL(c, "escaped key");
+        if ((rc = args_key(c, e, kind, k, kn))) return rc;
+        ws(c);
+        if (c->p >= c->end) MORE(c);
+        if (*c->p == ',') { c->p++; ws(c); if (c->p >= c->end) MORE(c); continue; }
+        if (*c->p == '}') { c->p++; return 0; }
+        FAIL(c, "expected a comma");
+    }
+}
+
+/* ---- categories and parts --------------------------------------------------------------- */
+
+static int64_t cat_id(Scanner *s, const char *k, size_t n) {
+    int fresh;
+    int64_t id = intern_add(&s->cats, k, n, &fresh);
+    if (id < 0 || !fresh) return id;
+    int32_t kind = K_OTHER;
+    int64_t zero = 0;
+    /* the kind of a new category comes from the caller's table (needs the GIL) */
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *key = PyUnicode_DecodeUTF8(k, (Py_ssize_t)n, "strict");
+    if (key) {
+        PyObject *v = PyDict_GetItemWithError(s->kinds, key);
+        if (v) kind = (int32_t)PyLong_AsLong(v);
+        Py_DECREF(key);
+    }
+    PyErr_Clear();
+    PyGILState_Release(g);
+    if (buf_put(&s->cat_kinds, &kind, sizeof kind) || buf_put(&s->counts, &zero, sizeof zero))
+        return -1;
+    return id;
+}
+
+static Part *part_for(Scanner *s, uint32_t cat, int kind) {
+    size_t slot = (size_t)cat * 8 + (size_t)kind;
+    size_t have = s->part_of.len / sizeof(int32_t);
+    while (have <= slot) {
+        int32_t none = -1;
+        if (buf_put(&s->part_of, &none, sizeof none)) return NULL;
+        have++;
+    }
+    int32_t *index = (int32_t *)s->part_of.data;
+    if (index[slot] >= 0) return &s->parts[index[slot]];
+    Part *parts = realloc(s->parts, (s->nparts + 1) * sizeof(Part));
+    if (!parts) return NULL;
+    s->parts = parts;
+    Part *p = &s->parts[s->nparts];
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    p->cat = cat;
+    index = (int32_t *)s->part_of.data;
+    index[slot] = (int32_t)s->nparts++;
+    return p;
+}
+
+static int put_tagged(Part *p, Event *e, int col) {
+    return buf_put(&p->value[col], &e->value[col], 8) || buf_put(&p->tag[col], &e->tag[col], 1);
+}
+
+static const int GPU_COLS[] = {C_EXT, C_EXT_LEGACY, C_CORR, C_DEV, C_STREAM, C_GX, C_GY, C_GZ,
+                               C_BX, C_BY, C_BZ, C_REGS, C_SMEM, C_BPSM, C_WPSM, C_OCC, C_BYTES,
+                               C_BW, -1};
+static const int CALL_COLS[] = {C_EXT, C_EXT_LEGACY, C_CORR, -1};
+static const int NO_COLS[] = {-1};
+static const int FLOW_COLS[] = {C_ID, -1};
+static const int META_COLS[] = {C_LABEL, -1};
+
+static int store(Scanner *s, Event *e, int kind) {
+    Part *p = part_for(s, e->cat, kind);
+    if (!p) return -1;
+    const int *cols = kind == K_GPU ? GPU_COLS : kind == K_CALL ? CALL_COLS
+                    : kind == K_FLOW ? FLOW_COLS : kind == K_META ? META_COLS : NO_COLS;
+    if (buf_put(&p->name, &e->name, 4) || put_tagged(p, e, C_PID) || put_tagged(p, e, C_TID) ||
+        buf_put(&p->ts, &e->ts, 8))
+        return -1;
+    if (kind != K_FLOW && kind != K_INSTANT && kind != K_META && buf_put(&p->dur, &e->dur, 8))
+        return -1;
+    if (kind == K_FLOW && buf_put(&p->phase, &e->phase, 4)) return -1;
+    for (int i = 0; cols[i] >= 0; i++)
+        if (put_tagged(p, e, cols[i])) return -1;
+    if (kind == K_OP)
+        for (int i = 0; i < N_RAW; i++)
+            if (buf_put(&p->raw[i], &e->raw[i], 4)) return -1;
+    p->rows++;
+    return 0;
+}
+
+/* ---- one event ---------------------------------------------------------------------------- */
+
+static int phase_is(Scanner *s, uint32_t phase, const char *word) {
+    size_t n;
+    const char *t = intern_str(&s->names, phase, &n);
+    return n == strlen(word) && memcmp(t, word, n) == 0;
+}
+
+/* Which frame an event of this category kind and phase goes to (K_SKIP: none). */
+static int destination(Scanner *s, int cat_kind, int has_cat, Event *e) {
+    size_t n;
+    const char *ph = intern_str(&s->names, e->phase, &n);
+    char p = n == 1 ? ph[0] : 0;
+    if (p == 'B' || p == 'E') return -1; /* begin/end pairs: the msgspec path pairs them */
+    int kind = cat_kind & 7;
+    if (kind == K_GPU || kind == K_OP || kind == K_CALL) return p == 'X' ? kind : K_SKIP;
+    if (kind == K_SKIP) return K_SKIP;
+    if (p == 's' || p == 'f' || p == 't') return K_FLOW;
+    if (p == 'i' || p == 'I') return K_INSTANT;
+    if (!has_cat && p == 'M') return K_META;
+    if (p == 'X') return K_OTHER; /* only looked at for NPU tasks */
+    return K_SKIP;
+}
+
+static int event(Cur *c) {
+    Scanner *s = c->s;
+    Event e;
+    int rc;
+    memset(&e, 0, sizeof e);
+    e.tag[C_PID] = e.tag[C_TID] = TAG_INT;
+    e.tag[C_ID] = TAG_NULL;
+    reset_args(&e);
+    e.name = e.phase = 0; /* names[0] is "" */
+    unsigned seen = 0;
+    int args_parsed_as = -1;
+
+    if (c->p >= c->end) MORE(c);
+    if (*c->p != '{') FAIL(c, "event is not an object");
+    c->p++;
+    ws(c);
+    if (c->p >= c->end) MORE(c);
+    int closed = 0;
+    if (*c->p == '}') { c->p++; closed = 1; }
+    while (!closed) {
+        const char *k; size_t kn; int plain;
+        if ((rc = key(c, &k, &kn, &plain))) return rc;
+        if (!plain) FAIL(c, "escaped key");
+        unsigned bit = 0;
+        if (kn == 2 && k[0] == 'p' && k[1] == 'h') {
+            bit = 1;
+            const char *v; size_t vn; int vplain, fresh;
+            if (*c->p != '"') FAIL(c, "ph is not text");
+            if ((rc = string(c, &v, &vn, &vplain))) return rc;
+            if (!vplain) FAIL(c, "escaped ph");
+            int64_t id = intern_add(&s->names, v, vn, &fresh);
+            if (id < 0) FAIL(c, "out of memory");
+            e.phase = (uint32_t)id;
+        } else if (KEY_IS(k, kn, "cat")) {
+            bit = 2;
+            const char *v; size_t vn; int vplain;
+            if (*c->p != '"') FAIL(c, "cat is not text");
+            if ((rc = string(c, &v, &vn, &vplain))) return rc;
+            if (!vplain) FAIL(c, "escaped cat");
+            int64_t id = cat_id(s, v, vn);
+            if (id < 0) FAIL(c, "out of memory");
+            e.cat = (uint32_t)id;
+            e.has_cat = vn > 0;
+        } else if (KEY_IS(k, kn, "name")) {
+            bit = 4;
+            const char *v; size_t vn; int vplain, fresh;
+            if (*c->p != '"') FAIL(c, "name is not text");
+            if ((rc = string(c, &v, &vn, &vplain))) return rc;
+            int64_t id = intern_add(&s->names, v, vn, &fresh);
+            if (id < 0) FAIL(c, "out of memory");
+            e.name = (uint32_t)id;
+        } else if (KEY_IS(k, kn, "pid")) {
+            bit = 8;
+            if ((rc = int_or_str(c, &e.value[C_PID], &e.tag[C_PID]))) return rc;
+        } else if (KEY_IS(k, kn, "tid")) {
+            bit = 16;
+            if ((rc = int_or_str(c, &e.value[C_TID], &e.tag[C_TID]))) return rc;
+        } else if (KEY_IS(k, kn, "ts")) {
+            bit = 32;
+            if ((rc = time_value(c, &e.ts))) return rc;
+        } else if (KEY_IS(k, kn, "dur")) {
+            bit = 64;
+            if ((rc = time_value(c, &e.dur))) return rc;
+        } else if (KEY_IS(k, kn, "id")) {
+            bit = 128;
+            if ((rc = scalar(c, &e.value[C_ID], &e.tag[C_ID]))) return rc;
+        } else if (KEY_IS(k, kn, "args")) {
+            bit = 256;
+            e.args = c->p;
+            if (seen & 2) {
+                /* the category is known: read the args it needs on the way */
+                int32_t kind = ((int32_t *)s->cat_kinds.data)[e.cat];
+                int dest = destination(s, kind, e.has_cat, &e);
+                int want = dest == K_META ? K_GPU : dest;
+                if (want == K_GPU || want == K_CALL || want == K_OP || want == K_OTHER) {
+                    if ((rc = args_object(c, &e, want))) return rc;
+                    args_parsed_as = want;
+                } else if ((rc = skip_value(c, 1))) {
+                    return rc;
+                }
+                /* the phase may still change below; then the args are read again */
+            } else if ((rc = skip_value(c, 1))) {
+                return rc;
+            }
+            e.args_len = (size_t)(c->p - e.args);
+        } else {
+            if ((rc = skip_value(c, 1))) return rc;
+        }
+        if (bit & seen) FAIL(c, "a key twice in one event");
+        seen |= bit;
+        ws(c);
+        if (c->p >= c->end) MORE(c);
+        if (*c->p == ',') { c->p++; ws(c); if (c->p >= c->end) MORE(c); continue; }
+        if (*c->p == '}') { c->p++; break; }
+        FAIL(c, "expected a comma");
+    }
+    if (!(seen & 2)) {
+        int64_t id = cat_id(s, "", 0);
+        if (id < 0) FAIL(c, "out of memory");
+        e.cat = (uint32_t)id;
+    }
+    int32_t cat_kind = ((int32_t *)s->cat_kinds.data)[e.cat];
+    ((int64_t *)s->counts.data)[e.cat]++;
+    s->events++;
+    int dest = destination(s, cat_kind, e.has_cat, &e);
+    if (dest < 0) FAIL(c, "begin/end events");
+    if (dest == K_SKIP) return 0;
+    int want = dest == K_META ? K_GPU : dest;
+    if (e.args && args_parsed_as != want && (want == K_GPU || want == K_CALL || want == K_OP ||
+                                             want == K_OTHER)) {
+        Cur again = {e.args, e.args + e.args_len, s};
+        if ((rc = args_object(&again, &e, want))) return rc == -2 ? -1 : rc;
+    }
+    if (dest == K_OTHER) return 0;
+    if ((cat_kind & KIND_LEGACY) && dest != K_META) {
+        e.value[C_EXT] = e.value[C_EXT_LEGACY];
+        e.tag[C_EXT] = e.tag[C_EXT_LEGACY];
+    }
+    if (store(s, &e, dest)) FAIL(c, "out of memory");
+    return 0;
+}
+
+/* ---- the document ------------------------------------------------------------------------- */
+
+static int header_pair(Cur *c, const char *key_start) {
+    /* c->p is on the value; copy `"key": value` as written */
+    Scanner *s = c->s;
+    int rc;
+    if ((rc = skip_value(c, 1))) return rc;
+    if (s->header.len && buf_put(&s->header, ",", 1)) FAIL(c, "out of memory");
+    if (buf_put(&s->header, key_start, (size_t)(c->p - key_start))) FAIL(c, "out of memory");
+    return 0;
+}
+
+/* Parse as many complete items as the buffer holds; returns the bytes consumed or -1. */
+static Py_ssize_t scan(Scanner *s, const char *data, Py_ssize_t size, int final) {
+    Cur c = {data, data + size, s};
+    const char *done = data;
+    int rc = 0;
+    for (;;) {
+        ws(&c);
+        done = c.p;
+        if (c.p >= c.end) break;
+        char ch = *c.p;
+        switch (s->state) {
+        case S_START:
+            if (ch == '{') { c.p++; s->state = S_TOP_KEY; }
+            else if (ch == '[') { c.p++; s->bare = 1; s->seen_events = 1; s->state = S_EVENTS_FIRST; }
+            else { s->fail = "not an object or array"; return -1; }
+            continue;
+        case S_TOP_KEY:
+        case S_TOP_NEXT:
+        case S_TOP_AFTER_EVENTS:
+            if (ch == '}') { c.p++; s->state = S_DONE; continue; }
+            if (s->state != S_TOP_KEY) {
+                if (ch != ',') { s->fail = "expected a comma"; return -1; }
+                c.p++;
+                ws(&c);
+                if (c.p >= c.end) { rc = -2; break; }
+            }
+            {
+                const char *key_start = c.p, *k;
+                size_t kn;
+                int plain;
+                if (*c.p != '"') { s->fail = "expected a key"; return -1; }
+                if ((rc = string(&c, &k, &kn, &plain))) break;
+                ws(&c);
+                if (c.p >= c.end) { rc = -2; break; }
+                if (*c.p != ':') { s->fail = "expected a colon"; return -1; }
+                c.p++;
+                ws(&c);
+                if (c.p >= c.end) { rc = -2; break; }
+                if (plain && KEY_IS(k, kn, "traceEvents")) {
+                    if (s->seen_events) { s->fail = "traceEvents twice"; return -1; }
+                    if (*c.p != '[') { s->fail = "traceEvents is not a list"; return -1; }
+                    c.p++;
+                    s->seen_events = 1;
+                    s->state = S_EVENTS_FIRST;
+                    continue;
+                }
+                if ((rc = header_pair(&c, key_start))) break;
+                s->state = S_TOP_NEXT;
+            }
+            continue;
+        case S_EVENTS_FIRST:
+        case S_EVENTS_NEXT:
+            if (ch == ']') {
+                c.p++;
+                s->state = s->bare ? S_DONE : S_TOP_AFTER_EVENTS;
+                continue;
+            }
+            if (s->state == S_EVENTS_NEXT) {
+                if (ch != ',') { s->fail = "expected a comma"; return -1; }
+                c.p++;
+                ws(&c);
+                if (c.p >= c.end) { rc = -2; break; }
+            }
+            if ((rc = event(&c))) break;
+            s->state = S_EVENTS_NEXT;
+            continue;
+        case S_DONE:
+            s->fail = "trailing characters";
+            return -1;
+        }
+        break;
+    }
+    if (rc == -1) { s->fail_at = (size_t)(c.p - data); return -1; }
+    if (final && (rc == -2 || s->state != S_DONE)) {
+        /* a number at the very end: the document ends with it (never valid for a trace) */
+        s->fail = "the document ends early";
+        return -1;
+    }
+    return rc == -2 ? (Py_ssize_t)(done - data) : (Py_ssize_t)(c.p - data);
+}
+
+/* ---- Python glue ---------------------------------------------------------------------- */
+
+static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw) {
+    PyObject *kinds;
+    if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &kinds)) return -1;
+    Py_INCREF(kinds);
+    self->kinds = kinds;
+    if (intern_init(&self->names) || intern_init(&self->raws) || intern_init(&self->cats)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int fresh;
+    if (intern_add(&self->names, "", 0, &fresh) != 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->state = S_START;
+    return 0;
+}
+
+static void part_free(Part *p) {
+    buf_free(&p->name); buf_free(&p->phase); buf_free(&p->ts); buf_free(&p->dur);
+    for (int i = 0; i < N_TAGGED; i++) { buf_free(&p->value[i]); buf_free(&p->tag[i]); }
+    for (int i = 0; i < N_RAW; i++) buf_free(&p->raw[i]);
+}
+
+static void Scanner_dealloc(Scanner *self) {
+    intern_free(&self->names);
+    intern_free(&self->raws);
+    intern_free(&self->cats);
+    buf_free(&self->cat_kinds); buf_free(&self->counts); buf_free(&self->part_of);
+    buf_free(&self->header);
+    for (size_t i = 0; i < self->nparts; i++) part_free(&self->parts[i]);
+    free(self->parts);
+    Py_XDECREF(self->kinds);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Scanner_feed(Scanner *self, PyObject *args) {
+    Py_buffer view;
+    int final = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &view, &final)) return NULL;
+    Py_ssize_t done;
+    Py_BEGIN_ALLOW_THREADS
+    done = scan(self, view.buf, view.len, final);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (PyErr_Occurred()) return NULL;
+    if (done < 0) {
+        PyErr_Format(Unsupported, "%s (near byte %zu of the chunk)", self->fail, self->fail_at);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(done);
+}
+
+static PyObject *bytes_of(Buf *b) {
+    return PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
+}
+
+/* Unescape a validated JSON string's contents into UTF-8. */
+static PyObject *decode_string(const char *s, size_t n) {
+    if (!memchr(s, '\\', n)) return PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "strict");
+    Buf out = {0};
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch != '\\') { buf_put(&out, &ch, 1); continue; }
+        char e = s[++i];
+        if (e == 'u') {
+            uint32_t cp = (uint32_t)hex4(s + i + 1);
+            i += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                uint32_t lo = (uint32_t)hex4(s + i + 3);
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                i += 6;
+            }
+            unsigned char u[4];
+            int k;
+            if (cp < 0x80) { u[0] = (unsigned char)cp; k = 1; }
+            else if (cp < 0x800) { u[0] = 0xC0 | (cp >> 6); u[1] = 0x80 | (cp & 0x3F); k = 2; }
+            else if (cp < 0x10000) { u[0] = 0xE0 | (cp >> 12); u[1] = 0x80 | ((cp >> 6) & 0x3F); u[2] = 0x80 | (cp & 0x3F); k = 3; }
+            else { u[0] = 0xF0 | (cp >> 18); u[1] = 0x80 | ((cp >> 12) & 0x3F); u[2] = 0x80 | ((cp >> 6) & 0x3F); u[3] = 0x80 | (cp & 0x3F); k = 4; }
+            buf_put(&out, u, (size_t)k);
+        } else {
+            char r = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+            buf_put(&out, &r, 1);
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(out.data ? out.data : "", (Py_ssize_t)out.len, "strict");
+    buf_free(&out);
+    return text;
+}
+
+static PyObject *strings_of(Intern *t, int as_text) {
+    PyObject *list = PyList_New((Py_ssize_t)t->count);
+    if (!list) return NULL;
+    for (size_t i = 0; i < t->count; i++) {
+        size_t n;
+        const char *s = intern_str(t, (uint32_t)i, &n);
+        PyObject *item = as_text ? decode_string(s, n) : PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "strict");
+        if (!item) { Py_DECREF(list); return NULL; }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    return list;
+}
+
+static int set_item(PyObject *d, const char *key, PyObject *value) {
+    if (!value) return -1;
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *part_dict(Part *p) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    if (set_item(d, "kind", PyLong_FromLong(p->kind)) || set_item(d, "cat", PyLong_FromLong(p->cat)) ||
+        set_item(d, "rows", PyLong_FromSize_t(p->rows)) || set_item(d, "name", bytes_of(&p->name)) ||
+        set_item(d, "ts", bytes_of(&p->ts)))
+        goto fail;
+    if (p->dur.len && set_item(d, "dur", bytes_of(&p->dur))) goto fail;
+    if (p->phase.len && set_item(d, "phase", bytes_of(&p->phase))) goto fail;
+    for (int i = 0; i < N_TAGGED; i++) {
+        if (!p->tag[i].len) continue;
+        PyObject *pair = Py_BuildValue("(NN)", bytes_of(&p->value[i]), bytes_of(&p->tag[i]));
+        if (set_item(d, TAGGED_NAMES[i], pair)) goto fail;
+    }
+    for (int i = 0; i < N_RAW; i++)
+        if (p->raw[i].len && set_item(d, RAW_NAMES[i], bytes_of(&p->raw[i]))) goto fail;
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyObject *Scanner_result(Scanner *self, PyObject *unused) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    PyObject *parts = PyList_New((Py_ssize_t)self->nparts);
+    if (!parts) goto fail;
+    for (size_t i = 0; i < self->nparts; i++) {
+        PyObject *p = part_dict(&self->parts[i]);
+        if (!p) { Py_DECREF(parts); goto fail; }
+        PyList_SET_ITEM(parts, (Py_ssize_t)i, p);
+    }
+    if (set_item(d, "parts", parts) || set_item(d, "names", strings_of(&self->names, 1)) ||
+        set_item(d, "raws", strings_of(&self->raws, 0)) ||
+        set_item(d, "cats", strings_of(&self->cats, 1)) || set_item(d, "counts", bytes_of(&self->counts)) ||
+        set_item(d, "header", bytes_of(&self->header)) || set_item(d, "bare", PyBool_FromLong(self->bare)) ||
+        set_item(d, "has_events", PyBool_FromLong(self->seen_events)) ||
+        set_item(d, "events", PyLong_FromLongLong(self->events)))
+        goto fail;
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyMethodDef Scanner_methods[] = {
+    {"feed", (PyCFunction)Scanner_feed, METH_VARARGS,
+     "feed(buffer, final=False) -> bytes consumed (complete items only)."},
+    {"result", (PyCFunction)Scanner_result, METH_NOARGS, "The columns scanned so far."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ScannerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "traceanalyze.load._scan.Scanner",
+    .tp_basicsize = sizeof(Scanner),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Scanner_init,
+    .tp_dealloc = (destructor)Scanner_dealloc,
+    .tp_methods = Scanner_methods,
+    .tp_doc = "Scanner(kinds): Chrome trace JSON -> typed columns, chunk by chunk.",
+};
+
+static struct PyModuleDef scan_module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    if (PyType_Ready(&ScannerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&scan_module);
+    if (!m) return NULL;
+    Unsupported = PyErr_NewException("traceanalyze.load._scan.Unsupported", NULL, NULL);
+    Py_INCREF(&ScannerType);
+    if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) ||
+        PyModule_AddObject(m, "Unsupported", Unsupported)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

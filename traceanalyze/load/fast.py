@@ -1,0 +1,147 @@
+"""The C path: the optional ``_scan`` extension turns the file into column pieces directly.
+
+It is used when it was built (``pip install`` compiles it) and declines, by raising
+:class:`Declined`, whatever it does not handle exactly as the msgspec path would (errors,
+B/E phases, unusual types, Ascend tasks, ``displayTimeUnit: "ns"``); the caller then loads the
+file with the msgspec path.
+
+One thread does it all: inflating or reading the next chunk in a second thread while this one
+scans (both release the GIL), and two scanners on the two halves of a file, were measured and
+did not pay on a 2-core machine (bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import polars as pl
+
+from traceanalyze.load.decode import TraceDocument
+from traceanalyze.load.scanned import (
+    CALL_CATS,
+    COLUMNS,
+    FLOATS,
+    GPU_KINDS,
+    LEGACY_CATS,
+    OP_CATS,
+    SKIPPED_CATS,
+    Piece,
+    Scanned,
+)
+from traceanalyze.load.source import Blocks, ByteProgress
+
+try:
+    from traceanalyze.load import _scan  # type: ignore[attr-defined]
+except ImportError:  # not built: the msgspec path does everything
+    _scan = None
+
+AVAILABLE = _scan is not None
+
+# Category -> kind codes of _scan.c (K_GPU 1, K_OP 2, K_CALL 3, K_SKIP 4; 16 = legacy).
+_LEGACY = 16
+KINDS = {
+    **{cat: 1 for cat in GPU_KINDS},
+    **{cat: 2 for cat in OP_CATS},
+    **{cat: 3 for cat in CALL_CATS},
+    **{cat: 4 for cat in SKIPPED_CATS},
+}
+KINDS = {cat: code | (_LEGACY if cat in LEGACY_CATS else 0) for cat, code in KINDS.items()}
+_KIND_NAMES = {1: "gpu", 2: "op", 3: "call", 5: "flow", 6: "instant", 7: "meta"}
+_HEADER = msgspec.json.Decoder(TraceDocument)
+_TAG_NULL, _TAG_INT, _TAG_FLOAT, _TAG_STR = 0, 1, 2, 3
+
+
+class Declined(Exception):  # noqa: N818 (not an error: the other path takes over)
+    """The C scanner does not handle this file; load it with the msgspec path."""
+
+
+def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
+    """Scan ``path`` with the C extension; raises Declined (or the read errors of
+    :mod:`traceanalyze.load.source`)."""
+    if _scan is None:
+        raise Declined("the C scanner is not built")
+    scanner = _scan.Scanner(KINDS)
+    blocks = Blocks(path, progress)
+    try:
+        for block in blocks:
+            blocks.consume(scanner.feed(block, False))
+        scanner.feed(blocks.rest(), True)
+    except _scan.Unsupported as exc:
+        raise Declined(str(exc)) from None
+    return _scanned(scanner.result())
+
+
+def _scanned(result: dict[str, Any]) -> Scanned:
+    header = _header(result["header"])
+    cats: list[str] = result["cats"]
+    counts = np.frombuffer(result["counts"], dtype=np.int64)
+    scanned = Scanned(
+        header,
+        counts={cat or "(none)": int(n) for cat, n in zip(cats, counts, strict=True)},
+        has_events=result["has_events"],
+        events=result["events"],
+    )
+    names = pl.Series("name", result["names"], dtype=pl.String)
+    raws = pl.Series("raw", result["raws"], dtype=pl.String)
+    for part in result["parts"]:
+        kind = _KIND_NAMES[part["kind"]]
+        columns = {c: _piece(c, part, names, raws) for c in COLUMNS[kind]}
+        scanned.add(kind, cats[part["cat"]], columns)
+    return scanned
+
+
+def _header(pairs: bytes) -> TraceDocument:
+    try:
+        return _HEADER.decode(b"{" + pairs + b"}")
+    except msgspec.MsgspecError as exc:
+        raise Declined(f"unusual metadata ({exc})") from None
+
+
+def _piece(column: str, part: dict[str, Any], names: pl.Series, raws: pl.Series) -> Piece:
+    if column in ("name", "phase"):
+        return names.gather(pl.Series(np.frombuffer(part[column], dtype=np.uint32))).alias(column)
+    if column in ("ts_ns", "dur_ns"):
+        return pl.Series(column, np.frombuffer(part[column[:-3]], dtype=np.int64))
+    if column in ("input_dims", "input_types", "concrete_inputs"):
+        raw_ids = np.frombuffer(part[column], dtype=np.int32)
+        if not len(raws):
+            return pl.Series(column, [None] * len(raw_ids), dtype=pl.String)
+        gathered = raws.gather(pl.Series(np.where(raw_ids < 0, 0, raw_ids)))
+        return gathered.alias(column).set(pl.Series(raw_ids < 0), None)
+    values_bytes, tags_bytes = part[column]
+    values = np.frombuffer(values_bytes, dtype=np.int64)
+    tags = np.frombuffer(tags_bytes, dtype=np.uint8)
+    if column in FLOATS:
+        floats = np.where(tags == _TAG_FLOAT, values.view(np.float64), values.astype(np.float64))
+        return _masked(column, floats, (tags == _TAG_NULL) | (tags == _TAG_STR))
+    if column == "label" or ((tags == _TAG_FLOAT) | (tags == _TAG_STR)).any():
+        return _objects(values, tags, names)
+    return _masked(column, values, tags == _TAG_NULL)
+
+
+def _masked(column: str, values: np.ndarray[Any, Any], nulls: np.ndarray[Any, Any]) -> pl.Series:
+    series = pl.Series(column, values)
+    if nulls.any():
+        series = series.set(pl.Series(nulls), None)
+    return series
+
+
+def _objects(
+    values: np.ndarray[Any, Any], tags: np.ndarray[Any, Any], names: pl.Series
+) -> list[Any]:
+    """Python values as msgspec would have decoded them, for the rare mixed columns."""
+    floats = values.view(np.float64)
+    out: list[Any] = []
+    for value, tag, number in zip(values.tolist(), tags.tolist(), floats.tolist(), strict=True):
+        if tag == _TAG_INT:
+            out.append(value)
+        elif tag == _TAG_FLOAT:
+            out.append(number)
+        elif tag == _TAG_STR:
+            out.append(names[value])
+        else:
+            out.append(None)
+    return out
