@@ -247,16 +247,20 @@ def _findings(
         sentences.append(f"Iterations: {figures['iteration_note']}.")
     outside_ops = figures["cpu_ops_outside_iterations_total"]
     if outside_ops:
+        one = outside_ops == 1
         sentences.append(
-            f"{outside_ops} CPU {'operator' if outside_ops == 1 else 'operators'} in the trace "
-            "fall outside every iteration and are left out of the per-iteration CPU time."
+            f"{outside_ops} CPU {'operator' if one else 'operators'} in the trace "
+            f"{'falls' if one else 'fall'} outside every iteration and {'is' if one else 'are'} "
+            "left out of the per-iteration CPU time."
         )
     outside = figures["gpu_activities_outside_iterations_total"]
     if outside:
+        one = outside == 1
         sentences.append(
-            f"{outside} GPU {'activity' if outside == 1 else 'activities'} in the trace "
-            "belong to no iteration (launched before the profiling window or outside the "
-            "steps) and are left out of every per-iteration figure."
+            f"{outside} GPU {'activity' if one else 'activities'} in the trace "
+            f"{'belongs' if one else 'belong'} to no iteration (launched before the profiling "
+            f"window or outside the steps) and {'is' if one else 'are'} left out of every "
+            "per-iteration figure."
         )
     return sentences
 

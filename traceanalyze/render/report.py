@@ -49,7 +49,22 @@ def comparison_markdown(table: pl.DataFrame, *, full_names: bool = False) -> str
         # A narrow column: cut at 48 characters, never two kernels alike (JSON keeps them whole).
         shown = shown.with_columns(readable_names(shown["fused_kernel"], width=FUSED_KERNEL_WIDTH))
     shown = shown.with_columns(pl.col("fused_kernel").fill_null("—"))
-    return "\n".join(_keyed_table(shown, columns) for columns in (TIME_COLUMNS, WORK_COLUMNS))
+    tables = [_keyed_table(shown, columns) for columns in (TIME_COLUMNS, WORK_COLUMNS)]
+    return "\n".join(part for part in (tables[0], _bound_lines(shown), tables[1]) if part)
+
+
+def _bound_lines(table: pl.DataFrame) -> str:
+    """Which variants are CPU-bound, with the evidence (the table's % is of the trace's wall
+    time; the verdict uses the capture median where there is one)."""
+    cpu_bound = table.filter(pl.col("bound") == "CPU-bound")
+    if not cpu_bound.height:
+        return ""
+    lines = [f"- `{v}`: {note}" for v, note in cpu_bound.select("variant", "bound_note").rows()]
+    return (
+        "CPU-bound (the GPU waits on the CPU; a faster kernel will not help):\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )
 
 
 def _keyed_table(frame: pl.DataFrame, columns: tuple[str, ...]) -> str:
