@@ -37,7 +37,7 @@ DEFAULT_TRACE = (
 STEPS: tuple[tuple[str, Callable[[Trace], Any]], ...] = (
     ("classify + occupancy", activities),
     ("kernel table", kernel_table),
-    ("summary (incl. cuDNN planning)", summary),
+    ("summary (incl. cuDNN CPU time)", summary),
     ("cudnn table", cudnn_table),
     ("memcpy causes", memory_traffic),
     ("roofline (after the steps above)", roofline),
