@@ -137,10 +137,17 @@ def _comparison_intro(report: Report) -> str:
         unit = "Per iteration (one profiler step), means over the profiled iterations."
     else:
         unit = "Per iteration (see each trace's section for how its iterations were found)."
+    cold = (
+        " These traces start cold: each one's first iteration holds its one-off work (plans, "
+        "compiling, lazy loading), which these means include; *Cold start* below compares the "
+        "first call with the steady ones, and the capture medians are steady calls."
+        if report.cold is not None
+        else ""
+    )
     return (
         f"{unit} *speed-up* is GPU busy time relative to `{report.baseline}`; "
         "*speed-up wall* is wall time, from the capture's median times where the manifest has "
-        "them. Times are defined under *How to read this* below.\n"
+        f"them. Times are defined under *How to read this* below.{cold}\n"
     )
 
 
