@@ -112,6 +112,7 @@ def test_summary(tmp_path: Path) -> None:
         "launch_us_per_iter": 9.5,  # (5 + 3 + 2) and (5 + 4)
         "cpu_span_us_per_iter": 100.0,
         "wall_us_per_iter": 100.0,  # the CPU side is longer in both steps
+        "wall_source": "the trace's iteration span",
         "gpu_busy_pct_of_wall": 15.0,
         "bound": "CPU-bound",
         "bound_note": "GPU busy time 15% of the wall time (the trace's iteration span)",

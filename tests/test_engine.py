@@ -130,10 +130,21 @@ def ranks(*args: str) -> Any:
 
 def test_a_bad_rank_names_its_file(tmp_path: Path) -> None:
     write_trace(tmp_path, STEP, name="r0.json", rank=0)
-    write(tmp_path, "r1.json", b"{not json")
+    write(tmp_path, "r1.json", b'{"traceEvents": [{"ph": "X", "cat": "kernel"')  # cut short
     result = ranks(str(tmp_path))
     assert result.exit_code == 1
     assert "r1.json" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_files_that_are_not_traces_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    write_trace(tmp_path, STEP, name="r0.json", rank=0)
+    write_trace(tmp_path, STEP, name="r1.json", rank=1)
+    write(tmp_path, "notes.json", b"{not json")
+    (tmp_path / "README.md").write_text("how these were made\n")
+    result = ranks(str(tmp_path))
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if "warning: skipped" in line]
+    assert len(warnings) == 2 and any("notes.json" in line for line in warnings)
 
 
 def test_a_folder_of_separate_traces_is_refused(tmp_path: Path) -> None:

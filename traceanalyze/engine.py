@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TypeVar
@@ -89,11 +89,12 @@ def rank_folder(
     """The `ranks` analysis of a folder of the ranks of one job (or of one trace file), each
     rank converted and analysed as a task of ``engine``."""
     source = Path(path)
-    files = rank_files(source) if source.is_dir() else [source]
+    files, skipped = rank_files(source) if source.is_dir() else ([source], [])
     folder_cache = str(Path(cache_dir).resolve()) if cache_dir is not None else None
     works = run_tasks(RankTask(cache, folder_cache), files, engine, address, workers)
     check_ranks([meta for work in works for meta in work.meta], source)
-    return ranks_analysis(works, straggler_pct=straggler_pct, align=align)
+    result = ranks_analysis(works, straggler_pct=straggler_pct, align=align)
+    return replace(result, skipped=tuple(skipped))
 
 
 def run_tasks(

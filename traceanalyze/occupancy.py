@@ -291,9 +291,10 @@ def occupancy_means() -> list[pl.Expr]:
     # Where no kernel has a computable footprint (no deviceProperties, AMD), the set is the
     # kernels with an estimate.
     both = _known("achieved_occupancy_pct") & (theoretical | ~theoretical.any())
-    coverage = (
-        pl.col("dur_ns").filter(_known("achieved_occupancy_pct")).sum() / pl.col("dur_ns").sum()
-    ) * 100
+    total = pl.col("dur_ns").sum()
+    coverage = pl.when(total > 0).then(  # no kernel time: no coverage (not 0/0)
+        pl.col("dur_ns").filter(_known("achieved_occupancy_pct")).sum() / total * 100
+    )
     enough = coverage >= MIN_REPORTED_COVERAGE_PCT
 
     def weighted(column: str, rows: pl.Expr) -> pl.Expr:

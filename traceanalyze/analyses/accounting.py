@@ -209,13 +209,16 @@ DEFINITIONS: dict[str, str] = {
     "activities",
     "cpu_span_us_per_iter": "the iteration's span on the CPU (the ProfilerStep's duration)",
     "wall_us_per_iter": "the longer of the CPU span and the GPU span (first start to last end "
-    "of its GPU activities): the pace of back-to-back iterations",
+    "of its GPU activities), taken per iteration and then averaged (so it can exceed both "
+    "averaged spans): the pace of back-to-back iterations",
     "median_ms": "the capture's median time per call, measured with CUDA events without the "
     "profiler (the manifest): the truth for wall time",
     "speedup": "the baseline's GPU busy time over the variant's",
     "speedup_wall": "the baseline's wall time over the variant's: capture medians where both "
     "have one, else the traces' wall time",
-    "bound": f"GPU-bound when the GPU is busy at least {GPU_BOUND_MIN_BUSY_PCT:.0f}% of the "
-    "wall time (capture median where known, else the trace's), else CPU-bound; no verdict "
-    "without GPU activity or CPU operators",
+    "gpu_busy_pct_of_wall": "GPU busy time as a share of the wall time that `wall_source` "
+    "names: the capture's median where a warm capture's manifest gives one, else the trace's "
+    "wall time (a profiled run's busy time can exceed the unprofiled median by a few percent)",
+    "bound": f"GPU-bound when the GPU is busy at least {GPU_BOUND_MIN_BUSY_PCT:.0f}% of that "
+    "wall time, else CPU-bound; no verdict without GPU activity or CPU operators",
 }

@@ -42,7 +42,8 @@ DEFINITIONS: dict[str, str] = {
     "excess_us": "first_call_us minus steady_us: the one-off work (it adds up over the rows "
     "of a call and side)",
     "cudnn_planning_us": "the first call's CPU excess of the cause `cudnn_plan`: the one "
-    "figure called planning",
+    "figure called planning; only where it is positive and no warm-up call ran before "
+    "profiling (else the plan was built before the trace began)",
     "timed_first_call_us": "call 1 timed with the wall clock in fresh processes without the "
     "profiler (capture manifest; the median over its timing processes); `timed_steady_us` the "
     "median of the steady calls, `timed_excess_us` their difference: the truth the trace's "
@@ -236,13 +237,22 @@ def _figures(variant: ColdVariant, cpu: pl.DataFrame, paid: Payback) -> dict[str
         "excess_us": excess,
         "gpu_excess_us": float(gpu["excess_us"].sum()) if gpu.height else None,
         "excess_vs_timed_pct": (excess - timed) / timed * 100 if timed else None,
-        "cudnn_planning_us": float(planning[0]) if planning.len() else None,
+        "cudnn_planning_us": _planning(variant, planning),
         "top_cause": by_cause["cause"][0],
         "advantage_us": paid.advantage_us,
         "advantage_source": paid.source,
         "break_even_calls": paid.calls(timed if paid.source == FROM_TIMING else excess),
         "break_even_note": paid.note,
     }
+
+
+def _planning(variant: ColdVariant, planning: pl.Series) -> float | None:
+    """cuDNN's one-off plan building: the first call's excess of the cause `cudnn_plan`, only
+    where it is one-off work that the trace holds: positive, and no warm-up call ran before
+    profiling (there, the plan was built before the trace began)."""
+    if variant.warm_up_calls or not planning.len() or planning[0] <= 0:
+        return None
+    return float(planning[0])
 
 
 def _warm(variant: ColdVariant) -> str | None:

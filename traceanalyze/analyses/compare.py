@@ -12,16 +12,14 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import verdict
 from traceanalyze.analyses.activities import activities, in_iterations
-from traceanalyze.analyses.summary import WALL_FROM_TRACE, summary
+from traceanalyze.analyses.summary import WALL_FROM_MEDIAN, WALL_FROM_TRACE, summary, wall_verdict
 from traceanalyze.errors import UsageError
 from traceanalyze.load.variants import Variant
 from traceanalyze.occupancy import occupancy_means
 from traceanalyze.trace import Trace
 
 DEFAULT_BASELINE = "naive"
-WALL_FROM_MEDIAN = "capture median"
 
 COLUMNS: dict[str, pl.DataType] = {
     "variant": pl.String(),
@@ -32,6 +30,7 @@ COLUMNS: dict[str, pl.DataType] = {
     "median_ms": pl.Float64(),
     "speedup_wall": pl.Float64(),
     "speedup_wall_source": pl.String(),
+    "wall_source": pl.String(),
     "bound": pl.String(),
     "bound_note": pl.String(),
     "gpu_busy_pct_of_wall": pl.Float64(),
@@ -63,32 +62,28 @@ _FROM_SUMMARY = (
 def variant_row(trace: Trace, median_ms: float | None = None) -> dict[str, Any]:
     """The comparison figures of one trace (speed-ups are filled in by :func:`comparison`).
 
-    ``median_ms``, the capture's measured time per call, is the wall time the bound verdict
-    uses where given; else the trace's own iteration wall time.
+    ``median_ms``, the capture's measured time per call, is the wall time that
+    ``gpu_busy_pct_of_wall`` and the bound verdict use where given (``wall_source`` says which);
+    else the trace's own iteration wall time.
     """
     figures = summary(trace)
     kernels = in_iterations(activities(trace)).filter(pl.col("kind") == "kernel")
     occupancy = kernels.select(occupancy_means()).row(0, named=True)
-    wall_us, source = (  # the measured truth where the capture has it
-        (median_ms * 1e3, WALL_FROM_MEDIAN)
-        if median_ms
-        else (figures["wall_us_per_iter"], WALL_FROM_TRACE)
-    )
-    judged = verdict(
-        figures["gpu_busy_us_per_iter"], wall_us, figures["cpu_op_us_per_iter"], source
-    )
     return {
         **{key: figures[key] for key in _FROM_SUMMARY},
-        "bound": judged.bound,
-        "bound_note": judged.note,
-        # Of the trace's own wall time, like its neighbours (the verdict's note gives the share
-        # of the capture median, which a profiled run's busy time can exceed slightly).
-        "gpu_busy_pct_of_wall": figures["gpu_busy_pct_of_wall"],
+        **wall_verdict(figures, median_ms),
         "fused_kernel": _longest(kernels.filter(pl.col("category") == "fused_attention")),
         **occupancy,
         "launch_api": _by_count(kernels, "launch_api"),
         "gemm_precision": _by_count(kernels.filter(pl.col("category") == "gemm"), "gemm_precision"),
     }
+
+
+def steady_median_ms(variant: Variant) -> float | None:
+    """The capture's median time per call, where it describes what the trace holds: not for a
+    cold capture, whose trace starts with the one-off first call that the median leaves out."""
+    median = variant.manifest_entry.get("median_ms")
+    return None if variant.warm_up_calls == 0 else median
 
 
 def comparison(variants: Sequence[Variant], baseline: str | None = None) -> pl.DataFrame:
@@ -106,7 +101,7 @@ def comparison(variants: Sequence[Variant], baseline: str | None = None) -> pl.D
             "description": entry.get("description"),
         }
         if variant.trace is not None:
-            row |= variant_row(variant.trace, entry.get("median_ms"))
+            row |= variant_row(variant.trace, steady_median_ms(variant))
         rows.append(row)
     table = pl.DataFrame(rows, schema=COLUMNS)
     return _with_speedups(table, baseline_label(table, baseline))
@@ -139,10 +134,12 @@ def _with_speedups(table: pl.DataFrame, baseline: str | None) -> pl.DataFrame:
     if not reference.height:
         return table
     base = reference.row(0, named=True)
-    # Capture medians where the baseline and the variant both have one: measured wall time.
+    # Capture medians where the baseline and the variant both use one: measured wall time.
     by_median = pl.lit(base["median_ms"], pl.Float64) / pl.col("median_ms")
     by_trace = pl.lit(base["wall_us_per_iter"], pl.Float64) / pl.col("wall_us_per_iter")
-    use_median = pl.col("median_ms").is_not_null() & (base["median_ms"] is not None)
+    use_median = (pl.col("wall_source") == WALL_FROM_MEDIAN) & (
+        base["wall_source"] == WALL_FROM_MEDIAN
+    )
     loaded = pl.col("gpu_busy_us_per_iter") > 0
     return table.with_columns(
         speedup=pl.when(loaded).then(

@@ -321,9 +321,10 @@ def _sentence(
         .to_series()
         .to_list()
     )
+    relative = f", {pct:+.1f}%" if span_before else ""  # no share of nothing
     head = (
         f"GPU span per iteration {span_before:,.1f} → {span_after:,.1f} µs "
-        f"({change:+,.1f} µs, {pct:+.1f}%) against `{base_label}`"
+        f"({change:+,.1f} µs{relative}) against `{base_label}`"
     )
     if not named:
         return f"{head}: no part changes by {SMALL_PART_PCT:g}% of the span or more."

@@ -33,7 +33,7 @@ def trace_info(trace: Trace) -> dict[str, Any]:
         "span_ms": None if start is None else (end - start) / 1e6,
         "events": sum(counts.values()),
         "event_counts": dict(sorted(counts.items(), key=lambda kv: -kv[1])),
-        "iterations": trace.iterations.height,
+        "iterations": trace.iterations["iteration"].n_unique(),  # per rank, as summary counts
         "iteration_source": trace.iteration_source,
         "kernels": int((gpu["kind"] == "kernel").sum()),
         "memcpy": int((gpu["kind"] == "memcpy").sum()),

@@ -29,7 +29,7 @@ from traceanalyze.analyses.skew import (
     collective_starts,
 )
 from traceanalyze.errors import UsageError
-from traceanalyze.trace import Trace, TraceMeta
+from traceanalyze.trace import Skipped, Trace, TraceMeta
 
 COMMUNICATION = "communication"
 DEFAULT_STRAGGLER_PCT = 10.0
@@ -72,6 +72,7 @@ class RanksResult:
     notes: tuple[str, ...]
     median_start_spread_us: float | None = None
     max_start_spread_us: float | None = None
+    skipped: tuple[Skipped, ...] = ()  # files of the folder that are not traces, with why
 
     @property
     def stragglers(self) -> list[int]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import BOUND_CPU
+from traceanalyze.analyses.accounting import BOUND_CPU, Verdict
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.calls import CALL_REGION
 from traceanalyze.analyses.cold_variants import ColdSet, cold_set
@@ -184,6 +184,10 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
     )
 
 
+def _verdict(row: dict[str, Any]) -> Verdict | None:
+    return Verdict(row["bound"], row["bound_note"]) if row.get("bound_note") else None
+
+
 def _with_performance(
     reports: tuple[VariantReport, ...], variant_set: VariantSet, baseline: str | None
 ) -> tuple[VariantReport, ...]:
@@ -193,7 +197,8 @@ def _with_performance(
     return tuple(
         replace(
             report,
-            roofline=roofline(traces[report.label]),
+            # The section's own verdict (against the capture median where there is one).
+            roofline=roofline(traces[report.label], judged=_verdict(report.row)),
             explained=(
                 explain(base, traces[report.label], baseline or "", report.label)
                 if base is not None and report.label != baseline

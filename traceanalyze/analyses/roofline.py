@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import BOUND_CPU, mean_per_iter, verdict
+from traceanalyze.analyses.accounting import BOUND_CPU, Verdict, mean_per_iter, verdict
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.summary import WALL_FROM_TRACE
 from traceanalyze.analyses.waves import wave_table, with_waves
@@ -71,8 +71,18 @@ class Roofline:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def roofline(trace: Trace, override: PeakOverride | None = None) -> Roofline:
-    """The roofline of every modelled op in ``trace`` (see the module docstring)."""
+CPU_BOUND_NOTE = (
+    "the iterations are CPU-bound: {}; kernels nearer the roofline will not shorten them"
+)
+
+
+def roofline(
+    trace: Trace, override: PeakOverride | None = None, judged: Verdict | None = None
+) -> Roofline:
+    """The roofline of every modelled op in ``trace`` (see the module docstring).
+
+    ``judged`` is the iterations' bound verdict where the caller has a better wall time than
+    the trace's (a capture median); else the trace's own."""
     attributed = _attributed(trace)
     n = iteration_count(trace)
     total_ns = int(attributed["dur_ns"].sum() or 0)
@@ -90,7 +100,7 @@ def roofline(trace: Trace, override: PeakOverride | None = None) -> Roofline:
         gpu_activity_us_per_iter=total_ns / 1e3 / n,
         modelled_pct=float(modelled["dur_ns"].sum() or 0) / total_ns * 100 if total_ns else 0.0,
         has_shapes=has_shapes,
-        notes=tuple(_notes(trace, peaks, has_shapes, override)),
+        notes=tuple(_notes(trace, peaks, has_shapes, override, judged)),
     )
 
 
@@ -354,7 +364,11 @@ def _unmodelled(frame: pl.DataFrame, n: int, total_ns: int) -> pl.DataFrame:
 
 
 def _notes(
-    trace: Trace, peaks: pl.DataFrame, has_shapes: bool, override: PeakOverride | None
+    trace: Trace,
+    peaks: pl.DataFrame,
+    has_shapes: bool,
+    override: PeakOverride | None,
+    judged: Verdict | None,
 ) -> list[str]:
     notes = []
     if not has_shapes:
@@ -371,13 +385,11 @@ def _notes(
         notes.append(
             "the trace describes no GPU (no deviceProperties): pass --peak-tflops and --peak-tbps"
         )
-    judged = verdict(
-        mean_per_iter(trace, "gpu_busy_us"), mean_per_iter(trace, "wall_us"),
-        mean_per_iter(trace, "cpu_op_us"), WALL_FROM_TRACE,
-    )  # fmt: skip
+    if judged is None:
+        judged = verdict(
+            mean_per_iter(trace, "gpu_busy_us"), mean_per_iter(trace, "wall_us"),
+            mean_per_iter(trace, "cpu_op_us"), WALL_FROM_TRACE,
+        )  # fmt: skip
     if judged.bound == BOUND_CPU:
-        notes.append(
-            f"the iterations are CPU-bound: {judged.note}; kernels nearer the roofline will "
-            "not shorten them"
-        )
+        notes.append(CPU_BOUND_NOTE.format(judged.note))
     return notes

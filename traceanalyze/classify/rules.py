@@ -126,10 +126,11 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
         r"|searchsorted|repeat_interleave|one_hot|partials_per_segment",
     ),
     # Copies and casts: direct_copy_kernel_cuda, bfloat16_copy_kernel_cuda, CatArrayBatchedCopy,
+    # memcpy128 (a device copy inside a replayed CUDA graph runs as this kernel),
     # ROCm's __amd_rocclr_copyBuffer*, MIOpen's CastTensor/CopyTensor, im2col/col2im.
     (
         "copy",
-        r"(?i)copy|_to_copy|cast_kernel|convert_|concat|catarray|cat_array"
+        r"(?i)copy|memcpy|_to_copy|cast_kernel|convert_|concat|catarray|cat_array"
         r"|subtensoropwith(cast|sub)tensor|im2col|col2im|reshape_and_cache",
     ),
     # FillFunctor, ROCm's __amd_rocclr_fillBuffer*, MIOpen's SetTensor (SubTensorOpWithScalar).

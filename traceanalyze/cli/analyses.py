@@ -13,8 +13,8 @@ from traceanalyze.analyses import expectations as expect
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table, occupancy_by_category, occupancy_table
 from traceanalyze.analyses.memcpy import memory_traffic
-from traceanalyze.analyses.summary import summary as summarise
-from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.analyses.summary import summary_with_wall
+from traceanalyze.cli.options import Loader, Output, Subject, cache_options, output_options
 from traceanalyze.errors import ExpectationFailed
 from traceanalyze.render.analyses import render_check, render_records, render_table
 from traceanalyze.trace import Trace
@@ -30,12 +30,13 @@ Analysis = Callable[[Trace], pl.DataFrame]
 
 
 def _per_variant(
-    loaded: list[tuple[str | None, Trace]], analysis: Analysis, top: int | None
+    loaded: list[Subject], analysis: Callable[[Subject], pl.DataFrame], top: int | None
 ) -> pl.DataFrame:
     """``analysis`` of each trace; for a folder of variants, with a leading ``variant`` column."""
     frames = []
-    for label, trace in loaded:
-        frame = analysis(trace)
+    for subject in loaded:
+        label = subject.label
+        frame = analysis(subject)
         if top is not None:
             frame = frame.head(top)
         if label is not None:
@@ -72,7 +73,7 @@ def _table_command(name: str, views: dict[str, Analysis], doc: str, empty: str) 
         out: Output,
         loader: Loader,
     ) -> None:
-        table = _per_variant(loader.each(trace), views[by], top)
+        table = _per_variant(loader.each(trace), lambda s: views[by](s.trace), top)
         text = render_table(table, out.format, full_names=full_names, empty=empty)
         out.write(text, inputs=[trace])
 
@@ -151,9 +152,10 @@ def summary(
       traceanalyze summary sample_traces/h200_default/sdpa_cudnn.json.gz --format json
     """
     records = [
-        summarise(t) if label is None else {"variant": label, **summarise(t)}
-        for label, t in loader.each(trace)
+        summary_with_wall(s.trace, s.median_ms) | ({} if s.label is None else {"variant": s.label})
+        for s in loader.each(trace)
     ]
+    records = [({"variant": r.pop("variant")} | r) if "variant" in r else r for r in records]
     out.write(render_records(records, out.format), inputs=[trace])
 
 
@@ -202,7 +204,9 @@ def check(
     if not parsed:
         raise click.UsageError("give at least one expectation with -e/--expect or -f/--file")
     results = _per_variant(
-        loader.each(trace), lambda t: expect.check(parsed, summarise(t)), top=None
+        loader.each(trace),
+        lambda s: expect.check(parsed, summary_with_wall(s.trace, s.median_ms)),
+        top=None,
     )
     out.write(render_check(results, out.format), inputs=[trace])
     broken = int((~results["held"]).sum())

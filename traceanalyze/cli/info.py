@@ -27,8 +27,8 @@ def info(traces: tuple[Path, ...], out: Output, loader: Loader) -> None:
       traceanalyze info run/*.json.gz --format json
     """
     records = [
-        trace_info(trace) if label is None else {"variant": label, **trace_info(trace)}
+        trace_info(s.trace) if s.label is None else {"variant": s.label, **trace_info(s.trace)}
         for path in traces
-        for label, trace in loader.each(path)
+        for s in loader.each(path)
     ]
     out.write(render_info(records, out.format), inputs=traces)

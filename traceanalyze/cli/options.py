@@ -8,13 +8,14 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import click
 
+from traceanalyze.analyses.compare import steady_median_ms
 from traceanalyze.cli.progress import loading, loading_file
 from traceanalyze.load import load
-from traceanalyze.load.variants import VariantSet, load_variants
+from traceanalyze.load.variants import VariantSet, capture_entry, load_variants
 from traceanalyze.render.table import FORMATS
 from traceanalyze.trace import Skipped, Trace
 
@@ -34,8 +35,13 @@ class Output:
     def from_options(cls, fmt: str | None, path: Path | None, force: bool) -> Output:
         """The format defaults to the -o suffix, else md. An existing -o file is refused here,
         before any trace is loaded, unless --force."""
+        implied = SUFFIX_FORMATS.get(path.suffix.lower()) if path else None
         if fmt is None:
-            fmt = SUFFIX_FORMATS.get(path.suffix.lower(), "md") if path else "md"
+            fmt = implied or "md"
+        elif implied is not None and implied != fmt:
+            raise click.UsageError(
+                f"-o {path} says {implied} by its suffix but --format says {fmt}; make them agree."
+            )
         out = cls(fmt, path, force)
         if path is not None:
             out.check_free(path)
@@ -49,15 +55,26 @@ class Output:
         if self.path is None:
             click.echo(text, nl=False)
             return
-        resolved = self.path.resolve()
-        if any(resolved == Path(p).resolve() for p in inputs):
-            raise click.UsageError(
-                f"-o {self.path} is one of the inputs; refusing to overwrite it."
-            )
+        self.refuse_inputs(self.path, inputs)
         self.check_free(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(text)
         click.echo(f"wrote {self.path}", err=True)
+
+    @staticmethod
+    def refuse_inputs(path: Path, inputs: Sequence[Path]) -> None:
+        """Never write onto an input, nor onto an existing file inside an input folder (a
+        trace the command reads, whatever --force says)."""
+        resolved = path.resolve()
+        for given in map(Path, inputs):
+            source = given.resolve()
+            if resolved == source:
+                raise click.UsageError(f"-o {path} is one of the inputs; refusing to overwrite it.")
+            if source.is_dir() and resolved.is_file() and source in resolved.parents:
+                raise click.UsageError(
+                    f"-o {path} is an existing file inside the input folder {given}; refusing "
+                    "to overwrite what the command reads. Write the output elsewhere."
+                )
 
     def write_beside(self, name: str, data: bytes) -> None:
         """A companion file (a chart) in the folder of the -o file."""
@@ -65,6 +82,14 @@ class Output:
         target = self.path.parent / name
         target.write_bytes(data)
         click.echo(f"wrote {target}", err=True)
+
+
+class Subject(NamedTuple):
+    """One trace a single-trace command reports on."""
+
+    label: str | None  # the variant, for a folder of separate traces
+    trace: Trace
+    median_ms: float | None  # the capture's steady median time per call, where known
 
 
 @dataclass(frozen=True)
@@ -77,29 +102,34 @@ class Loader:
     def trace(self, path: Path) -> Trace:
         with loading_file(path) as progress:
             trace = load(path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
-        _warn_skipped(trace.skipped)
+        warn_skipped(trace.skipped)
         return trace
 
-    def each(self, path: Path) -> list[tuple[str | None, Trace]]:
+    def each(self, path: Path) -> list[Subject]:
         """The traces a single-trace command runs on: one for a file or a folder of ranks,
-        one per variant (with its label) for a folder of separate traces."""
+        one per variant (with its label) for a folder of separate traces; each with the
+        capture's steady median time where a manifest gives one (for the bound verdict)."""
         if not path.is_dir():
-            return [(None, self.trace(path))]
+            known = capture_entry(path) if path.is_file() else None
+            median = steady_median_ms(known) if known else None
+            return [Subject(None, self.trace(path), median)]
         variants = self.variants([path]).loaded
         if len(variants) == 1 and variants[0].path == path:  # the ranks of one job
-            return [(None, variants[0].trace)]  # type: ignore[list-item]
-        return [(v.label, v.trace) for v in variants if v.trace is not None]
+            return [Subject(None, variants[0].trace, None)]  # type: ignore[arg-type]
+        return [
+            Subject(v.label, v.trace, steady_median_ms(v)) for v in variants if v.trace is not None
+        ]
 
     def variants(self, paths: Sequence[Path], labels: Sequence[str] | None = None) -> VariantSet:
         with loading(list(paths)):
             found = load_variants(
                 paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels or None
             )
-        _warn_skipped(found.skipped)
+        warn_skipped(found.skipped)
         return found
 
 
-def _warn_skipped(skipped: Sequence[Skipped]) -> None:
+def warn_skipped(skipped: Sequence[Skipped]) -> None:
     """One line on stderr per file of a folder that is not a trace."""
     for item in skipped:
         click.echo(f"traceanalyze: warning: skipped {item.path}: {item.reason}", err=True)

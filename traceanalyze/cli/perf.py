@@ -55,7 +55,7 @@ def roofline(
       traceanalyze roofline trace.json.gz --peak-tflops 989.4 --peak-tbps 4.8 --format json
     """  # fmt: skip
     override = PeakOverride(peak_tflops, peak_tbps)
-    results = [(label, roofline_of(t, override)) for label, t in loader.each(trace)]
+    results = [(s.label, roofline_of(s.trace, override)) for s in loader.each(trace)]
     out.write(render_roofline(results, out.format, top=top, full_names=full_names),
               inputs=[trace])  # fmt: skip
 

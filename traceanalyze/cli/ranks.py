@@ -8,7 +8,7 @@ import click
 
 from traceanalyze.analyses.ranks import DEFAULT_STRAGGLER_PCT
 from traceanalyze.analyses.skew import ALIGN_ENDS, ALIGNMENTS
-from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.cli.options import Loader, Output, cache_options, output_options, warn_skipped
 from traceanalyze.cli.progress import loading
 from traceanalyze.engine import ENGINE_LOCAL, ENGINES, rank_folder
 from traceanalyze.render.ranks import render_ranks
@@ -86,4 +86,5 @@ def ranks(
             straggler_pct=straggler_pct,
             align=align,
         )
+    warn_skipped(result.skipped)
     out.write(render_ranks(result, out.format, full_names=full_names), inputs=[folder])

@@ -24,10 +24,10 @@ import polars as pl
 
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
 from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
-from traceanalyze.load.folder import KNOWN_NOT_TRACES, listing, load_traces
+from traceanalyze.load.folder import KNOWN_NOT_TRACES, listing, load_traces, sort_files
 from traceanalyze.load.parse import StageTimer, parse_file
 from traceanalyze.load.source import ByteProgress
-from traceanalyze.trace import Trace, TraceMeta
+from traceanalyze.trace import Skipped, Trace, TraceMeta
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 CAPTURE_MANIFEST = "manifest.json"
@@ -71,12 +71,12 @@ def load(
     return _load_file(source, 0, cache, cache_dir, timer, progress)
 
 
-def rank_files(folder: Path) -> list[Path]:
-    """The trace files of a folder that may hold the ranks of one job (a capture folder is a
-    :class:`SeparateTracesError`)."""
-    files = trace_files(folder)
+def rank_files(folder: Path) -> tuple[list[Path], list[Skipped]]:
+    """The trace files of a folder that may hold the ranks of one job, and the files skipped
+    as not traces, each with why (a capture folder is a :class:`SeparateTracesError`)."""
+    files, skipped = sort_files(folder)
     refuse_capture_folder(folder)
-    return files
+    return files, skipped
 
 
 def refuse_capture_folder(folder: Path) -> None:

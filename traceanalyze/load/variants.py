@@ -128,8 +128,27 @@ def _plan(path: Path, manifests: list[dict[str, Any]], skipped: list[Skipped]) -
         manifests.append(manifest)
         return _from_manifest(path, manifest)
     if path.is_file() or is_trace_name(path):
-        return [Variant(label_of(path), path)]
+        # A file of a capture folder keeps what its manifest says (median time, warm-up).
+        known = capture_entry(path) if path.is_file() else None
+        return [replace(known, label=label_of(path)) if known else Variant(label_of(path), path)]
     raise TraceReadError("no such file or folder", path, "Check the path.")
+
+
+def capture_entry(trace_file: Path) -> Variant | None:
+    """The manifest's variant for a trace file inside a capture folder (not loaded), or None
+    when no manifest beside it lists the file."""
+    folder = trace_file.parent
+    if not (folder / MANIFEST).is_file():
+        return None
+    manifest = read_manifest(folder)
+    assert manifest is not None
+    for name, entry in manifest["variants"].items():
+        if entry.get("trace") == trace_file.name:
+            return Variant(
+                name, trace_file, None, entry.get("status", "ok"), entry.get("reason"), entry,
+                warm_up_calls(manifest),
+            )  # fmt: skip
+    return None
 
 
 def capture_config(trace_file: Path) -> dict[str, Any] | None:

@@ -31,7 +31,7 @@ FUSED_KERNEL_WIDTH = 48
 # The comparison in two tables for people (JSON/CSV carry every key in one row per variant).
 TIME_COLUMNS = (
     "variant", "gpu_busy_us_per_iter", "speedup", "median_ms", "speedup_wall",
-    "speedup_wall_source", "bound", "gpu_busy_pct_of_wall", "wall_us_per_iter",
+    "speedup_wall_source", "bound", "gpu_busy_pct_of_wall", "wall_source", "wall_us_per_iter",
     "gpu_activity_us_per_iter", "gpu_kernel_us_per_iter", "cpu_op_us_per_iter",
 )  # fmt: skip
 WORK_COLUMNS = (
@@ -49,13 +49,16 @@ def comparison_markdown(table: pl.DataFrame, *, full_names: bool = False) -> str
         # A narrow column: cut at 48 characters, never two kernels alike (JSON keeps them whole).
         shown = shown.with_columns(readable_names(shown["fused_kernel"], width=FUSED_KERNEL_WIDTH))
     shown = shown.with_columns(pl.col("fused_kernel").fill_null("—"))
-    tables = [_keyed_table(shown, columns) for columns in (TIME_COLUMNS, WORK_COLUMNS)]
+    time_columns: tuple[str, ...] = TIME_COLUMNS
+    if shown["speedup_wall_source"].eq_missing(shown["wall_source"]).all():
+        # One wall time for the verdict and the speed-up, as in any single capture: one column.
+        time_columns = tuple(c for c in TIME_COLUMNS if c != "speedup_wall_source")
+    tables = [_keyed_table(shown, columns) for columns in (time_columns, WORK_COLUMNS)]
     return "\n".join(part for part in (tables[0], _bound_lines(shown), tables[1]) if part)
 
 
 def _bound_lines(table: pl.DataFrame) -> str:
-    """Which variants are CPU-bound, with the evidence (the table's % is of the trace's wall
-    time; the verdict uses the capture median where there is one)."""
+    """Which variants are CPU-bound, with the evidence."""
     cpu_bound = table.filter(pl.col("bound") == "CPU-bound")
     if not cpu_bound.height:
         return ""

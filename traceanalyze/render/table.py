@@ -51,15 +51,30 @@ def markdown_record(record: Mapping[str, Any], digits: int = 2) -> str:
 
 
 def to_json(value: pl.DataFrame | Mapping[str, Any] | Sequence[Any]) -> str:
+    """JSON with null where a figure is missing or not a number (NaN and infinities are not
+    JSON)."""
     if isinstance(value, pl.DataFrame):
         value = value.to_dicts()
-    return json.dumps(value, indent=2, default=_json_default, allow_nan=False) + "\n"
+    return json.dumps(_finite(value), indent=2, default=_json_default, allow_nan=False) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def to_csv(value: pl.DataFrame | Mapping[str, Any]) -> str:
     """A frame as its table; a record as ``key,value`` rows (nested keys dotted)."""
     if isinstance(value, pl.DataFrame):
-        return _flat_columns(value).write_csv()
+        flat = _flat_columns(value)
+        # Missing is an empty field: NaN (0/0 somewhere) is missing too, not the text "NaN".
+        floats = [c for c, t in flat.schema.items() if t.is_float()]
+        return flat.with_columns(pl.col(floats).fill_nan(None)).write_csv()
     return _write_csv(["key", "value"], [{"key": k, "value": v} for k, v in flatten(value).items()])
 
 
