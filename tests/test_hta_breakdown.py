@@ -31,7 +31,8 @@ def test_a_known_failure_gets_its_cause() -> None:
     with pytest.raises(AssertionError) as caught:
         idle_time_per_rank()
     assert describe_error(caught.value).endswith(
-        "whole microseconds, so an activity under 1 µs (a memset, for example) can get a negative duration"
+        "whole microseconds, so an activity under 1 µs (a memset, for example) can get a "
+        "negative duration"
     )
     assert describe_error(KeyError("rank")) == "KeyError: 'rank'"
 
