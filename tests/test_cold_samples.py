@@ -49,3 +49,9 @@ def test_graph_replays_are_counted_and_attributed_to_the_captured_ops() -> None:
     assert captured["captured_op"].null_count() == 0
     assert captured.filter(pl.col("kind") == "memcpy")["captured_op"].to_list() == ["aten::copy_"]
     assert set(captured["captured_op"]) >= {"aten::bmm", "aten::_softmax", "aten::masked_fill_"}
+
+
+def test_a_graph_launch_counts_once_among_the_launch_apis() -> None:
+    replay = summary(traceanalyze.load(SAMPLES / "h200_graph_replay" / "naive.json.gz"))
+    assert replay["launch_apis"] == {"cudaGraphLaunch": 1.0}
+    assert replay["category_count"].get("copy") == 1.0  # the graph's memcpy128 copy kernel

@@ -1,0 +1,65 @@
+"""Where output may go: never onto what the command reads, and in the format it says."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from traceanalyze.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces" / "h200_default"
+
+
+def test_output_onto_a_trace_inside_an_input_folder_is_refused(tmp_path: Path) -> None:
+    folder = shutil.copytree(SAMPLES, tmp_path / "capture")
+    target = folder / "naive.json.gz"
+    before = target.read_bytes()
+    result = CliRunner().invoke(main, ["summary", str(folder), "-o", str(target), "--force"])
+    assert result.exit_code == 2
+    assert "inside the input folder" in result.stderr
+    assert target.read_bytes() == before
+    # A new file in the input folder is fine.
+    fresh = folder / "summary.json"
+    assert CliRunner().invoke(main, ["summary", str(folder), "-o", str(fresh)]).exit_code == 0
+    assert json.loads(fresh.read_text())[0]["variant"] == "naive"
+
+
+def test_a_suffix_that_contradicts_the_format_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["summary", str(SAMPLES / "naive.json.gz"), "-o", str(tmp_path / "s.json"),
+         "--format", "csv"],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "says json by its suffix but --format says csv" in result.stderr
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_a_trace_file_of_a_capture_folder_is_judged_against_its_median() -> None:
+    # The same verdict for the file alone as for its folder: the manifest beside it is read.
+    alone = json.loads(
+        CliRunner()
+        .invoke(main, ["summary", str(SAMPLES / "sdpa_flash.json.gz"), "--format", "json"])
+        .stdout
+    )
+    folder = json.loads(
+        CliRunner().invoke(main, ["summary", str(SAMPLES), "--format", "json"]).stdout
+    )
+    [flash] = [r for r in folder if r["variant"] == "sdpa_flash"]
+    assert alone["wall_source"] == flash["wall_source"] == "capture median"
+    assert (alone["bound"], alone["gpu_busy_pct_of_wall"]) == (
+        flash["bound"],
+        flash["gpu_busy_pct_of_wall"],
+    )
+
+
+def test_no_gpu_activity_gives_null_not_nan(public: Path) -> None:
+    path = public / "hta_cpu_only_rank34.pt.trace.json.gz"
+    out = CliRunner().invoke(main, ["compare", str(path), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)[0]["reported_coverage_pct"] is None
+    csv = CliRunner().invoke(main, ["compare", str(path), "--format", "csv"]).stdout
+    assert "NaN" not in csv
