@@ -37,7 +37,7 @@ def device_label(*, rocm: pl.Expr | bool = False) -> pl.Expr:
     arch = pl.coalesce(
         *(
             pl.when(name.str.contains(pattern)).then(pl.lit(gfx))
-            for pattern, gfx in AMD_ARCHES.iter_rows()
+            for pattern, gfx in AMD_ARCHES.iter_rows()  # the rule table, to build one expression
         ),
         pl.format("gfx{}", pl.col("compute_major")),
     )
