@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import importlib
 import os
+import shutil
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -485,6 +486,27 @@ def test_rewriting_the_file_invalidates_the_cache(tmp_path: Path) -> None:
     write_trace(tmp_path, [*STEP[:3], kernel("gemv", 30, 10, 1, grid=[4, 2, 1], block=[128, 1, 1])])
     os.utime(path, ns=(mtime + 2_000_000_000, mtime + 2_000_000_000))
     assert traceanalyze.load(path).kernels["name"].to_list() == ["gemv"]
+
+
+def test_changing_a_linking_rule_invalidates_the_cache(
+    tmp_path: Path, parses: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A copy of the sources that build a Trace stands in for the package; editing its linker
+    # must give new cache keys, so a cached Trace is never one the changed code would not build.
+    cache = importlib.import_module("traceanalyze.load.cache")
+    package = tmp_path / "package"
+    shutil.copytree(Path(cache.__file__).parent.parent, package)
+    monkeypatch.setattr(cache, "_PACKAGE", package)
+    cache.builder_digest.cache_clear()
+    path = write_trace(tmp_path, STEP)
+    traceanalyze.load(path)
+    traceanalyze.load(path)
+    with (package / "link.py").open("a") as linker:
+        linker.write("\n# a changed linking rule\n")
+    cache.builder_digest.cache_clear()
+    traceanalyze.load(path)
+    cache.builder_digest.cache_clear()  # later tests see the real package's digest again
+    assert parses == [path, path]
 
 
 def test_cache_dir_argument_and_environment(tmp_path: Path, cache_dir: Path) -> None:

@@ -1,5 +1,8 @@
 """traceanalyze: answers from PyTorch profiler (Kineto) traces, offline and fast."""
 
+# Before the imports: the cache key (load/cache.py) reads it while the package is importing.
+__version__ = "0.1.0"
+
 from traceanalyze.errors import (
     AnalysisError,
     CaptureError,
@@ -26,4 +29,3 @@ __all__ = [
     "load_each",
     "load_variants",
 ]
-__version__ = "0.1.0"

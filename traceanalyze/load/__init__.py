@@ -68,7 +68,7 @@ def load(
         )
         refuse_capture_folder(source)
         return replace(combine_ranks(traces, source), skipped=tuple(skipped))
-    return _load_file(source, 0, cache, cache_dir, timer, progress)
+    return _load_file(source, cache, cache_dir, timer, progress)
 
 
 def rank_files(folder: Path) -> tuple[list[Path], list[Skipped]]:
@@ -121,7 +121,7 @@ def load_each(
             raise TraceReadError("is a folder", file, "Pass trace files, or load the folder.")
     traces: dict[int, Trace] = {}
     for index, file in enumerate(files):
-        cached = _cached(file, 0, cache, cache_dir)
+        cached = _cached(file, cache, cache_dir)
         if cached is not None:
             traces[index] = cached
             if progress:
@@ -149,7 +149,7 @@ def _parse_all(
             _parse_in_workers(files, pending, workers, cache, cache_dir, progress, parsed)
     for index in pending:
         if index not in parsed:
-            parsed[index] = _load_file(files[index], 0, cache, cache_dir, None)
+            parsed[index] = _load_file(files[index], cache, cache_dir, None)
             if progress:
                 progress(files[index])
     return parsed
@@ -166,7 +166,7 @@ def _parse_in_workers(
 ) -> None:
     # spawn, not fork: forking a process whose Polars thread pool is running can deadlock.
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = {i: pool.submit(_load_file, files[i], 0, cache, cache_dir, None) for i in pending}
+        futures = {i: pool.submit(_load_file, files[i], cache, cache_dir, None) for i in pending}
         for index, future in futures.items():
             parsed[index] = future.result()
             if progress:
@@ -238,14 +238,12 @@ def _cache_folder(cache_dir: str | os.PathLike[str] | None) -> Path:
     return Path(cache_dir) if cache_dir is not None else default_cache_dir()
 
 
-def _cached(
-    path: Path, default_rank: int, cache: bool, cache_dir: str | os.PathLike[str] | None
-) -> Trace | None:
+def _cached(path: Path, cache: bool, cache_dir: str | os.PathLike[str] | None) -> Trace | None:
     """The cached trace of ``path``, or None (no cache, no entry, or the file is unreadable)."""
     if not cache:
         return None
     try:
-        cached = read_entry(entry_for(path, _cache_folder(cache_dir), default_rank))
+        cached = read_entry(entry_for(path, _cache_folder(cache_dir)))
     except OSError:
         return None
     if cached is None:
@@ -256,18 +254,17 @@ def _cached(
 
 def _load_file(
     path: Path,
-    default_rank: int,
     cache: bool,
     cache_dir: str | os.PathLike[str] | None,
     timer: StageTimer | None,
     progress: ByteProgress | None = None,
 ) -> Trace:
-    cached = _cached(path, default_rank, cache, cache_dir)
+    cached = _cached(path, cache, cache_dir)
     if cached is not None:
         return cached
-    trace = parse_file(path, default_rank, timer, progress)  # raises the precise error
+    trace = parse_file(path, timer=timer, progress=progress)  # raises the precise error
     if cache:
-        write_entry(entry_for(path, _cache_folder(cache_dir), default_rank), trace)
+        write_entry(entry_for(path, _cache_folder(cache_dir)), trace)
     return trace
 
 

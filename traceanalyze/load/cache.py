@@ -2,12 +2,15 @@
 
 Entries live in a cache folder (``$TRACEANALYZE_CACHE_DIR``, else ``$XDG_CACHE_HOME`` or
 ``~/.cache``, then ``traceanalyze/``), never beside the input unless that folder is chosen. An
-entry's key hashes the file's absolute path, size and modification time with the loader's
-format version, so editing or replacing the trace makes a new key and the old entry unused.
+entry's key hashes the file's absolute path, size and modification time with the code that built
+the entry (the package version and a digest of the loader's and linker's sources) and the Polars
+version, so editing the trace or changing how traces are loaded or linked makes a new key and the
+old entry unused: a cached Trace is never one that today's code would not build.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -18,11 +21,25 @@ from pathlib import Path
 
 import polars as pl
 
+from traceanalyze import __version__
 from traceanalyze.schema import TRACE_FRAMES
 from traceanalyze.trace import Trace, TraceMeta
 
-# Bump when frames or linking change, so stale entries are never read.
-CACHE_FORMAT = 6
+_PACKAGE = Path(__file__).resolve().parent.parent
+# The sources whose behaviour a cached Trace holds: loading (this folder, the C scanner included),
+# linking and the frame schemas. A change to any of them makes new keys.
+_BUILDERS = ("load/*.py", "load/*.c", "link.py", "schema.py", "trace.py")
+
+
+@functools.cache
+def builder_digest() -> str:
+    """A digest of the package version and of the sources that build a Trace."""
+    digest = hashlib.sha256(__version__.encode())
+    for pattern in _BUILDERS:
+        for source in sorted(_PACKAGE.glob(pattern)):
+            digest.update(source.name.encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def default_cache_dir() -> Path:
@@ -33,13 +50,10 @@ def default_cache_dir() -> Path:
     return Path(base) / "traceanalyze"
 
 
-def entry_for(path: Path, cache_dir: Path, default_rank: int = 0) -> Path:
+def entry_for(path: Path, cache_dir: Path) -> Path:
     stat = path.stat()
-    # The default rank (a file's place in its folder) is in the key: a trace without
-    # distributedInfo is rank 0 alone but rank 1 as a folder's second file.
     identity = (
-        f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{default_rank}|{CACHE_FORMAT}"
-        f"|{pl.__version__}"
+        f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{builder_digest()}|{pl.__version__}"
     )
     digest = hashlib.sha256(identity.encode()).hexdigest()[:20]
     return cache_dir / f"{path.name[:60]}-{digest}"

@@ -37,11 +37,12 @@ class BadRankError(ValueError):
     """distributedInfo names a rank that is no 32-bit number."""
 
 
-def rank_of(document: TraceDocument, default: int) -> int:
+def rank_of(document: TraceDocument) -> int:
+    """The rank the trace states, else 0 (a single trace; folders check ranks are distinct)."""
     info = document.distributedInfo or {}
     rank = info.get("rank")
     if rank is None:
-        return default
+        return 0
     if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < 2**31:
         raise BadRankError(f"has a distributedInfo rank that is not a rank number ({rank!r})")
     return rank

@@ -21,7 +21,6 @@ StageTimer = Callable[[str], None]
 
 def parse_file(
     path: Path,
-    default_rank: int = 0,
     timer: StageTimer | None = None,
     progress: ByteProgress | None = None,
     *,
@@ -30,7 +29,7 @@ def parse_file(
     """Read, decode, build frames and link one trace file. ``native=False`` skips the C
     scanner (the msgspec path gives the same Trace)."""
     with gc_paused():  # the pieces are acyclic; collecting while building them is pure cost
-        return _parse(path, default_rank, timer or (lambda _stage: None), progress, native)
+        return _parse(path, timer or (lambda _stage: None), progress, native)
 
 
 def scan(path: Path, progress: ByteProgress | None = None, *, native: bool = True) -> Scanned:
@@ -45,7 +44,6 @@ def scan(path: Path, progress: ByteProgress | None = None, *, native: bool = Tru
 
 def _parse(
     path: Path,
-    default_rank: int,
     mark: StageTimer,
     progress: ByteProgress | None,
     native: bool,
@@ -55,7 +53,7 @@ def _parse(
     mark("decode")
     header = scanned.header
     try:
-        rank = rank_of(header, default_rank)
+        rank = rank_of(header)
     except BadRankError as exc:
         raise TraceFormatError(str(exc), path, FIX_NOT_A_TRACE) from None
     try:
