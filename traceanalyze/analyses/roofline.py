@@ -136,9 +136,7 @@ def _attributed(trace: Trace) -> pl.DataFrame:
     )
     return (
         with_waves(gpu, trace.devices)
-        .join(
-            models.rename({"call": "model_op"}), on="model_op", how="left", maintain_order="left"
-        )
+        .join(models.rename({"call": "model_op"}), on="model_op", how="left", maintain_order="left")
         .with_columns(
             reason=pl.when(pl.col("model_op").is_in(composite.implode()))
             .then(pl.lit(COMPOSITE))
