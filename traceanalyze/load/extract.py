@@ -32,6 +32,7 @@ from traceanalyze.load.scanned import (
     RAW_JSON,
     SKIPPED_CATS,
     STRINGS,
+    UNCATEGORISED,
     Piece,
     Scanned,
 )
@@ -102,7 +103,10 @@ def extract(events: list[Event], scanned: Scanned, chunk: Chunk, *, count: bool 
         elif cat not in SKIPPED_CATS:
             _add(scanned, "flow", cat, _phase(bucket, FLOW_PHASES), False, events, chunk)
             _add(scanned, "instant", cat, _phase(bucket, INSTANT_PHASES), False, events, chunk)
-            _add_npu_tasks(scanned, cat, _phase(bucket, _COMPLETE), events, chunk)
+            complete = _phase(bucket, _COMPLETE)
+            _add_npu_tasks(scanned, cat, complete, events, chunk)
+            if cat == UNCATEGORISED:  # the pre-Kineto autograd export's operators
+                _add(scanned, "op", cat, _not_npu_tasks(complete), False, events, chunk)
     _add(scanned, "meta", "", _phase(buckets.get("", []), _METADATA), False, events, chunk)
 
 
@@ -178,6 +182,12 @@ def _add_npu_tasks(
         "kind": pl.Series("kind", kinds, dtype=pl.String),
     }
     scanned.add("npu", cat, pieces)
+
+
+def _not_npu_tasks(events: list[Event]) -> list[Event]:
+    if not events:
+        return events
+    return [e for e, a in zip(events, npu_args(events), strict=True) if not a.task_type]
 
 
 def _npu_kind(task_type: str) -> str:
