@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.conftest import PUBLIC_TRACES, skip_without
+from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, skip_without
 from traceanalyze import load
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.classify import CATEGORIES, category_expr, classify
@@ -585,6 +585,28 @@ NAMES: list[tuple[str, str, str, str | None]] = [
         "elementwise",
         None,
     ),
+    # DeepEP's expert-parallel all-to-all (deepseek_h800_train_ep64).
+    (
+        "kernel",
+        "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*, float*)",
+        "communication",
+        None,
+    ),
+    # A norm fused with its output's quantisation stays a norm (new_tl_sglang_prefilldecode).
+    (
+        "kernel",
+        "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_"
+        "S4_diiiiiiib",
+        "normalization",
+        None,
+    ),
+    # FBGEMM's sparse-feature shuffles gather rows ("fbgemm_gpu::" is not a GEMM).
+    (
+        "kernel",
+        "void fbgemm_gpu::permute_2D_data_kernel<false, int, int, decltype(nullptr)>(int, int)",
+        "indexing",
+        None,
+    ),
     # FBGEMM table-batched embeddings (hta_nccl_128rank_sampled): "fbgemm" in the parameters.
     (
         "kernel",
@@ -906,3 +928,38 @@ def test_h200_cudnn_backward_helpers_are_fused_attention() -> None:
     assert set(out.filter(pl.col("kind") == "memset")["category"]) == {"memset"}
     table = kernel_table(trace)
     assert set(table.filter(pl.col("kind") == "kernel")["category"]) == {"fused_attention"}
+
+
+# Issue 19 on the real LLM/recsys traces of ../shared/traces/corpus: (trace, kernel-name
+# prefix after "void ", the category every such kernel gets).
+CORPUS_KERNELS = [
+    ("tl_b200_eager", "bmm_MxE4m3_MxE2m1MxE4m3", "gemm"),
+    ("tl_b200_eager", "bmm_Bfloat16_MxE2m1", "gemm"),
+    ("tl_b200_eager", "tensorrt_llm::kernels::quantize_with_block_size", "elementwise"),
+    ("tl_b200_eager", "vllm::reshape_and_cache_flash_kernel", "copy"),
+    ("tl_b200_eager", "vllm::rotary_embedding_kernel", "elementwise"),
+    ("new_tl_xdit_flux_sage_mi300x", "sage_fwd", "fused_attention"),
+    ("new_tl_sglang_prefilldecode_mi300x", "create_flashinfer_kv_indices_triton", "indexing"),
+    ("new_tl_sglang_prefilldecode_mi300x", "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefill",
+     "fused_attention"),
+    ("hta_nccl_128rank_sampled_rank0", "split_embedding_backward_codegen_", "indexing"),
+    ("hta_nccl_128rank_sampled_rank0", "split_embedding_codegen_forward_", "indexing"),
+    ("deepseek_h800_train_ep64", "dpsk::ep::internode::", "communication"),
+    ("deepseek_h800_train_ep64", "rotary_kernel", "elementwise"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("trace", sorted({t for t, _, _ in CORPUS_KERNELS}))
+def test_corpus_kernel_families(trace: str) -> None:
+    path = CORPUS_TRACES / f"{trace}.json.gz"
+    skip_without(path)
+    classified = kernel_table(load(path, cache=False)).with_columns(
+        own=pl.col("name").str.replace(r"^void\s+", "")
+    )
+    for _, prefix, category in (k for k in CORPUS_KERNELS if k[0] == trace):
+        found = classified.filter(pl.col("own").str.starts_with(prefix))
+        assert found.height, prefix
+        assert found["category"].unique().to_list() == [category], prefix
+    # No kernel outside attention is called attention because of "flash" in its name.
+    attention = classified.filter(pl.col("category") == "fused_attention")["own"]
+    assert not attention.str.contains("(?i)reshape_and_cache|kv_indices|quantiz").any()

@@ -58,9 +58,7 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def one_load_per_trace(
-    shared_cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[None]:
+def one_load_per_trace(shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The single-trace commands get the same Trace object for a file every time, so the
     analyses memoised per Trace run once per trace, not once per command and format."""
     monkeypatch.setenv("TRACEANALYZE_CACHE_DIR", str(shared_cache))

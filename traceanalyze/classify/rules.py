@@ -68,18 +68,23 @@ OWN_NAME_RULES: tuple[tuple[str, str], ...] = (
     # KV-cache writes scatter the new keys and values into the (paged) cache: copies, not
     # attention, whatever op launched them.
     ("copy", r"(?i)reshape_and_cache|store_kv_?cache|concat_and_cache|kv_?cache_(write|store)"),
-    # Index builders for paged attention and FBGEMM/ATen embedding lookups and their
-    # backward (split_embedding_*_codegen_*, compute_grad_weight, bounds checks).
+    # Index builders for paged attention, FBGEMM/ATen embedding lookups and their backward
+    # (split_embedding_*_codegen_*, compute_grad_weight, bounds checks) and FBGEMM's sparse
+    # feature shuffles (permute_2D_*, bucketize, offsets): gathers, not layout transposes.
     (
         "indexing",
         r"(?i)kv_ind(ices|ptr)|^split_embedding|embedding_(forward|backward|bag)"
-        r"|^compute_grad_weight|bounds_check_indices|^(batched_)?embedding",
+        r"|^compute_grad_weight|bounds_check_indices|^(batched_)?embedding"
+        r"|^permute_(1d|2d|indices|lengths|sparse)|bucketize_sparse|^_?offsets_range|jagged",
     ),
+    # A norm fused with the quantisation of its output (aiter add_rmsnorm_quant_kernel) is
+    # the norm's.
+    ("normalization", r"(?i)(rms|layer)_?norm\w*quant"),
     # Quantisation and dequantisation: scale (per token, channel or block) and cast.
     (
         "elementwise",
         r"(?i)quantiz|_quant(_|$)|^sage_quant|cast_to_fp8|fp8_quant|to_fp8|cast_back"
-        r"|fp8_?rowwise_to_float|hfp8_to_float|dequant",
+        r"|fp8_?rowwise_to_float|hfp8_to_float|dequant|fp8_qparam",
     ),
     # GEMMs named by their operand formats: trtllm-gen bmm_MxE4m3_*, bmm_Bfloat16_MxE2m1*,
     # gemm_*, Triton matmul_ogs (MoE), DeepGEMM/CUTLASS grouped GEMMs.
@@ -88,9 +93,11 @@ OWN_NAME_RULES: tuple[tuple[str, str], ...] = (
 
 NAME_RULES: tuple[tuple[str, str], ...] = (
     # NCCL/RCCL names embed the reduction ("Sum") and a dtype, so they go before everything.
+    # DeepEP's expert-parallel dispatch and combine (dpsk::ep::internode::*, over NVSHMEM) are
+    # all-to-all communication too.
     (
         "communication",
-        r"(?i)nccl|rccl|msccl|multimem_|cross_device_reduce"
+        r"(?i)nccl|rccl|msccl|multimem_|cross_device_reduce|deep_?ep::|dpsk::ep::|nvshmem"
         r"|(^|[^a-z])(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)",
     ),
     # torch.compile (Inductor) names kernels triton_{poi,red,per,tem}_fused_<sorted aten ops>_<n>.
