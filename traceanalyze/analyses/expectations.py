@@ -108,7 +108,7 @@ def measure(metric: str, summary: dict[str, Any]) -> float:
             )
         return float(present.get(member, 0.0))
     numeric = sorted(k for k, v in summary.items() if _is_numeric(k, v))
-    if metric in summary and metric not in numeric:
+    if isinstance(summary.get(metric), str):
         raise ExpectationError(
             f"{metric!r} is not a number (it holds {summary[metric]!r}); check compares numbers",
             None,

@@ -905,9 +905,9 @@ static int event(Cur *c) {
         if ((rc = args_object(&again, &e, want))) return rc == -2 ? -1 : rc;
     }
     if (dest == K_OTHER) {
-        if (e.has_cat) return 0;
-        /* No category and no NPU task (the look above declines those): the pre-Kineto autograd
-         * profiler export writes its operators so. */
+        /* No category, no NPU task (the look above declines those), a time and a duration:
+         * the pre-Kineto autograd profiler export writes its operators so. */
+        if (e.has_cat || (seen & (32 | 64)) != (32 | 64)) return 0;
         dest = K_OP;
         if (e.args) {
             Cur again = {e.args, e.args + e.args_len, s};

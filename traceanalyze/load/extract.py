@@ -19,7 +19,7 @@ import msgspec
 import polars as pl
 
 from traceanalyze.errors import TraceFormatError
-from traceanalyze.load.decode import FIX_NOT_A_TRACE, Event, decode_args, npu_args
+from traceanalyze.load.decode import FIX_NOT_A_TRACE, UNSET_TIME, Event, decode_args, npu_args
 from traceanalyze.load.scanned import (
     CALL_CATS,
     DIMS,
@@ -106,7 +106,7 @@ def extract(events: list[Event], scanned: Scanned, chunk: Chunk, *, count: bool 
             complete = _phase(bucket, _COMPLETE)
             _add_npu_tasks(scanned, cat, complete, events, chunk)
             if cat == UNCATEGORISED:  # the pre-Kineto autograd export's operators
-                _add(scanned, "op", cat, _not_npu_tasks(complete), False, events, chunk)
+                _add(scanned, "op", cat, _legacy_ops(complete), False, events, chunk)
     _add(scanned, "meta", "", _phase(buckets.get("", []), _METADATA), False, events, chunk)
 
 
@@ -184,10 +184,13 @@ def _add_npu_tasks(
     scanned.add("npu", cat, pieces)
 
 
-def _not_npu_tasks(events: list[Event]) -> list[Event]:
-    if not events:
-        return events
-    return [e for e, a in zip(events, npu_args(events), strict=True) if not a.task_type]
+def _legacy_ops(events: list[Event]) -> list[Event]:
+    """The uncategorised complete events that are operators: with a time and a duration
+    (written, not the defaults), not NPU tasks."""
+    timed = [e for e in events if e.ts is not UNSET_TIME and e.dur is not UNSET_TIME]
+    if not timed:
+        return timed
+    return [e for e, a in zip(timed, npu_args(timed), strict=True) if not a.task_type]
 
 
 def _npu_kind(task_type: str) -> str:
