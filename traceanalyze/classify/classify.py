@@ -163,10 +163,11 @@ def _refined_category() -> pl.Expr:
 def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """Add ``category`` and ``gemm_precision`` (String) to the gpu frame of a trace.
 
-    ``category`` follows the taxonomy of ARCHITECTURE.md: the kernel name decides
-    (:func:`category_expr`), then the CPU op that launched the kernel refines ambiguous cases
-    (``OP_REFINEMENTS``: copies under a transpose/contiguous, anything under cuDNN attention,
-    GEMMs under a convolution). ``gemm_precision`` is null except for GEMMs. Row order and the
+    ``category`` follows the taxonomy of ARCHITECTURE.md: the kernel's own name, then its full
+    name decide (:func:`category_expr`), then the CPU op that launched the kernel refines
+    ambiguous cases (``OP_REFINEMENTS``: copies under a transpose/contiguous, cuDNN's own
+    kernels under cuDNN attention, GEMMs under a convolution, _safe_softmax's guard, SDPA
+    math's mask add). ``gemm_precision`` is null except for GEMMs. Row order and the
     existing columns are kept.
     """
     require_columns(gpu, GPU_COLUMNS, "classify kernels", "trace.gpu, trace.cpu")
