@@ -58,8 +58,9 @@ def own_name_expr() -> pl.Expr:
 def category_expr() -> pl.Expr:
     """The name-based category of a GPU activity, from its ``kind`` and ``name`` columns.
 
-    ``kind`` "memcpy"/"memset" map to those categories; kernels go through ``NAME_RULES`` and
-    fall back to "other". Usable in any ``with_columns``; the CPU-op refinements that
+    ``kind`` "memcpy"/"memset" map to those categories; kernels go through ``OWN_NAME_RULES``
+    on their own name (:func:`own_name_expr`), then ``NAME_RULES`` on the full name, and fall
+    back to "other". Usable in any ``with_columns``; the CPU-op refinements that
     :func:`classify` adds need the cpu frame and are not part of this expression.
     """
     by_name = _first_match(
