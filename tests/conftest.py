@@ -14,6 +14,8 @@ SHARED = Path(
     os.environ.get("TRACEANALYZE_SHARED") or Path(__file__).resolve().parents[2] / "shared"
 )
 PUBLIC_TRACES = SHARED / "traces" / "public"
+# Real LLM, recsys and odd-format traces gathered for issue 19 (see its PROVENANCE.md).
+CORPUS_TRACES = SHARED / "traces" / "corpus"
 # Every skip for want of the shared folder says this, so that the summary can count them.
 MISSING_SHARED = "shared test data not found"
 

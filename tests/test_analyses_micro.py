@@ -467,11 +467,19 @@ def test_expectation_bad_syntax(text: str) -> None:
     assert info.value.exit_code == 2
 
 
-@pytest.mark.parametrize("metric", ["kernels_per_itr", "bound", "category_count", "foo:bar"])
+@pytest.mark.parametrize("metric", ["kernels_per_itr", "category_count", "foo:bar"])
 def test_expectation_unknown_metric(metric: str) -> None:
     with pytest.raises(expect.ExpectationError, match=f"unknown metric '{metric}'") as info:
         expect.check([expect.parse(f"{metric} == 1")], SUMMARY)
     assert "kernels_per_iter" in str(info.value)  # the message lists the metrics there are
+    assert info.value.exit_code == 2
+
+
+def test_expectation_on_a_text_key() -> None:
+    # Issue 19: a text key offered as a metric was compared as a float (a traceback).
+    with pytest.raises(expect.ExpectationError, match="'bound' is not a number") as info:
+        expect.check([expect.parse("bound == 1")], SUMMARY)
+    assert "bound" not in str(info.value).split("Use one of:")[1]
     assert info.value.exit_code == 2
 
 

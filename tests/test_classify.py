@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.conftest import PUBLIC_TRACES, skip_without
+from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, skip_without
 from traceanalyze import load
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.classify import CATEGORIES, category_expr, classify
@@ -521,6 +521,107 @@ NAMES: list[tuple[str, str, str, str | None]] = [
     ),
     # Nothing matches.
     ("kernel", "my_custom_kernel", "other", None),
+    # Issue 19, names from the LLM/recsys traces of ../shared/traces/corpus (PROVENANCE.md).
+    # B200 trtllm-gen MX-format GEMMs (tl_b200_eager): operand formats in the name, no "gemm".
+    (
+        "kernel",
+        "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN"
+        "_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f",
+        "gemm",
+        "fp4",
+    ),
+    (
+        "kernel",
+        "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM"
+        "_TN_transOut_schedP2x1x2x3_biasM_bN_tmaOpt_clmp_dynBatch_sm100f",
+        "gemm",
+        "fp4",
+    ),
+    ("kernel", "_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1", "gemm", "fp4"),
+    # SageAttention (new_tl_xdit_flux_sage_mi300x) and its quantisation of q and k.
+    ("kernel", "sage_fwd", "fused_attention", None),
+    ("kernel", "sage_quant_kernel", "elementwise", None),
+    ("kernel", "kernel_unified_attention_2d", "fused_attention", None),
+    # Rotary embeddings are pointwise math, not an embedding lookup.
+    ("kernel", "rotary_kernel", "elementwise", None),
+    ("kernel", "void vllm::rotary_embedding_kernel<c10::BFloat16, true>()", "elementwise", None),
+    # KV-cache writes: "flash" in the name, but a scatter copy into the cache.
+    (
+        "kernel",
+        "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, "
+        "(vllm::Fp8KVCacheDataType)1>(__nv_bfloat16 const*, __nv_bfloat16 const*, unsigned char*)",
+        "copy",
+        None,
+    ),
+    (
+        "kernel",
+        "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)"
+        "::StoreKVCacheParams)",
+        "copy",
+        None,
+    ),
+    # FlashInfer's index builder for paged attention ("flash" again).
+    ("kernel", "create_flashinfer_kv_indices_triton", "indexing", None),
+    # Quantisation: "flashinfer::" in a parameter type, "fbgemm" in a namespace.
+    (
+        "kernel",
+        "void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantization"
+        "Type)2, __nv_bfloat16, 32, true>(int, int, __nv_bfloat16 const*, flashinfer::"
+        "QuantizationSFLayout)",
+        "elementwise",
+        None,
+    ),
+    (
+        "kernel",
+        "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float "
+        "const*, float const*, int, int, unsigned char*, bool)",
+        "elementwise",
+        None,
+    ),
+    (
+        "kernel",
+        "void cuda::per_token_cast_to_fp8_with_channels<__nv_bfloat16, 128, false, 128, false>"
+        "(__nv_bfloat16 const*, int, unsigned char*, float*, int)",
+        "elementwise",
+        None,
+    ),
+    # DeepEP's expert-parallel all-to-all (deepseek_h800_train_ep64).
+    (
+        "kernel",
+        "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*, float*)",
+        "communication",
+        None,
+    ),
+    # A norm fused with its output's quantisation stays a norm (new_tl_sglang_prefilldecode).
+    (
+        "kernel",
+        "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_"
+        "S4_diiiiiiib",
+        "normalization",
+        None,
+    ),
+    # FBGEMM's sparse-feature shuffles gather rows ("fbgemm_gpu::" is not a GEMM).
+    (
+        "kernel",
+        "void fbgemm_gpu::permute_2D_data_kernel<false, int, int, decltype(nullptr)>(int, int)",
+        "indexing",
+        None,
+    ),
+    # FBGEMM table-batched embeddings (hta_nccl_128rank_sampled): "fbgemm" in the parameters.
+    (
+        "kernel",
+        "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1"
+        "<c10::Half, float, c10::Half, 2ul, 32>(at::GenericPackedTensorAccessor<float, 2ul, "
+        "at::RestrictPtrTraits, long>, fbgemm_gpu::FixedDivisor)",
+        "indexing",
+        None,
+    ),
+    (
+        "kernel",
+        "void at::native::(anonymous namespace)::compute_grad_weight<float, long>(long const*)",
+        "indexing",
+        None,
+    ),
 ]
 
 
@@ -612,7 +713,8 @@ def test_copy_under_contiguous_is_a_transpose() -> None:
     )
 
 
-def test_kernels_under_cudnn_attention_are_fused_attention() -> None:
+def test_only_cudnn_kernels_under_cudnn_attention_are_fused_attention() -> None:
+    # Issue 19: a fill or a copy that ATen launches inside the attention op is not attention.
     cpu = _cpu(
         [
             {
@@ -637,6 +739,19 @@ def test_kernels_under_cudnn_attention_are_fused_attention() -> None:
             {
                 "rank": 0,
                 "kind": "kernel",
+                "name": "void cudnn::fusion::compute_dot_do_o_specialized<true, 128>(void const*)",
+                "op_id": 3,
+            },
+            {
+                "rank": 0,
+                "kind": "kernel",
+                "name": "void at::native::unrolled_elementwise_kernel<at::native::"
+                "direct_copy_kernel_cuda(at::TensorIteratorBase&)>(int)",
+                "op_id": 3,
+            },
+            {
+                "rank": 0,
+                "kind": "kernel",
                 "name": "void at::native::FillFunctor<float>",
                 "op_id": 4,
             },
@@ -645,8 +760,48 @@ def test_kernels_under_cudnn_attention_are_fused_attention() -> None:
     )
     assert_frame_equal(
         classify(gpu, cpu).select("category", "gemm_precision"),
-        _expected([("fused_attention", None), ("fused_attention", None), ("memset", None)]),
+        _expected(
+            [
+                ("fused_attention", None),
+                ("fused_attention", None),
+                ("copy", None),
+                ("fill", None),
+                ("memset", None),
+            ]
+        ),
     )
+
+
+def test_sdpa_math_mask_and_safe_softmax_guard() -> None:
+    # Issue 19, as in sample_traces/h200_default/sdpa_math: the float mask is applied with an
+    # in-place add (mask); _safe_softmax's isneginf/all/where guard for fully masked rows is
+    # the softmax's; the where that builds the mask stays a mask, a scaling mul elementwise.
+    math = "aten::_scaled_dot_product_attention_math"
+    cpu = _cpu(
+        [
+            {"rank": 0, "op_id": 1, "parent_id": None, "name": math},
+            {"rank": 0, "op_id": 2, "parent_id": 1, "name": "aten::add_"},
+            {"rank": 0, "op_id": 3, "parent_id": 1, "name": "aten::mul"},
+            {"rank": 0, "op_id": 4, "parent_id": 1, "name": "aten::_safe_softmax"},
+            {"rank": 0, "op_id": 5, "parent_id": 4, "name": "aten::where"},
+            {"rank": 0, "op_id": 6, "parent_id": 4, "name": "aten::isneginf"},
+            {"rank": 0, "op_id": 7, "parent_id": 4, "name": "aten::all"},
+            {"rank": 0, "op_id": 8, "parent_id": 1, "name": "aten::where"},
+        ]
+    )
+    where = "void at::native::elementwise_kernel<128, 2, where_kernel_impl(at::TensorIterator&)>()"
+    names = [
+        (2, "void at::native::elementwise_kernel<128, 2, at::native::CUDAFunctor_add<float> >()"),
+        (3, "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float> >()"),
+        (5, where),
+        (6, "void at::native::vectorized_elementwise_kernel<4, isneginf_kernel_impl()>()"),
+        (7, "void at::native::reduce_kernel<512, 1, ReduceOp<bool, and_kernel_cuda>>()"),
+        (8, where),
+    ]
+    gpu = _gpu([{"rank": 0, "kind": "kernel", "name": n, "op_id": i} for i, n in names])
+    assert classify(gpu, cpu)["category"].to_list() == [
+        "mask", "elementwise", "softmax", "softmax", "softmax", "mask",
+    ]  # fmt: skip
 
 
 def test_gemm_under_convolution_is_convolution() -> None:
@@ -773,3 +928,38 @@ def test_h200_cudnn_backward_helpers_are_fused_attention() -> None:
     assert set(out.filter(pl.col("kind") == "memset")["category"]) == {"memset"}
     table = kernel_table(trace)
     assert set(table.filter(pl.col("kind") == "kernel")["category"]) == {"fused_attention"}
+
+
+# Issue 19 on the real LLM/recsys traces of ../shared/traces/corpus: (trace, kernel-name
+# prefix after "void ", the category every such kernel gets).
+CORPUS_KERNELS = [
+    ("tl_b200_eager", "bmm_MxE4m3_MxE2m1MxE4m3", "gemm"),
+    ("tl_b200_eager", "bmm_Bfloat16_MxE2m1", "gemm"),
+    ("tl_b200_eager", "tensorrt_llm::kernels::quantize_with_block_size", "elementwise"),
+    ("tl_b200_eager", "vllm::reshape_and_cache_flash_kernel", "copy"),
+    ("tl_b200_eager", "vllm::rotary_embedding_kernel", "elementwise"),
+    ("new_tl_xdit_flux_sage_mi300x", "sage_fwd", "fused_attention"),
+    ("new_tl_sglang_prefilldecode_mi300x", "create_flashinfer_kv_indices_triton", "indexing"),
+    ("new_tl_sglang_prefilldecode_mi300x", "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefill",
+     "fused_attention"),
+    ("hta_nccl_128rank_sampled_rank0", "split_embedding_backward_codegen_", "indexing"),
+    ("hta_nccl_128rank_sampled_rank0", "split_embedding_codegen_forward_", "indexing"),
+    ("deepseek_h800_train_ep64", "dpsk::ep::internode::", "communication"),
+    ("deepseek_h800_train_ep64", "rotary_kernel", "elementwise"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("trace", sorted({t for t, _, _ in CORPUS_KERNELS}))
+def test_corpus_kernel_families(trace: str) -> None:
+    path = CORPUS_TRACES / f"{trace}.json.gz"
+    skip_without(path)
+    classified = kernel_table(load(path, cache=False)).with_columns(
+        own=pl.col("name").str.replace(r"^void\s+", "")
+    )
+    for _, prefix, category in (k for k in CORPUS_KERNELS if k[0] == trace):
+        found = classified.filter(pl.col("own").str.starts_with(prefix))
+        assert found.height, prefix
+        assert found["category"].unique().to_list() == [category], prefix
+    # No kernel outside attention is called attention because of "flash" in its name.
+    attention = classified.filter(pl.col("category") == "fused_attention")["own"]
+    assert not attention.str.contains("(?i)reshape_and_cache|kv_indices|quantiz").any()

@@ -140,4 +140,5 @@ def test_cold_on_alexnet(public: Path) -> None:
     [row] = rows
     assert row["call_source"].startswith("repeated region: ")
     assert (row["first_call_us"], row["steady_us"]) == (12_757_093.0, 79_678.0)
-    assert row["top_cause"] == "cudnn_plan"
+    # cudaFree inside cudnn_convolution is the allocator's, not planning (issue 19)
+    assert row["top_cause"] == "allocator_growth"

@@ -6,9 +6,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from traceanalyze.analyses.compare import comparison
 from traceanalyze.cli import main
+from traceanalyze.load.variants import load_variants
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces" / "h200_default"
 
@@ -63,3 +66,62 @@ def test_no_gpu_activity_gives_null_not_nan(public: Path) -> None:
     assert json.loads(out.stdout)[0]["reported_coverage_pct"] is None
     csv = CliRunner().invoke(main, ["compare", str(path), "--format", "csv"]).stdout
     assert "NaN" not in csv
+
+
+FLASH = SAMPLES / "sdpa_flash.json.gz"
+
+
+def test_output_dash_is_standard_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["summary", str(FLASH), "-o", "-", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["kernels_per_iter"] == 1
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [
+        ("a_file/out.md", "File exists"),  # a file where the folder should be
+        ("missing.md", "Permission denied"),
+        ("missing.md", "Read-only file system"),
+    ],
+)
+def test_unwritable_output_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, reason: str
+) -> None:
+    (tmp_path / "a_file").write_text("in the way")
+    if reason != "File exists":  # the tests may run as root, who may write anywhere
+        errno = {"Permission denied": 13, "Read-only file system": 30}[reason]
+
+        def refuse(self: Path, *args: object, **kwargs: object) -> int:
+            raise OSError(errno, reason, str(self))
+
+        monkeypatch.setattr(Path, "write_text", refuse)
+    result = CliRunner().invoke(main, ["summary", str(FLASH), "-o", str(tmp_path / where)])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"traceanalyze: error: cannot write {tmp_path / where}: {reason}")
+
+
+def test_check_refuses_a_text_key_as_a_metric() -> None:
+    result = CliRunner().invoke(main, ["check", str(FLASH), "-e", "wall_source == 1"])
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert "'wall_source' is not a number" in line
+    assert "wall_source" not in line.split("Use one of:")[1]
+
+
+def test_library_functions_take_a_variant_set() -> None:
+    found = load_variants([SAMPLES])
+    assert [v.label for v in found][:2] == ["naive", "naive_inplace"]
+    assert comparison(found).equals(comparison(found.variants))
+
+
+def test_a_folder_of_variants_names_the_commands_that_take_it() -> None:
+    result = CliRunner().invoke(main, ["explain", str(SAMPLES), str(FLASH)])
+    assert result.exit_code == 1
+    [line] = result.stderr.splitlines()
+    assert "traceanalyze compare FOLDER" in line
+    assert "load_variants(" not in line

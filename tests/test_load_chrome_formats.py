@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 import traceanalyze
+from tests.conftest import CORPUS_TRACES, skip_without
 from tests.micro import (
     H200,
     actual,
@@ -246,3 +248,33 @@ def test_compare_of_a_mixed_folder_skips_what_is_not_a_trace(tmp_path: Path) -> 
     assert [row["variant"] for row in json.loads(result.stdout)] == ["a", "b"]
     warnings = [line for line in result.stderr.splitlines() if "warning: skipped" in line]
     assert len(warnings) == 2 and any("results.json" in w for w in warnings)
+
+
+def test_pre_kineto_autograd_export(tmp_path: Path) -> None:
+    # torch.autograd.profiler's own export (before Kineto): a bare array of complete events with
+    # no category, pid "CPU functions", relative float times. Its operators are CPU ops.
+    events = [
+        {"name": "aten::conv2d", "ph": "X", "ts": 136.73, "dur": 184.65, "tid": 1,
+         "pid": "CPU functions", "args": {}},
+        {"name": "aten::relu", "ph": "X", "ts": 400.5, "dur": 10.25, "tid": 1,
+         "pid": "CPU functions", "args": {}},
+    ]  # fmt: skip
+    trace = both(write(tmp_path, "profiler_trace.json", events))
+    want = expected(
+        CPU_SCHEMA,
+        "cat name ts_ns dur_ns",
+        ("cpu_op", "aten::conv2d", 136730, 184650),
+        ("cpu_op", "aten::relu", 400500, 10250),
+    )
+    assert_frame_equal(actual(trace.cpu, want), want)
+    assert trace.gpu.height == 0
+
+
+def test_pre_kineto_autograd_export_from_the_corpus() -> None:
+    path = CORPUS_TRACES / "new_luxmea_legacy_autograd_bare_array.json.gz"
+    skip_without(path)
+    trace = both(path)
+    assert trace.cpu.filter(pl.col("cat") == "cpu_op").height == 1442
+    result = CliRunner().invoke(main, ["summary", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["bound"] in (None, "")

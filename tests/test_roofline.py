@@ -16,7 +16,7 @@ from tests.micro import annotation, call, kernel, op, span, write_trace
 from traceanalyze.analyses.roofline import ROOFLINE_COLUMNS, UNMODELLED_COLUMNS, roofline
 from traceanalyze.analyses.waves import wave_table
 from traceanalyze.perfmodel.formulas import NO_SHAPES
-from traceanalyze.perfmodel.ops import NO_MODEL
+from traceanalyze.perfmodel.ops import COMPOSITE, NO_MODEL
 from traceanalyze.perfmodel.peaks import PEAKS, PeakOverride, device_peaks, peaks_table
 from traceanalyze.render.perf import render_roofline
 
@@ -365,3 +365,31 @@ def test_activity_launched_outside_every_op_is_listed_as_such(tmp_path: Path) ->
     assert result.unmodelled.select("op_name", "reason").rows() == [
         (None, "launched by no CPU op in the trace")
     ]
+
+
+def test_a_composite_op_is_not_counted_again(tmp_path: Path) -> None:
+    # Issue 19, as SDPA math's _safe_softmax: its child _softmax is modelled and has its
+    # kernel; the composite's own guard kernel (isneginf) must not get a row with the whole
+    # softmax's bytes (the _softmax row counts them), only a line among the unmodelled.
+    x = [[8, 1024]]
+    events = [
+        annotation("ProfilerStep#1", 0, 1000),
+        shaped("aten::_safe_softmax", 10, 100, [[8, 1024], [], []], ["float", "Scalar", ""],
+               ["", "-1", ""]),
+        shaped("aten::_softmax", 20, 30, [*x, [], []], ["float", "Scalar", "Scalar"],
+               ["", "-1", "False"]),
+        call("cudaLaunchKernel", 22, 5, 1),
+        kernel("softmax_warp_forward", 200, 4, 1, **footprint(8)),
+        op("aten::isneginf", 60, 20),
+        call("cudaLaunchKernel", 62, 5, 2),
+        kernel("isneginf_kernel", 210, 2, 2, **footprint(8)),
+    ]  # fmt: skip
+    result = roofline(load(tmp_path, events))
+    softmax_bytes = 2 * 4 * 8 * 1024
+    assert result.ops.select("op_name", "bytes", "gpu_us").rows() == [
+        ("aten::_softmax", softmax_bytes, 4.0),
+    ]
+    assert result.unmodelled.select("op_name", "reason", "gpu_us_per_iter").rows() == [
+        ("aten::_safe_softmax", COMPOSITE, 2.0),
+    ]
+    assert result.modelled_pct == pytest.approx(4 / 6 * 100)

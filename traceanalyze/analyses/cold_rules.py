@@ -42,15 +42,23 @@ CAUSES: dict[str, str] = {
     "and the compiled code's wrappers (guards, first load of the compiled module)",
     "cuda_lazy_init": "lazy CUDA and library initialisation: device queries, streams, events, "
     "modules loaded at a kernel's first launch (launch calls' time over their steady time)",
-    "allocator_growth": "the caching allocator asking the driver for memory (cudaMalloc and kin)",
+    "allocator_growth": "the caching allocator asking the driver for memory or giving it back "
+    "(cudaMalloc, cudaFree and kin: a failed cudaMalloc empties the cache with cudaFree and "
+    "retries)",
     OTHER: "everything no rule claims (Python and framework time, synchronisation, the call "
     "region's own time)",
 }
 
+# Frees too: when cudaMalloc fails the caching allocator frees its cached blocks (cudaFree,
+# synchronising the device) and retries, so a cold first call inside a cuDNN op can spend
+# seconds in cudaFree (hta_alexnet_a100: 6.5 s inside cudnn_convolution) that is allocator
+# work, not cuDNN planning.
 _ALLOCATOR = (
     r"^(cudaMalloc|cudaMallocAsync|cudaMallocHost|cudaHostAlloc|cudaMallocManaged|cuMemAlloc\w*"
     r"|cuMemCreate|cuMemMap|cuMemAddressReserve|cuMemSetAccess|hipMalloc|hipHostMalloc"
-    r"|hipMallocAsync|hipExtMallocWithFlags)$"
+    r"|hipMallocAsync|hipExtMallocWithFlags"
+    r"|cudaFree|cudaFreeAsync|cudaFreeHost|cuMemFree\w*|cuMemRelease|cuMemUnmap"
+    r"|cuMemAddressFree|hipFree|hipFreeAsync|hipHostFree)$"
 )
 _MODULE_LOAD = r"^(cuModule\w*|cuLibrary\w*|hipModule(Load|GetFunction)\w*)$"
 # Kernel launches are here for their first-call excess: with lazy module loading the first

@@ -81,8 +81,15 @@ def read_file(path: Path) -> list[Expectation]:
     return [parse(line, str(path)) for line in stripped if line]
 
 
-# Summary keys that hold text, not numbers.
-_TEXT_KEYS = frozenset({"iteration_source", "iteration_note", "bound", "bound_note"})
+# Summary keys that hold text, not numbers (also where a trace leaves them null).
+_TEXT_KEYS = frozenset({"iteration_source", "iteration_note", "bound", "bound_note", "wall_source"})
+
+
+def _is_numeric(key: str, value: Any) -> bool:
+    """A number (null where the trace gives none), never text, a flag or a table."""
+    if value is None:
+        return key not in _TEXT_KEYS
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def measure(metric: str, summary: dict[str, Any]) -> float:
@@ -100,9 +107,13 @@ def measure(metric: str, summary: dict[str, Any]) -> float:
                 f"Use one of: {', '.join(sorted(set(valid)))}.",
             )
         return float(present.get(member, 0.0))
-    numeric = sorted(
-        k for k, v in summary.items() if k not in _TEXT_KEYS and not isinstance(v, (dict, list))
-    )
+    numeric = sorted(k for k, v in summary.items() if _is_numeric(k, v))
+    if isinstance(summary.get(metric), str):
+        raise ExpectationError(
+            f"{metric!r} is not a number (it holds {summary[metric]!r}); check compares numbers",
+            None,
+            "Use one of: " + ", ".join(numeric) + ".",
+        )
     if metric not in numeric:
         raise ExpectationError(
             f"unknown metric {metric!r}",

@@ -4,7 +4,11 @@ Kernel time is attributed per iteration (activities launched inside the iteratio
 accounting counts them) to the innermost *modelled* op among the launching op and its
 ancestors: ``aten::linear -> aten::addmm`` counts once, at addmm; the kernels flash attention
 launches from ``aten::_flash_attention_forward`` count at
-``aten::_scaled_dot_product_flash_attention``. Memory copies and sets an op launches are part
+``aten::_scaled_dot_product_flash_attention``. A row models only the work its own kernels do:
+a modelled op with a modelled op below it that kernels are attributed to (a composite) gets no
+row, since its model would count the children's bytes and FLOPs a second time; its remaining
+kernels are listed as not modelled (SDPA math's ``aten::_safe_softmax``: its softmax and where
+have rows, its isneginf and all kernels do not). Memory copies and sets an op launches are part
 of its GPU time. FLOPs and bytes come from the recorded shapes (:mod:`traceanalyze.perfmodel`).
 
 Per row (an op with one set of shapes, dtype and peaks), with ``gpu_us`` the mean GPU time of
@@ -32,7 +36,7 @@ from traceanalyze.analyses.waves import wave_table, with_waves
 from traceanalyze.link import nearest_ancestor
 from traceanalyze.occupancy import duration_weighted_mean
 from traceanalyze.perfmodel.formulas import model_calls
-from traceanalyze.perfmodel.ops import MEMORY, MODELLED_OPS, unmodelled_reason
+from traceanalyze.perfmodel.ops import COMPOSITE, MEMORY, MODELLED_OPS, unmodelled_reason
 from traceanalyze.perfmodel.peaks import PeakOverride, device_peaks, with_override
 from traceanalyze.trace import Trace
 
@@ -118,6 +122,7 @@ def _attributed(trace: Trace) -> pl.DataFrame:
         .then(pl.col("op_id"))
         .otherwise(ancestor)
     )
+    composite = _composites(cpu, gpu["model_op"], is_modelled)
     # op_id is the row position in the cpu frame: the calls are a gather.
     calls = cpu[gpu["model_op"].drop_nulls().unique().sort()].select(
         call="op_id", name="name", input_dims="input_dims", input_types="input_types",
@@ -129,9 +134,29 @@ def _attributed(trace: Trace) -> pl.DataFrame:
         .rename({"bytes": "op_bytes"})
         .join(calls.select("call", model_name="name"), on="call")
     )
-    return with_waves(gpu, trace.devices).join(
-        models.rename({"call": "model_op"}), on="model_op", how="left", maintain_order="left"
+    return (
+        with_waves(gpu, trace.devices)
+        .join(models.rename({"call": "model_op"}), on="model_op", how="left", maintain_order="left")
+        .with_columns(
+            reason=pl.when(pl.col("model_op").is_in(composite.implode()))
+            .then(pl.lit(COMPOSITE))
+            .otherwise("reason")
+        )
     )
+
+
+def _composites(cpu: pl.DataFrame, model_ops: pl.Series, is_modelled: pl.Expr) -> pl.Series:
+    """The modelled ops above another op that kernels are attributed to: composites whose
+    model counts work that their modelled children's rows already count (SDPA math's
+    ``aten::_safe_softmax`` above ``aten::_softmax`` and ``aten::where``). One level of the
+    modelled ancestors per step, so nesting of any depth is found."""
+    found: list[pl.Series] = []
+    current = model_ops.drop_nulls().unique()
+    while current.len():
+        parents = nearest_ancestor(cpu, current, is_modelled).drop_nulls().unique()
+        found.append(parents)
+        current = parents
+    return pl.concat(found).unique() if found else pl.Series("op_id", [], pl.Int64)
 
 
 def _with_peaks(

@@ -19,6 +19,7 @@ from traceanalyze.classify.rules import (
     MAX_OP_ANCESTORS,
     NAME_RULES,
     OP_REFINEMENTS,
+    OWN_NAME_RULES,
     UNKNOWN_PRECISION,
 )
 from traceanalyze.schema import require_columns
@@ -41,15 +42,32 @@ def _first_match(subject: pl.Expr, rules: Iterable[tuple[str, str]], otherwise: 
     return chain
 
 
+def own_name_expr() -> pl.Expr:
+    """The kernel's own name: the function's unqualified name, without a return type,
+    namespaces, template arguments or parameters (``void a::(anonymous namespace)::f<T>(int)``
+    -> ``f``); a name that is not a C++ signature is its own (``sage_fwd``, mangled names)."""
+    return (
+        pl.col("name")
+        .str.replace(r"^void\s+", "")
+        .str.replace_all(r"\(anonymous namespace\)::", "", literal=False)
+        .str.extract(r"^(?:[\w~]+::)*([\w~]+)", 1)
+    )
+
+
 @cache
 def category_expr() -> pl.Expr:
     """The name-based category of a GPU activity, from its ``kind`` and ``name`` columns.
 
-    ``kind`` "memcpy"/"memset" map to those categories; kernels go through ``NAME_RULES`` and
-    fall back to "other". Usable in any ``with_columns``; the CPU-op refinements that
+    ``kind`` "memcpy"/"memset" map to those categories; kernels go through ``OWN_NAME_RULES``
+    on their own name (:func:`own_name_expr`), then ``NAME_RULES`` on the full name, and fall
+    back to "other". Usable in any ``with_columns``; the CPU-op refinements that
     :func:`classify` adds need the cpu frame and are not part of this expression.
     """
-    by_name = _first_match(pl.col("name"), NAME_RULES, pl.lit(FALLBACK_CATEGORY))
+    by_name = _first_match(
+        own_name_expr(),
+        OWN_NAME_RULES,
+        _first_match(pl.col("name"), NAME_RULES, pl.lit(FALLBACK_CATEGORY)),
+    )
     chain = by_name
     for kind, category in reversed(KIND_CATEGORIES):
         chain = pl.when(pl.col("kind") == kind).then(pl.lit(category)).otherwise(chain)
@@ -92,6 +110,18 @@ def _op_context_flags(gpu: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.LazyFrame:
     )
     launching = gpu.select("rank", "op_id").drop_nulls().unique()
     walk = launching.join(ops, on=["rank", "op_id"], how="inner").rename({"parent_id": _ANCESTOR})
+    # A refinement with a launch-op pattern also needs the innermost op itself to match it.
+    launch_ops = launching.join(
+        cpu.select("rank", "op_id", "name"), on=["rank", "op_id"], how="inner"
+    ).select(
+        "rank",
+        "op_id",
+        *(
+            pl.col("name").str.contains(r.launch_op_pattern).fill_null(False).alias(f)
+            for r, f in zip(OP_REFINEMENTS, flags, strict=True)
+            if r.launch_op_pattern is not None
+        ),
+    )
     parents = ops.select(
         "rank",
         pl.col("op_id").alias(_ANCESTOR),
@@ -107,7 +137,14 @@ def _op_context_flags(gpu: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.LazyFrame:
             )
             .drop(_NEXT, *(f"{f}_up" for f in flags))
         )
-    return walk.select("rank", "op_id", *flags)
+    launch_flags = [
+        f for r, f in zip(OP_REFINEMENTS, flags, strict=True) if r.launch_op_pattern is not None
+    ]
+    return (
+        walk.join(launch_ops, on=["rank", "op_id"], how="left", suffix="_launch")
+        .with_columns(pl.col(f) & pl.col(f"{f}_launch").fill_null(False) for f in launch_flags)
+        .select("rank", "op_id", *flags)
+    )
 
 
 def _refined_category() -> pl.Expr:
@@ -118,6 +155,8 @@ def _refined_category() -> pl.Expr:
         applies = (pl.col("kind") == "kernel") & pl.col(_flag(index)).fill_null(False)
         if refinement.applies_to is not None:
             applies = applies & name_category.is_in(refinement.applies_to)
+        if refinement.kernel_pattern is not None:
+            applies = applies & pl.col("name").str.contains(refinement.kernel_pattern)
         chain = pl.when(applies).then(pl.lit(refinement.category)).otherwise(chain)
     return chain.cast(pl.String).alias("category")
 
@@ -125,10 +164,11 @@ def _refined_category() -> pl.Expr:
 def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """Add ``category`` and ``gemm_precision`` (String) to the gpu frame of a trace.
 
-    ``category`` follows the taxonomy of ARCHITECTURE.md: the kernel name decides
-    (:func:`category_expr`), then the CPU op that launched the kernel refines ambiguous cases
-    (``OP_REFINEMENTS``: copies under a transpose/contiguous, anything under cuDNN attention,
-    GEMMs under a convolution). ``gemm_precision`` is null except for GEMMs. Row order and the
+    ``category`` follows the taxonomy of ARCHITECTURE.md: the kernel's own name, then its full
+    name decide (:func:`category_expr`), then the CPU op that launched the kernel refines
+    ambiguous cases (``OP_REFINEMENTS``: copies under a transpose/contiguous, cuDNN's own
+    kernels under cuDNN attention, GEMMs under a convolution, _safe_softmax's guard, SDPA
+    math's mask add). ``gemm_precision`` is null except for GEMMs. Row order and the
     existing columns are kept.
     """
     require_columns(gpu, GPU_COLUMNS, "classify kernels", "trace.gpu, trace.cpu")

@@ -1,7 +1,8 @@
 """Kernel classification rules, as data.
 
-Three ordered tables drive :mod:`traceanalyze.classify.classify`:
+Four ordered tables drive :mod:`traceanalyze.classify.classify`:
 
+* ``OWN_NAME_RULES``: (category, regex on the kernel's own name), checked first.
 * ``NAME_RULES``: (category, regex on the kernel name). The first match wins, so specific
   families come before the generic ones that would also match them (fused attention before
   softmax, convolution before GEMM since implicit-GEMM convolutions say "gemm", copy before
@@ -48,11 +49,55 @@ KIND_CATEGORIES: tuple[tuple[str, str], ...] = (
 
 FALLBACK_CATEGORY = "other"
 
+# Families decided by the kernel's *own* name: the function's unqualified name, without its
+# namespaces, template arguments and parameters (``void fbgemm_gpu::foo_kernel<c10::Half>(...)``
+# -> ``foo_kernel``; see ``own_name_expr``). Checked before ``NAME_RULES``, whose generic
+# patterns would otherwise match a word in a template argument, a parameter type or a
+# namespace (FBGEMM's ``fbgemm_gpu::`` says "gemm"; vLLM's ``reshape_and_cache_flash_kernel``
+# and FlashInfer's index builders say "flash").
+OWN_NAME_RULES: tuple[tuple[str, str], ...] = (
+    # SageAttention (quantised QK^T), Triton/vLLM unified attention, FlashInfer/ck_tile/aiter
+    # prefill and decode kernels.
+    (
+        "fused_attention",
+        r"(?i)^sage_?(fwd|bwd|attn)|^(kernel_)?unified_attention|^batch(_?prefill|_?decode)"
+        r"|^single_(prefill|decode)|^(mha|fmha)_(fwd|bwd|batch)|^paged_attention",
+    ),
+    # Rotary position embeddings are pointwise math on q and k (not an embedding lookup).
+    ("elementwise", r"(?i)rotary|(^|_)rope(_|$)"),
+    # KV-cache writes scatter the new keys and values into the (paged) cache: copies, not
+    # attention, whatever op launched them.
+    ("copy", r"(?i)reshape_and_cache|store_kv_?cache|concat_and_cache|kv_?cache_(write|store)"),
+    # Index builders for paged attention, FBGEMM/ATen embedding lookups and their backward
+    # (split_embedding_*_codegen_*, compute_grad_weight, bounds checks) and FBGEMM's sparse
+    # feature shuffles (permute_2D_*, bucketize, offsets): gathers, not layout transposes.
+    (
+        "indexing",
+        r"(?i)kv_ind(ices|ptr)|^split_embedding|embedding_(forward|backward|bag)"
+        r"|^compute_grad_weight|bounds_check_indices|^(batched_)?embedding"
+        r"|^permute_(1d|2d|indices|lengths|sparse)|bucketize_sparse|^_?offsets_range|jagged",
+    ),
+    # A norm fused with the quantisation of its output (aiter add_rmsnorm_quant_kernel) is
+    # the norm's.
+    ("normalization", r"(?i)(rms|layer)_?norm\w*quant"),
+    # Quantisation and dequantisation: scale (per token, channel or block) and cast.
+    (
+        "elementwise",
+        r"(?i)quantiz|_quant(_|$)|^sage_quant|cast_to_fp8|fp8_quant|to_fp8|cast_back"
+        r"|fp8_?rowwise_to_float|hfp8_to_float|dequant|fp8_qparam",
+    ),
+    # GEMMs named by their operand formats: trtllm-gen bmm_MxE4m3_*, bmm_Bfloat16_MxE2m1*,
+    # gemm_*, Triton matmul_ogs (MoE), DeepGEMM/CUTLASS grouped GEMMs.
+    ("gemm", r"(?i)^(b?mm|gemm|gemv)_|matmul_ogs|grouped_gemm|^_?matmul"),
+)
+
 NAME_RULES: tuple[tuple[str, str], ...] = (
     # NCCL/RCCL names embed the reduction ("Sum") and a dtype, so they go before everything.
+    # DeepEP's expert-parallel dispatch and combine (dpsk::ep::internode::*, over NVSHMEM) are
+    # all-to-all communication too.
     (
         "communication",
-        r"(?i)nccl|rccl|msccl|multimem_|cross_device_reduce"
+        r"(?i)nccl|rccl|msccl|multimem_|cross_device_reduce|deep_?ep::|dpsk::ep::|nvshmem"
         r"|(^|[^a-z])(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)",
     ),
     # torch.compile (Inductor) names kernels triton_{poi,red,per,tem}_fused_<sorted aten ops>_<n>.
@@ -88,9 +133,11 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
     ),
     # cuBLAS/cuBLASLt (sgemm, xmma, nvjet, gemv, split-K reduction and epilogue helpers),
     # CUTLASS, hipBLASLt/Tensile (Cijk_*), rocBLAS, composable-kernel gemm, Triton matmul.
+    # "fbgemm" (FBGEMM's namespace, in the names of its embedding and quantisation kernels)
+    # is not a GEMM: a letter other than b before "gemm", or none.
     (
         "gemm",
-        r"(?i)gemm|gemv|nvjet|cijk_|cublas|matmul|(^|[^a-z])b?mm_kernel|splitkreduce"
+        r"(?i)(^|[^b]|[^f]b)gemm|gemv|nvjet|cijk_|cublas|matmul|(^|[^a-z])b?mm_kernel|splitkreduce"
         r"|reducesplitk|splitk_reduce|wgmma|cutlass.*(tensorop|simt)|rocblas|hipblaslt",
     ),
     ("softmax", r"(?i)softmax"),
@@ -162,6 +209,10 @@ class OpRefinement:
     category: str
     op_pattern: str
     applies_to: tuple[str, ...] | None
+    # Further conditions: a regex on the kernel's name, and one on the innermost launching op
+    # alone (not its ancestors).
+    kernel_pattern: str | None = None
+    launch_op_pattern: str | None = None
 
 
 # How many ancestors above the innermost op are inspected. aten::contiguous -> aten::clone ->
@@ -170,12 +221,29 @@ class OpRefinement:
 MAX_OP_ANCESTORS = 4
 
 OP_REFINEMENTS: tuple[OpRefinement, ...] = (
-    # cuDNN SDPA launches helper kernels (and may use generic names) from inside these ops; each
-    # of them is part of the fused attention, not a separate category of work.
+    # cuDNN SDPA launches helper kernels of its own (cudnn::fusion::convert_dq_to_16bits,
+    # compute_dot_do_o) from inside these ops: part of the fused attention. Only cuDNN's own
+    # kernels: a copy or an index kernel that ATen launches there is not attention.
     OpRefinement(
         "fused_attention",
         r"^aten::(_cudnn_attention_(forward|backward)|_scaled_dot_product_cudnn_attention)",
         None,
+        kernel_pattern=r"(?i)cudnn",
+    ),
+    # _safe_softmax (SDPA math) guards fully masked rows after the softmax: isneginf, all and
+    # a where that puts 0 in such rows. Part of the softmax, not a mask.
+    OpRefinement(
+        "softmax",
+        r"^aten::_safe_softmax$",
+        ("mask", "elementwise", "reduction", "fill"),
+    ),
+    # SDPA math applies a float attention mask (its own causal mask included) with an in-place
+    # add on the scores: the mask's application, not other elementwise math.
+    OpRefinement(
+        "mask",
+        r"^aten::_scaled_dot_product_attention_math",
+        ("elementwise",),
+        launch_op_pattern=r"^aten::add_?$",
     ),
     # Traces rarely record shapes and strides, so whether a copy permutes data can only be read
     # from its context: a copy kernel under aten::contiguous (or a transpose/permute/t op) is
@@ -197,6 +265,8 @@ OP_REFINEMENTS: tuple[OpRefinement, ...] = (
 # as the first token after the index strings: Cijk_Ailk_Bljk_<type>_..., B = bf16, H = fp16,
 # S = fp32, F8/B8 = fp8, I8 = int8.
 GEMM_PRECISION_RULES: tuple[tuple[str, str], ...] = (
+    # 4-bit floats (MXFP4/NVFP4 E2M1), usually the weights beside bf16 or fp8 activations.
+    ("fp4", r"(?i)e2m1|fp4"),
     ("fp8", r"(?i)fp8|e4m3|e5m2|f8f6f4|(^|_)[fb]8"),
     ("int8", r"(?i)int8|imma|i8i8|i8i32|s8s8|u8s8|_i8|tensorop_i\d"),
     ("bf16", r"(?i)bf16|bfloat16|cijk_a[a-z]+_b[a-z]+_b[a-z]*_"),

@@ -5,7 +5,8 @@ traces load (--no-cache, --cache-dir, progress). Commands receive one ``out: Out
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
@@ -21,6 +22,7 @@ from traceanalyze.trace import Skipped, Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
 SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".json": "json", ".csv": "csv"}
+STDOUT = "-"  # -o - writes standard output, as the default does
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class Output:
     def from_options(cls, fmt: str | None, path: Path | None, force: bool) -> Output:
         """The format defaults to the -o suffix, else md. An existing -o file is refused here,
         before any trace is loaded, unless --force."""
+        if path is not None and str(path) == STDOUT:
+            path = None
         implied = SUFFIX_FORMATS.get(path.suffix.lower()) if path else None
         if fmt is None:
             fmt = implied or "md"
@@ -57,8 +61,9 @@ class Output:
             return
         self.refuse_inputs(self.path, inputs)
         self.check_free(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(text)
+        with _writing(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(text)
         click.echo(f"wrote {self.path}", err=True)
 
     @staticmethod
@@ -80,8 +85,33 @@ class Output:
         """A companion file (a chart) in the folder of the -o file."""
         assert self.path is not None
         target = self.path.parent / name
-        target.write_bytes(data)
+        with _writing(target):
+            target.write_bytes(data)
         click.echo(f"wrote {target}", err=True)
+
+
+class OutputError(click.ClickException):
+    """The output cannot be written: one line, exit status 1."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"traceanalyze: error: {self.format_message()}", err=True)
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """Turn the OS's refusal to write ``path`` (no permission, a missing or read-only folder,
+    a file where a folder should be) into one line that says what to do."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+        raise OutputError(
+            f"cannot write {path}: {reason}{where}. Choose another -o path, or -o - for "
+            "standard output."
+        ) from None
 
 
 class Subject(NamedTuple):
@@ -157,7 +187,7 @@ _OUTPUT_OPTIONS: tuple[Decorator, ...] = (
         "--output",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        help="Write to this file instead of standard output.",
+        help="Write to this file instead of standard output (- for standard output).",
     ),
     click.option("--force", is_flag=True, help="Overwrite the -o file if it exists."),
 )

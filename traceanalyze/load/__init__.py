@@ -44,8 +44,8 @@ class SeparateTracesError(TraceFormatError):
 
 
 _FIX_SEPARATE = (
-    "Load them as a set with traceanalyze.load_variants(folder) (the CLI's report and compare "
-    "do), or load one trace file."
+    "Compare them as variants with `traceanalyze compare FOLDER` or `traceanalyze report "
+    "FOLDER` (in Python: load_variants), or give one trace file."
 )
 
 

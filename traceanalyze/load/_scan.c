@@ -904,7 +904,16 @@ static int event(Cur *c) {
         Cur again = {e.args, e.args + e.args_len, s};
         if ((rc = args_object(&again, &e, want))) return rc == -2 ? -1 : rc;
     }
-    if (dest == K_OTHER) return 0;
+    if (dest == K_OTHER) {
+        /* No category, no NPU task (the look above declines those), a time and a duration:
+         * the pre-Kineto autograd profiler export writes its operators so. */
+        if (e.has_cat || (seen & (32 | 64)) != (32 | 64)) return 0;
+        dest = K_OP;
+        if (e.args) {
+            Cur again = {e.args, e.args + e.args_len, s};
+            if ((rc = args_object(&again, &e, K_OP))) return rc == -2 ? -1 : rc;
+        }
+    }
     if ((cat_kind & KIND_LEGACY) && dest != K_META) {
         e.value[C_EXT] = e.value[C_EXT_LEGACY];
         e.tag[C_EXT] = e.tag[C_EXT_LEGACY];

@@ -80,6 +80,8 @@ class NpuArgs(msgspec.Struct, gc=False, frozen=True):
 
 _EMPTY_ARGS = msgspec.Raw(b"{}")
 _ZERO = msgspec.Raw(b"0")
+# The default of ts and dur, this very object: an event whose field ``is UNSET_TIME`` lacks it.
+UNSET_TIME = _ZERO
 
 
 # Every phase of the Chrome trace event format ("" when absent). Typed as this Literal, ph decodes

@@ -19,7 +19,7 @@ import msgspec
 import polars as pl
 
 from traceanalyze.errors import TraceFormatError
-from traceanalyze.load.decode import FIX_NOT_A_TRACE, Event, decode_args, npu_args
+from traceanalyze.load.decode import FIX_NOT_A_TRACE, UNSET_TIME, Event, decode_args, npu_args
 from traceanalyze.load.scanned import (
     CALL_CATS,
     DIMS,
@@ -32,6 +32,7 @@ from traceanalyze.load.scanned import (
     RAW_JSON,
     SKIPPED_CATS,
     STRINGS,
+    UNCATEGORISED,
     Piece,
     Scanned,
 )
@@ -102,7 +103,10 @@ def extract(events: list[Event], scanned: Scanned, chunk: Chunk, *, count: bool 
         elif cat not in SKIPPED_CATS:
             _add(scanned, "flow", cat, _phase(bucket, FLOW_PHASES), False, events, chunk)
             _add(scanned, "instant", cat, _phase(bucket, INSTANT_PHASES), False, events, chunk)
-            _add_npu_tasks(scanned, cat, _phase(bucket, _COMPLETE), events, chunk)
+            complete = _phase(bucket, _COMPLETE)
+            _add_npu_tasks(scanned, cat, complete, events, chunk)
+            if cat == UNCATEGORISED:  # the pre-Kineto autograd export's operators
+                _add(scanned, "op", cat, _legacy_ops(complete), False, events, chunk)
     _add(scanned, "meta", "", _phase(buckets.get("", []), _METADATA), False, events, chunk)
 
 
@@ -178,6 +182,15 @@ def _add_npu_tasks(
         "kind": pl.Series("kind", kinds, dtype=pl.String),
     }
     scanned.add("npu", cat, pieces)
+
+
+def _legacy_ops(events: list[Event]) -> list[Event]:
+    """The uncategorised complete events that are operators: with a time and a duration
+    (written, not the defaults), not NPU tasks."""
+    timed = [e for e in events if e.ts is not UNSET_TIME and e.dur is not UNSET_TIME]
+    if not timed:
+        return timed
+    return [e for e, a in zip(timed, npu_args(timed), strict=True) if not a.task_type]
 
 
 def _npu_kind(task_type: str) -> str:

@@ -13,7 +13,7 @@ import polars as pl
 from traceanalyze.load.scanned import (
     CALL_CATS,
     GPU_KINDS,
-    OP_CATS,
+    OP_LABELS,
     TIMES,
     BadTimestampError,
     IdMapper,
@@ -89,7 +89,7 @@ def build_frames(scanned: Scanned, rank: int) -> Frames:
         else next(iter(gpu_parts), None)
     )
     calls = _stack(scanned, "call", CALL_CATS, ids, rank)
-    ops = _stack(scanned, "op", OP_CATS, ids, rank)
+    ops = _stack(scanned, "op", OP_LABELS, ids, rank)
     cpu_parts = [f for f in (ops, calls) if f is not None]
     cpu = (
         pl.concat(cpu_parts, how="diagonal") if len(cpu_parts) > 1 else next(iter(cpu_parts), None)

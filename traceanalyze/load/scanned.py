@@ -31,6 +31,11 @@ GPU_KINDS = {
 }
 # Kineto category -> CPU interval category (legacy names folded into today's).
 OP_CATS = {"cpu_op": "cpu_op", "Operator": "cpu_op", "user_annotation": "user_annotation"}
+# Complete events without a category: the pre-Kineto torch.autograd.profiler export (a bare
+# array of ph "X" events, pid "CPU functions") writes its operators so; both decoders keep them
+# as CPU ops.
+UNCATEGORISED = ""
+OP_LABELS = {**OP_CATS, UNCATEGORISED: "cpu_op"}
 CALL_CATS = {
     "cuda_runtime": "cuda_runtime",
     "Runtime": "cuda_runtime",

@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError, UsageError
 from traceanalyze.load import are_ranks, combine_ranks, is_trace_name, load_each
@@ -38,11 +38,24 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class VariantSet:
+class VariantSet(Sequence[Variant]):
+    """The variants found under some paths, with their manifests. A sequence of its
+    ``variants``, so every library function that takes variants takes the set itself."""
+
     variants: tuple[Variant, ...]
     manifests: tuple[dict[str, Any], ...] = ()
     sources: tuple[Path, ...] = ()
     skipped: tuple[Skipped, ...] = ()  # files of a folder that are not traces, with why
+
+    @overload
+    def __getitem__(self, index: int) -> Variant: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Variant]: ...
+    def __getitem__(self, index: int | slice) -> Variant | Sequence[Variant]:
+        return self.variants[index]
+
+    def __len__(self) -> int:
+        return len(self.variants)
 
     @property
     def loaded(self) -> list[Variant]:

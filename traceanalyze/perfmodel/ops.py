@@ -223,6 +223,10 @@ UNMODELLED_REASONS: tuple[tuple[str, str], ...] = (
     (r"^triton_", "an Inductor-generated kernel: what it computes is not in the trace"),
 )
 NO_MODEL = "no FLOP/byte model for this op"
+COMPOSITE = (
+    "a composite op: its modelled children count its work, so the rest of its kernels are "
+    "not modelled"
+)
 NO_OP = "launched by no CPU op in the trace"
 
 
