@@ -183,14 +183,22 @@ def verdict(
     """
     if gpu_busy_us <= 0:
         return Verdict(None, NO_GPU)
-    if cpu_op_us <= 0:
-        return Verdict(None, NO_CPU)
     if not wall_us:
         return Verdict(None, "no wall time for the iterations")
     busy_pct = gpu_busy_us / wall_us * 100
-    bound = BOUND_GPU if busy_pct >= GPU_BOUND_MIN_BUSY_PCT else BOUND_CPU
+    gpu_bound = busy_pct >= GPU_BOUND_MIN_BUSY_PCT
+    # A GPU busy nearly all the wall time is GPU-bound whatever the CPU did (a CUDA graph
+    # replay has no CPU operators at all); calling it CPU-bound needs the CPU side.
+    if cpu_op_us <= 0 and not gpu_bound:
+        return Verdict(None, NO_CPU)
     shown = f"{busy_pct:.0f}" if busy_pct >= 1 else f"{busy_pct:.2g}"
-    return Verdict(bound, f"GPU busy time {shown}% of the wall time ({wall_source})")
+    note = f"GPU busy time {shown}% of the wall time ({wall_source})"
+    if busy_pct > 100:
+        note += (
+            f": the profiled busy time exceeds that wall time by {busy_pct - 100:.1f}%, so the "
+            "share is capped at 100"
+        )
+    return Verdict(BOUND_GPU if gpu_bound else BOUND_CPU, note)
 
 
 # One sentence per figure: the report's glossary and the README's "How time is counted" both
@@ -218,7 +226,9 @@ DEFINITIONS: dict[str, str] = {
     "have one, else the traces' wall time",
     "gpu_busy_pct_of_wall": "GPU busy time as a share of the wall time that `wall_source` "
     "names: the capture's median where a warm capture's manifest gives one, else the trace's "
-    "wall time (a profiled run's busy time can exceed the unprofiled median by a few percent)",
+    "wall time; at most 100 (a profiled run's busy time can exceed the unprofiled median by a "
+    "few percent: `bound_note` then says by how much)",
     "bound": f"GPU-bound when the GPU is busy at least {GPU_BOUND_MIN_BUSY_PCT:.0f}% of that "
-    "wall time, else CPU-bound; no verdict without GPU activity or CPU operators",
+    "wall time, else CPU-bound; no verdict without GPU activity, nor a CPU-bound one without "
+    "CPU operators (a CUDA graph replay busy enough is GPU-bound without any)",
 }

@@ -143,14 +143,17 @@ def _comparison_intro(report: Report) -> str:
     cold = (
         " These traces start cold: each one's first iteration holds its one-off work (plans, "
         "compiling, lazy loading), which these means include; *Cold start* below compares the "
-        "first call with the steady ones, and the capture medians are steady calls."
+        "first call with the steady ones. *speed-up wall*, the bound verdicts and *GPU busy % "
+        "of wall* use each capture's steady median instead (its calls after the first, timed "
+        "without the profiler), as the *wall source* column says."
         if report.cold is not None
         else ""
     )
     return (
         f"{unit} *speed-up* is GPU busy time relative to `{report.baseline}`; "
         "*speed-up wall* is wall time, from the capture's median times where the manifest has "
-        f"them. Times are defined under *How to read this* below.{cold}\n"
+        "them (the *wall source* column names which), else the traces' iteration wall time. "
+        f"Times are defined under *How to read this* below.{cold}\n"
     )
 
 
