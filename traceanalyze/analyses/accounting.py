@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.activities import in_iterations, per_trace
+from traceanalyze.analyses.activities import in_iterations, per_trace, transfer_kind
 from traceanalyze.analyses.cputree import outermost_ops
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
@@ -66,7 +66,7 @@ NO_CPU = "no CPU operators recorded in the iterations"
 def iteration_times(trace: Trace) -> pl.DataFrame:
     """One row per (rank, iteration) with ``COUNT_COLUMNS`` and ``TIME_COLUMNS``."""
     steps = trace.iterations.select(*ITERATION, cpu_span_us=pl.col("dur_ns") / 1e3)
-    gpu = in_iterations(trace.gpu)
+    gpu = in_iterations(trace.gpu).with_columns(transfer_kind())
     frame = (
         steps.join(_gpu_times(gpu), on=ITERATION, how="left")
         .join(_cpu_op_times(trace), on=ITERATION, how="left")

@@ -19,6 +19,23 @@ from traceanalyze.trace import Trace
 
 R = TypeVar("R")
 
+# Inside a CUDA graph a memory copy or set node can run as a kernel of the runtime's own
+# (`memcpy128`): by its own name it is the copy or set the eager run makes with
+# cudaMemcpyAsync / cudaMemsetAsync, and counts as one.
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch")
+GRAPH_TRANSFER_KERNELS: dict[str, str] = {"memcpy": r"^memcpy\d*$", "memset": r"^memset\d*$"}
+
+
+def transfer_kind() -> pl.Expr:
+    """``kind`` with the copy and set kernels of a replayed CUDA graph as memcpy/memset."""
+    graph_kernel = (pl.col("kind") == "kernel") & pl.col("launch_api").is_in(GRAPH_LAUNCHES)
+    kind = pl.col("kind")
+    for transfer, pattern in GRAPH_TRANSFER_KERNELS.items():
+        kind = pl.when(graph_kernel & pl.col("name").str.contains(pattern)).then(
+            pl.lit(transfer)
+        ).otherwise(kind)
+    return kind.alias("kind")
+
 
 def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
     """Compute ``analysis(trace)`` once per Trace object (kept while the Trace lives).
@@ -38,8 +55,13 @@ def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
 
 @per_trace
 def activities(trace: Trace) -> pl.DataFrame:
-    """The gpu frame plus ``category``, ``gemm_precision`` and the occupancy columns."""
-    classified = classify(trace.gpu, trace.cpu)
+    """The gpu frame plus ``category``, ``gemm_precision`` and the occupancy columns; a
+    replayed graph's copy and set kernels are memcpy/memset (:func:`transfer_kind`)."""
+    classified = classify(trace.gpu, trace.cpu).with_columns(transfer_kind())
+    transfer = pl.col("kind").is_in(list(GRAPH_TRANSFER_KERNELS))
+    classified = classified.with_columns(
+        category=pl.when(transfer).then(pl.col("kind")).otherwise(pl.col("category"))
+    )
     frame = theoretical_occupancy(classified, trace.devices).with_columns(
         # Occupancy is a property of kernels; copies and sets have no launch footprint.
         *(

@@ -65,6 +65,24 @@ OUTLIER_MIN_ROWS = 3
 # A repeated annotation must cover at least this share of the GPU activity to be the iteration.
 MIN_COVERAGE_PCT = 50.0
 SEQUENCE = "sequence:"
+# The first columns of the `iterations` table (its JSON keys are a public contract).
+TABLE_COLUMNS = (
+    "rank",
+    "iteration",
+    "kind",
+    "flag",
+    "counted",
+    "gpu_busy_us",
+    "gpu_span_us",
+    "gpu_idle_us",
+    "kernels",
+    "memcpy",
+    "memset",
+    "cpu_op_us",
+    "launch_us",
+    "cpu_span_us",
+    "wall_us",
+)
 ANNOTATION = "annotation:"
 
 
@@ -136,9 +154,26 @@ def _origin_of(trace: Trace) -> Trace:
 
 
 def iteration_rows(trace: Trace) -> pl.DataFrame:
-    """One row per iteration of the regions, with ``kind``, ``flag`` and ``counted`` (what
-    ``trace``'s selection kept), then the accounting columns."""
-    return choice_of(trace).table
+    """The `iterations` table: one row per iteration of the regions, with ``kind``, ``flag``
+    and ``counted`` (what ``trace``'s selection kept), then the accounting columns."""
+    table = choice_of(trace).table
+    return table.select(*TABLE_COLUMNS, *[c for c in table.columns if c not in TABLE_COLUMNS])
+
+
+def iteration_notes(trace: Trace) -> list[str]:
+    """What the `iterations` table's reader must know: how the iterations were found, their
+    coverage of the GPU activity, which were left out and which stand out."""
+    choice = choice_of(trace)
+    source = choice.regions.iteration_source
+    lines = [f"iterations from: {source}"]
+    if choice.coverage_pct is not None:
+        lines.append(
+            f"iteration_coverage_pct: {choice.coverage_pct:.1f}% of the trace's GPU activity "
+            "time was launched inside these iterations"
+        )
+    if choice.note:
+        lines += choice.note.split("; ")
+    return lines
 
 
 def _restrict(origin: Trace, selection: Selection | None) -> Trace:
@@ -400,13 +435,20 @@ def _note(
             f"`{source.removeprefix(SEQUENCE)}` to the next (a single repeated annotation "
             f"covered less than {MIN_COVERAGE_PCT:.0f}% of the GPU activity)"
         )
-    left = table.filter(~pl.col("counted"))
-    if selection is not None and selection != Selection():
-        parts.append(f"iterations chosen with {selection.describe()}")
-    for row in left.select("iteration", "flag").to_dicts():
-        why = row["flag"] or "not selected"
-        parts.append(f"iteration {row['iteration']} left out of the means ({why})")
+    chosen = selection is not None and selection != Selection()
+    if chosen:
+        parts.append(f"iterations chosen with {selection.describe()}")  # type: ignore[union-attr]
+    left_out = pl.col("kind").replace_strict(KINDS, return_dtype=pl.String, default=None)
+    reasons = (
+        table.filter(~pl.col("counted"))
+        .with_columns(why=pl.coalesce(left_out, pl.lit("not chosen")))
+        .group_by("why", maintain_order=True)
+        .agg("iteration")
+    )
+    for why, numbers in reasons.iter_rows():
+        listed = ", ".join(map(str, numbers))
+        parts.append(f"iteration{'s' if len(numbers) > 1 else ''} {listed} left out ({why})")
     standing = table.filter(pl.col("counted") & pl.col("flag").is_not_null())
-    for row in standing.select("iteration", "flag").to_dicts():
-        parts.append(f"iteration {row['iteration']} stands out ({row['flag']}), kept in the means")
+    for number, flag in standing.select("iteration", "flag").iter_rows():
+        parts.append(f"iteration {number} stands out ({flag}), kept in the means")
     return "; ".join(parts) or None

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.activities import activities, iteration_count, per_trace
+from traceanalyze.analyses.activities import (
+    GRAPH_LAUNCHES,
+    activities,
+    iteration_count,
+    per_trace,
+)
 from traceanalyze.analyses.cputree import op_chains
 from traceanalyze.trace import Trace
 
@@ -84,6 +89,20 @@ CAUSES: tuple[Cause, ...] = (
         "cuDNN zeroes a workspace (for example the softmax statistics); small and expected",
         actionable=False,
     ),
+    # A replayed CUDA graph's activities have no launching op in the trace (it was captured
+    # earlier): the same copies and sets as in the eager run, earning the same advice there.
+    Cause(
+        r"^cudaGraphLaunch -> (?i:memset)",
+        "a memory set replayed from a CUDA graph (the op that captured it is not in the "
+        "trace); in the eager run such sets are cuBLAS/cuDNN workspace fills, small and "
+        "expected: see the eager trace's `memcpy` for its op",
+        actionable=False,
+    ),
+    Cause(
+        r"^cudaGraphLaunch -> (?i:memcpy)",
+        "a memory copy replayed from a CUDA graph (the op that captured it is not in the "
+        "trace); run `memcpy` on the eager trace for the op that makes it and its advice",
+    ),
     Cause(r"Memset", "zero fill"),
     Cause(r"Memcpy DtoD", "device-to-device copy"),
 )
@@ -96,8 +115,12 @@ def memory_traffic(trace: Trace) -> pl.DataFrame:
     whole trace."""
     gpu = activities(trace).filter(pl.col("kind").is_in(["memcpy", "memset"]))
     chains = op_chains(trace.cpu, gpu["op_id"])
+    # Without a launching op, a graph replay's activity names its launch call instead.
+    replayed = pl.col("op_id").is_null() & pl.col("launch_api").is_in(GRAPH_LAUNCHES)
+    gpu = gpu.with_columns(chains.alias("ops"))
+    head = pl.when(replayed).then(pl.concat_list(pl.col("launch_api"))).otherwise(pl.col("ops"))
     gpu = gpu.with_columns(
-        chain=pl.concat_list(chains, pl.col("name")).list.join(" -> "),
+        chain=pl.concat_list(head, pl.col("name")).list.join(" -> "),
         in_iteration=pl.col("iteration").is_not_null(),
     )
     n = iteration_count(trace)
