@@ -195,7 +195,7 @@ def verdict(
     note = f"GPU busy time {shown}% of the wall time ({wall_source})"
     if busy_pct > 100:
         note += (
-            f": the profiled busy time exceeds that wall time by {busy_pct - 100:.1f}%, so the "
+            f": the profiled busy time exceeds that wall time by {busy_pct - 100:.1f}% and the "
             "share is capped at 100"
         )
     return Verdict(BOUND_GPU if gpu_bound else BOUND_CPU, note)
@@ -223,10 +223,11 @@ DEFINITIONS: dict[str, str] = {
     "profiler (the manifest): the truth for wall time",
     "speedup": "the baseline's GPU busy time over the variant's",
     "speedup_wall": "the baseline's wall time over the variant's: capture medians where both "
-    "have one, else the traces' wall time",
+    "have the same kind (a warm capture's median, or a cold capture's steady median that leaves "
+    "out its one-off first call), else the traces' wall time",
     "gpu_busy_pct_of_wall": "GPU busy time as a share of the wall time that `wall_source` "
-    "names: the capture's median where a warm capture's manifest gives one, else the trace's "
-    "wall time; at most 100 (a profiled run's busy time can exceed the unprofiled median by a "
+    "names: the capture's median where a warm capture's manifest gives one, a cold capture's "
+    "steady median (its first call left out), else the trace's wall time; at most 100 (a profiled run's busy time can exceed the unprofiled median by a "
     "few percent: `bound_note` then says by how much)",
     "bound": f"GPU-bound when the GPU is busy at least {GPU_BOUND_MIN_BUSY_PCT:.0f}% of that "
     "wall time, else CPU-bound; no verdict without GPU activity, nor a CPU-bound one without "

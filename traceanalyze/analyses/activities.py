@@ -31,9 +31,11 @@ def transfer_kind() -> pl.Expr:
     graph_kernel = (pl.col("kind") == "kernel") & pl.col("launch_api").is_in(GRAPH_LAUNCHES)
     kind = pl.col("kind")
     for transfer, pattern in GRAPH_TRANSFER_KERNELS.items():
-        kind = pl.when(graph_kernel & pl.col("name").str.contains(pattern)).then(
-            pl.lit(transfer)
-        ).otherwise(kind)
+        kind = (
+            pl.when(graph_kernel & pl.col("name").str.contains(pattern))
+            .then(pl.lit(transfer))
+            .otherwise(kind)
+        )
     return kind.alias("kind")
 
 

@@ -24,6 +24,7 @@ from traceanalyze.analyses.accounting import iteration_times
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.cputree import with_self_time
 from traceanalyze.analyses.diff import paired_columns
+from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.memcpy import memory_traffic, number_text, size_expr
 from traceanalyze.analyses.summary import summary
 from traceanalyze.trace import Trace
@@ -81,6 +82,7 @@ def explain(
     base: Trace, new: Trace, base_label: str = "base", new_label: str = "new"
 ) -> Explanation:
     """Split NEW's change in GPU span per iteration against BASE into parts (module docs)."""
+    base, new = counted(base), counted(new)
     before, after = _figures(base), _figures(new)
     activity_parts = _activity_parts(base, new, before["gpu_span_us_per_iter"])
     parts = pl.concat(

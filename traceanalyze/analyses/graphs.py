@@ -28,6 +28,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceanalyze.analyses.activities import iteration_count, per_trace
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.link import LAUNCH_APIS, RUNTIME_CATS, nearest_ancestor
 from traceanalyze.trace import Trace
 
@@ -59,6 +60,7 @@ def graph_replay() -> pl.Expr:
     return pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS).fill_null(value=False)
 
 
+@on_counted
 def graph_launches_per_iter(trace: Trace) -> float:
     """Graph launch calls per iteration (each replays a whole graph)."""
     launches = trace.cpu.filter(
@@ -193,6 +195,7 @@ def _unlaunched_calls(trace: Trace) -> pl.DataFrame:
     ).filter(~pl.col("ran") & pl.col("block").is_not_null())
 
 
+@on_counted
 def graph_table(trace: Trace) -> pl.DataFrame:
     """Per graph and position: the activity, the op captured there, replays per iteration and
     time per iteration (replays inside iterations)."""

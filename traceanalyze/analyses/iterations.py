@@ -19,8 +19,11 @@ Three decisions, in order:
 
 from __future__ import annotations
 
+import functools
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
 
 import polars as pl
 
@@ -65,6 +68,28 @@ OUTLIER_MIN_ROWS = 3
 # A repeated annotation must cover at least this share of the GPU activity to be the iteration.
 MIN_COVERAGE_PCT = 50.0
 SEQUENCE = "sequence:"
+# One sentence per figure of this module; the README's "Iterations" section prints them.
+DEFINITIONS: dict[str, str] = {
+    "kind": "what the iteration is: `profiled` (a ProfilerStep), `closing` (the profiler's "
+    "last step with no GPU activity), `empty` (no GPU activity while others have some), "
+    "`capture` (a step that captures a CUDA graph), `region` (a repeated annotation or "
+    "sequence of annotations), `whole trace`",
+    "flag": "null, or why the iteration is left out of the means (its kind) or stands out: the "
+    "first counted iteration waiting on the CPU, or an outlier whose wall time is further from "
+    f"the median than {OUTLIER_MAD_K:g} median absolute deviations and {NOISE_PCT:g}% of the "
+    "median (with at least 3 iterations); outliers stay in the means",
+    "counted": "whether the iteration is in the per-iteration means: every kind but closing, "
+    "empty and capture (unless none would be left), or what --iterations / --skip chose",
+    "iteration_coverage_pct": "the share of the trace's GPU activity time launched inside the "
+    "iterations; a repeated annotation below "
+    f"{MIN_COVERAGE_PCT:g}% gives way to the repeated sequence of top-level annotations (from "
+    "one start of its first annotation to the next), else to the whole trace",
+    "iterations_left_out": "how many iterations the means leave out (`iteration_note` says "
+    "which and why)",
+    "spread_per_iter": "`<figure>_min`, `_median` and `_max` over the counted iterations for "
+    f"kernels, GPU busy and idle, CPU operator and wall time, where they differ by more than "
+    f"{NOISE_PCT:g}% of the median",
+}
 # The first columns of the `iterations` table (its JSON keys are a public contract).
 TABLE_COLUMNS = (
     "rank",
@@ -125,6 +150,20 @@ class Choice:
 
 
 _CHOICES: weakref.WeakKeyDictionary[Trace, Choice] = weakref.WeakKeyDictionary()
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def on_counted(analysis: Callable[Concatenate[Trace, P], R]) -> Callable[Concatenate[Trace, P], R]:
+    """An analysis of a trace's counted iterations: ``analysis(counted(trace), ...)``. The
+    library's per-iteration entry points wear it, so a raw trace and a restricted one give
+    the same figures."""
+
+    @functools.wraps(analysis)
+    def on_counted_iterations(trace: Trace, *args: P.args, **kwargs: P.kwargs) -> R:
+        return analysis(counted(trace), *args, **kwargs)
+
+    return on_counted_iterations
 
 
 def counted(trace: Trace, selection: Selection | None = None) -> Trace:
@@ -209,9 +248,7 @@ def _kept(table: pl.DataFrame, selection: Selection | None) -> pl.DataFrame:
         rows = table.filter(pl.col("counted"))
     skip = selection.skip if selection is not None else 0
     return (
-        rows.sort(ITERATION)
-        .filter(pl.int_range(pl.len()).over("rank") >= skip)
-        .select(ITERATION)
+        rows.sort(ITERATION).filter(pl.int_range(pl.len()).over("rank") >= skip).select(ITERATION)
     )
 
 
@@ -405,15 +442,15 @@ def _iteration_at(frame: pl.DataFrame, ts: str, spans: pl.DataFrame) -> pl.Serie
     found = (
         rows.filter(pl.col("at").is_not_null())
         .sort("at")
-        .join_asof(ends.sort("start"), left_on="at", right_on="start", by="rank", check_sortedness=False)
+        .join_asof(
+            ends.sort("start"), left_on="at", right_on="start", by="rank", check_sortedness=False
+        )
         .select(
             "row",
             iteration=pl.when(pl.col("at") <= pl.col("end")).then("iteration"),
         )
     )
-    return (
-        rows.join(found, on="row", how="left").sort("row")["iteration"].alias("iteration")
-    )
+    return rows.join(found, on="row", how="left").sort("row")["iteration"].alias("iteration")
 
 
 def _note(

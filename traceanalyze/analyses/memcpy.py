@@ -18,6 +18,7 @@ from traceanalyze.analyses.activities import (
     per_trace,
 )
 from traceanalyze.analyses.cputree import op_chains
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.trace import Trace
 
 # Out-of-place ATen ops that have an in-place twin (name + "_"): when their chain clones the
@@ -109,6 +110,7 @@ CAUSES: tuple[Cause, ...] = (
 
 
 @per_trace
+@on_counted
 def memory_traffic(trace: Trace) -> pl.DataFrame:
     """Memcpy/memset grouped by cause chain: count, time and bytes per iteration (activities
     launched inside the iterations), bandwidth, advice; ``count`` and ``total_us`` cover the
@@ -171,6 +173,7 @@ def _first_cause(value: Callable[[Cause], pl.Expr]) -> pl.Expr:
     return expr
 
 
+@on_counted
 def findings(trace: Trace) -> list[str]:
     """One plain sentence per kind of actionable memory traffic inside the iterations."""
     table = memory_traffic(trace).filter((pl.col("count_per_iter") > 0) & pl.col("actionable"))

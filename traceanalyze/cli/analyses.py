@@ -15,7 +15,14 @@ from traceanalyze.analyses.iterations import iteration_notes, iteration_rows
 from traceanalyze.analyses.kernels import kernel_table, occupancy_by_category, occupancy_table
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary_with_wall
-from traceanalyze.cli.options import Loader, Output, Subject, cache_options, iteration_options, output_options
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    Subject,
+    cache_options,
+    iteration_options,
+    output_options,
+)
 from traceanalyze.errors import ExpectationFailed
 from traceanalyze.render.analyses import (
     render_check,

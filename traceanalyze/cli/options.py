@@ -252,7 +252,9 @@ def iteration_options(func: F) -> F:
     the command's ``loader`` then restricts traces to the chosen iterations."""
 
     @functools.wraps(func)
-    def command(*args: Any, iterations: str | None, skip: int, loader: Loader, **kwargs: Any) -> Any:
+    def command(
+        *args: Any, iterations: str | None, skip: int, loader: Loader, **kwargs: Any
+    ) -> Any:
         return func(*args, loader=loader.choosing(_selection(iterations, skip)), **kwargs)
 
     return cast(F, _add_options(command, _ITERATION_OPTIONS))

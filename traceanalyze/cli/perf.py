@@ -9,7 +9,13 @@ import click
 from traceanalyze.analyses.explain import explain as explain_traces
 from traceanalyze.analyses.roofline import roofline as roofline_of
 from traceanalyze.cli.analyses import trace_argument
-from traceanalyze.cli.options import Loader, Output, cache_options, iteration_options, output_options
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    cache_options,
+    iteration_options,
+    output_options,
+)
 from traceanalyze.load.variants import label_of
 from traceanalyze.perfmodel.peaks import PeakOverride
 from traceanalyze.render.perf import explain_markdown, render_explain, render_roofline

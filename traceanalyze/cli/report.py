@@ -14,7 +14,13 @@ from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.diff import diff as diff_traces
 from traceanalyze.analyses.hta_breakdown import failures, hta_breakdown, require_hta
 from traceanalyze.analyses.report import build_report
-from traceanalyze.cli.options import Loader, Output, cache_options, iteration_options, output_options
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    cache_options,
+    iteration_options,
+    output_options,
+)
 from traceanalyze.load.variants import capture_config
 from traceanalyze.render.hta import hta_markdown
 from traceanalyze.render.report import (
