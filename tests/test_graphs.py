@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pytest
 
 import traceanalyze
 from tests.micro import annotation, call, kernel, op, write_trace

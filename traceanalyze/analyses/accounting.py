@@ -227,7 +227,8 @@ DEFINITIONS: dict[str, str] = {
     "out its one-off first call), else the traces' wall time",
     "gpu_busy_pct_of_wall": "GPU busy time as a share of the wall time that `wall_source` "
     "names: the capture's median where a warm capture's manifest gives one, a cold capture's "
-    "steady median (its first call left out), else the trace's wall time; at most 100 (a profiled run's busy time can exceed the unprofiled median by a "
+    "steady median (its first call left out), else the trace's wall time; at most 100 (a "
+    "profiled run's busy time can exceed the unprofiled median by a "
     "few percent: `bound_note` then says by how much)",
     "bound": f"GPU-bound when the GPU is busy at least {GPU_BOUND_MIN_BUSY_PCT:.0f}% of that "
     "wall time, else CPU-bound; no verdict without GPU activity, nor a CPU-bound one without "

@@ -23,7 +23,7 @@ import functools
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar, cast
 
 import polars as pl
 
@@ -159,11 +159,13 @@ def on_counted(analysis: Callable[Concatenate[Trace, P], R]) -> Callable[Concate
     library's per-iteration entry points wear it, so a raw trace and a restricted one give
     the same figures."""
 
-    @functools.wraps(analysis)
     def on_counted_iterations(trace: Trace, *args: P.args, **kwargs: P.kwargs) -> R:
         return analysis(counted(trace), *args, **kwargs)
 
-    return on_counted_iterations
+    return cast(
+        Callable[Concatenate[Trace, P], R],
+        functools.wraps(analysis)(on_counted_iterations),
+    )
 
 
 def counted(trace: Trace, selection: Selection | None = None) -> Trace:

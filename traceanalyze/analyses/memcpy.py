@@ -18,6 +18,7 @@ from traceanalyze.analyses.activities import (
     per_trace,
 )
 from traceanalyze.analyses.cputree import op_chains
+from traceanalyze.analyses.graphs import with_captured_ops
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.trace import Trace
 
@@ -111,20 +112,31 @@ CAUSES: tuple[Cause, ...] = (
 
 @per_trace
 @on_counted
+def transfers(trace: Trace) -> pl.DataFrame:
+    """Every memory copy and set, with ``chain`` (its CPU op chain, then its name) and
+    ``in_iteration``. A replayed graph's activity takes the op captured at its position where
+    the trace holds the capture, else its chain starts with the graph launch call."""
+    gpu = with_captured_ops(
+        trace, activities(trace).filter(pl.col("kind").is_in(["memcpy", "memset"]))
+    )
+    chains = op_chains(trace.cpu, gpu["op_id"])
+    gpu = gpu.with_columns(chains.alias("ops"))
+    # Without a launching op, a graph replay's activity names its launch call instead.
+    replayed = pl.col("op_id").is_null() & pl.col("launch_api").is_in(GRAPH_LAUNCHES)
+    head = pl.when(replayed).then(pl.concat_list(pl.col("launch_api"))).otherwise(pl.col("ops"))
+    return gpu.with_columns(
+        chain=pl.concat_list(head, pl.col("name")).list.join(" -> "),
+        in_iteration=pl.col("iteration").is_not_null(),
+    )
+
+
+@per_trace
+@on_counted
 def memory_traffic(trace: Trace) -> pl.DataFrame:
     """Memcpy/memset grouped by cause chain: count, time and bytes per iteration (activities
     launched inside the iterations), bandwidth, advice; ``count`` and ``total_us`` cover the
     whole trace."""
-    gpu = activities(trace).filter(pl.col("kind").is_in(["memcpy", "memset"]))
-    chains = op_chains(trace.cpu, gpu["op_id"])
-    # Without a launching op, a graph replay's activity names its launch call instead.
-    replayed = pl.col("op_id").is_null() & pl.col("launch_api").is_in(GRAPH_LAUNCHES)
-    gpu = gpu.with_columns(chains.alias("ops"))
-    head = pl.when(replayed).then(pl.concat_list(pl.col("launch_api"))).otherwise(pl.col("ops"))
-    gpu = gpu.with_columns(
-        chain=pl.concat_list(head, pl.col("name")).list.join(" -> "),
-        in_iteration=pl.col("iteration").is_not_null(),
-    )
+    gpu = transfers(trace)
     n = iteration_count(trace)
     inside = pl.col("in_iteration")
     table = gpu.group_by("chain", "kind", "name").agg(
