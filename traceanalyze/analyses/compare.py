@@ -24,7 +24,7 @@ from traceanalyze.analyses.summary import (
 )
 from traceanalyze.errors import UsageError
 from traceanalyze.load.variants import Variant
-from traceanalyze.occupancy import occupancy_means
+from traceanalyze.occupancy import occupancy_means, theoretical_mean
 from traceanalyze.trace import Trace
 
 DEFAULT_BASELINE = "naive"
@@ -78,7 +78,10 @@ def variant_row(trace: Trace, median_ms: float | None = None) -> dict[str, Any]:
     trace = counted(trace)
     figures = summary(trace)
     kernels = in_iterations(activities(trace)).filter(pl.col("kind") == "kernel")
+    # Theoretical occupancy over every kernel with a footprint (one set for every row); the
+    # trace's estimate over the kernels that carry it, with its coverage.
     occupancy = kernels.select(occupancy_means()).row(0, named=True)
+    occupancy |= kernels.select(theoretical_mean()).row(0, named=True)
     return {
         **{key: figures[key] for key in _FROM_SUMMARY},
         **wall_verdict(figures, median_ms),

@@ -271,9 +271,10 @@ def _glossary() -> str:
     extra = [
         "- *theoretical occupancy %*: resident warps per SM that the kernel's registers, shared "
         "memory and block size allow on this GPU; *achieved occupancy %* is the trace's own "
-        "estimate; both time-weighted over one set of kernels (those with both values when the "
-        "*reported coverage %*, the share of kernel time with an estimate, is at least 50%; "
-        "otherwise the estimate is left blank).",
+        "estimate; both time-weighted by kernel time. In the comparison the theoretical figure "
+        "covers every kernel with a computable footprint, the same set for every variant; the "
+        "estimate covers the kernels that carry one, where the *reported coverage %* (their "
+        "share of kernel time) is at least 50% (otherwise it is left blank).",
         "- *transpose ops*: CPU-side `aten::transpose`/`permute`/`t` ops, metadata-only views.",
         "- *cuDNN CPU µs*: self time (duration minus direct children) of the ops that call "
         "cuDNN; in steady state the per-call plan lookup, not the one-off plan build.",
