@@ -298,3 +298,13 @@ def test_corpus_regions_that_miss_the_work(name: str, starter: str, coverage: fl
     result = summary(trace)
     assert result["iteration_source"] == f"sequence:{starter}"
     assert result["iteration_coverage_pct"] == pytest.approx(coverage, abs=0.1)
+
+
+def test_a_lone_capture_step_is_kept_and_says_so(tmp_path: Path) -> None:
+    # tl_sglang_graph_capture_bs32_mi300x: its one step captures graphs; nothing else to count.
+    trace = load(tmp_path, [*capture_step(0), kernel("fill_k", 60, 2, 1)])
+    assert rows(trace) == [
+        (1, "capture", "CUDA graph capture step: one-off capture and instantiation, not a "
+         "replay; kept: no other iteration to count", True, 1, 0, 2.0),
+    ]  # fmt: skip
+    assert summary(trace)["iterations_left_out"] == 0

@@ -146,7 +146,12 @@ class Choice:
     regions: Trace
     table: pl.DataFrame
     coverage_pct: float | None
-    note: str | None
+    notes: tuple[str, ...]
+
+    @property
+    def note(self) -> str | None:
+        """The notes as one sentence (None without any)."""
+        return "; ".join(self.notes) or None
 
 
 _CHOICES: weakref.WeakKeyDictionary[Trace, Choice] = weakref.WeakKeyDictionary()
@@ -212,9 +217,7 @@ def iteration_notes(trace: Trace) -> list[str]:
             f"iteration_coverage_pct: {choice.coverage_pct:.1f}% of the trace's GPU activity "
             "time was launched inside these iterations"
         )
-    if choice.note:
-        lines += choice.note.split("; ")
-    return lines
+    return [*lines, *choice.notes]
 
 
 def _restrict(origin: Trace, selection: Selection | None) -> Trace:
@@ -234,7 +237,7 @@ def _restrict(origin: Trace, selection: Selection | None) -> Trace:
     )
     restricted = base if keep.height == table.height else _only(base, keep)
     _CHOICES[restricted] = Choice(
-        origin, base, table, coverage_pct(base), _note(origin, base, table, selection)
+        origin, base, table, coverage_pct(base), _notes(origin, base, table, selection)
     )
     return restricted
 
@@ -301,7 +304,11 @@ def classify_iterations(trace: Trace) -> pl.DataFrame:
     kinds = kinds.with_columns(counted=pl.col("counted") | ~pl.col("counted").any().over("rank"))
     left_out = pl.col("kind").replace_strict(KINDS, return_dtype=pl.String, default=None)
     flagged = kinds.with_columns(
-        flag=pl.when(~pl.col("counted")).then(left_out).otherwise(_outlier_flag())
+        flag=pl.when(left_out.is_null())
+        .then(_outlier_flag())
+        .when(pl.col("counted"))
+        .then(pl.format("{}; kept: no other iteration to count", left_out))
+        .otherwise(left_out)
     )
     return flagged.select(
         *ITERATION, "kind", "flag", "counted", *[c for c in times.columns if c not in ITERATION]
@@ -455,9 +462,9 @@ def _iteration_at(frame: pl.DataFrame, ts: str, spans: pl.DataFrame) -> pl.Serie
     return rows.join(found, on="row", how="left").sort("row")["iteration"].alias("iteration")
 
 
-def _note(
+def _notes(
     origin: Trace, base: Trace, table: pl.DataFrame, selection: Selection | None
-) -> str | None:
+) -> tuple[str, ...]:
     """What a reader must know: how iterations were found and which were left out, why."""
     parts = []
     source = base.iteration_source
@@ -490,4 +497,4 @@ def _note(
     standing = table.filter(pl.col("counted") & pl.col("flag").is_not_null())
     for number, flag in standing.select("iteration", "flag").iter_rows():
         parts.append(f"iteration {number} stands out ({flag}), kept in the means")
-    return "; ".join(parts) or None
+    return tuple(parts)
