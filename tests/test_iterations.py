@@ -14,6 +14,7 @@ from click.testing import CliRunner
 import traceanalyze
 from tests.conftest import SHARED, skip_without
 from tests.micro import annotation, call, kernel, op, write_trace
+from traceanalyze.analyses.accounting import verdict
 from traceanalyze.analyses.cold_context import FROM_TIMING, Payback
 from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.iterations import (
@@ -308,3 +309,13 @@ def test_a_lone_capture_step_is_kept_and_says_so(tmp_path: Path) -> None:
          "replay; kept: no other iteration to count", True, 1, 0, 2.0),
     ]  # fmt: skip
     assert summary(trace)["iterations_left_out"] == 0
+
+
+def test_no_verdict_when_busy_time_is_not_the_walls_work() -> None:
+    # h200_cold_new_shape's compiled_naive: 46 ms of GPU busy time per iteration (autotuning
+    # each new shape) against a 1.5 ms steady median: was "GPU busy time 3095%", GPU-bound.
+    judged = verdict(46_197.3, 1_492.5, 10.0, "capture median")
+    assert judged.bound is None
+    assert judged.note.startswith("the GPU busy time per iteration (46,197.3 µs) exceeds")
+    # A few percent over an unprofiled median is the profiler's own cost: capped, judged.
+    assert verdict(105.0, 100.0, 10.0, "capture median").bound == "GPU-bound"

@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.analyses.accounting import (
+    BUSY_OVER_WALL_TOLERANCE_PCT,
     COUNT_COLUMNS,
     TIME_COLUMNS,
     iteration_times,
@@ -27,7 +28,7 @@ from traceanalyze.trace import Trace
 WHOLE_TRACE_NOTE = "whole trace taken as one iteration (no ProfilerStep or repeated annotation)"
 WALL_FROM_TRACE = "the trace's iteration span"
 WALL_FROM_MEDIAN = "capture median"
-WALL_FROM_STEADY = "cold capture's steady median (its first call left out)"
+WALL_FROM_STEADY = "cold capture's steady median (one-off first calls left out)"
 
 
 @per_trace
@@ -153,10 +154,19 @@ def wall_verdict(figures: dict[str, Any], median_ms: float | None) -> dict[str, 
     judged = verdict(busy, wall_us, figures["cpu_op_us_per_iter"], source)
     return {
         "wall_source": source,
-        "gpu_busy_pct_of_wall": min(busy / wall_us * 100, 100.0) if wall_us else None,
+        "gpu_busy_pct_of_wall": _busy_pct(busy, wall_us),
         "bound": judged.bound,
         "bound_note": judged.note,
     }
+
+
+def _busy_pct(busy_us: float, wall_us: float | None) -> float | None:
+    """The busy share of the wall time, at most 100; none where busy exceeds the wall time by
+    more than the tolerance (then the two are not the same work: see ``verdict``)."""
+    if not wall_us:
+        return None
+    share = busy_us / wall_us * 100
+    return None if share > 100 + BUSY_OVER_WALL_TOLERANCE_PCT else min(share, 100.0)
 
 
 def _median_source(median_ms: float) -> str:
