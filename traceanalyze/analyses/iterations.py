@@ -235,7 +235,10 @@ def _restrict(origin: Trace, selection: Selection | None) -> Trace:
     table = table.with_columns(
         counted=pl.struct(ITERATION).is_in(keep.select(pl.struct(ITERATION)).to_series().implode())
     )
-    restricted = base if keep.height == table.height else _only(base, keep)
+    # A user's selection always gets a Trace of its own, so the default choice of ``base``
+    # (remembered per Trace) is never replaced by it.
+    unchanged = keep.height == table.height and selection is None
+    restricted = base if unchanged else _only(base, keep)
     _CHOICES[restricted] = Choice(
         origin, base, table, coverage_pct(base), _notes(origin, base, table, selection)
     )
