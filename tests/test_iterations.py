@@ -14,7 +14,6 @@ from click.testing import CliRunner
 import traceanalyze
 from tests.conftest import SHARED, skip_without
 from tests.micro import annotation, call, kernel, op, write_trace
-from traceanalyze.analyses.accounting import verdict
 from traceanalyze.analyses.cold_context import FROM_TIMING, Payback
 from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.iterations import (
@@ -25,7 +24,7 @@ from traceanalyze.analyses.iterations import (
     iteration_rows,
 )
 from traceanalyze.analyses.memcpy import memory_traffic
-from traceanalyze.analyses.summary import WALL_FROM_STEADY, summary
+from traceanalyze.analyses.summary import WALL_FROM_STEADY, summary, wall_verdict
 from traceanalyze.cli import main
 from traceanalyze.errors import UsageError
 from traceanalyze.load.variants import load_variants
@@ -311,11 +310,13 @@ def test_a_lone_capture_step_is_kept_and_says_so(tmp_path: Path) -> None:
     assert summary(trace)["iterations_left_out"] == 0
 
 
-def test_no_verdict_when_busy_time_is_not_the_walls_work() -> None:
+def test_no_verdict_when_busy_time_is_not_the_medians_work() -> None:
     # h200_cold_new_shape's compiled_naive: 46 ms of GPU busy time per iteration (autotuning
     # each new shape) against a 1.5 ms steady median: was "GPU busy time 3095%", GPU-bound.
-    judged = verdict(46_197.3, 1_492.5, 10.0, "capture median")
-    assert judged.bound is None
-    assert judged.note.startswith("the GPU busy time per iteration (46,197.3 µs) exceeds")
+    figures = {"gpu_busy_us_per_iter": 46_197.3, "cpu_op_us_per_iter": 10.0, "wall_us_per_iter": 0}
+    judged = wall_verdict(figures, 1.4925)
+    assert (judged["bound"], judged["gpu_busy_pct_of_wall"]) == (None, None)
+    assert judged["bound_note"].startswith("the GPU busy time per iteration (46,197.3 µs) exceeds")
     # A few percent over an unprofiled median is the profiler's own cost: capped, judged.
-    assert verdict(105.0, 100.0, 10.0, "capture median").bound == "GPU-bound"
+    close = wall_verdict(figures | {"gpu_busy_us_per_iter": 1_567.0}, 1.4925)
+    assert (close["bound"], close["gpu_busy_pct_of_wall"]) == ("GPU-bound", 100.0)

@@ -56,8 +56,8 @@ COUNT_COLUMNS = ("kernels", "memcpy", "memset")
 # The GPU is "busy" for the iteration when it works for at least this share of the wall time;
 # below it the GPU waits on the CPU (launches, synchronisation): the iteration is CPU-bound.
 GPU_BOUND_MIN_BUSY_PCT = 80.0
-# A profiled run's GPU busy time may exceed an unprofiled median by a few percent; beyond this
-# the two do not describe the same work and no share or verdict is given.
+# A profiled run's GPU busy time may exceed an unprofiled capture median by a few percent;
+# beyond this the two do not describe the same work and no share or verdict is given.
 BUSY_OVER_WALL_TOLERANCE_PCT = 10.0
 BOUND_CPU = "CPU-bound"
 BOUND_GPU = "GPU-bound"
@@ -176,6 +176,20 @@ class Verdict:
         return self.bound == BOUND_CPU
 
 
+def not_the_same_work(gpu_busy_us: float, wall_us: float, wall_source: str) -> Verdict | None:
+    """No verdict where the busy time exceeds a measured (capture) wall time by more than
+    ``BUSY_OVER_WALL_TOLERANCE_PCT``: the iterations hold work that time does not."""
+    if gpu_busy_us <= wall_us * (1 + BUSY_OVER_WALL_TOLERANCE_PCT / 100):
+        return None
+    return Verdict(
+        None,
+        f"the GPU busy time per iteration ({gpu_busy_us:,.1f} µs) exceeds the wall time "
+        f"({wall_source}, {wall_us:,.1f} µs) by {gpu_busy_us / wall_us * 100 - 100:.0f}%: the "
+        "iterations hold work that wall time does not (one-off calls, other shapes), so no "
+        "verdict",
+    )
+
+
 def verdict(
     gpu_busy_us: float, wall_us: float | None, cpu_op_us: float, wall_source: str
 ) -> Verdict:
@@ -189,13 +203,6 @@ def verdict(
     if not wall_us:
         return Verdict(None, "no wall time for the iterations")
     busy_pct = gpu_busy_us / wall_us * 100
-    if busy_pct > 100 + BUSY_OVER_WALL_TOLERANCE_PCT:
-        return Verdict(
-            None,
-            f"the GPU busy time per iteration ({gpu_busy_us:,.1f} µs) exceeds the wall time "
-            f"({wall_source}, {wall_us:,.1f} µs) by {busy_pct - 100:.0f}%: the iterations hold "
-            "work that wall time does not (one-off calls, other shapes), so no verdict",
-        )
     gpu_bound = busy_pct >= GPU_BOUND_MIN_BUSY_PCT
     # A GPU busy nearly all the wall time is GPU-bound whatever the CPU did (a CUDA graph
     # replay has no CPU operators at all); calling it CPU-bound needs the CPU side.
@@ -239,8 +246,8 @@ DEFINITIONS: dict[str, str] = {
     "names: the capture's median where a warm capture's manifest gives one, a cold capture's "
     "steady median (its first call left out), else the trace's wall time; at most 100 (a "
     "profiled run's busy time can exceed the unprofiled median by a "
-    "few percent: `bound_note` then says by how much; more than 10% over it, the two do not "
-    "describe the same work and the share is left out)",
+    "few percent: `bound_note` then says by how much; more than 10% over a capture's median, "
+    "the two do not describe the same work and the share and verdict are left out)",
     "bound": f"GPU-bound when the GPU is busy at least {GPU_BOUND_MIN_BUSY_PCT:.0f}% of that "
     "wall time, else CPU-bound; no verdict without GPU activity, nor a CPU-bound one without "
     "CPU operators (a CUDA graph replay busy enough is GPU-bound without any)",

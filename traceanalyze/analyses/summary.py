@@ -11,10 +11,10 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.analyses.accounting import (
-    BUSY_OVER_WALL_TOLERANCE_PCT,
     COUNT_COLUMNS,
     TIME_COLUMNS,
     iteration_times,
+    not_the_same_work,
     verdict,
 )
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
@@ -152,21 +152,16 @@ def wall_verdict(figures: dict[str, Any], median_ms: float | None) -> dict[str, 
     )
     busy = figures["gpu_busy_us_per_iter"]
     judged = verdict(busy, wall_us, figures["cpu_op_us_per_iter"], source)
+    unlike = not_the_same_work(busy, wall_us, source) if median_ms else None
+    if unlike is not None:
+        return {"wall_source": source, "gpu_busy_pct_of_wall": None, "bound": None,
+                "bound_note": unlike.note}  # fmt: skip
     return {
         "wall_source": source,
-        "gpu_busy_pct_of_wall": _busy_pct(busy, wall_us),
+        "gpu_busy_pct_of_wall": min(busy / wall_us * 100, 100.0) if wall_us else None,
         "bound": judged.bound,
         "bound_note": judged.note,
     }
-
-
-def _busy_pct(busy_us: float, wall_us: float | None) -> float | None:
-    """The busy share of the wall time, at most 100; none where busy exceeds the wall time by
-    more than the tolerance (then the two are not the same work: see ``verdict``)."""
-    if not wall_us:
-        return None
-    share = busy_us / wall_us * 100
-    return None if share > 100 + BUSY_OVER_WALL_TOLERANCE_PCT else min(share, 100.0)
 
 
 def _median_source(median_ms: float) -> str:
