@@ -93,6 +93,9 @@ def test_summary(tmp_path: Path) -> None:
         "ranks": 1,
         "iteration_source": "ProfilerStep",
         "iteration_note": None,
+        "iterations_left_out": 0,
+        # 35 of the 38 µs of GPU activity: the pre-window kernel (3 µs) is in no iteration.
+        "iteration_coverage_pct": 35 / 38 * 100,
         "kernels_per_iter": 1.5,  # 3 kernels in 2 steps; the pre-window kernel is not counted
         "memcpy_per_iter": 0.5,
         "memset_per_iter": 0.5,
@@ -112,6 +115,21 @@ def test_summary(tmp_path: Path) -> None:
         "launch_us_per_iter": 9.5,  # (5 + 3 + 2) and (5 + 4)
         "cpu_span_us_per_iter": 100.0,
         "wall_us_per_iter": 100.0,  # the CPU side is longer in both steps
+        # Step 1 against step 2 (more than 5% of the median apart); wall times are equal.
+        "spread_per_iter": {
+            "kernels_min": 1.0,
+            "kernels_median": 1.5,
+            "kernels_max": 2.0,
+            "gpu_busy_us_min": 13.0,
+            "gpu_busy_us_median": 15.0,
+            "gpu_busy_us_max": 17.0,
+            "gpu_idle_us_min": 0.0,
+            "gpu_idle_us_median": 3.0,
+            "gpu_idle_us_max": 6.0,
+            "cpu_op_us_min": 30.0,
+            "cpu_op_us_median": 35.5,
+            "cpu_op_us_max": 41.0,
+        },
         "wall_source": "the trace's iteration span",
         "gpu_busy_pct_of_wall": 15.0,
         "bound": "CPU-bound",

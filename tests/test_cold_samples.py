@@ -54,4 +54,6 @@ def test_graph_replays_are_counted_and_attributed_to_the_captured_ops() -> None:
 def test_a_graph_launch_counts_once_among_the_launch_apis() -> None:
     replay = summary(traceanalyze.load(SAMPLES / "h200_graph_replay" / "naive.json.gz"))
     assert replay["launch_apis"] == {"cudaGraphLaunch": 1.0}
-    assert replay["category_count"].get("copy") == 1.0  # the graph's memcpy128 copy kernel
+    # The graph's memcpy128 copy kernel is the eager run's Memcpy DtoD (was category copy).
+    assert replay["category_count"].get("memcpy") == 1.0
+    assert (replay["kernels_per_iter"], replay["memcpy_per_iter"]) == (5.0, 1.0)

@@ -48,7 +48,7 @@ from hta.utils.utils import get_kernel_type
 
 import traceanalyze
 from tests.conftest import PUBLIC_TRACES, skip_without
-from traceanalyze.analyses.activities import activities
+from traceanalyze.analyses.activities import GRAPH_LAUNCHES, GRAPH_TRANSFER_KERNELS, activities
 
 pytestmark = [
     pytest.mark.hta,
@@ -80,10 +80,15 @@ NOT_GPU_WORK = ("cuda_sync", "cpu_op")  # difference 1
 
 def our_class() -> pl.Expr:
     category = pl.col("category")
+    # Difference 3: a replayed CUDA graph's copy kernel (memcpy128) is a memory copy for us,
+    # a kernel (COMPUTATION) for HTA, whose rule reads only the name's prefix.
+    graph_transfer = pl.col("launch_api").is_in(GRAPH_LAUNCHES) & pl.col("name").str.contains(
+        "|".join(GRAPH_TRANSFER_KERNELS.values())
+    )
     return (
         pl.when(category == "communication")
         .then(pl.lit("COMMUNICATION"))
-        .when(category.is_in(["memcpy", "memset"]))
+        .when(category.is_in(["memcpy", "memset"]) & ~graph_transfer)
         .then(pl.lit("MEMORY"))
         .otherwise(pl.lit("COMPUTATION"))
     )

@@ -313,6 +313,17 @@ def occupancy_means() -> list[pl.Expr]:
     ]
 
 
+def theoretical_mean() -> pl.Expr:
+    """``theoretical_occupancy_pct`` time-weighted over every kernel with a computable
+    footprint, whatever the trace estimates: one kernel set for every compared row."""
+    weight = pl.when(_known("theoretical_occupancy_pct")).then(pl.col("dur_ns"))
+    return (
+        pl.when(weight.sum() > 0)
+        .then((pl.col("theoretical_occupancy_pct") * weight).sum() / weight.sum())
+        .alias("theoretical_occupancy_pct")
+    )
+
+
 def weighted_occupancy(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Occupancy means per group (see :func:`occupancy_means`).
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.activities import in_iterations, per_trace
+from traceanalyze.analyses.activities import in_iterations, per_trace, transfer_kind
 from traceanalyze.analyses.cputree import outermost_ops
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
@@ -56,6 +56,9 @@ COUNT_COLUMNS = ("kernels", "memcpy", "memset")
 # The GPU is "busy" for the iteration when it works for at least this share of the wall time;
 # below it the GPU waits on the CPU (launches, synchronisation): the iteration is CPU-bound.
 GPU_BOUND_MIN_BUSY_PCT = 80.0
+# A profiled run's GPU busy time may exceed an unprofiled capture median by a few percent;
+# beyond this the two do not describe the same work and no share or verdict is given.
+BUSY_OVER_WALL_TOLERANCE_PCT = 10.0
 BOUND_CPU = "CPU-bound"
 BOUND_GPU = "GPU-bound"
 NO_GPU = "no GPU activity in the iterations"
@@ -66,7 +69,7 @@ NO_CPU = "no CPU operators recorded in the iterations"
 def iteration_times(trace: Trace) -> pl.DataFrame:
     """One row per (rank, iteration) with ``COUNT_COLUMNS`` and ``TIME_COLUMNS``."""
     steps = trace.iterations.select(*ITERATION, cpu_span_us=pl.col("dur_ns") / 1e3)
-    gpu = in_iterations(trace.gpu)
+    gpu = in_iterations(trace.gpu).with_columns(transfer_kind())
     frame = (
         steps.join(_gpu_times(gpu), on=ITERATION, how="left")
         .join(_cpu_op_times(trace), on=ITERATION, how="left")
@@ -173,6 +176,20 @@ class Verdict:
         return self.bound == BOUND_CPU
 
 
+def not_the_same_work(gpu_busy_us: float, wall_us: float, wall_source: str) -> Verdict | None:
+    """No verdict where the busy time exceeds a measured (capture) wall time by more than
+    ``BUSY_OVER_WALL_TOLERANCE_PCT``: the iterations hold work that time does not."""
+    if gpu_busy_us <= wall_us * (1 + BUSY_OVER_WALL_TOLERANCE_PCT / 100):
+        return None
+    return Verdict(
+        None,
+        f"the GPU busy time per iteration ({gpu_busy_us:,.1f} µs) exceeds the wall time "
+        f"({wall_source}, {wall_us:,.1f} µs) by {gpu_busy_us / wall_us * 100 - 100:.0f}%: the "
+        "iterations hold work that wall time does not (one-off calls, other shapes), so no "
+        "verdict",
+    )
+
+
 def verdict(
     gpu_busy_us: float, wall_us: float | None, cpu_op_us: float, wall_source: str
 ) -> Verdict:
@@ -183,14 +200,22 @@ def verdict(
     """
     if gpu_busy_us <= 0:
         return Verdict(None, NO_GPU)
-    if cpu_op_us <= 0:
-        return Verdict(None, NO_CPU)
     if not wall_us:
         return Verdict(None, "no wall time for the iterations")
     busy_pct = gpu_busy_us / wall_us * 100
-    bound = BOUND_GPU if busy_pct >= GPU_BOUND_MIN_BUSY_PCT else BOUND_CPU
+    gpu_bound = busy_pct >= GPU_BOUND_MIN_BUSY_PCT
+    # A GPU busy nearly all the wall time is GPU-bound whatever the CPU did (a CUDA graph
+    # replay has no CPU operators at all); calling it CPU-bound needs the CPU side.
+    if cpu_op_us <= 0 and not gpu_bound:
+        return Verdict(None, NO_CPU)
     shown = f"{busy_pct:.0f}" if busy_pct >= 1 else f"{busy_pct:.2g}"
-    return Verdict(bound, f"GPU busy time {shown}% of the wall time ({wall_source})")
+    note = f"GPU busy time {shown}% of the wall time ({wall_source})"
+    if busy_pct > 100:
+        note += (
+            f": the profiled busy time exceeds that wall time by {busy_pct - 100:.1f}% and the "
+            "share is capped at 100"
+        )
+    return Verdict(BOUND_GPU if gpu_bound else BOUND_CPU, note)
 
 
 # One sentence per figure: the report's glossary and the README's "How time is counted" both
@@ -215,10 +240,15 @@ DEFINITIONS: dict[str, str] = {
     "profiler (the manifest): the truth for wall time",
     "speedup": "the baseline's GPU busy time over the variant's",
     "speedup_wall": "the baseline's wall time over the variant's: capture medians where both "
-    "have one, else the traces' wall time",
+    "have the same kind (a warm capture's median, or a cold capture's steady median that leaves "
+    "out its one-off first call), else the traces' wall time",
     "gpu_busy_pct_of_wall": "GPU busy time as a share of the wall time that `wall_source` "
-    "names: the capture's median where a warm capture's manifest gives one, else the trace's "
-    "wall time (a profiled run's busy time can exceed the unprofiled median by a few percent)",
+    "names: the capture's median where a warm capture's manifest gives one, a cold capture's "
+    "steady median (its first call left out), else the trace's wall time; at most 100 (a "
+    "profiled run's busy time can exceed the unprofiled median by a "
+    "few percent: `bound_note` then says by how much; more than 10% over a capture's median, "
+    "the two do not describe the same work and the share and verdict are left out)",
     "bound": f"GPU-bound when the GPU is busy at least {GPU_BOUND_MIN_BUSY_PCT:.0f}% of that "
-    "wall time, else CPU-bound; no verdict without GPU activity or CPU operators",
+    "wall time, else CPU-bound; no verdict without GPU activity, nor a CPU-bound one without "
+    "CPU operators (a CUDA graph replay busy enough is GPU-bound without any)",
 }

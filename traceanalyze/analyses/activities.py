@@ -19,6 +19,61 @@ from traceanalyze.trace import Trace
 
 R = TypeVar("R")
 
+# Inside a CUDA graph a memory copy or set node can run as a kernel of the runtime's own
+# (`memcpy128`): by its own name it is the copy or set the eager run makes with
+# cudaMemcpyAsync / cudaMemsetAsync, and counts as one.
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch")
+GRAPH_TRANSFER_KERNELS: dict[str, str] = {"memcpy": r"^memcpy\d*$", "memset": r"^memset\d*$"}
+
+
+# A GEMM whose name does not say its precision takes it from the dtype its launching op
+# recorded (record_shapes: `Input type`), first input first. fp32 inputs on tensor cores are
+# TF32; on the CUDA cores the name says so already.
+DTYPE_PRECISION: dict[str, str] = {
+    "c10::BFloat16": "bf16",
+    "c10::Half": "fp16",
+    "float": "tf32",
+    "c10::Float8_e4m3fn": "fp8",
+    "c10::Float8_e5m2": "fp8",
+    "c10::Float8_e4m3fnuz": "fp8",
+    "c10::Float8_e5m2fnuz": "fp8",
+    "signed char": "int8",
+    "int8_t": "int8",
+}
+NAMELESS_PRECISION = ("tensor-core (unknown dtype)", "unknown")
+
+
+def _precision_from_dtypes(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """``gemm_precision`` from the launching op's recorded dtype where the name did not say
+    it (the name's own precision is kept where it has one)."""
+    first_type = pl.col("input_types").str.extract(r'^\[\s*"([^"]+)"', 1)
+    dtypes = cpu.select(
+        op_id="op_id", _dtype=first_type.replace_strict(DTYPE_PRECISION, default=None)
+    )
+    nameless = pl.col("gemm_precision").is_in(list(NAMELESS_PRECISION))
+    return (
+        gpu.join(dtypes, on="op_id", how="left", maintain_order="left")
+        .with_columns(
+            gemm_precision=pl.when(nameless & pl.col("_dtype").is_not_null())
+            .then(pl.col("_dtype"))
+            .otherwise(pl.col("gemm_precision"))
+        )
+        .drop("_dtype")
+    )
+
+
+def transfer_kind() -> pl.Expr:
+    """``kind`` with the copy and set kernels of a replayed CUDA graph as memcpy/memset."""
+    graph_kernel = (pl.col("kind") == "kernel") & pl.col("launch_api").is_in(GRAPH_LAUNCHES)
+    kind = pl.col("kind")
+    for transfer, pattern in GRAPH_TRANSFER_KERNELS.items():
+        kind = (
+            pl.when(graph_kernel & pl.col("name").str.contains(pattern))
+            .then(pl.lit(transfer))
+            .otherwise(kind)
+        )
+    return kind.alias("kind")
+
 
 def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
     """Compute ``analysis(trace)`` once per Trace object (kept while the Trace lives).
@@ -38,8 +93,15 @@ def per_trace(analysis: Callable[[Trace], R]) -> Callable[[Trace], R]:
 
 @per_trace
 def activities(trace: Trace) -> pl.DataFrame:
-    """The gpu frame plus ``category``, ``gemm_precision`` and the occupancy columns."""
-    classified = classify(trace.gpu, trace.cpu)
+    """The gpu frame plus ``category``, ``gemm_precision`` and the occupancy columns; a
+    replayed graph's copy and set kernels are memcpy/memset (:func:`transfer_kind`)."""
+    classified = _precision_from_dtypes(
+        classify(trace.gpu, trace.cpu).with_columns(transfer_kind()), trace.cpu
+    )
+    transfer = pl.col("kind").is_in(list(GRAPH_TRANSFER_KERNELS))
+    classified = classified.with_columns(
+        category=pl.when(transfer).then(pl.col("kind")).otherwise(pl.col("category"))
+    )
     frame = theoretical_occupancy(classified, trace.devices).with_columns(
         # Occupancy is a property of kernels; copies and sets have no launch footprint.
         *(

@@ -113,12 +113,22 @@ class Payback:
     advantage_us: float | None  # the baseline's steady call time minus the variant's
     source: str | None  # FROM_TIMING or FROM_TRACE
     note: str | None  # why there is no break-even (None when there is one)
+    # The baseline's own one-off cost from the same source: the baseline pays it too.
+    baseline_excess_us: float = 0.0
 
     def calls(self, excess_us: float | None) -> int | None:
         """Calls after which ``excess_us`` is paid back (0: nothing to pay back)."""
         if self.note is not None or self.advantage_us is None or excess_us is None:
             return None
         return max(0, math.ceil(excess_us / self.advantage_us))
+
+    def net_calls(self, excess_us: float | None) -> int | None:
+        """Calls after which the variant's one-off cost beyond the baseline's own is paid
+        back: (excess_us - baseline_excess_us) / advantage, 0 when the variant is cheaper
+        from the first call."""
+        if excess_us is None:
+            return None
+        return self.calls(excess_us - self.baseline_excess_us)
 
 
 NO_BASELINE = Payback(
@@ -134,9 +144,11 @@ def payback(
     baseline: tuple[float | None, float | None],
     baseline_label: str,
     is_baseline: bool,
+    baseline_excess: tuple[float | None, float | None] = (None, None),
 ) -> Payback:
     """The steady advantage from (timed, trace) steady call times of the variant and of the
-    baseline: the capture's wall-clock timing where both have it, else the traces'."""
+    baseline: the capture's wall-clock timing where both have it, else the traces'; with the
+    baseline's (timed, trace) one-off cost from the same source."""
     if is_baseline:
         return Payback(None, None, "the baseline itself")
     for index, source in enumerate((FROM_TIMING, FROM_TRACE)):
@@ -150,5 +162,5 @@ def payback(
                     f"no steady advantage over {baseline_label} ({mine:,.1f} vs "
                     f"{theirs:,.1f} µs per call, {source}): never paid back",
                 )
-            return Payback(advantage, source, None)
+            return Payback(advantage, source, None, baseline_excess[index] or 0.0)
     return Payback(None, None, f"no steady time for this variant or for {baseline_label}")

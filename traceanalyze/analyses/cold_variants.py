@@ -2,8 +2,9 @@
 wall-clock timing, and the calls after which its steady advantage over the baseline pays it
 back (``break_even_calls``).
 
-Break-even: ``ceil(excess_us / advantage_us)``, the advantage being the baseline's steady call
-time minus the variant's. In the summary both come from the capture's wall-clock timing
+Break-even: ``ceil((excess_us - baseline excess_us) / advantage_us)`` (0 when the variant's
+one-off cost is below the baseline's), the advantage being the baseline's steady call time
+minus the variant's. In the summary both come from the capture's wall-clock timing
 (``timed_*``, no profiler) where the manifest has it for the variant and the baseline, else
 from the traces; a row of the breakdown pays back its own (trace) excess with the same
 advantage, on the ``cpu`` side only (the call's wall time; GPU time overlaps it).
@@ -57,11 +58,12 @@ DEFINITIONS: dict[str, str] = {
     "advantage_us": "the baseline's steady call time minus the variant's: from the capture's "
     "timing where the manifest has it for both (`advantage_source` capture timing), else the "
     "wall time of each trace's median steady call (trace)",
-    "break_even_calls": "calls after which the one-off cost is paid back by the variant's "
-    "steady advantage over the baseline (the baseline's steady call time minus the "
-    "variant's): ceil(excess_us / advantage_us), the excess from the same source as the "
-    "advantage (a row of the breakdown: its own excess, side cpu only); none without an "
-    "advantage",
+    "break_even_calls": "calls after which the variant's one-off cost beyond the baseline's "
+    "own is paid back by its steady advantage over the baseline (the baseline's steady call "
+    "time minus the variant's): ceil((excess_us - the baseline's excess_us) / advantage_us), "
+    "both excesses from the same source as the advantage, 0 when the variant is cheaper from "
+    "the first call (a row of the breakdown: its own excess alone, side cpu only); none "
+    "without an advantage",
 }
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "variant": pl.String(),
@@ -195,7 +197,16 @@ def _payback(variant: ColdVariant, reference: ColdVariant | None) -> Payback:
         _steady_times(reference),
         reference.label,
         variant.label == reference.label,
+        _one_off(reference),
     )
+
+
+def _one_off(variant: ColdVariant) -> tuple[float | None, float | None]:
+    """(timed, trace) one-off cost of call 1: the capture's timed excess, the trace's CPU
+    excess."""
+    rows = _first_call(variant)
+    trace = float(rows["excess_us"].sum()) if rows.height else None
+    return variant.context.timed_excess_us, trace
 
 
 def _summary_row(variant: ColdVariant, paid: Payback) -> dict[str, object]:
@@ -241,7 +252,7 @@ def _figures(variant: ColdVariant, cpu: pl.DataFrame, paid: Payback) -> dict[str
         "top_cause": by_cause["cause"][0],
         "advantage_us": paid.advantage_us,
         "advantage_source": paid.source,
-        "break_even_calls": paid.calls(timed if paid.source == FROM_TIMING else excess),
+        "break_even_calls": paid.net_calls(timed if paid.source == FROM_TIMING else excess),
         "break_even_note": paid.note,
     }
 

@@ -13,10 +13,18 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations
-from traceanalyze.analyses.summary import WALL_FROM_MEDIAN, WALL_FROM_TRACE, summary, wall_verdict
+from traceanalyze.analyses.iterations import counted
+from traceanalyze.analyses.summary import (
+    WALL_FROM_MEDIAN,
+    WALL_FROM_STEADY,
+    WALL_FROM_TRACE,
+    SteadyMedianMs,
+    summary,
+    wall_verdict,
+)
 from traceanalyze.errors import UsageError
 from traceanalyze.load.variants import Variant
-from traceanalyze.occupancy import occupancy_means
+from traceanalyze.occupancy import occupancy_means, theoretical_mean
 from traceanalyze.trace import Trace
 
 DEFAULT_BASELINE = "naive"
@@ -28,6 +36,7 @@ COLUMNS: dict[str, pl.DataType] = {
     "speedup": pl.Float64(),
     "wall_us_per_iter": pl.Float64(),
     "median_ms": pl.Float64(),
+    "steady_median_ms": pl.Float64(),
     "speedup_wall": pl.Float64(),
     "speedup_wall_source": pl.String(),
     "wall_source": pl.String(),
@@ -66,9 +75,13 @@ def variant_row(trace: Trace, median_ms: float | None = None) -> dict[str, Any]:
     ``gpu_busy_pct_of_wall`` and the bound verdict use where given (``wall_source`` says which);
     else the trace's own iteration wall time.
     """
+    trace = counted(trace)
     figures = summary(trace)
     kernels = in_iterations(activities(trace)).filter(pl.col("kind") == "kernel")
+    # Theoretical occupancy over every kernel with a footprint (one set for every row); the
+    # trace's estimate over the kernels that carry it, with its coverage.
     occupancy = kernels.select(occupancy_means()).row(0, named=True)
+    occupancy |= kernels.select(theoretical_mean()).row(0, named=True)
     return {
         **{key: figures[key] for key in _FROM_SUMMARY},
         **wall_verdict(figures, median_ms),
@@ -80,10 +93,17 @@ def variant_row(trace: Trace, median_ms: float | None = None) -> dict[str, Any]:
 
 
 def steady_median_ms(variant: Variant) -> float | None:
-    """The capture's median time per call, where it describes what the trace holds: not for a
-    cold capture, whose trace starts with the one-off first call that the median leaves out."""
-    median = variant.manifest_entry.get("median_ms")
-    return None if variant.warm_up_calls == 0 else median
+    """The capture's median time per call of the steady calls, what the trace's iterations
+    are at their pace: the manifest's ``median_ms`` for a warm capture; for a cold one (its
+    trace starts with the one-off first call) the median of its steady calls
+    (``cold.steady_median_ms``), else none."""
+    entry = variant.manifest_entry
+    if variant.warm_up_calls == 0:
+        steady = (entry.get("cold") or {}).get("steady_median_ms")
+        if steady is None:
+            return None
+        return SteadyMedianMs(steady)
+    return entry.get("median_ms")
 
 
 def comparison(variants: Sequence[Variant], baseline: str | None = None) -> pl.DataFrame:
@@ -96,6 +116,7 @@ def comparison(variants: Sequence[Variant], baseline: str | None = None) -> pl.D
             "variant": variant.label,
             "status": variant.status,
             "median_ms": entry.get("median_ms"),
+            "steady_median_ms": (entry.get("cold") or {}).get("steady_median_ms"),
             "sdpa_backend": entry.get("backend"),
             "relative_error": entry.get("relative_error"),
             "description": entry.get("description"),
@@ -134,11 +155,16 @@ def _with_speedups(table: pl.DataFrame, baseline: str | None) -> pl.DataFrame:
     if not reference.height:
         return table
     base = reference.row(0, named=True)
-    # Capture medians where the baseline and the variant both use one: measured wall time.
-    by_median = pl.lit(base["median_ms"], pl.Float64) / pl.col("median_ms")
+    # Capture medians where the baseline and the variant both use the same kind: measured
+    # wall time (a cold capture's steady calls, a warm capture's repeated calls).
+    by_median = (
+        pl.when(pl.col("wall_source") == WALL_FROM_STEADY)
+        .then(pl.lit(base["steady_median_ms"], pl.Float64) / pl.col("steady_median_ms"))
+        .otherwise(pl.lit(base["median_ms"], pl.Float64) / pl.col("median_ms"))
+    )
     by_trace = pl.lit(base["wall_us_per_iter"], pl.Float64) / pl.col("wall_us_per_iter")
-    use_median = (pl.col("wall_source") == WALL_FROM_MEDIAN) & (
-        base["wall_source"] == WALL_FROM_MEDIAN
+    use_median = (pl.col("wall_source") == base["wall_source"]) & pl.col("wall_source").is_in(
+        [WALL_FROM_MEDIAN, WALL_FROM_STEADY]
     )
     loaded = pl.col("gpu_busy_us_per_iter") > 0
     return table.with_columns(
@@ -150,7 +176,7 @@ def _with_speedups(table: pl.DataFrame, baseline: str | None) -> pl.DataFrame:
         .when(loaded & (pl.col("wall_us_per_iter") > 0))
         .then(by_trace),
         speedup_wall_source=pl.when(loaded & use_median)
-        .then(pl.lit(WALL_FROM_MEDIAN))
+        .then(pl.col("wall_source"))
         .when(loaded & (pl.col("wall_us_per_iter") > 0))
         .then(pl.lit(WALL_FROM_TRACE)),
     )

@@ -16,6 +16,7 @@ import polars as pl
 from traceanalyze.analyses.accounting import mean_per_iter
 from traceanalyze.analyses.activities import activities, iteration_count, per_trace
 from traceanalyze.analyses.cputree import with_self_time
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.trace import Trace
 
 # CPU ops that call into cuDNN (or MIOpen, its ROCm counterpart).
@@ -42,6 +43,7 @@ def cudnn_calls(trace: Trace) -> pl.DataFrame:
     )
 
 
+@on_counted
 def cudnn_table(trace: Trace) -> pl.DataFrame:
     """Per cuDNN-calling op: calls and CPU self time per iteration, its share of the CPU
     operator time per iteration (the one total every cuDNN share is of), the first call in the
@@ -82,6 +84,7 @@ def _launch_apis(trace: Trace) -> pl.DataFrame:
     )
 
 
+@on_counted
 def cudnn_cpu_us_per_iter(trace: Trace) -> float:
     """CPU self time of the cuDNN-calling ops per iteration, in microseconds."""
     calls = cudnn_calls(trace).filter(pl.col("iteration").is_not_null())

@@ -9,6 +9,7 @@ import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.configuration import configuration, differences
+from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.summary import summary
 from traceanalyze.trace import Trace
 
@@ -47,6 +48,7 @@ def diff(
 ) -> TraceDiff:
     """What changed from ``base`` to ``new``; ``*_capture`` are the manifests' configurations
     where the traces come from a capture (their differences become warnings)."""
+    base, new = counted(base), counted(new)
     a, b = summary(base), summary(new)
     figures = pl.DataFrame(
         {"figure": list(FIGURES), "base": [a[f] for f in FIGURES], "new": [b[f] for f in FIGURES]},

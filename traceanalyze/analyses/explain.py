@@ -21,10 +21,17 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.analyses.accounting import iteration_times
-from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.analyses.activities import (
+    GRAPH_LAUNCHES,
+    activities,
+    in_iterations,
+    iteration_count,
+)
 from traceanalyze.analyses.cputree import with_self_time
 from traceanalyze.analyses.diff import paired_columns
-from traceanalyze.analyses.memcpy import memory_traffic, number_text, size_expr
+from traceanalyze.analyses.graphs import with_captured_ops
+from traceanalyze.analyses.iterations import choice_of, counted
+from traceanalyze.analyses.memcpy import number_text, size_expr, transfers
 from traceanalyze.analyses.summary import summary
 from traceanalyze.trace import Trace
 
@@ -81,6 +88,7 @@ def explain(
     base: Trace, new: Trace, base_label: str = "base", new_label: str = "new"
 ) -> Explanation:
     """Split NEW's change in GPU span per iteration against BASE into parts (module docs)."""
+    base, new = counted(base), counted(new)
     before, after = _figures(base), _figures(new)
     activity_parts = _activity_parts(base, new, before["gpu_span_us_per_iter"])
     parts = pl.concat(
@@ -97,6 +105,7 @@ def explain(
                 before["gpu_idle_us_per_iter"],
                 after["gpu_idle_us_per_iter"],
                 ranges=(_idle_range(base), _idle_range(new)),
+                note=_idle_outlier(base, base_label) + _idle_outlier(new, new_label),
             ),
         ],
         how="diagonal_relaxed",
@@ -123,13 +132,13 @@ def _figures(trace: Trace) -> dict[str, float]:
     return shown
 
 
-def _keyed_activity(trace: Trace) -> pl.DataFrame:
+def _keyed_activity(trace: Trace, other: Trace) -> pl.DataFrame:
     """Per part of one trace: ``part``, ``kind``, count and µs per iteration. Kernels are keyed
-    by launching op and category, copies and sets by their cause chain."""
+    by launching op and category, copies and sets by their cause chain; a graph replay's
+    activity without an op reads as the eager one it repeats (:func:`_as_eager`)."""
     n = iteration_count(trace)
     kernels = (
-        in_iterations(activities(trace))
-        .filter(pl.col("kind") == "kernel")
+        _as_eager(_kernels(trace), _kernels(other))
         .group_by(pl.col("op_name").fill_null(NO_OP), "category")
         .agg(count_per_iter=pl.len() / n, us_per_iter=pl.col("dur_ns").sum() / 1e3 / n)
         .select(
@@ -141,19 +150,58 @@ def _keyed_activity(trace: Trace) -> pl.DataFrame:
         )
     )
     memory = (
-        memory_traffic(trace)
-        .filter(pl.col("count_per_iter") > 0)
-        .select(
-            pl.col("chain").alias("part"), "kind", "count_per_iter", "us_per_iter",
-            "bytes_per_call",
+        _as_eager(_transfers(trace), _transfers(other))
+        .group_by(pl.col("chain").alias("part"), "kind")
+        .agg(
+            count_per_iter=pl.len() / n,
+            us_per_iter=pl.col("dur_ns").sum() / 1e3 / n,
+            bytes_per_call=pl.col("bytes").mean(),
         )
-    )  # fmt: skip
+    )
     return pl.concat([kernels, memory], how="vertical_relaxed")
 
 
+def _kernels(trace: Trace) -> pl.DataFrame:
+    gpu = with_captured_ops(trace, in_iterations(activities(trace)))
+    return gpu.filter(pl.col("kind") == "kernel").with_columns(chain=pl.lit(None, pl.String))
+
+
+def _transfers(trace: Trace) -> pl.DataFrame:
+    return transfers(trace).filter(pl.col("in_iteration"))
+
+
+def _as_eager(frame: pl.DataFrame, eager: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with each graph-replayed activity that has no op given the op (and, for a
+    copy or set, the chain) of ``eager``'s activity at the same place: the same name (a copy
+    or set: the same kind, as a graph may run a copy as a kernel of its own) and the same
+    occurrence in its iteration. Replays carry no CPU op; without this, identical kernels
+    read as gone from one trace and new in the other."""
+    place = ["_key", "_nth"]
+    key = pl.when(pl.col("kind") == "kernel").then(pl.col("name")).otherwise(pl.col("kind"))
+    nth = pl.int_range(pl.len()).over("rank", "iteration", "_key", order_by="ts_ns")
+    unmatched = pl.col("op_id").is_null() & pl.col("launch_api").is_in(GRAPH_LAUNCHES)
+    known = (
+        eager.filter(pl.col("op_id").is_not_null())
+        .with_columns(_key=key)
+        .with_columns(_nth=nth)
+        .group_by(place)
+        .agg(_op=pl.col("op_name").first(), _chain=pl.col("chain").first())
+    )
+    return (
+        frame.with_columns(_key=key)
+        .with_columns(_nth=nth)
+        .join(known, on=place, how="left")
+        .with_columns(
+            op_name=pl.when(unmatched).then(pl.coalesce("op_name", "_op")).otherwise("op_name"),
+            chain=pl.when(unmatched).then(pl.coalesce("_chain", "chain")).otherwise("chain"),
+        )
+        .drop("_key", "_nth", "_op", "_chain")
+    )
+
+
 def _activity_parts(base: Trace, new: Trace, base_span_us: float) -> pl.DataFrame:
-    joined = _keyed_activity(base).join(
-        _keyed_activity(new), on=["part", "kind"], how="full", coalesce=True, suffix="_new"
+    joined = _keyed_activity(base, new).join(
+        _keyed_activity(new, base), on=["part", "kind"], how="full", coalesce=True, suffix="_new"
     )
     parts = joined.select(
         "part",
@@ -229,6 +277,7 @@ def _fixed_part(
     *,
     more_is_faster: bool = False,
     ranges: tuple[tuple[float, float] | None, tuple[float, float] | None] = (None, None),
+    note: str = "",
 ) -> pl.DataFrame:
     """Overlap (more of it shortens the span: its part is before - after) or idle time;
     ``ranges``, each trace's least and most per iteration, show whether one iteration (often
@@ -247,8 +296,32 @@ def _fixed_part(
             "base_us_per_iter": [before],
             "new_us_per_iter": [after],
             "us_per_iter_delta": [before - after if more_is_faster else after - before],
-            "what": [f"{what}: {before:,.2f} → {after:,.2f} µs per iteration{_spread(ranges)}"],
+            "what": [
+                f"{what}: {before:,.2f} → {after:,.2f} µs per iteration{_spread(ranges)}{note}"
+            ],
         }
+    )
+
+
+# One iteration holding more than this share of a trace's idle time makes its mean.
+IDLE_OUTLIER_SHARE_PCT = 50.0
+
+
+def _idle_outlier(trace: Trace, label: str) -> str:
+    """Names the iteration that holds most of ``trace``'s idle time, and why it stands out
+    (its flag), where one does: the mean then describes that iteration, not the others."""
+    rows = choice_of(trace).table.filter(pl.col("counted"))
+    total = float(rows["gpu_idle_us"].sum())
+    if rows.height < 2 or total <= 0:
+        return ""
+    top = rows.sort("gpu_idle_us", descending=True).row(0, named=True)
+    if top["gpu_idle_us"] <= total * IDLE_OUTLIER_SHARE_PCT / 100:
+        return ""
+    why = top["flag"] or "not flagged as an outlier by its wall time"
+    return (
+        f"; `{label}`'s iteration {top['iteration']} holds {top['gpu_idle_us']:,.1f} of the "
+        f"{total:,.1f} µs idle of its {rows.height} iterations ({why}): `--skip` or "
+        "`--iterations` leaves it out"
     )
 
 

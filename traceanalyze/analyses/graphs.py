@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.activities import iteration_count, per_trace
+from traceanalyze.analyses.activities import iteration_count, per_trace, transfer_kind
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.link import LAUNCH_APIS, RUNTIME_CATS, nearest_ancestor
 from traceanalyze.trace import Trace
 
@@ -49,6 +50,7 @@ REPLAY_SCHEMA: dict[str, pl.DataType] = {
     "ts_ns": pl.Int64(),
     "dur_ns": pl.Int64(),
     "captured_op": pl.String(),
+    "captured_op_id": pl.Int64(),  # that op's row in the cpu frame
     "captured_call": pl.String(),
     "attribution_note": pl.String(),
 }
@@ -59,6 +61,7 @@ def graph_replay() -> pl.Expr:
     return pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS).fill_null(value=False)
 
 
+@on_counted
 def graph_launches_per_iter(trace: Trace) -> float:
     """Graph launch calls per iteration (each replays a whole graph)."""
     launches = trace.cpu.filter(
@@ -74,7 +77,7 @@ def replayed_activities(trace: Trace) -> pl.DataFrame:
     """One row per activity of a graph replay (REPLAY_SCHEMA): its replay (the launch's
     correlation), graph (1, 2, ... in order of first replay), position, and the op captured
     at that position with the launch call it made (null where not attributed, with why)."""
-    replays = _numbered(trace.gpu.filter(graph_replay()))
+    replays = _numbered(trace.gpu.filter(graph_replay()).with_columns(transfer_kind()))
     if not replays.height:
         return pl.DataFrame(schema=REPLAY_SCHEMA)
     captured, notes = _captures(trace, replays)
@@ -123,6 +126,7 @@ def _captures(trace: Trace, replays: pl.DataFrame) -> tuple[pl.DataFrame, pl.Dat
     blocks = calls.group_by("rank", "block").agg(
         kinds=pl.col("kind"),
         ops=pl.col("captured_op"),
+        op_ids=pl.col("captured_op_id"),
         apis=pl.col("captured_call"),
         end=pl.col("ts_ns").max(),
     )
@@ -136,8 +140,8 @@ def _captures(trace: Trace, replays: pl.DataFrame) -> tuple[pl.DataFrame, pl.Dat
         .unique(["rank", "graph"], keep="first")
     )
     paired = (
-        pairs.select("rank", "graph", "ops", "apis")
-        .explode("ops", "apis")
+        pairs.select("rank", "graph", "ops", "op_ids", "apis")
+        .explode("ops", "op_ids", "apis")
         .with_columns(position=pl.int_range(pl.len()).over("rank", "graph"))
     )
     notes = graphs.join(pairs.select("rank", "graph"), on=["rank", "graph"], how="anti").select(
@@ -150,7 +154,14 @@ def _captures(trace: Trace, replays: pl.DataFrame) -> tuple[pl.DataFrame, pl.Dat
             else NOT_CAPTURED
         ),
     )
-    captured = paired.select("rank", "graph", "position", captured_op="ops", captured_call="apis")
+    captured = paired.select(
+        "rank",
+        "graph",
+        "position",
+        captured_op="ops",
+        captured_op_id="op_ids",
+        captured_call="apis",
+    )
     return captured, notes
 
 
@@ -184,6 +195,7 @@ def _unlaunched_calls(trace: Trace) -> pl.DataFrame:
     return calls.with_columns(
         block=block,
         captured_op=cpu["name"].gather(ops),
+        captured_op_id=ops,
         captured_call=pl.col("name"),
         kind=pl.when(pl.col("name").str.contains("(?i)memcpy"))
         .then(pl.lit("memcpy"))
@@ -193,6 +205,7 @@ def _unlaunched_calls(trace: Trace) -> pl.DataFrame:
     ).filter(~pl.col("ran") & pl.col("block").is_not_null())
 
 
+@on_counted
 def graph_table(trace: Trace) -> pl.DataFrame:
     """Per graph and position: the activity, the op captured there, replays per iteration and
     time per iteration (replays inside iterations)."""
@@ -211,4 +224,28 @@ def graph_table(trace: Trace) -> pl.DataFrame:
             attribution_note=pl.col("attribution_note").first(),
         )
         .sort("rank", "graph", "position")
+    )
+
+
+def with_captured_ops(trace: Trace, frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` (rows of the gpu frame) with ``op_id`` and ``op_name`` of each replayed
+    activity taken from the op captured at its position, where the trace holds the capture:
+    the replay then reads as the eager launch it repeats."""
+    captured = replayed_activities(trace).filter(pl.col("captured_op_id").is_not_null())
+    if not captured.height:
+        return frame
+    keys = captured.select(
+        "rank",
+        "ts_ns",
+        "name",
+        correlation="replay",
+        _op_id="captured_op_id",
+        _op_name="captured_op",
+    )
+    return (
+        frame.join(keys, on=["rank", "correlation", "ts_ns", "name"], how="left")
+        .with_columns(
+            op_id=pl.coalesce("op_id", "_op_id"), op_name=pl.coalesce("op_name", "_op_name")
+        )
+        .drop("_op_id", "_op_name")
     )

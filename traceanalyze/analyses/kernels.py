@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.occupancy import duration_weighted_mean, weighted_occupancy
 from traceanalyze.trace import Trace
 
@@ -32,6 +33,7 @@ def _category() -> pl.Expr:
 
 
 @per_trace
+@on_counted
 def kernel_table(trace: Trace) -> pl.DataFrame:
     """Distinct kernels (and memcpy/memset names), most time per iteration first.
 

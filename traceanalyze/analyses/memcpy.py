@@ -11,8 +11,15 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.activities import activities, iteration_count, per_trace
+from traceanalyze.analyses.activities import (
+    GRAPH_LAUNCHES,
+    activities,
+    iteration_count,
+    per_trace,
+)
 from traceanalyze.analyses.cputree import op_chains
+from traceanalyze.analyses.graphs import with_captured_ops
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.trace import Trace
 
 # Out-of-place ATen ops that have an in-place twin (name + "_"): when their chain clones the
@@ -84,22 +91,52 @@ CAUSES: tuple[Cause, ...] = (
         "cuDNN zeroes a workspace (for example the softmax statistics); small and expected",
         actionable=False,
     ),
+    # A replayed CUDA graph's activities have no launching op in the trace (it was captured
+    # earlier): the same copies and sets as in the eager run, earning the same advice there.
+    Cause(
+        r"^cudaGraphLaunch -> (?i:memset)",
+        "a memory set replayed from a CUDA graph (the op that captured it is not in the "
+        "trace); in the eager run such sets are cuBLAS/cuDNN workspace fills, small and "
+        "expected: see the eager trace's `memcpy` for its op",
+        actionable=False,
+    ),
+    Cause(
+        r"^cudaGraphLaunch -> (?i:memcpy)",
+        "a memory copy replayed from a CUDA graph (the op that captured it is not in the "
+        "trace); run `memcpy` on the eager trace for the op that makes it and its advice",
+    ),
     Cause(r"Memset", "zero fill"),
     Cause(r"Memcpy DtoD", "device-to-device copy"),
 )
 
 
 @per_trace
+@on_counted
+def transfers(trace: Trace) -> pl.DataFrame:
+    """Every memory copy and set, with ``chain`` (its CPU op chain, then its name) and
+    ``in_iteration``. A replayed graph's activity takes the op captured at its position where
+    the trace holds the capture, else its chain starts with the graph launch call."""
+    gpu = with_captured_ops(
+        trace, activities(trace).filter(pl.col("kind").is_in(["memcpy", "memset"]))
+    )
+    chains = op_chains(trace.cpu, gpu["op_id"])
+    gpu = gpu.with_columns(chains.alias("ops"))
+    # Without a launching op, a graph replay's activity names its launch call instead.
+    replayed = pl.col("op_id").is_null() & pl.col("launch_api").is_in(GRAPH_LAUNCHES)
+    head = pl.when(replayed).then(pl.concat_list(pl.col("launch_api"))).otherwise(pl.col("ops"))
+    return gpu.with_columns(
+        chain=pl.concat_list(head, pl.col("name")).list.join(" -> "),
+        in_iteration=pl.col("iteration").is_not_null(),
+    )
+
+
+@per_trace
+@on_counted
 def memory_traffic(trace: Trace) -> pl.DataFrame:
     """Memcpy/memset grouped by cause chain: count, time and bytes per iteration (activities
     launched inside the iterations), bandwidth, advice; ``count`` and ``total_us`` cover the
     whole trace."""
-    gpu = activities(trace).filter(pl.col("kind").is_in(["memcpy", "memset"]))
-    chains = op_chains(trace.cpu, gpu["op_id"])
-    gpu = gpu.with_columns(
-        chain=pl.concat_list(chains, pl.col("name")).list.join(" -> "),
-        in_iteration=pl.col("iteration").is_not_null(),
-    )
+    gpu = transfers(trace)
     n = iteration_count(trace)
     inside = pl.col("in_iteration")
     table = gpu.group_by("chain", "kind", "name").agg(
@@ -148,6 +185,7 @@ def _first_cause(value: Callable[[Cause], pl.Expr]) -> pl.Expr:
     return expr
 
 
+@on_counted
 def findings(trace: Trace) -> list[str]:
     """One plain sentence per kind of actionable memory traffic inside the iterations."""
     table = memory_traffic(trace).filter((pl.col("count_per_iter") > 0) & pl.col("actionable"))

@@ -20,6 +20,7 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import ITERATION, busy_and_span, iteration_times
 from traceanalyze.analyses.activities import activities, in_iterations
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.skew import (
     ALIGN_ENDS,
     ALIGNMENTS,
@@ -79,6 +80,7 @@ class RanksResult:
         return self.ranks.filter(pl.col("straggler"))["rank"].to_list()
 
 
+@on_counted
 def rank_work(trace: Trace) -> RankWork:
     """The per-rank half: pure, from one loaded trace (a trace of several ranks gives a row
     for each)."""

@@ -31,6 +31,7 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import BOUND_CPU, Verdict, mean_per_iter, verdict
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.summary import WALL_FROM_TRACE
 from traceanalyze.analyses.waves import wave_table, with_waves
 from traceanalyze.link import nearest_ancestor
@@ -80,6 +81,7 @@ CPU_BOUND_NOTE = (
 )
 
 
+@on_counted
 def roofline(
     trace: Trace, override: PeakOverride | None = None, judged: Verdict | None = None
 ) -> Roofline:

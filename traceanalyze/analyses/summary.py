@@ -14,25 +14,31 @@ from traceanalyze.analyses.accounting import (
     COUNT_COLUMNS,
     TIME_COLUMNS,
     iteration_times,
+    not_the_same_work,
     verdict,
 )
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.cputree import VIEW_OPS
 from traceanalyze.analyses.cudnn import cudnn_cpu_us_per_iter
 from traceanalyze.analyses.graphs import graph_launches_per_iter
+from traceanalyze.analyses.iterations import NOISE_PCT, choice_of, counted
 from traceanalyze.link import nearest_ancestor
 from traceanalyze.trace import Trace
 
 WHOLE_TRACE_NOTE = "whole trace taken as one iteration (no ProfilerStep or repeated annotation)"
 WALL_FROM_TRACE = "the trace's iteration span"
 WALL_FROM_MEDIAN = "capture median"
+WALL_FROM_STEADY = "cold capture's steady median (one-off first calls left out)"
 
 
 @per_trace
 def summary(trace: Trace) -> dict[str, Any]:
-    """The per-iteration summary (keys are a public contract, listed in the README)."""
+    """The per-iteration summary (keys are a public contract, listed in the README), over the
+    iterations that count (:func:`~traceanalyze.analyses.iterations.counted`)."""
+    trace = counted(trace)
     n = iteration_count(trace)
-    means = _means(iteration_times(trace))
+    times = iteration_times(trace)
+    means = _means(times)
     gpu = in_iterations(activities(trace))
     # One launch call per correlation: a graph launch starts many activities.
     launches = gpu.filter(pl.col("linked")).unique(["rank", "correlation"], keep="first")
@@ -41,7 +47,10 @@ def summary(trace: Trace) -> dict[str, Any]:
         "ranks": len(trace.meta),
         "iteration_source": trace.iteration_source,
         "iteration_note": iteration_note(trace),
+        "iterations_left_out": int((~choice_of(trace).table["counted"]).sum()),
+        "iteration_coverage_pct": choice_of(trace).coverage_pct,
         **means,
+        "spread_per_iter": spread(times),
         **wall_verdict(means, None),
         "transpose_ops_per_iter": _view_ops(trace) / n,
         "graph_launches_per_iter": graph_launches_per_iter(trace),
@@ -57,13 +66,43 @@ def summary(trace: Trace) -> dict[str, Any]:
 
 
 def iteration_note(trace: Trace) -> str | None:
-    """What a reader must know about how iterations were found (None for profiler steps)."""
-    if trace.iteration_source == "whole trace":
-        return WHOLE_TRACE_NOTE
+    """What a reader must know about how iterations were found and which were left out
+    (None for profiler steps that all count)."""
+    chosen = choice_of(trace).note
+    found = None
+    if trace.iteration_source == "whole trace" and chosen is None:
+        found = WHOLE_TRACE_NOTE
     if trace.iteration_source.startswith("annotation:"):
         name = trace.iteration_source.removeprefix("annotation:")
-        return f"iterations are the repeated top-level annotation `{name}` (no ProfilerStep)"
-    return None
+        found = f"iterations are the repeated top-level annotation `{name}` (no ProfilerStep)"
+    return "; ".join(p for p in (found, chosen) if p) or None
+
+
+# Columns whose spread over the iterations the summary shows beside the mean.
+SPREAD_COLUMNS = ("kernels", "gpu_busy_us", "gpu_idle_us", "cpu_op_us", "wall_us")
+
+
+def spread(times: pl.DataFrame) -> dict[str, float]:
+    """``spread_per_iter``: ``<column>_min``, ``_median`` and ``_max`` over the iterations for
+    each column of ``SPREAD_COLUMNS`` whose max and min differ by more than ``NOISE_PCT`` of
+    its median (empty when every column is that steady)."""
+    if times.height < 2:
+        return {}
+    row = times.select(
+        expr
+        for c in SPREAD_COLUMNS
+        for expr in (
+            pl.col(c).cast(pl.Float64).min().alias(f"{c}_min"),
+            pl.col(c).cast(pl.Float64).median().alias(f"{c}_median"),
+            pl.col(c).cast(pl.Float64).max().alias(f"{c}_max"),
+        )
+    ).row(0, named=True)
+    varying = [
+        c
+        for c in SPREAD_COLUMNS
+        if row[f"{c}_max"] - row[f"{c}_min"] > abs(row[f"{c}_median"]) * NOISE_PCT / 100
+    ]
+    return {f"{c}_{stat}": row[f"{c}_{stat}"] for c in varying for stat in ("min", "median", "max")}
 
 
 def _means(times: pl.DataFrame) -> dict[str, float]:
@@ -96,24 +135,37 @@ def _per_iteration(frame: pl.DataFrame, key: str, n: int, *, us: bool) -> dict[s
     return dict(zip(grouped[key].to_list(), grouped["value"].to_list(), strict=True))
 
 
+class SteadyMedianMs(float):
+    """A cold capture's median time per call over its steady calls (the one-off first call
+    left out): a capture median whose source the wall figures name differently."""
+
+
 def wall_verdict(figures: dict[str, Any], median_ms: float | None) -> dict[str, Any]:
     """``wall_source``, ``gpu_busy_pct_of_wall``, ``bound`` and ``bound_note`` of a summary,
     against one wall time: the capture's median (the measured truth, without the profiler)
     where given, else the trace's. A profiled run's GPU busy time can exceed the unprofiled
-    median by a few percent, so the share can read slightly over 100."""
+    median by a few percent: the share is then capped at 100 and ``bound_note`` says so."""
     wall_us, source = (
-        (median_ms * 1e3, WALL_FROM_MEDIAN)
+        (median_ms * 1e3, _median_source(median_ms))
         if median_ms
         else (figures["wall_us_per_iter"], WALL_FROM_TRACE)
     )
     busy = figures["gpu_busy_us_per_iter"]
     judged = verdict(busy, wall_us, figures["cpu_op_us_per_iter"], source)
+    unlike = not_the_same_work(busy, wall_us, source) if median_ms else None
+    if unlike is not None:
+        return {"wall_source": source, "gpu_busy_pct_of_wall": None, "bound": None,
+                "bound_note": unlike.note}  # fmt: skip
     return {
         "wall_source": source,
-        "gpu_busy_pct_of_wall": busy / wall_us * 100 if wall_us else None,
+        "gpu_busy_pct_of_wall": min(busy / wall_us * 100, 100.0) if wall_us else None,
         "bound": judged.bound,
         "bound_note": judged.note,
     }
+
+
+def _median_source(median_ms: float) -> str:
+    return WALL_FROM_STEADY if isinstance(median_ms, SteadyMedianMs) else WALL_FROM_MEDIAN
 
 
 def summary_with_wall(trace: Trace, median_ms: float | None) -> dict[str, Any]:

@@ -11,12 +11,25 @@ import polars as pl
 
 from traceanalyze.analyses import expectations as expect
 from traceanalyze.analyses.cudnn import cudnn_table
+from traceanalyze.analyses.iterations import iteration_notes, iteration_rows
 from traceanalyze.analyses.kernels import kernel_table, occupancy_by_category, occupancy_table
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary_with_wall
-from traceanalyze.cli.options import Loader, Output, Subject, cache_options, output_options
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    Subject,
+    cache_options,
+    iteration_options,
+    output_options,
+)
 from traceanalyze.errors import ExpectationFailed
-from traceanalyze.render.analyses import render_check, render_records, render_table
+from traceanalyze.render.analyses import (
+    render_check,
+    render_iterations,
+    render_records,
+    render_table,
+)
 from traceanalyze.trace import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,6 +78,7 @@ def _table_command(name: str, views: dict[str, Analysis], doc: str, empty: str) 
     @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows.")
     @output_options
     @cache_options
+    @iteration_options
     def command(
         trace: Path,
         by: str,
@@ -138,6 +152,7 @@ memcpy = _table_command(
 @trace_argument
 @output_options
 @cache_options
+@iteration_options
 def summary(
     trace: Path,
     out: Output,
@@ -179,6 +194,7 @@ def summary(
 )
 @output_options
 @cache_options
+@iteration_options
 def check(
     trace: Path,
     expressions: tuple[str, ...],
@@ -214,4 +230,30 @@ def check(
         raise ExpectationFailed(f"{broken} of {results.height} expectations broken", trace)
 
 
-COMMANDS = (kernels, summary, occupancy, cudnn, memcpy, check)
+@click.command()
+@trace_argument
+@output_options
+@cache_options
+@iteration_options
+def iterations(trace: Path, out: Output, loader: Loader) -> None:
+    """One row per iteration: its kind (profiled, closing, capture, region, ...), a flag saying
+    why it is left out of the per-iteration means or stands out (empty closing step, CUDA graph
+    capture step, first step waiting on the CPU, outlier by median ± 5·MAD), whether it counts,
+    and its GPU busy/span/idle time, kernels, copies, CPU operator and launch time.
+
+    \b
+    Example:
+      traceanalyze iterations sample_traces/h200_graph_capture/naive.json.gz
+      traceanalyze iterations trace.json.gz --skip 1 --format json
+    """
+    subjects = loader.each(trace)
+    table = _per_variant(subjects, lambda s: iteration_rows(s.trace), top=None)
+    notes = [
+        (f"{s.label}: " if s.label is not None else "") + line
+        for s in subjects
+        for line in iteration_notes(s.trace)
+    ]
+    out.write(render_iterations(table, notes, out.format), inputs=[trace])
+
+
+COMMANDS = (kernels, summary, iterations, occupancy, cudnn, memcpy, check)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
 
 import click
 
 from traceanalyze.analyses.compare import steady_median_ms
+from traceanalyze.analyses.iterations import Selection, counted
 from traceanalyze.cli.progress import loading, loading_file
 from traceanalyze.load import load
 from traceanalyze.load.variants import VariantSet, capture_entry, load_variants
@@ -124,16 +125,21 @@ class Subject(NamedTuple):
 
 @dataclass(frozen=True)
 class Loader:
-    """Loads traces for a command, with the cache options given and progress on a terminal."""
+    """Loads traces for a command, with the cache options given and progress on a terminal,
+    restricted to the iterations that count (the default rule, or the user's ``selection``)."""
 
     cache: bool
     cache_dir: Path | None
+    selection: Selection | None = None
+
+    def choosing(self, selection: Selection | None) -> Loader:
+        return replace(self, selection=selection)
 
     def trace(self, path: Path) -> Trace:
         with loading_file(path) as progress:
             trace = load(path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
         warn_skipped(trace.skipped)
-        return trace
+        return counted(trace, self.selection)
 
     def each(self, path: Path) -> list[Subject]:
         """The traces a single-trace command runs on: one for a file or a folder of ranks,
@@ -156,7 +162,11 @@ class Loader:
                 paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels or None
             )
         warn_skipped(found.skipped)
-        return found
+        chosen = tuple(
+            v if v.trace is None else replace(v, trace=counted(v.trace, self.selection))
+            for v in found.variants
+        )
+        return replace(found, variants=chosen)
 
 
 def warn_skipped(skipped: Sequence[Skipped]) -> None:
@@ -228,3 +238,53 @@ def cache_options(func: F) -> F:
         return func(*args, loader=Loader(not no_cache, cache_dir), **kwargs)
 
     return cast(F, _add_options(command, _CACHE_OPTIONS))
+
+
+def _selection(iterations: str | None, skip: int) -> Selection | None:
+    if iterations is None and not skip:
+        return None
+    first = last = None
+    if iterations is not None:
+        low, dash, high = iterations.partition("-")
+        try:
+            first = int(low) if low.strip() else None
+            last = (int(high) if high.strip() else None) if dash else first
+        except ValueError:
+            raise click.BadParameter(
+                f"{iterations!r} is not a range of iteration numbers such as 2-4, 3 or 2-",
+                param_hint="--iterations",
+            ) from None
+    return Selection(first, last, skip)
+
+
+_ITERATION_OPTIONS: tuple[Decorator, ...] = (
+    click.option(
+        "--iterations",
+        "iterations",
+        default=None,
+        metavar="FIRST-LAST",
+        help="Only these iterations (numbers as the `iterations` command lists them, e.g. "
+        "2-4, 3 or 2-), whatever their kind. Default: every iteration except empty closing "
+        "steps and CUDA graph capture steps.",
+    ),
+    click.option(
+        "--skip",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Leave out the first N of those iterations (e.g. a warm-up step).",
+    ),
+)
+
+
+def iteration_options(func: F) -> F:
+    """--iterations and --skip for a per-iteration command; place it below ``cache_options``:
+    the command's ``loader`` then restricts traces to the chosen iterations."""
+
+    @functools.wraps(func)
+    def command(
+        *args: Any, iterations: str | None, skip: int, loader: Loader, **kwargs: Any
+    ) -> Any:
+        return func(*args, loader=loader.choosing(_selection(iterations, skip)), **kwargs)
+
+    return cast(F, _add_options(command, _ITERATION_OPTIONS))

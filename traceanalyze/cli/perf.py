@@ -9,7 +9,13 @@ import click
 from traceanalyze.analyses.explain import explain as explain_traces
 from traceanalyze.analyses.roofline import roofline as roofline_of
 from traceanalyze.cli.analyses import trace_argument
-from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    cache_options,
+    iteration_options,
+    output_options,
+)
 from traceanalyze.load.variants import label_of
 from traceanalyze.perfmodel.peaks import PeakOverride
 from traceanalyze.render.perf import explain_markdown, render_explain, render_roofline
@@ -36,6 +42,7 @@ positive = click.FloatRange(min=0, min_open=True)
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
 @output_options
 @cache_options
+@iteration_options
 def roofline(
     trace: Path,
     peak_tflops: float | None,
@@ -65,6 +72,7 @@ def roofline(
 @click.argument("new", type=click.Path(path_type=Path))
 @output_options
 @cache_options
+@iteration_options
 def explain(base: Path, new: Path, out: Output, loader: Loader) -> None:
     """Why NEW's GPU time per iteration differs from BASE's: the change in GPU span split
     into parts that add up exactly (kernels by launching op and category, memory copies and

@@ -14,7 +14,13 @@ from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.diff import diff as diff_traces
 from traceanalyze.analyses.hta_breakdown import failures, hta_breakdown, require_hta
 from traceanalyze.analyses.report import build_report
-from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    cache_options,
+    iteration_options,
+    output_options,
+)
 from traceanalyze.load.variants import capture_config
 from traceanalyze.render.hta import hta_markdown
 from traceanalyze.render.report import (
@@ -52,6 +58,7 @@ full_names_option = click.option(
 @click.option("--hta", "with_hta", is_flag=True, help="Add HTA's temporal and idle-time breakdown.")
 @output_options
 @cache_options
+@iteration_options
 @click.pass_context
 def report(
     ctx: click.Context,
@@ -119,6 +126,7 @@ def _warn_of_hta_failures(breakdown: pl.DataFrame) -> None:
 @full_names_option
 @output_options
 @cache_options
+@iteration_options
 def compare(
     paths: tuple[Path, ...],
     baseline: str | None,
@@ -144,6 +152,7 @@ def compare(
 @full_names_option
 @output_options
 @cache_options
+@iteration_options
 def diff(
     base: Path,
     new: Path,

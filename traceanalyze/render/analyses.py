@@ -62,3 +62,11 @@ def render_check(results: pl.DataFrame, fmt: str) -> str:
     broken = int((~results["held"]).sum())
     verdict = "all expectations held" if broken == 0 else f"{broken} of {results.height} broken"
     return "\n".join([*lines, verdict]) + "\n"
+
+
+def render_iterations(table: pl.DataFrame, notes: list[str], fmt: str) -> str:
+    """The `iterations` table; in markdown its notes follow it as a list."""
+    if fmt != "md":
+        return render_table(table, fmt)
+    listed = "".join(f"- {line}\n" for line in notes)
+    return render_table(table, fmt) + ("\n" + listed if listed else "")

@@ -143,14 +143,17 @@ def _comparison_intro(report: Report) -> str:
     cold = (
         " These traces start cold: each one's first iteration holds its one-off work (plans, "
         "compiling, lazy loading), which these means include; *Cold start* below compares the "
-        "first call with the steady ones, and the capture medians are steady calls."
+        "first call with the steady ones. *speed-up wall*, the bound verdicts and *GPU busy % "
+        "of wall* use each capture's steady median instead (its calls after the first, timed "
+        "without the profiler), as the *wall source* column says."
         if report.cold is not None
         else ""
     )
     return (
         f"{unit} *speed-up* is GPU busy time relative to `{report.baseline}`; "
         "*speed-up wall* is wall time, from the capture's median times where the manifest has "
-        f"them. Times are defined under *How to read this* below.{cold}\n"
+        "them (the *wall source* column names which), else the traces' iteration wall time. "
+        f"Times are defined under *How to read this* below.{cold}\n"
     )
 
 
@@ -268,9 +271,10 @@ def _glossary() -> str:
     extra = [
         "- *theoretical occupancy %*: resident warps per SM that the kernel's registers, shared "
         "memory and block size allow on this GPU; *achieved occupancy %* is the trace's own "
-        "estimate; both time-weighted over one set of kernels (those with both values when the "
-        "*reported coverage %*, the share of kernel time with an estimate, is at least 50%; "
-        "otherwise the estimate is left blank).",
+        "estimate; both time-weighted by kernel time. In the comparison the theoretical figure "
+        "covers every kernel with a computable footprint, the same set for every variant; the "
+        "estimate covers the kernels that carry one, where the *reported coverage %* (their "
+        "share of kernel time) is at least 50% (otherwise it is left blank).",
         "- *transpose ops*: CPU-side `aten::transpose`/`permute`/`t` ops, metadata-only views.",
         "- *cuDNN CPU µs*: self time (duration minus direct children) of the ops that call "
         "cuDNN; in steady state the per-call plan lookup, not the one-off plan build.",

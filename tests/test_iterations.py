@@ -1,0 +1,322 @@
+"""Which iterations count (issue 19): micro-traces with exact rows, then the real traces the
+issue names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+import traceanalyze
+from tests.conftest import SHARED, skip_without
+from tests.micro import annotation, call, kernel, op, write_trace
+from traceanalyze.analyses.cold_context import FROM_TIMING, Payback
+from traceanalyze.analyses.compare import comparison
+from traceanalyze.analyses.iterations import (
+    Selection,
+    choice_of,
+    counted,
+    iteration_notes,
+    iteration_rows,
+)
+from traceanalyze.analyses.memcpy import memory_traffic
+from traceanalyze.analyses.summary import WALL_FROM_STEADY, summary, wall_verdict
+from traceanalyze.cli import main
+from traceanalyze.errors import UsageError
+from traceanalyze.load.variants import load_variants
+
+Event = dict[str, Any]
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+CORPUS = SHARED / "traces" / "corpus"
+PUBLIC = SHARED / "traces" / "public"
+ROWS = ["iteration", "kind", "flag", "counted", "kernels", "memcpy", "gpu_busy_us"]
+
+
+def load(folder: Path, events: list[Event]) -> traceanalyze.Trace:
+    return traceanalyze.load(write_trace(folder, events), cache=False)
+
+
+def step(number: int, start: float, dur: float, correlation: int, kernel_us: float) -> list[Event]:
+    """ProfilerStep#``number``: aten::mm launches one kernel of ``kernel_us``."""
+    return [
+        annotation(f"ProfilerStep#{number}", start, dur),
+        op("aten::mm", start + 1, 5),
+        call("cudaLaunchKernel", start + 2, 2, correlation),
+        kernel("gemm_k", start + 10, kernel_us, correlation),
+    ]
+
+
+def rows(trace: traceanalyze.Trace) -> list[tuple[Any, ...]]:
+    return iteration_rows(trace).select(ROWS).rows()
+
+
+# hta_mi250_rocm reduced: step 1 holds the work, step 2 is the profiler's closing step.
+STUB = [*step(1, 0, 100, 1, 20), annotation("ProfilerStep#2", 100, 5)]
+
+
+def test_a_stub_closing_step_is_left_out(tmp_path: Path) -> None:
+    trace = load(tmp_path, STUB)
+    assert rows(trace) == [
+        (1, "profiled", None, True, 1, 0, 20.0),
+        (2, "closing", "empty closing step (no GPU activity): the profiler's last step", False,
+         0, 0, 0.0),
+    ]  # fmt: skip
+    result = summary(trace)
+    assert (result["iterations"], result["kernels_per_iter"]) == (1, 1.0)  # was 2 and 0.5
+    assert result["gpu_busy_us_per_iter"] == 20.0
+    assert result["iterations_left_out"] == 1
+    assert result["iteration_note"] == (
+        "iteration 2 left out (empty closing step (no GPU activity): the profiler's last step)"
+    )
+    # The restricted trace: only step 1 counts; step 2's rows have no iteration.
+    restricted = counted(trace)
+    assert restricted.iterations["iteration"].to_list() == [1]
+    assert restricted.cpu.filter(pl.col("name") == "ProfilerStep#2")["iteration"].to_list() == [
+        None
+    ]
+    assert counted(restricted) is restricted
+
+
+def capture_step(start: float) -> list[Event]:
+    """A step that captures a graph: the launches run nothing while the stream captures."""
+    return [
+        annotation("ProfilerStep#1", start, 100),
+        call("cudaStreamBeginCapture", start + 1, 1, 90),
+        op("aten::mm", start + 5, 10),
+        call("cudaLaunchKernel", start + 6, 2, 1),
+        op("aten::copy_", start + 20, 10),
+        call("cudaMemcpyAsync", start + 21, 2, 2),
+        call("cudaStreamEndCapture", start + 40, 1, 91),
+        call("cudaGraphInstantiateWithFlags", start + 50, 30, 92),
+    ]
+
+
+def replay(number: int, start: float, correlation: int) -> list[Event]:
+    """A replay: the GEMM, then the copy, which the graph runs as its own copy kernel."""
+    return [
+        annotation(f"ProfilerStep#{number}", start, 45),
+        call("cudaGraphLaunch", start + 2, 5, correlation),
+        kernel("gemm_k", start + 10, 30, correlation),
+        kernel("memcpy128", start + 41, 10, correlation),
+    ]
+
+
+GRAPH = [*capture_step(0), *replay(2, 100, 10), *replay(3, 200, 11)]
+
+
+def test_the_capture_step_is_its_own_kind_and_graph_copies_are_copies(tmp_path: Path) -> None:
+    trace = load(tmp_path, GRAPH)
+    flag = "CUDA graph capture step: one-off capture and instantiation, not a replay"
+    assert rows(trace) == [
+        (1, "capture", flag, False, 0, 0, 0.0),
+        (2, "profiled", None, True, 1, 1, 40.0),
+        (3, "profiled", None, True, 1, 1, 40.0),
+    ]
+    result = summary(trace)
+    # The graph's memcpy128 is the eager run's cudaMemcpyAsync: a copy, not a kernel.
+    assert (result["kernels_per_iter"], result["memcpy_per_iter"]) == (1.0, 1.0)
+    assert result["gpu_memcpy_us_per_iter"] == 10.0
+    assert result["category_count"] == {"gemm": 1.0, "memcpy": 1.0}
+    # The copy takes the op captured at its position: its chain is the eager one.
+    [chain] = memory_traffic(trace)["chain"].to_list()
+    assert chain == "aten::copy_ -> memcpy128"
+    # No CPU operator in a replay step, yet a GPU busy 40 of the step's 45 µs is GPU-bound.
+    assert result["cpu_op_us_per_iter"] == 0
+    assert result["bound"] == "GPU-bound"
+
+
+def sequence(start: float, correlation: int) -> list[Event]:
+    """One training step without ProfilerStep: zero_grad, an unannotated forward (a 10 µs
+    kernel) and an optimizer step (a 1 µs kernel)."""
+    return [
+        annotation("zero_grad", start, 5),
+        op("aten::mm", start + 10, 10),
+        call("cudaLaunchKernel", start + 11, 2, correlation),
+        kernel("gemm_k", start + 15, 10, correlation),
+        annotation("step", start + 40, 30),
+        op("aten::add_", start + 41, 5),
+        call("cudaLaunchKernel", start + 42, 2, correlation + 1),
+        kernel("add_k", start + 50, 1, correlation + 1),
+    ]
+
+
+def test_a_repeated_region_that_misses_the_work_gives_way_to_the_sequence(
+    tmp_path: Path,
+) -> None:
+    # `step` is the most repeated top-level annotation with the most time, but holds 1 of every
+    # 11 µs of GPU activity (new_hta_gp100_gpu_user_annotation reduced).
+    trace = load(tmp_path, [*sequence(0, 1), *sequence(100, 3), *sequence(200, 5)])
+    assert trace.iteration_source == "annotation:step"
+    choice = choice_of(trace)
+    assert choice.regions.iteration_source == "sequence:zero_grad"
+    assert choice.coverage_pct == 100.0
+    result = summary(trace)
+    assert (result["iterations"], result["kernels_per_iter"]) == (3, 2.0)
+    assert result["iteration_coverage_pct"] == 100.0
+    assert result["gpu_activity_us_per_iter"] == 11.0
+    assert "each from one `zero_grad` to the next" in result["iteration_note"]
+    assert iteration_notes(trace)[:2] == [
+        "iterations from: sequence:zero_grad",
+        "iteration_coverage_pct: 100.0% of the trace's GPU activity time was launched inside "
+        "these iterations",
+    ]
+
+
+def test_without_a_covering_sequence_the_whole_trace_is_one_iteration(tmp_path: Path) -> None:
+    events = [
+        annotation("probe", 0, 10),
+        op("aten::add", 1, 5),
+        call("cudaLaunchKernel", 2, 2, 1),
+        kernel("add_k", 5, 1, 1),
+        annotation("probe", 20, 10),
+        # The work, after the last `probe`: 3% of the activity is inside the regions.
+        op("aten::mm", 40, 10),
+        call("cudaLaunchKernel", 41, 2, 2),
+        kernel("gemm_k", 45, 32, 2),
+    ]
+    trace = load(tmp_path, events)
+    result = summary(trace)
+    assert result["iteration_source"] == "whole trace"
+    assert (result["iterations"], result["kernels_per_iter"]) == (1, 2.0)
+    assert result["iteration_coverage_pct"] == 100.0
+    assert result["iteration_note"] == (
+        "whole trace taken as one iteration: the repeated annotation `probe` covers 3.0% of "
+        "the GPU activity, no repeated sequence of top-level annotations covers 50%"
+    )
+
+
+def test_outliers_are_flagged_and_kept(tmp_path: Path) -> None:
+    # Step 1 waits on the CPU for 400 µs; step 4's kernel ends 290 µs after it starts.
+    events = [
+        *step(1, 0, 500, 1, 20),
+        *step(2, 500, 100, 2, 20),
+        *step(3, 600, 100, 3, 20),
+        *step(4, 700, 30, 4, 290),
+        *step(5, 1000, 100, 5, 20),
+    ]
+    table = iteration_rows(load(tmp_path, events))
+    assert table.select("iteration", "flag", "counted").rows() == [
+        (1, "first step waiting on the CPU: wall 5.0x the median", True),
+        (2, None, True),
+        (3, None, True),
+        (4, "outlier: wall 2.9x the median (beyond median ± 5·MAD)", True),
+        (5, None, True),
+    ]
+
+
+def test_the_user_chooses_iterations(tmp_path: Path) -> None:
+    events = [*step(1, 0, 100, 1, 10), *step(2, 100, 100, 2, 20), *step(3, 200, 100, 3, 30)]
+    trace = load(tmp_path, events)
+    chosen = counted(trace, Selection(first=2, last=3))
+    assert summary(chosen)["gpu_busy_us_per_iter"] == 25.0
+    skipped = counted(trace, Selection(skip=1))
+    assert summary(skipped)["iteration_note"] == (
+        "iterations chosen with --skip 1; iteration 1 left out (not chosen)"
+    )
+    with pytest.raises(UsageError, match="leaves no iteration"):
+        counted(trace, Selection(first=7))
+    path = write_trace(tmp_path, events, "steps.json")
+    result = CliRunner().invoke(
+        main, ["summary", str(path), "--iterations", "2-", "--skip", "1", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["gpu_busy_us_per_iter"] == 30.0
+    bad = CliRunner().invoke(main, ["summary", str(path), "--iterations", "two"])
+    assert bad.exit_code == 2
+    table = CliRunner().invoke(main, ["iterations", str(path), "--format", "json"])
+    assert [list(row)[:4] for row in json.loads(table.stdout)] == [
+        ["rank", "iteration", "kind", "flag"]
+    ] * 3
+
+
+def test_break_even_is_net_of_the_baselines_one_off_cost() -> None:
+    paid = Payback(100.0, FROM_TIMING, None, baseline_excess_us=500.0)
+    assert paid.net_calls(900.0) == 4  # (900 - 500) / 100
+    assert paid.net_calls(300.0) == 0  # cheaper than the baseline from the first call
+    assert paid.net_calls(None) is None
+
+
+# The real traces issue 19 names.
+
+
+def test_hta_mi250_counts_one_step() -> None:
+    path = PUBLIC / "hta_mi250_rocm.json.gz"
+    skip_without(path)
+    result = summary(traceanalyze.load(path))
+    # ProfilerStep#2 is the profiler's 49 µs closing step (was: 2 iterations, 7 kernels each).
+    assert (result["iterations"], result["kernels_per_iter"]) == (1, 14.0)
+    assert result["iterations_left_out"] == 1
+
+
+def test_graph_replay_counts_its_copy_and_is_gpu_bound() -> None:
+    trace = traceanalyze.load(SAMPLES / "h200_graph_replay" / "naive.json.gz")
+    result = summary(trace)
+    assert (result["kernels_per_iter"], result["memcpy_per_iter"]) == (5.0, 1.0)  # was 6, 0
+    assert result["bound"] == "GPU-bound"  # was blank at 100.9% busy
+    traffic = memory_traffic(trace)
+    assert traffic.filter(pl.col("kind") == "memset")["actionable"].to_list() == [False]
+
+
+def test_graph_capture_leaves_the_capture_step_out() -> None:
+    trace = traceanalyze.load(SAMPLES / "h200_graph_capture" / "naive.json.gz")
+    table = iteration_rows(trace)
+    assert table["kind"].to_list() == ["capture", "profiled", "profiled", "profiled"]
+    result = summary(trace)
+    assert result["kernels_per_iter"] == 5.0  # was 4.25, the capture step averaged in
+    chains = memory_traffic(trace)["chain"].to_list()
+    assert "aten::masked_fill -> aten::clone -> aten::copy_ -> Memcpy DtoD (Device -> Device)" in (
+        chains
+    )
+
+
+def test_cold_captures_are_judged_on_their_steady_medians() -> None:
+    variants = load_variants([SAMPLES / "h200_cold"])
+    table = comparison(variants.variants).filter(pl.col("variant") == "sdpa_efficient")
+    row = table.row(0, named=True)
+    assert row["wall_source"] == WALL_FROM_STEADY
+    # naive's steady median over sdpa_efficient's (was 41.96 from trace means with call 1).
+    assert row["speedup_wall"] == pytest.approx(1.1565 / row["steady_median_ms"], rel=1e-3)
+    assert 4 < row["speedup_wall"] < 6
+
+
+@pytest.mark.parametrize(
+    ("name", "starter", "coverage"),
+    [
+        ("new_hta_gp100_gpu_user_annotation.json.gz", "Optimizer.zero_grad#SGD.zero_grad", 96.9),
+        ("new_tl_mi300x_norm_profile_memory.json.gz", "BatchNorm affine=True", 81.6),
+    ],
+)
+def test_corpus_regions_that_miss_the_work(name: str, starter: str, coverage: float) -> None:
+    path = CORPUS / name
+    skip_without(path)
+    trace = traceanalyze.load(path)
+    assert trace.iteration_source.startswith("annotation:")  # what the linker found
+    result = summary(trace)
+    assert result["iteration_source"] == f"sequence:{starter}"
+    assert result["iteration_coverage_pct"] == pytest.approx(coverage, abs=0.1)
+
+
+def test_a_lone_capture_step_is_kept_and_says_so(tmp_path: Path) -> None:
+    # tl_sglang_graph_capture_bs32_mi300x: its one step captures graphs; nothing else to count.
+    trace = load(tmp_path, [*capture_step(0), kernel("fill_k", 60, 2, 1)])
+    assert rows(trace) == [
+        (1, "capture", "CUDA graph capture step: one-off capture and instantiation, not a "
+         "replay; kept: no other iteration to count", True, 1, 0, 2.0),
+    ]  # fmt: skip
+    assert summary(trace)["iterations_left_out"] == 0
+
+
+def test_no_verdict_when_busy_time_is_not_the_medians_work() -> None:
+    # h200_cold_new_shape's compiled_naive: 46 ms of GPU busy time per iteration (autotuning
+    # each new shape) against a 1.5 ms steady median: was "GPU busy time 3095%", GPU-bound.
+    figures = {"gpu_busy_us_per_iter": 46_197.3, "cpu_op_us_per_iter": 10.0, "wall_us_per_iter": 0}
+    judged = wall_verdict(figures, 1.4925)
+    assert (judged["bound"], judged["gpu_busy_pct_of_wall"]) == (None, None)
+    assert judged["bound_note"].startswith("the GPU busy time per iteration (46,197.3 µs) exceeds")
+    # A few percent over an unprofiled median is the profiler's own cost: capped, judged.
+    close = wall_verdict(figures | {"gpu_busy_us_per_iter": 1_567.0}, 1.4925)
+    assert (close["bound"], close["gpu_busy_pct_of_wall"]) == ("GPU-bound", 100.0)

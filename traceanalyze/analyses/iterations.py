@@ -1,0 +1,503 @@
+"""Which iterations count: the one place that decides it.
+
+Three decisions, in order:
+
+1. **Regions.** A repeated top-level annotation is an iteration only when its spans cover the
+   work: ``iteration_coverage_pct``, the share of the trace's GPU activity time launched inside
+   the chosen iterations, must reach ``MIN_COVERAGE_PCT``. Otherwise the iterations are the
+   repeated sequence of top-level annotations (each from one start of the sequence's first
+   annotation to the next, e.g. zero_grad -> forward -> backward -> step), else the whole trace.
+2. **Kinds.** Every iteration row gets a ``kind`` (``KINDS``) and a ``flag``: null, or why the
+   row is left out of the means (an empty closing step, a CUDA graph capture step) or stands
+   out (the first step waiting on the CPU, an outlier by median ± k·MAD of its wall time).
+3. **Selection.** :func:`counted` returns a Trace restricted to the counted iterations: its
+   ``iterations`` frame holds only those rows and the ``iteration`` of every CPU and GPU row of
+   the others is null, so every per-iteration figure (``iteration_count``, ``in_iterations``,
+   ``iteration_times``) follows without knowing about this module. The user can choose instead
+   (``Selection``: a range of iteration numbers, the first N counted ones skipped).
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar, cast
+
+import polars as pl
+
+from traceanalyze.analyses.accounting import ITERATION, iteration_times
+from traceanalyze.analyses.activities import per_trace
+from traceanalyze.errors import UsageError
+from traceanalyze.link import RUNTIME_CATS
+from traceanalyze.schema import ITERATION_SCHEMA
+from traceanalyze.trace import Trace
+
+PROFILED = "profiled"
+CLOSING = "closing"
+EMPTY = "empty"
+CAPTURE = "capture"
+REGION = "region"
+WHOLE = "whole trace"
+# Every kind, and why a row of that kind is left out of the means (None: it counts).
+KINDS: dict[str, str | None] = {
+    PROFILED: None,
+    REGION: None,
+    WHOLE: None,
+    CLOSING: "empty closing step (no GPU activity): the profiler's last step",
+    EMPTY: "no GPU activity while the other iterations have some",
+    CAPTURE: "CUDA graph capture step: one-off capture and instantiation, not a replay",
+}
+# Runtime calls that only a step capturing a CUDA (or HIP) graph makes.
+CAPTURE_CALLS = (
+    "cudaStreamBeginCapture",
+    "cudaStreamEndCapture",
+    "cudaGraphInstantiate",
+    "cudaGraphInstantiateWithFlags",
+    "hipStreamBeginCapture",
+    "hipStreamEndCapture",
+    "hipGraphInstantiate",
+    "hipGraphInstantiateWithFlags",
+)
+# Outliers: wall time further from the median than k times the median absolute deviation,
+# and further than the noise floor (a share of the median), among at least MIN_ROWS rows.
+OUTLIER_MAD_K = 5.0
+NOISE_PCT = 5.0
+OUTLIER_MIN_ROWS = 3
+# A repeated annotation must cover at least this share of the GPU activity to be the iteration.
+MIN_COVERAGE_PCT = 50.0
+SEQUENCE = "sequence:"
+# One sentence per figure of this module; the README's "Iterations" section prints them.
+DEFINITIONS: dict[str, str] = {
+    "kind": "what the iteration is: `profiled` (a ProfilerStep), `closing` (the profiler's "
+    "last step with no GPU activity), `empty` (no GPU activity while others have some), "
+    "`capture` (a step that captures a CUDA graph), `region` (a repeated annotation or "
+    "sequence of annotations), `whole trace`",
+    "flag": "null, or why the iteration is left out of the means (its kind) or stands out: the "
+    "first counted iteration waiting on the CPU, or an outlier whose wall time is further from "
+    f"the median than {OUTLIER_MAD_K:g} median absolute deviations and {NOISE_PCT:g}% of the "
+    "median (with at least 3 iterations); outliers stay in the means",
+    "counted": "whether the iteration is in the per-iteration means: every kind but closing, "
+    "empty and capture (unless none would be left), or what --iterations / --skip chose",
+    "iteration_coverage_pct": "the share of the trace's GPU activity time launched inside the "
+    "iterations; a repeated annotation below "
+    f"{MIN_COVERAGE_PCT:g}% gives way to the repeated sequence of top-level annotations (from "
+    "one start of its first annotation to the next), else to the whole trace",
+    "iterations_left_out": "how many iterations the means leave out (`iteration_note` says "
+    "which and why)",
+    "spread_per_iter": "`<figure>_min`, `_median` and `_max` over the counted iterations for "
+    f"kernels, GPU busy and idle, CPU operator and wall time, where they differ by more than "
+    f"{NOISE_PCT:g}% of the median",
+}
+# The first columns of the `iterations` table (its JSON keys are a public contract).
+TABLE_COLUMNS = (
+    "rank",
+    "iteration",
+    "kind",
+    "flag",
+    "counted",
+    "gpu_busy_us",
+    "gpu_span_us",
+    "gpu_idle_us",
+    "kernels",
+    "memcpy",
+    "memset",
+    "cpu_op_us",
+    "launch_us",
+    "cpu_span_us",
+    "wall_us",
+)
+ANNOTATION = "annotation:"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which iterations the user asked for: numbers ``first``..``last`` (inclusive, None: no
+    bound) among all rows, then the first ``skip`` of those left out."""
+
+    first: int | None = None
+    last: int | None = None
+    skip: int = 0
+
+    @property
+    def ranged(self) -> bool:
+        return self.first is not None or self.last is not None
+
+    def describe(self) -> str:
+        parts = []
+        if self.ranged:
+            parts.append(f"--iterations {_bound(self.first)}-{_bound(self.last)}")
+        if self.skip:
+            parts.append(f"--skip {self.skip}")
+        return " ".join(parts)
+
+
+def _bound(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How a restricted Trace was made: the regions it came from, every row with its kind,
+    flag and whether it counts, the coverage, and what a reader must be told."""
+
+    origin: Trace
+    regions: Trace
+    table: pl.DataFrame
+    coverage_pct: float | None
+    notes: tuple[str, ...]
+
+    @property
+    def note(self) -> str | None:
+        """The notes as one sentence (None without any)."""
+        return "; ".join(self.notes) or None
+
+
+_CHOICES: weakref.WeakKeyDictionary[Trace, Choice] = weakref.WeakKeyDictionary()
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def on_counted(analysis: Callable[Concatenate[Trace, P], R]) -> Callable[Concatenate[Trace, P], R]:
+    """An analysis of a trace's counted iterations: ``analysis(counted(trace), ...)``. The
+    library's per-iteration entry points wear it, so a raw trace and a restricted one give
+    the same figures."""
+
+    def on_counted_iterations(trace: Trace, *args: P.args, **kwargs: P.kwargs) -> R:
+        return analysis(counted(trace), *args, **kwargs)
+
+    return cast(
+        Callable[Concatenate[Trace, P], R],
+        functools.wraps(analysis)(on_counted_iterations),
+    )
+
+
+def counted(trace: Trace, selection: Selection | None = None) -> Trace:
+    """``trace`` restricted to the iterations that count (see the module docstring).
+
+    Idempotent: a restricted trace is returned as is when no selection is given.
+    """
+    if trace in _CHOICES and selection is None:
+        return trace
+    if selection is None or selection == Selection():
+        return _default(trace)
+    return _restrict(_origin_of(trace), selection)
+
+
+def choice_of(trace: Trace) -> Choice:
+    """How ``trace`` (restricted or not) was chosen; the default choice for a raw trace."""
+    return _CHOICES[counted(trace)]
+
+
+@per_trace
+def _default(trace: Trace) -> Trace:
+    return _restrict(trace, None)
+
+
+def _origin_of(trace: Trace) -> Trace:
+    return _CHOICES[trace].origin if trace in _CHOICES else trace
+
+
+def iteration_rows(trace: Trace) -> pl.DataFrame:
+    """The `iterations` table: one row per iteration of the regions, with ``kind``, ``flag``
+    and ``counted`` (what ``trace``'s selection kept), then the accounting columns."""
+    table = choice_of(trace).table
+    return table.select(*TABLE_COLUMNS, *[c for c in table.columns if c not in TABLE_COLUMNS])
+
+
+def iteration_notes(trace: Trace) -> list[str]:
+    """What the `iterations` table's reader must know: how the iterations were found, their
+    coverage of the GPU activity, which were left out and which stand out."""
+    choice = choice_of(trace)
+    source = choice.regions.iteration_source
+    lines = [f"iterations from: {source}"]
+    if choice.coverage_pct is not None:
+        lines.append(
+            f"iteration_coverage_pct: {choice.coverage_pct:.1f}% of the trace's GPU activity "
+            "time was launched inside these iterations"
+        )
+    return [*lines, *choice.notes]
+
+
+def _restrict(origin: Trace, selection: Selection | None) -> Trace:
+    base = regions(origin)
+    table = classify_iterations(base)
+    keep = _kept(table, selection)
+    if not keep.height:
+        numbers = table["iteration"].to_list()
+        raise UsageError(
+            f"{selection.describe() if selection else 'the selection'} leaves no iteration "
+            f"(the trace has iterations {numbers})",
+            path=base.path,
+            fix="Choose iterations the `iterations` command lists.",
+        )
+    table = table.with_columns(
+        counted=pl.struct(ITERATION).is_in(keep.select(pl.struct(ITERATION)).to_series().implode())
+    )
+    # A user's selection always gets a Trace of its own, so the default choice of ``base``
+    # (remembered per Trace) is never replaced by it.
+    unchanged = keep.height == table.height and selection is None
+    restricted = base if unchanged else _only(base, keep)
+    _CHOICES[restricted] = Choice(
+        origin, base, table, coverage_pct(base), _notes(origin, base, table, selection)
+    )
+    return restricted
+
+
+def _kept(table: pl.DataFrame, selection: Selection | None) -> pl.DataFrame:
+    if selection is not None and selection.ranged:
+        number = pl.col("iteration")
+        rows = table.filter(
+            (number >= (selection.first if selection.first is not None else number.min()))
+            & (number <= (selection.last if selection.last is not None else number.max()))
+        )
+    else:
+        rows = table.filter(pl.col("counted"))
+    skip = selection.skip if selection is not None else 0
+    return (
+        rows.sort(ITERATION).filter(pl.int_range(pl.len()).over("rank") >= skip).select(ITERATION)
+    )
+
+
+def _only(trace: Trace, keep: pl.DataFrame) -> Trace:
+    """The same trace with ``iteration`` null outside the rows of ``keep``."""
+    key = keep.select(pl.struct(ITERATION)).to_series().implode()
+    inside = pl.struct(ITERATION).is_in(key)
+    null_outside = pl.when(inside).then(pl.col("iteration")).alias("iteration")
+    return Trace(
+        meta=trace.meta,
+        gpu=trace.gpu.with_columns(null_outside),
+        cpu=trace.cpu.with_columns(null_outside),
+        flows=trace.flows,
+        instants=trace.instants,
+        iterations=trace.iterations.filter(inside),
+        devices=trace.devices,
+        iteration_source=trace.iteration_source,
+        skipped=trace.skipped,
+    )
+
+
+@per_trace
+def classify_iterations(trace: Trace) -> pl.DataFrame:
+    """Every iteration row of ``trace`` with ``kind``, ``flag`` and ``counted`` (the default
+    rule: rows whose kind is left out do not count, unless nothing else would)."""
+    times = iteration_times(trace)
+    captures = (
+        trace.cpu.filter(
+            pl.col("cat").is_in(RUNTIME_CATS)
+            & pl.col("name").is_in(CAPTURE_CALLS)
+            & pl.col("iteration").is_not_null()
+        )
+        .select(ITERATION)
+        .unique()
+        .with_columns(capture=pl.lit(True))
+    )
+    active = (pl.col("kernels") + pl.col("memcpy") + pl.col("memset")) > 0
+    rows = times.join(captures, on=ITERATION, how="left").with_columns(
+        capture=pl.col("capture").fill_null(False),
+        active=active,
+        rank_active=active.any().over("rank"),
+        last=pl.col("iteration") == pl.col("iteration").max().over("rank"),
+    )
+    kinds = rows.with_columns(kind=_kind_expr(trace.iteration_source)).with_columns(
+        counted=pl.col("kind").is_in([k for k, why in KINDS.items() if why is None])
+    )
+    # Nothing left to count (every step a capture, say): count them all rather than none.
+    kinds = kinds.with_columns(counted=pl.col("counted") | ~pl.col("counted").any().over("rank"))
+    left_out = pl.col("kind").replace_strict(KINDS, return_dtype=pl.String, default=None)
+    flagged = kinds.with_columns(
+        flag=pl.when(left_out.is_null())
+        .then(_outlier_flag())
+        .when(pl.col("counted"))
+        .then(pl.format("{}; kept: no other iteration to count", left_out))
+        .otherwise(left_out)
+    )
+    return flagged.select(
+        *ITERATION, "kind", "flag", "counted", *[c for c in times.columns if c not in ITERATION]
+    )
+
+
+def _kind_expr(source: str) -> pl.Expr:
+    if source == "whole trace":
+        return pl.lit(WHOLE)
+    idle = ~pl.col("active") & pl.col("rank_active")
+    steps = source == "ProfilerStep"
+    return (
+        pl.when(pl.col("capture"))
+        .then(pl.lit(CAPTURE))
+        .when(idle & pl.col("last") & pl.lit(steps))
+        .then(pl.lit(CLOSING))
+        .when(idle)
+        .then(pl.lit(EMPTY))
+        .otherwise(pl.lit(PROFILED if steps else REGION))
+    )
+
+
+def _outlier_flag() -> pl.Expr:
+    """Why a counted row's wall time stands out, or null (median ± k·MAD among counted rows)."""
+    wall = pl.col("wall_us").filter(pl.col("counted"))
+    median = wall.median().over("rank")
+    mad = (wall - wall.median()).abs().median().over("rank")
+    rows = pl.col("counted").sum().over("rank")
+    distance = (pl.col("wall_us") - median).abs()
+    limit = pl.max_horizontal(mad * OUTLIER_MAD_K, median * NOISE_PCT / 100)
+    ratio = (pl.col("wall_us") / median).round(1)
+    first = pl.col("iteration") == pl.col("iteration").filter(pl.col("counted")).min().over("rank")
+    waits = first & (pl.col("cpu_span_us") > pl.col("gpu_span_us")) & (pl.col("wall_us") > median)
+    outlier = pl.col("counted") & (rows >= OUTLIER_MIN_ROWS) & (distance > limit)
+    return (
+        pl.when(outlier & waits)
+        .then(pl.format("first step waiting on the CPU: wall {}x the median", ratio))
+        .when(outlier)
+        .then(pl.format("outlier: wall {}x the median (beyond median ± 5·MAD)", ratio))
+    )
+
+
+def coverage_pct(trace: Trace) -> float | None:
+    """``iteration_coverage_pct``: the share of the trace's GPU activity time launched inside
+    its iterations (None without GPU activity)."""
+    total = trace.gpu["dur_ns"].sum()
+    if not total:
+        return None
+    inside = trace.gpu.filter(pl.col("iteration").is_not_null())["dur_ns"].sum()
+    return float(inside) / float(total) * 100
+
+
+@per_trace
+def regions(trace: Trace) -> Trace:
+    """``trace`` with iterations that cover the work: a repeated annotation that covers less
+    than ``MIN_COVERAGE_PCT`` of the GPU activity gives way to the repeated sequence of
+    top-level annotations, else to the whole trace."""
+    if not trace.iteration_source.startswith(ANNOTATION) or _covers(trace):
+        return trace
+    sequence = _sequence_spans(trace.cpu)
+    if sequence is not None:
+        starter, spans = sequence
+        candidate = _with_iterations(trace, spans, SEQUENCE + starter)
+        if _covers(candidate):
+            return candidate
+    return _with_iterations(trace, _whole_spans(trace), WHOLE)
+
+
+def _covers(trace: Trace) -> bool:
+    share = coverage_pct(trace)
+    return share is None or share >= MIN_COVERAGE_PCT
+
+
+def _sequence_spans(cpu: pl.DataFrame) -> tuple[str, pl.DataFrame] | None:
+    """Per rank: from each start of the first repeated top-level annotation to the next (the
+    last to the end of the last repeated one)."""
+    roots = cpu.filter((pl.col("cat") == "user_annotation") & (pl.col("depth") == 0))
+    repeated = roots.filter(pl.len().over("rank", "name") >= 2).sort("rank", "ts_ns")
+    if not repeated.height:
+        return None
+    starters = repeated.group_by("rank").agg(pl.col("name").first())
+    ends = repeated.group_by("rank").agg(end=(pl.col("ts_ns") + pl.col("dur_ns")).max())
+    spans = (
+        repeated.join(starters, on=["rank", "name"], how="semi")
+        .join(ends, on="rank")
+        .sort("rank", "ts_ns")
+        .select(
+            "rank",
+            pl.int_range(pl.len(), dtype=pl.Int64).over("rank").alias("iteration"),
+            "name",
+            "ts_ns",
+            dur_ns=pl.coalesce(pl.col("ts_ns").shift(-1).over("rank"), pl.col("end"))
+            - pl.col("ts_ns"),
+        )
+    )
+    return str(starters["name"][0]), spans.cast(ITERATION_SCHEMA)  # type: ignore[arg-type]
+
+
+def _whole_spans(trace: Trace) -> pl.DataFrame:
+    rows = pl.concat(
+        [f.select("rank", "ts_ns", "dur_ns") for f in (trace.cpu, trace.gpu)], how="vertical"
+    )
+    return (
+        rows.group_by("rank")
+        .agg(start=pl.col("ts_ns").min(), end=(pl.col("ts_ns") + pl.col("dur_ns")).max())
+        .select(
+            "rank",
+            iteration=pl.lit(0, pl.Int64),
+            name=pl.lit(WHOLE),
+            ts_ns="start",
+            dur_ns=pl.col("end") - pl.col("start"),
+        )
+        .sort("rank")
+        .cast(ITERATION_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+def _with_iterations(trace: Trace, spans: pl.DataFrame, source: str) -> Trace:
+    """``trace`` with new iteration spans: CPU rows by their start, GPU rows by their launch
+    call's start (every GPU row for the whole trace, as the linker does)."""
+    gpu_ts = "ts_ns" if source == WHOLE else "launch_ts_ns"
+    return Trace(
+        meta=trace.meta,
+        gpu=trace.gpu.with_columns(iteration=_iteration_at(trace.gpu, gpu_ts, spans)),
+        cpu=trace.cpu.with_columns(iteration=_iteration_at(trace.cpu, "ts_ns", spans)),
+        flows=trace.flows,
+        instants=trace.instants,
+        iterations=spans,
+        devices=trace.devices,
+        iteration_source=source,
+        skipped=trace.skipped,
+    )
+
+
+def _iteration_at(frame: pl.DataFrame, ts: str, spans: pl.DataFrame) -> pl.Series:
+    """The iteration whose span (same rank) holds each row's ``ts`` (null outside), in the
+    frame's own row order (other frames index it by position)."""
+    rows = frame.select("rank", at=pl.col(ts)).with_row_index("row")
+    ends = spans.select("rank", "iteration", start="ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns"))
+    found = (
+        rows.filter(pl.col("at").is_not_null())
+        .sort("at")
+        .join_asof(
+            ends.sort("start"), left_on="at", right_on="start", by="rank", check_sortedness=False
+        )
+        .select(
+            "row",
+            iteration=pl.when(pl.col("at") <= pl.col("end")).then("iteration"),
+        )
+    )
+    return rows.join(found, on="row", how="left").sort("row")["iteration"].alias("iteration")
+
+
+def _notes(
+    origin: Trace, base: Trace, table: pl.DataFrame, selection: Selection | None
+) -> tuple[str, ...]:
+    """What a reader must know: how iterations were found and which were left out, why."""
+    parts = []
+    source = base.iteration_source
+    if base is not origin and source == WHOLE:
+        name = origin.iteration_source.removeprefix(ANNOTATION)
+        parts.append(
+            f"whole trace taken as one iteration: the repeated annotation `{name}` covers "
+            f"{coverage_pct(origin) or 0:.1f}% of the GPU activity, no repeated sequence of "
+            f"top-level annotations covers {MIN_COVERAGE_PCT:.0f}%"
+        )
+    if source.startswith(SEQUENCE):
+        parts.append(
+            "iterations are the repeated sequence of top-level annotations, each from one "
+            f"`{source.removeprefix(SEQUENCE)}` to the next (a single repeated annotation "
+            f"covered less than {MIN_COVERAGE_PCT:.0f}% of the GPU activity)"
+        )
+    chosen = selection is not None and selection != Selection()
+    if chosen:
+        parts.append(f"iterations chosen with {selection.describe()}")  # type: ignore[union-attr]
+    left_out = pl.col("kind").replace_strict(KINDS, return_dtype=pl.String, default=None)
+    reasons = (
+        table.filter(~pl.col("counted"))
+        .with_columns(why=pl.coalesce(left_out, pl.lit("not chosen")))
+        .group_by("why", maintain_order=True)
+        .agg("iteration")
+    )
+    for why, numbers in reasons.iter_rows():
+        listed = ", ".join(map(str, numbers))
+        parts.append(f"iteration{'s' if len(numbers) > 1 else ''} {listed} left out ({why})")
+    standing = table.filter(pl.col("counted") & pl.col("flag").is_not_null())
+    for number, flag in standing.select("iteration", "flag").iter_rows():
+        parts.append(f"iteration {number} stands out ({flag}), kept in the means")
+    return tuple(parts)
