@@ -164,6 +164,12 @@ def _opening(head: bytes) -> bytes:
     return head[:1]
 
 
+def _events_key(data: bytes | mmap.mmap) -> int:
+    """Where the ``traceEvents`` key is (0 if not found): no cut before it (the top-level
+    metadata, such as a long ``distributedInfo``, holds lists of objects too)."""
+    return max(0, data.find(b'"traceEvents"'))
+
+
 class _Padded:
     """The mapped file, and dropping a scanned chunk's pages from this process."""
 
@@ -171,6 +177,7 @@ class _Padded:
         self.data = data
         self.size = size
         self.page = mmap.PAGESIZE
+        self.events = _events_key(data)
 
     def drop(self, chunk: _Chunk) -> None:
         if chunk.data is not self.data or not hasattr(mmap, "MADV_DONTNEED"):
@@ -186,11 +193,11 @@ def _plain_chunk(padded: _Padded, index: int, chunk_bytes: int) -> _Chunk | None
     if index == 0:
         start = 0
     else:
-        first = _BOUNDARY.search(data, low)
+        first = _BOUNDARY.search(data, max(low, padded.events))
         if first is None or first.start() >= high:
             return None  # no boundary in this chunk's range: the chunk before takes it all
         start = first.end() - 1
-    following = _BOUNDARY.search(data, high) if high < size else None
+    following = _BOUNDARY.search(data, max(high, padded.events)) if high < size else None
     if following is None:  # the last chunk: to the end of the file
         return _Chunk(index, data, start, size, last=True)
     return _Chunk(index, data, start, following.start() + 1, last=False)
@@ -206,6 +213,7 @@ def _gzip_pieces(path: Path, chunk_bytes: int, progress: ByteProgress | None) ->
     pending = 0  # bytes in blocks
     low = 0  # stream offset of the first byte in blocks
     index = 0
+    floor: int | None = None  # stream offset of the traceEvents key
     for block in chunks(path, progress):
         blocks.append(block)
         pending += len(block)
@@ -213,7 +221,9 @@ def _gzip_pieces(path: Path, chunk_bytes: int, progress: ByteProgress | None) ->
         if pending <= at:
             continue
         data = b"".join(blocks)
-        while (found := _BOUNDARY.search(data, max(at, 0))) is not None:
+        if floor is None:
+            floor = _events_key(data)
+        while (found := _BOUNDARY.search(data, max(at, floor - low, 0))) is not None:
             following = found.end() - 1
             yield _Chunk(index, data, 0, found.start() + 1, last=False)
             data = data[following:]
