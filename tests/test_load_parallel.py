@@ -150,3 +150,16 @@ def test_threads_default_to_the_setting_else_the_cores(monkeypatch: pytest.Monke
     monkeypatch.setenv(parallel.THREADS_ENV, "many")
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4}, False)
     assert parallel.default_threads() == 5
+
+
+def test_progress_reaches_the_size_of_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_trace(tmp_path, _steps(40))
+    seen: list[tuple[int, int]] = []
+    chunked = Chunked(monkeypatch, 1000)
+    parallel.scan_file(path, lambda done, total: seen.append((done, total)), threads=3)
+    size = path.stat().st_size
+    assert chunked.merged == 1
+    assert seen == sorted(seen)
+    assert seen[-1] == (size, size)
