@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from tests.conftest import PUBLIC_TRACES
 from tests.micro import annotation, call, kernel, op, write_trace
 from tests.test_load_paths import BENCH_TRACE, SAMPLES, assert_same
+from traceanalyze.cli import main
 from traceanalyze.errors import TraceAnalyzeError
 from traceanalyze.load import fast, parallel
 from traceanalyze.load.parse import parse_file
@@ -163,3 +165,24 @@ def test_progress_reaches_the_size_of_the_file(
     assert chunked.merged == 1
     assert seen == sorted(seen)
     assert seen[-1] == (size, size)
+
+
+def test_threads_option_sets_the_loads_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # set here so that the setting the command makes is undone after the test
+    monkeypatch.setenv(parallel.THREADS_ENV, "1")
+    path = write_trace(tmp_path, _steps(3))
+    used: list[int | None] = []
+    scan = parallel.scan_file
+
+    def recorded(*args: Any) -> Any:
+        used.append(parallel.default_threads() if args[2] is None else args[2])
+        return scan(*args)
+
+    monkeypatch.setattr(parallel, "scan_file", recorded)
+    result = CliRunner().invoke(main, ["info", str(path), "--threads", "3", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert used == [3]
+    bad = CliRunner().invoke(main, ["info", str(path), "--threads", "0"])
+    assert bad.exit_code == 2
