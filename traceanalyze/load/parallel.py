@@ -4,14 +4,14 @@ the chunks' column pieces then put together in file order.
 
 This module only wraps the per-chunk scanning (where the chunks are cut, the threads, the
 concatenation); what a scanner extracts from an event is the business of ``_scan.c`` and
-:func:`traceanalyze.load.fast.scanned`, unchanged.
+:func:`traceanalyze.load.fast._scanned` (one result's pieces), unchanged.
 
 Cutting. Chunk ``k`` runs from the first candidate boundary ``}<ws>,<ws>{`` whose ``}`` lies at
 or after byte ``k * size`` of the (decompressed) document to the first one at or after
-``(k + 1) * size``. A candidate can lie inside a string, so every chunk is scanned as a small
-document of its own: chunk 0 (which starts at the true start) followed by ``]`` (``]}`` for an
-object document), each middle chunk as ``[`` chunk ``]``, the last as ``[`` (or
-``{"traceEvents":[``) followed by the rest of the file. A scanner that starts at a real event
+``(k + 1) * size`` (never before the ``traceEvents`` key). A candidate can lie inside a
+string, so every chunk is scanned as a small document of its own: chunk 0 (which starts at
+the true start) followed by ``]`` (``]}`` for an object document), each middle chunk as ``[``
+chunk ``]``, the last as ``[`` (or ``{"traceEvents":[``) followed by the rest of the file. A scanner that starts at a real event
 accepts its chunk only if the chunk ends exactly between two events, which makes the next
 chunk's start a real event: so, by induction from chunk 0, when every chunk is accepted every
 cut was real and the pieces are those one scanner would have produced. When any chunk is
@@ -138,17 +138,17 @@ def _scan_plain(
     resident memory stays a few chunks however large the file."""
     with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
         opening = _opening(data[:4096])
-        padded = _Padded(data, size)
+        mapped = _Mapped(data, size)
         total = (size + chunk_bytes - 1) // chunk_bytes
 
         def job(index: int) -> _Result | None:
-            chunk = _plain_chunk(padded, index, chunk_bytes)
+            chunk = _plain_chunk(mapped, index, chunk_bytes)
             if chunk is None:
                 return None
             try:
                 return _scan_chunk(chunk, opening)
             finally:
-                padded.drop(chunk)
+                mapped.drop(chunk)
 
         def done(index: int) -> tuple[int, int]:
             return min(size, (index + 1) * chunk_bytes), size
@@ -170,7 +170,7 @@ def _events_key(data: bytes | mmap.mmap) -> int:
     return max(0, data.find(b'"traceEvents"'))
 
 
-class _Padded:
+class _Mapped:
     """The mapped file, and dropping a scanned chunk's pages from this process."""
 
     def __init__(self, data: mmap.mmap, size: int) -> None:
@@ -186,18 +186,18 @@ class _Padded:
         self.data.madvise(mmap.MADV_DONTNEED, first, min(self.size, chunk.end) - first)
 
 
-def _plain_chunk(padded: _Padded, index: int, chunk_bytes: int) -> _Chunk | None:
+def _plain_chunk(mapped: _Mapped, index: int, chunk_bytes: int) -> _Chunk | None:
     """Chunk ``index`` of the file (None when an earlier chunk reaches past its start)."""
-    data, size = padded.data, padded.size
+    data, size = mapped.data, mapped.size
     low, high = index * chunk_bytes, (index + 1) * chunk_bytes
     if index == 0:
         start = 0
     else:
-        first = _BOUNDARY.search(data, max(low, padded.events))
+        first = _BOUNDARY.search(data, max(low, mapped.events))
         if first is None or first.start() >= high:
             return None  # no boundary in this chunk's range: the chunk before takes it all
         start = first.end() - 1
-    following = _BOUNDARY.search(data, max(high, padded.events)) if high < size else None
+    following = _BOUNDARY.search(data, max(high, mapped.events)) if high < size else None
     if following is None:  # the last chunk: to the end of the file
         return _Chunk(index, data, start, size, last=True)
     return _Chunk(index, data, start, following.start() + 1, last=False)
