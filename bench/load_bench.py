@@ -47,8 +47,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker_parse(path: str, native: str = "1") -> dict[str, Any]:
-    """Full load without the cache, stage by stage (``native`` "0": the msgspec path)."""
+def worker_parse(path: str, native: str = "1", threads: str = "0") -> dict[str, Any]:
+    """Full load without the cache, stage by stage (``native`` "0": the msgspec path;
+    ``threads`` "0": the default, every core)."""
     from traceanalyze.load.parse import parse_file
 
     stages: dict[str, float] = {}
@@ -60,7 +61,7 @@ def worker_parse(path: str, native: str = "1") -> dict[str, Any]:
         last[0] = now
 
     start = last[0]
-    trace = parse_file(Path(path), timer=mark, native=native == "1")
+    trace = parse_file(Path(path), timer=mark, native=native == "1", threads=int(threads) or None)
     total = time.perf_counter() - start
     return {
         "seconds": total,
@@ -255,6 +256,45 @@ def bench_one(python: str, trace: Path, raw: Path, runs: int, hta: str | None) -
     return rows
 
 
+def bench_threads(python: str, raw: Path, runs: int, counts: list[int]) -> None:
+    """Full loads with 1, 2, ... scanner threads and the floor, in turns; threads=1 is the
+    single scanner of before (the same code path as main before issue 23)."""
+    names = [str(n) for n in counts]
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in ["floor", *names]}
+    for _ in range(runs):
+        results["floor"].append(run_worker(python, "bare", str(raw)))
+        for name in names:
+            results[name].append(run_worker(python, "parse", str(raw), "1", name))
+    floor = statistics.median(r["seconds"] for r in results["floor"])
+    one = statistics.median(r["seconds"] for r in results[names[0]])
+    print(f"threads on {raw.name} ({raw.stat().st_size / 1e6:.0f} MB), medians of {runs}; "
+          f"floor (bare msgspec decode, 7 fields) {floor:.3f} s")  # fmt: skip
+    print(f"{'threads':>7} {'seconds':>8} {'/ floor':>8} {'speed-up':>9} {'RSS MB':>8}  stages")
+    for name in names:
+        runs_of = results[name]
+        seconds = statistics.median(r["seconds"] for r in runs_of)
+        stages = {
+            k: statistics.median(r["stages"][k] for r in runs_of) for k in runs_of[0]["stages"]
+        }
+        print(
+            f"{name:>7} {seconds:>8.3f} {seconds / floor:>7.2f}x {one / seconds:>8.2f}x "
+            f"{max(r['rss_mb'] for r in runs_of):>8.0f}  "
+            + ", ".join(f"{k} {v:.3f}" for k, v in stages.items()),
+            flush=True,
+        )
+
+
+def scaling(python: str, args: argparse.Namespace, raw: Path, work: Path) -> None:
+    counts = [int(n) for n in args.threads.split(",")]
+    if not args.long_only:
+        bench_threads(python, raw, args.runs, counts)
+    if args.long:
+        long_raw = work / "long" / f"long_{args.long}x.json"
+        long_raw.parent.mkdir()
+        make_long_trace(raw, long_raw, args.long)
+        bench_threads(python, long_raw, max(1, args.runs // 2), counts)
+
+
 ARGS_HTA_TIMEOUT = [600.0]
 
 
@@ -275,6 +315,9 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=0, help="also the trace repeated N times")
     parser.add_argument("--long-only", action="store_true", help="only the --long case")
     parser.add_argument("--hta-timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--threads", help="only the thread scaling: comma-separated counts, e.g. 1,2,4,8"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args.worker:
@@ -290,6 +333,9 @@ def main() -> None:
         with opener(args.trace, "rb") as src, raw.open("wb") as dst:
             shutil.copyfileobj(src, dst)
         print(f"trace: {args.trace} ({raw.stat().st_size / 1e6:.0f} MB raw), {args.runs} runs")
+        if args.threads:
+            scaling(python, args, raw, work)
+            return
         if not args.long_only:
             rows = bench_one(python, args.trace, raw, args.runs, args.hta_python)
             warm = run_worker(python, "warm", str(raw), str(args.runs + 1))

@@ -5,6 +5,7 @@ traces load (--no-cache, --cache-dir, progress). Commands receive one ``out: Out
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -17,6 +18,7 @@ from traceanalyze.analyses.compare import steady_median_ms
 from traceanalyze.analyses.iterations import Selection, counted
 from traceanalyze.cli.progress import loading, loading_file
 from traceanalyze.load import load
+from traceanalyze.load.parallel import THREADS_ENV
 from traceanalyze.load.variants import VariantSet, capture_entry, load_variants
 from traceanalyze.render.table import FORMATS
 from traceanalyze.trace import Skipped, Trace
@@ -215,6 +217,12 @@ _CACHE_OPTIONS: tuple[Decorator, ...] = (
         help="Folder for the Parquet cache (default: $TRACEANALYZE_CACHE_DIR, else "
         "~/.cache/traceanalyze).",
     ),
+    click.option(
+        "--threads",
+        type=click.IntRange(min=1),
+        default=None,
+        help=f"Threads that scan a trace file (default: ${THREADS_ENV}, else every core).",
+    ),
 )
 
 
@@ -231,10 +239,16 @@ def output_options(func: F) -> F:
 
 
 def cache_options(func: F) -> F:
-    """--no-cache and --cache-dir; the command receives ``loader: Loader``."""
+    """--no-cache, --cache-dir and --threads; the command receives ``loader: Loader``."""
 
     @functools.wraps(func)
-    def command(*args: Any, no_cache: bool, cache_dir: Path | None, **kwargs: Any) -> Any:
+    def command(
+        *args: Any, no_cache: bool, cache_dir: Path | None, threads: int | None, **kwargs: Any
+    ) -> Any:
+        if threads is not None:
+            # The setting, not a parameter: it reaches every load of the command, the worker
+            # processes of a folder included.
+            os.environ[THREADS_ENV] = str(threads)
         return func(*args, loader=Loader(not no_cache, cache_dir), **kwargs)
 
     return cast(F, _add_options(command, _CACHE_OPTIONS))

@@ -25,6 +25,7 @@ import polars as pl
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
 from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
 from traceanalyze.load.folder import KNOWN_NOT_TRACES, listing, load_traces, sort_files
+from traceanalyze.load.parallel import default_threads
 from traceanalyze.load.parse import StageTimer, parse_file
 from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Skipped, Trace, TraceMeta
@@ -56,19 +57,23 @@ def load(
     cache_dir: str | os.PathLike[str] | None = None,
     timer: StageTimer | None = None,
     progress: ByteProgress | None = None,
+    threads: int | None = None,
 ) -> Trace:
     """Load a trace file (``.json``, ``.json.gz``) or a folder of the ranks of one job.
 
     ``progress(done, total)`` is called with the bytes of a single file read so far. Files of
-    a folder that are not traces are skipped, each named with why in ``Trace.skipped``."""
+    a folder that are not traces are skipped, each named with why in ``Trace.skipped``.
+    ``threads``: how many threads scan a file (default ``$TRACEANALYZE_THREADS``, else the
+    cores this process may use)."""
     source = Path(path)
     if source.is_dir():
         traces, skipped = load_traces(
-            source, lambda files: load_each(files, cache=cache, cache_dir=cache_dir)
+            source,
+            lambda files: load_each(files, cache=cache, cache_dir=cache_dir, threads=threads),
         )
         refuse_capture_folder(source)
         return replace(combine_ranks(traces, source), skipped=tuple(skipped))
-    return _load_file(source, cache, cache_dir, timer, progress)
+    return _load_file(source, cache, cache_dir, timer, progress, threads)
 
 
 def rank_files(folder: Path) -> tuple[list[Path], list[Skipped]]:
@@ -113,8 +118,10 @@ def load_each(
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    threads: int | None = None,
 ) -> list[Trace]:
-    """Load several separate traces, in parallel processes when they are large."""
+    """Load several separate traces, in parallel processes when they are large (``threads``
+    in all, shared among the processes)."""
     files = [Path(p) for p in paths]
     for file in files:
         if file.is_dir():
@@ -127,7 +134,7 @@ def load_each(
             if progress:
                 progress(file)
     pending = [i for i in range(len(files)) if i not in traces]
-    traces |= _parse_all(files, pending, cache, cache_dir, progress)
+    traces |= _parse_all(files, pending, cache, cache_dir, progress, threads)
     return [traces[i] for i in range(len(files))]
 
 
@@ -137,19 +144,22 @@ def _parse_all(
     cache: bool,
     cache_dir: str | os.PathLike[str] | None,
     progress: Progress | None,
+    threads: int | None,
 ) -> dict[int, Trace]:
     """Parse ``files[i]`` for each pending i: in worker processes when they are large."""
     parsed: dict[int, Trace] = {}
     total = sum(files[i].stat().st_size for i in pending if files[i].is_file())
     workers = min(len(pending), os.cpu_count() or 1)
     if workers >= 2 and total >= _PARALLEL_MIN_BYTES:
+        # Each process scans with its share of the threads: processes x threads = cores.
+        each = max(1, (threads or default_threads()) // workers)
         # A script without an `if __name__ == "__main__":` guard cannot spawn workers (the pool
         # breaks); whatever they did not parse is parsed here below.
         with contextlib.suppress(BrokenProcessPool):
-            _parse_in_workers(files, pending, workers, cache, cache_dir, progress, parsed)
+            _parse_in_workers(files, pending, workers, cache, cache_dir, progress, parsed, each)
     for index in pending:
         if index not in parsed:
-            parsed[index] = _load_file(files[index], cache, cache_dir, None)
+            parsed[index] = _load_file(files[index], cache, cache_dir, None, None, threads)
             if progress:
                 progress(files[index])
     return parsed
@@ -163,10 +173,14 @@ def _parse_in_workers(
     cache_dir: str | os.PathLike[str] | None,
     progress: Progress | None,
     parsed: dict[int, Trace],
+    threads: int,
 ) -> None:
     # spawn, not fork: forking a process whose Polars thread pool is running can deadlock.
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = {i: pool.submit(_load_file, files[i], cache, cache_dir, None) for i in pending}
+        futures = {
+            i: pool.submit(_load_file, files[i], cache, cache_dir, None, None, threads)
+            for i in pending
+        }
         for index, future in futures.items():
             parsed[index] = future.result()
             if progress:
@@ -258,11 +272,13 @@ def _load_file(
     cache_dir: str | os.PathLike[str] | None,
     timer: StageTimer | None,
     progress: ByteProgress | None = None,
+    threads: int | None = None,
 ) -> Trace:
     cached = _cached(path, cache, cache_dir)
     if cached is not None:
         return cached
-    trace = parse_file(path, timer=timer, progress=progress)  # raises the precise error
+    # raises the precise error
+    trace = parse_file(path, timer=timer, progress=progress, threads=threads)
     if cache:
         write_entry(entry_for(path, _cache_folder(cache_dir)), trace)
     return trace

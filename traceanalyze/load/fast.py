@@ -5,9 +5,8 @@ It is used when it was built (``pip install`` compiles it) and declines, by rais
 B/E phases, unusual types, Ascend tasks, ``displayTimeUnit: "ns"``); the caller then loads the
 file with the msgspec path.
 
-One thread does it all: inflating or reading the next chunk in a second thread while this one
-scans (both release the GIL), and two scanners on the two halves of a file, were measured and
-did not pay on a 2-core machine (bench/RESULTS.md).
+:func:`scan_file` is one scanner over the whole file; :mod:`traceanalyze.load.parallel` runs one
+per chunk of a larger file on several threads and falls back to :func:`scan_file`.
 """
 
 from __future__ import annotations

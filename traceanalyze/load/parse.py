@@ -7,7 +7,7 @@ from pathlib import Path
 
 from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceFormatError
 from traceanalyze.link import link
-from traceanalyze.load import fast, frames
+from traceanalyze.load import fast, frames, parallel
 from traceanalyze.load.chunks import scan_document
 from traceanalyze.load.decode import FIX_NOT_A_TRACE, gc_paused
 from traceanalyze.load.metadata import BadRankError, device_frame, rank_of, trace_meta
@@ -25,18 +25,26 @@ def parse_file(
     progress: ByteProgress | None = None,
     *,
     native: bool = True,
+    threads: int | None = None,
 ) -> Trace:
     """Read, decode, build frames and link one trace file. ``native=False`` skips the C
-    scanner (the msgspec path gives the same Trace)."""
+    scanner (the msgspec path gives the same Trace); ``threads`` scanner threads (default
+    :func:`~traceanalyze.load.parallel.default_threads`)."""
     with gc_paused():  # the pieces are acyclic; collecting while building them is pure cost
-        return _parse(path, timer or (lambda _stage: None), progress, native)
+        return _parse(path, timer or (lambda _stage: None), progress, native, threads)
 
 
-def scan(path: Path, progress: ByteProgress | None = None, *, native: bool = True) -> Scanned:
+def scan(
+    path: Path,
+    progress: ByteProgress | None = None,
+    *,
+    native: bool = True,
+    threads: int | None = None,
+) -> Scanned:
     """The column pieces of ``path``: from the C scanner when it takes the file, else msgspec."""
     if native and fast.AVAILABLE:
         try:
-            return fast.scan_file(path, progress)
+            return parallel.scan_file(path, progress, threads)
         except fast.Declined:
             pass
     return scan_document(path, progress)
@@ -47,8 +55,9 @@ def _parse(
     mark: StageTimer,
     progress: ByteProgress | None,
     native: bool,
+    threads: int | None,
 ) -> Trace:
-    scanned = scan(path, progress, native=native)
+    scanned = scan(path, progress, native=native, threads=threads)
     _check_events(scanned, path)
     mark("decode")
     header = scanned.header

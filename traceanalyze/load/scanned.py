@@ -100,6 +100,18 @@ class Scanned:
         for name, piece in columns.items():
             part.setdefault(name, []).append(piece)
 
+    def extend(self, later: Scanned) -> None:
+        """Append the events of ``later``, scanned from the bytes right after this one's
+        (its header aside): counts, parts and pieces stay in file order."""
+        self.count(later.counts.items())
+        for (kind, cat), part in later.parts.items():
+            mine = self.parts.setdefault((kind, cat), {})
+            for name, pieces in part.items():
+                mine.setdefault(name, []).extend(pieces)
+        self.has_events = self.has_events or later.has_events
+        self.begin_end.extend((index + self.events, event) for index, event in later.begin_end)
+        self.events += later.events
+
     def count(self, counts: Iterable[tuple[str, int]]) -> None:
         for cat, n in counts:
             key = cat or "(none)"

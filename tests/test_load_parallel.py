@@ -1,0 +1,189 @@
+"""The C scanner on several threads (traceanalyze.load.parallel) gives the Trace one scanner
+gives: chunks cut anywhere, raw or gzip, object or bare array, and cuts that fall inside a
+string are caught (the file is then scanned whole)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import PUBLIC_TRACES, SHARED
+from tests.micro import annotation, call, kernel, op, write_trace
+from tests.test_load_paths import SAMPLES, assert_same
+from traceanalyze.cli import main
+from traceanalyze.errors import TraceAnalyzeError
+from traceanalyze.load import fast, parallel
+from traceanalyze.load.parse import parse_file
+
+CORPUS = PUBLIC_TRACES.parent / "corpus"
+BENCH_TRACE = SHARED / "bench" / "h200_train_175mb.json.gz"
+REAL = [
+    *SAMPLES,
+    *(sorted(PUBLIC_TRACES.glob("*.json*")) if PUBLIC_TRACES.is_dir() else []),
+    *(sorted(CORPUS.glob("*.json*")) if CORPUS.is_dir() else []),
+]
+pytestmark = pytest.mark.skipif(not fast.AVAILABLE, reason="the C scanner is not built")
+
+
+class Chunked:
+    """Forces chunks of ``size`` bytes and records how each parallel scan ended."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+        self.merged = 0
+        self.whole = 0
+        monkeypatch.setattr(parallel, "MIN_CHUNK_BYTES", size)
+        monkeypatch.setattr(parallel, "MAX_CHUNK_BYTES", size)
+        merge, single = parallel._merge, parallel.fast.scan_file
+
+        def counted_merge(results: list[Any]) -> Any:
+            self.merged += 1
+            return merge(results)
+
+        def counted_single(*args: Any) -> Any:
+            self.whole += 1
+            return single(*args)
+
+        monkeypatch.setattr(parallel, "_merge", counted_merge)
+        monkeypatch.setattr(parallel.fast, "scan_file", counted_single)
+
+
+def _steps(count: int, name: str = "aten::mm") -> list[dict[str, object]]:
+    events: list[dict[str, object]] = []
+    for step in range(count):
+        t = step * 200
+        events += [
+            annotation(f"ProfilerStep#{step}", t, 100),
+            op(name, t + 10, 50),
+            call("cudaLaunchKernel", t + 20, 5, step + 1),
+            kernel("gemm", t + 30, 10, step + 1, grid=[4, 2, 1], block=[128, 1, 1]),
+        ]
+    return events
+
+
+@pytest.mark.parametrize("path", REAL, ids=[p.name for p in REAL])
+def test_chunked_threads_agree_with_one_scanner_on_real_traces(
+    monkeypatch: pytest.MonkeyPatch, path: Path
+) -> None:
+    try:
+        one = parse_file(path, threads=1)
+    except TraceAnalyzeError as exc:  # the same error, whole or in chunks
+        Chunked(monkeypatch, 4096)
+        with pytest.raises(type(exc), match=re.escape(str(exc))):
+            parse_file(path, threads=3)
+        return
+    try:
+        fast.scan_file(path)
+        taken = True
+    except fast.Declined:  # B/E phases, Ascend tasks...: the msgspec path's
+        taken = False
+    inflated = path.stat().st_size * (parallel._GZIP_RATIO if path.suffix == ".gz" else 1)
+    chunked = Chunked(monkeypatch, max(512, inflated // 8))  # about 8 chunks
+    assert_same(parse_file(path, threads=3), one)
+    # a trace one scanner takes is taken in chunks, never scanned again whole
+    assert (chunked.merged, chunked.whole) == ((1, 0) if taken else (0, 1))
+
+
+def test_the_bench_trace_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not BENCH_TRACE.is_file():
+        pytest.skip(f"no bench trace at {BENCH_TRACE}")
+    one = parse_file(BENCH_TRACE, threads=1)
+    chunked = Chunked(monkeypatch, 1 << 20)
+    assert_same(parse_file(BENCH_TRACE, threads=2), one)
+    assert_same(parse_file(BENCH_TRACE, threads=2, native=False), one)
+    assert (chunked.merged, chunked.whole) == (1, 0)  # the msgspec path has no threads
+
+
+@pytest.mark.parametrize("size", [300, 1000, 5000])
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("bare", [False, True])
+def test_any_chunk_size_gives_the_same_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int, compress: bool, bare: bool
+) -> None:
+    events = _steps(40)
+    if bare:
+        path = tmp_path / ("bare.json.gz" if compress else "bare.json")
+        text = json.dumps(events, indent=1).encode()
+        path.write_bytes(gzip.compress(text) if compress else text)
+    else:
+        name = "trace.json.gz" if compress else "trace.json"
+        path = write_trace(tmp_path, events, name, traceName="after the events")
+    one = parse_file(path, threads=1)
+    chunked = Chunked(monkeypatch, size)
+    many = parse_file(path, threads=4)
+    assert_same(many, one)
+    assert (chunked.merged, chunked.whole) == (1, 0)
+    assert many.cpu.height == 120
+    if not bare:
+        assert many.meta[0].trace_name == "after the events"  # a key after traceEvents
+
+
+def test_a_cut_inside_a_string_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # op names that hold the boundary pattern: some cuts fall inside them
+    events = _steps(60, name='x}, {"ph": "X", "cat": "cpu_op", "name": "fake", "ts": 1}, {y')
+    path = write_trace(tmp_path, events)
+    one = parse_file(path, threads=1, native=False)
+    chunked = Chunked(monkeypatch, 700)
+    assert_same(parse_file(path, threads=4), one)
+    assert chunked.whole == 1  # declined in chunks, taken whole
+
+
+def test_a_file_the_scanner_declines_still_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = [*_steps(30), {"ph": "B", "cat": "cpu_op", "name": "open", "pid": 1, "tid": 1,
+                            "ts": 7000}, {"ph": "E", "pid": 1, "tid": 1, "ts": 7010}]  # fmt: skip
+    path = write_trace(tmp_path, events)
+    Chunked(monkeypatch, 500)
+    with pytest.raises(fast.Declined):
+        parallel.scan_file(path, threads=2)
+    assert_same(parse_file(path, threads=2), parse_file(path, native=False))
+
+
+def test_threads_default_to_the_setting_else_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(parallel.THREADS_ENV, "3")
+    assert parallel.default_threads() == 3
+    monkeypatch.setenv(parallel.THREADS_ENV, "0")
+    assert parallel.default_threads() == 1
+    monkeypatch.setenv(parallel.THREADS_ENV, "many")
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4}, False)
+    assert parallel.default_threads() == 5
+
+
+def test_progress_reaches_the_size_of_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_trace(tmp_path, _steps(40))
+    seen: list[tuple[int, int]] = []
+    chunked = Chunked(monkeypatch, 1000)
+    parallel.scan_file(path, lambda done, total: seen.append((done, total)), threads=3)
+    size = path.stat().st_size
+    assert chunked.merged == 1
+    assert seen == sorted(seen)
+    assert seen[-1] == (size, size)
+
+
+def test_threads_option_sets_the_loads_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # set here so that the setting the command makes is undone after the test
+    monkeypatch.setenv(parallel.THREADS_ENV, "1")
+    path = write_trace(tmp_path, _steps(3))
+    used: list[int | None] = []
+    scan = parallel.scan_file
+
+    def recorded(*args: Any) -> Any:
+        used.append(parallel.default_threads() if args[2] is None else args[2])
+        return scan(*args)
+
+    monkeypatch.setattr(parallel, "scan_file", recorded)
+    result = CliRunner().invoke(main, ["info", str(path), "--threads", "3", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert used == [3]
+    bad = CliRunner().invoke(main, ["info", str(path), "--threads", "0"])
+    assert bad.exit_code == 2

@@ -1,0 +1,336 @@
+"""The C scanner on every core: the ``traceEvents`` array cut into chunks at event boundaries,
+each chunk scanned by its own :class:`_scan.Scanner` in a thread (the scan releases the GIL),
+the chunks' column pieces then put together in file order.
+
+This module only wraps the per-chunk scanning (where the chunks are cut, the threads, the
+concatenation); what a scanner extracts from an event is the business of ``_scan.c`` and
+:func:`traceanalyze.load.fast._scanned` (one result's pieces), unchanged.
+
+Cutting. Chunk ``k`` runs from the first candidate boundary ``}<ws>,<ws>{`` whose ``}`` lies at
+or after byte ``k * size`` of the (decompressed) document to the first one at or after ``(k + 1)
+* size`` (never before the ``traceEvents`` key). A candidate can lie inside a string, so every
+chunk is scanned as a small document of its own: chunk 0 (which starts at the true start)
+followed by ``]`` (``]}`` for an object document), each middle chunk as ``[`` chunk ``]``, the
+last as ``[`` (or ``{"traceEvents":[``) followed by the rest of the file. A scanner that starts
+at a real event accepts its chunk only if the chunk ends exactly between two events, which makes
+the next chunk's start a real event: so, by induction from chunk 0, when every chunk is accepted
+every cut was real and the pieces are those one scanner would have produced. When any chunk is
+declined, the file is scanned again by one scanner (:func:`fast.scan_file`), which then takes it
+or declines it for its own reasons.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from traceanalyze.load import fast
+from traceanalyze.load.scanned import Scanned
+from traceanalyze.load.source import GZIP_MAGIC, ByteProgress, chunks
+
+try:
+    from traceanalyze.load import _scan  # type: ignore[attr-defined]
+except ImportError:  # not built: the msgspec path does everything
+    _scan = None
+
+THREADS_ENV = "TRACEANALYZE_THREADS"
+# Bytes of document per chunk: enough that a chunk's fixed costs (a scanner, its pieces) stay
+# a few percent of its scan, small enough that each thread gets several chunks.
+MIN_CHUNK_BYTES = 4 * 1024 * 1024
+MAX_CHUNK_BYTES = 32 * 1024 * 1024
+# Inflated bytes per byte of a gzip trace, about (to size its chunks before inflating it).
+_GZIP_RATIO = 15
+# Chunks per thread aimed at, for an even finish.
+_CHUNKS_PER_THREAD = 4
+_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+_OBJECT_OPEN = b'{"traceEvents":['
+
+
+def default_threads() -> int:
+    """The scanner threads: ``$TRACEANALYZE_THREADS`` when set, else the cores this process
+    may run on."""
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if text:
+        try:
+            return max(1, int(text))
+        except ValueError:
+            pass  # a malformed setting must not stop a load: use the cores
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+class _Rejected(Exception):  # noqa: N818 (a signal, not an error)
+    """A chunk was declined: one scanner takes the whole file instead."""
+
+
+def scan_file(
+    path: Path,
+    progress: ByteProgress | None = None,
+    threads: int | None = None,
+    chunk_bytes: int | None = None,
+) -> Scanned:
+    """Scan ``path`` with the C scanner on ``threads`` threads (default
+    :func:`default_threads`); raises :class:`fast.Declined` like :func:`fast.scan_file`.
+    ``chunk_bytes`` fixes the chunk size (tests use tiny ones)."""
+    count = default_threads() if threads is None else max(1, threads)
+    if _scan is None or count == 1:
+        return fast.scan_file(path, progress)
+    try:
+        with open(path, "rb") as file:
+            head = file.read(2)
+            size = os.fstat(file.fileno()).st_size
+    except OSError:
+        return fast.scan_file(path, progress)  # which names the read error precisely
+    gzipped = head == GZIP_MAGIC
+    # gzip: the size inflated is unknown; a compressed trace is about 15x smaller
+    expected = size * _GZIP_RATIO if gzipped else size
+    if chunk_bytes is None:
+        if expected < 2 * MIN_CHUNK_BYTES:
+            return fast.scan_file(path, progress)
+        chunk_bytes = expected // (count * _CHUNKS_PER_THREAD)
+        chunk_bytes = min(MAX_CHUNK_BYTES, max(MIN_CHUNK_BYTES, chunk_bytes))
+    pieces = _gzip_pieces(path, chunk_bytes, progress) if gzipped else None
+    try:
+        with ThreadPoolExecutor(count, thread_name_prefix="traceanalyze-scan") as pool:
+            if pieces is None:
+                return _scan_plain(path, size, chunk_bytes, count, pool, progress)
+            return _scan_stream(pieces, count, pool)
+    except _Rejected:
+        return fast.scan_file(path, progress)
+    except OSError:
+        return fast.scan_file(path, progress)  # which names the read error precisely
+
+
+# --- chunks of a plain file ---------------------------------------------------------------
+
+
+@dataclass
+class _Chunk:
+    """A chunk's bytes: ``data[start:end]``."""
+
+    index: int
+    data: bytes | mmap.mmap
+    start: int
+    end: int
+    last: bool
+
+
+def _scan_plain(
+    path: Path,
+    size: int,
+    chunk_bytes: int,
+    count: int,
+    pool: ThreadPoolExecutor,
+    progress: ByteProgress | None,
+) -> Scanned:
+    """A plain file, mapped read-only: the scanners read the page cache in place (no copy,
+    no fresh buffers to fault in). Each chunk's pages are dropped once it is scanned, so
+    resident memory stays a few chunks however large the file."""
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        opening = _opening(data[:4096])
+        mapped = _Mapped(data, size)
+        total = (size + chunk_bytes - 1) // chunk_bytes
+
+        def job(index: int) -> _Result | None:
+            chunk = _plain_chunk(mapped, index, chunk_bytes)
+            if chunk is None:
+                return None
+            try:
+                return _scan_chunk(chunk, opening)
+            finally:
+                mapped.drop(chunk)
+
+        def done(index: int) -> tuple[int, int]:
+            return min(size, (index + 1) * chunk_bytes), size
+
+        jobs = (partial(job, index) for index in range(total))
+        return _merge(_in_order(pool, count, jobs, progress, done))
+
+
+def _opening(head: bytes) -> bytes:
+    head = head.lstrip(b" \t\r\n")
+    if head[:1] not in (b"{", b"["):
+        raise _Rejected  # not the usual start: the single scanner says what it is
+    return head[:1]
+
+
+def _events_key(data: bytes | mmap.mmap) -> int:
+    """Where the ``traceEvents`` key is (0 if not found): no cut before it (the top-level
+    metadata, such as a long ``distributedInfo``, holds lists of objects too)."""
+    return max(0, data.find(b'"traceEvents"'))
+
+
+class _Mapped:
+    """The mapped file, and dropping a scanned chunk's pages from this process."""
+
+    def __init__(self, data: mmap.mmap, size: int) -> None:
+        self.data = data
+        self.size = size
+        self.page = mmap.PAGESIZE
+        self.events = _events_key(data)
+
+    def drop(self, chunk: _Chunk) -> None:
+        if chunk.data is not self.data or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        first = chunk.start // self.page * self.page
+        self.data.madvise(mmap.MADV_DONTNEED, first, min(self.size, chunk.end) - first)
+
+
+def _plain_chunk(mapped: _Mapped, index: int, chunk_bytes: int) -> _Chunk | None:
+    """Chunk ``index`` of the file (None when an earlier chunk reaches past its start)."""
+    data, size = mapped.data, mapped.size
+    low, high = index * chunk_bytes, (index + 1) * chunk_bytes
+    if index == 0:
+        start = 0
+    else:
+        first = _BOUNDARY.search(data, max(low, mapped.events))
+        if first is None or first.start() >= high:
+            return None  # no boundary in this chunk's range: the chunk before takes it all
+        start = first.end() - 1
+    following = _BOUNDARY.search(data, max(high, mapped.events)) if high < size else None
+    if following is None:  # the last chunk: to the end of the file
+        return _Chunk(index, data, start, size, last=True)
+    return _Chunk(index, data, start, following.start() + 1, last=False)
+
+
+# --- chunks of a gzip stream ------------------------------------------------------------------
+
+
+def _gzip_pieces(path: Path, chunk_bytes: int, progress: ByteProgress | None) -> Iterator[_Chunk]:
+    """Chunks of the inflated stream, cut as in the module doc (inflated in this thread while
+    the pool scans the chunks before). Inflated blocks are joined once per chunk."""
+    blocks: list[bytes | memoryview] = []
+    pending = 0  # bytes in blocks
+    low = 0  # stream offset of the first byte in blocks
+    index = 0
+    floor: int | None = None  # stream offset of the traceEvents key
+    for block in chunks(path, progress):
+        blocks.append(block)
+        pending += len(block)
+        at = (index + 1) * chunk_bytes - low
+        if pending <= at:
+            continue
+        data = b"".join(blocks)
+        if floor is None:
+            floor = _events_key(data)
+        while (found := _BOUNDARY.search(data, max(at, floor - low, 0))) is not None:
+            following = found.end() - 1
+            yield _Chunk(index, data, 0, found.start() + 1, last=False)
+            data = data[following:]
+            low += following
+            index += 1
+            at = (index + 1) * chunk_bytes - low
+            if len(data) <= at:
+                break
+        blocks, pending = [data], len(data)
+    yield _Chunk(index, b"".join(blocks), 0, pending, last=True)
+
+
+def _scan_stream(pieces: Iterator[_Chunk], count: int, pool: ThreadPoolExecutor) -> Scanned:
+    first = next(pieces)
+    opening = _opening(bytes(first.data[first.start : first.start + 4096]))
+
+    def jobs() -> Iterator[Callable[[], _Result | None]]:
+        for chunk in _chain(first, pieces):
+            yield partial(_scan_chunk, chunk, opening)
+
+    return _merge(_in_order(pool, count, jobs(), None, None))
+
+
+def _chain(first: _Chunk, rest: Iterator[_Chunk]) -> Iterator[_Chunk]:
+    yield first
+    yield from rest
+
+
+# --- scanning and merging ---------------------------------------------------------------------
+
+
+@dataclass
+class _Result:
+    scanned: Scanned
+    header: bytes
+
+
+def _scan_chunk(chunk: _Chunk, opening: bytes) -> _Result:
+    """One chunk scanned as a small document of its own (see the module doc): its opening,
+    its bytes in place, its closing, fed one after the other (nothing is written into the
+    chunk's buffer, which its neighbours' scanners read at the same time)."""
+    scanner = _scan.Scanner(fast.KINDS)
+    bare = opening == b"["
+    with memoryview(chunk.data)[chunk.start : chunk.end] as view:
+        try:
+            if chunk.index:  # the last chunk ends the document; one in the middle does not
+                _feed_all(scanner, b"[" if bare or not chunk.last else _OBJECT_OPEN)
+            if chunk.last:
+                scanner.feed(view, True)
+            else:
+                _feed_all(scanner, view)
+                scanner.feed(b"]" if bare or chunk.index else b"]}", True)
+        except _scan.Unsupported:
+            raise _Rejected from None
+    result: dict[str, Any] = scanner.result()
+    del scanner
+    header: bytes = result["header"]
+    result["header"] = b""
+    return _Result(fast._scanned(result), header)
+
+
+def _feed_all(scanner: Any, data: bytes | memoryview) -> None:
+    """Feed ``data``, which must end between two items (else the chunk is declined)."""
+    if scanner.feed(data, False) != len(data):
+        raise _Rejected
+
+
+def _in_order(
+    pool: ThreadPoolExecutor,
+    count: int,
+    jobs: Iterator[Callable[[], _Result | None]],
+    progress: ByteProgress | None,
+    done_bytes: Callable[[int], tuple[int, int]] | None,
+) -> list[_Result]:
+    """Run ``jobs`` on the pool, at most two per thread at a time (memory stays bounded), and
+    return their results in order."""
+    results: list[_Result] = []
+    running: deque[Future[_Result | None]] = deque()
+    finished = 0
+
+    def collect() -> None:
+        nonlocal finished
+        result = running.popleft().result()
+        if result is not None:
+            results.append(result)
+        if progress and done_bytes:
+            progress(*done_bytes(finished))
+        finished += 1
+
+    try:
+        for job in jobs:
+            running.append(pool.submit(job))
+            if len(running) >= 2 * count:
+                collect()
+        while running:
+            collect()
+    finally:
+        for future in running:
+            future.cancel()
+        wait(running)  # the chunks' buffers must outlive every scan that reads them
+    return results
+
+
+def _merge(results: list[_Result]) -> Scanned:
+    """The chunks' pieces in file order, as one scanner would have given them."""
+    header = b",".join(r.header for r in results if r.header)
+    merged = Scanned(fast._header(header), has_events=True)
+    for result in results:
+        merged.extend(result.scanned)
+    return merged
