@@ -1,0 +1,176 @@
+"""Memory events attributed and paired: who allocated each block, and how long it lived.
+
+Columnar throughout (joins and as-of joins, no per-event Python):
+
+1. Events are numbered in time order (``seq``; file order breaks ties) and get the iteration
+   whose span holds them (``trace.iterations``: only the iterations that count).
+2. Each event's op is the innermost ``cpu_op`` around it on its thread: the last CPU interval
+   starting at or before the event (an as-of join; in call order, so the deepest of equal
+   starts), then up the call tree that linking built (``parent_id``) to the first ``cpu_op``
+   still open at the event. Its outermost user annotation comes from linking too.
+3. A free pairs with the latest earlier allocation at the same device and address (an as-of
+   join); a free with none was allocated before the profiling window.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceanalyze.analyses.activities import per_trace
+from traceanalyze.analyses.memory_devices import device_name, is_accelerator
+from traceanalyze.link import PROFILER_STEP, THREAD, THREAD_KEY, outermost_annotation
+from traceanalyze.trace import Trace
+
+# One device's events, as the figures group them.
+DEVICE_KEY = ["rank", "device_type", "device"]
+# The op chain above an event is rarely deeper than a few levels; this bounds the walk.
+_MAX_WALK = 64
+NO_OP = "(no op)"
+
+
+@per_trace
+def memory_events(trace: Trace) -> pl.DataFrame:
+    """The memory frame in time order with ``seq``, ``device_name``, ``on_accelerator``,
+    ``iteration``, ``op_id``, ``op_name``, ``annotation``, ``input_dims`` and ``running_bytes``
+    (the sum of ``bytes`` on the device so far: the allocated bytes relative to the window's
+    start, for traces whose events lack ``Total Allocated``)."""
+    events = (
+        trace.memory.with_row_index("file_order")
+        .sort(["ts_ns", "file_order"])
+        .drop("file_order")
+        .with_row_index("seq")
+        .with_columns(
+            pl.col("seq").cast(pl.Int64),
+            device_name(),
+            is_accelerator(),
+            running_bytes=pl.col("bytes").fill_null(0).cum_sum().over(DEVICE_KEY),
+        )
+    )
+    events = events.with_columns(iteration=_iteration_of(events, trace))
+    return _with_ops(events, trace.cpu)
+
+
+def _iteration_of(events: pl.DataFrame, trace: Trace) -> pl.Series:
+    """The counted iteration whose span holds each event (null outside every one)."""
+    if trace.iteration_source == "whole trace":
+        whole = trace.iterations["iteration"]
+        value = whole[0] if whole.len() else None
+        return pl.Series("iteration", [value] * events.height, dtype=pl.Int64)
+    spans = trace.iterations.select(
+        "rank", "iteration", start="ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")
+    ).sort("start")
+    joined = events.select("rank", "ts_ns").join_asof(
+        spans, left_on="ts_ns", right_on="start", by="rank", strategy="backward",
+        check_sortedness=False,
+    )
+    return joined.select(
+        pl.when(pl.col("ts_ns") < pl.col("end")).then("iteration").alias("iteration")
+    ).to_series()
+
+
+def _with_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """Add the innermost enclosing cpu_op (id, name, recorded input shapes) and its outermost
+    user annotation."""
+    op_ids = enclosing_ops(events, cpu)
+    ops = op_ids.unique().drop_nulls()
+    keyed = cpu.with_columns(pl.struct(THREAD).rank("dense").cast(pl.Int64).alias(THREAD_KEY))
+    annotations = pl.DataFrame(
+        {"op_id": ops, "annotation": outermost_annotation(keyed, ops)},
+        schema={"op_id": pl.Int64, "annotation": pl.String},
+    )
+    gathered = cpu.select(pl.col("name", "input_dims").gather(op_ids.fill_null(0)))
+    return (
+        events.with_columns(
+            op_id=op_ids,
+            op_name=pl.when(op_ids.is_not_null()).then(gathered["name"]),
+            input_dims=pl.when(op_ids.is_not_null()).then(gathered["input_dims"]),
+        )
+        .join(annotations, on="op_id", how="left")
+        .sort("seq")
+    )
+
+
+def enclosing_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
+    """For each event (``rank``, ``pid``, ``tid``, ``ts_ns``), the ``op_id`` of the innermost
+    cpu_op (not a ProfilerStep) open at its time on its thread, else null."""
+    if not cpu.height or not events.height:
+        return pl.Series("op_id", [None] * events.height, dtype=pl.Int64)
+    # op_id is the call order, so ordering by time keeps the deepest of equal starts last.
+    starts = cpu.select(*THREAD, "ts_ns", last_id="op_id").sort(["ts_ns", "last_id"])
+    joined = events.select(*THREAD, "ts_ns").join_asof(
+        starts, on="ts_ns", by=THREAD, strategy="backward", check_sortedness=False
+    )
+    hits = cpu.select(
+        (pl.col("cat") == "cpu_op") & ~pl.col("name").str.contains(PROFILER_STEP.pattern)
+    ).to_series()
+    ends = cpu.select(pl.col("ts_ns") + pl.col("dur_ns").fill_null(0)).to_series()
+    parents = cpu["parent_id"]
+    walk = joined.select(
+        "ts_ns", cursor="last_id", found=pl.lit(None, pl.Int64)
+    )
+    for _ in range(_MAX_WALK):
+        pending = pl.col("found").is_null() & pl.col("cursor").is_not_null()
+        if not walk.select(pending.any()).item():
+            break
+        walk = walk.with_columns(
+            found=pl.when(
+                pending
+                & pl.lit(hits).gather("cursor")
+                & (pl.lit(ends).gather("cursor") >= pl.col("ts_ns"))
+            )
+            .then("cursor")
+            .otherwise("found")
+        ).with_columns(
+            cursor=pl.when(pl.col("found").is_null()).then(pl.lit(parents).gather("cursor"))
+        )
+    return walk["found"].alias("op_id")
+
+
+@per_trace
+def memory_blocks(trace: Trace) -> pl.DataFrame:
+    """One row per allocation: where, how large, by which op, and its free (null when the
+    block outlives the trace). ``lifetime_us`` is the time from allocation to free."""
+    events = memory_events(trace)
+    allocations = events.filter(pl.col("bytes") > 0)
+    frees = events.filter((pl.col("bytes") < 0) & pl.col("addr").is_not_null())
+    pairs = (
+        frees.select(*DEVICE_KEY, "addr", "seq", free_ts_ns="ts_ns", free_iteration="iteration")
+        .join_asof(
+            allocations.select(*DEVICE_KEY, "addr", "seq", alloc_seq="seq"),
+            on="seq",
+            by=[*DEVICE_KEY, "addr"],
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .filter(pl.col("alloc_seq").is_not_null())
+        .unique("alloc_seq", keep="first", maintain_order=True)
+        .select("alloc_seq", "free_ts_ns", "free_iteration", free_seq="seq")
+    )
+    return allocations.join(pairs, left_on="seq", right_on="alloc_seq", how="left").select(
+        *DEVICE_KEY,
+        "device_name",
+        "on_accelerator",
+        "addr",
+        "bytes",
+        "seq",
+        "ts_ns",
+        "iteration",
+        "op_id",
+        pl.col("op_name").fill_null(NO_OP),
+        "annotation",
+        "input_dims",
+        "free_seq",
+        "free_ts_ns",
+        "free_iteration",
+        lifetime_us=(pl.col("free_ts_ns") - pl.col("ts_ns")) / 1e3,
+    )
+
+
+def unpaired_frees(trace: Trace) -> pl.DataFrame:
+    """Frees with no allocation in the trace before them (the block predates the window)."""
+    events = memory_events(trace)
+    blocks = memory_blocks(trace).filter(pl.col("free_seq").is_not_null())
+    return events.filter(pl.col("bytes") < 0).join(
+        blocks.select(seq="free_seq"), on="seq", how="anti"
+    )
