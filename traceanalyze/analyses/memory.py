@@ -113,8 +113,9 @@ def iteration_memory(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame
             pl.col("allocations", "allocated_bytes").fill_null(0),
             # Without addresses (the oldest traces) frees cannot be paired: unknown, not 0.
             pl.when(pl.col("addressed")).then(
-                pl.col("outliving_blocks", "outliving_bytes", "frees_without_allocation")
-                .fill_null(0)
+                pl.col("outliving_blocks", "outliving_bytes", "frees_without_allocation").fill_null(
+                    0
+                )
             ),
         )
         .sort("rank", "iteration", "device_name")
@@ -166,9 +167,7 @@ def peak_blocks(per_iteration: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFra
             (pl.col("seq") <= pl.col("peak_seq"))
             & (pl.col("free_seq").is_null() | (pl.col("free_seq") > pl.col("peak_seq")))
         )
-        .join(
-            blocks.select("seq", allocated_in_iteration="iteration"), on="seq", how="left"
-        )
+        .join(blocks.select("seq", allocated_in_iteration="iteration"), on="seq", how="left")
     )
     return (
         live.sort(["bytes", "seq"], descending=[True, False])
@@ -180,12 +179,16 @@ def peak_blocks(per_iteration: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFra
             "device_name",
             "op_name",
             "annotation",
-            "bytes",
             "input_dims",
             "allocated_in_iteration",
             "lifetime_us",
+            block_bytes="bytes",
         )
-        .sort(["rank", "iteration", "device_name", "bytes"], descending=[False, False, False, True])
+        .sort(
+            ["rank", "iteration", "device_name", "block_bytes"],
+            descending=[False, False, False, True],
+            maintain_order=True,
+        )
     )
 
 

@@ -60,7 +60,11 @@ def _iteration_of(events: pl.DataFrame, trace: Trace) -> pl.Series:
         "rank", "iteration", start="ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")
     ).sort("start")
     joined = events.select("rank", "ts_ns").join_asof(
-        spans, left_on="ts_ns", right_on="start", by="rank", strategy="backward",
+        spans,
+        left_on="ts_ns",
+        right_on="start",
+        by="rank",
+        strategy="backward",
         check_sortedness=False,
     )
     return joined.select(
@@ -105,9 +109,7 @@ def enclosing_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
     ).to_series()
     ends = cpu.select(pl.col("ts_ns") + pl.col("dur_ns").fill_null(0)).to_series()
     parents = cpu["parent_id"]
-    walk = joined.select(
-        "ts_ns", cursor="last_id", found=pl.lit(None, pl.Int64)
-    )
+    walk = joined.select("ts_ns", cursor="last_id", found=pl.lit(None, pl.Int64))
     for _ in range(_MAX_WALK):
         pending = pl.col("found").is_null() & pl.col("cursor").is_not_null()
         if not walk.select(pending.any()).item():

@@ -25,7 +25,9 @@ _ACCELERATORS = [code for code, (_, accelerator) in DEVICE_TYPES.items() if acce
 def device_name() -> pl.Expr:
     """``cuda:0``, ``hip:1``, ``cpu`` (the host has no index), ``device7:0`` for an unknown code."""
     kind = pl.col("device_type").replace_strict(
-        _NAMES, default=pl.lit("device") + pl.col("device_type").cast(pl.String), return_dtype=pl.String
+        _NAMES,
+        default=pl.lit("device") + pl.col("device_type").cast(pl.String),
+        return_dtype=pl.String,
     )
     indexed = pl.col("device").is_not_null() & (pl.col("device") >= 0)
     return (
