@@ -231,3 +231,18 @@ def test_cli_writes_the_memory_curve_beside_markdown(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     assert "## Largest blocks live at each peak" in out.read_text()
     assert (out.parent / "memory_memory.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_allocation_helper_hands_its_block_to_the_caller(tmp_path: Path) -> None:
+    """aten::bmm allocates its output through aten::empty: the block is bmm's. A runtime call
+    inside the helper, and a sibling op that ended before the event, change nothing."""
+    events = [
+        annotation("ProfilerStep#1", 0, 100),
+        op("aten::bmm", 10, 50),
+        op("aten::view", 11, 2),
+        op("aten::empty", 14, 10),
+        span("cuda_runtime", "cudaMalloc", 15, 5, correlation=1),
+        memory_event(16, 0x10, 4096, 4096, 8192),
+    ]
+    blocks = memory(load(tmp_path, events)).top_ops
+    assert blocks["op_name"].to_list() == ["aten::bmm"]

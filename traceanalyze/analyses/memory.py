@@ -11,6 +11,7 @@ running sum of ``bytes``) are known and the absolute figures are null.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -247,3 +248,29 @@ def _public(frame: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     if len(trace.meta) > 1:
         return frame.select("rank", pl.exclude("rank"))
     return frame.drop("rank")
+
+
+# compare's memory columns (README "compare"): null where the trace has no GPU memory events.
+COMPARE_KEYS = ("peak_increase_bytes_per_iter", "largest_block_bytes", "largest_block_op")
+
+
+def memory_figures(trace: Trace) -> dict[str, Any]:
+    """The GPU's median ``peak_increase_bytes`` over the counted iterations (the highest device
+    in each, for a trace of several GPUs) and the largest block allocated on a GPU inside
+    them, with its op."""
+    events = memory_events(trace).filter(pl.col("on_accelerator"))
+    blocks = memory_blocks(trace).filter(
+        pl.col("on_accelerator") & pl.col("iteration").is_not_null()
+    )
+    increases = (
+        iteration_memory(events, blocks)
+        .group_by("rank", "iteration")
+        .agg(pl.col("peak_increase_bytes").max())
+    )
+    median = increases["peak_increase_bytes"].median() if increases.height else None
+    largest = blocks.sort(["bytes", "seq"], descending=[True, False]).head(1)
+    return {
+        "peak_increase_bytes_per_iter": median,
+        "largest_block_bytes": largest["bytes"].first() if largest.height else None,
+        "largest_block_op": largest["op_name"].first() if largest.height else None,
+    }

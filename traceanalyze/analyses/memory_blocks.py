@@ -7,7 +7,8 @@ Columnar throughout (joins and as-of joins, no per-event Python):
 2. Each event's op is the innermost ``cpu_op`` around it on its thread: the last CPU interval
    starting at or before the event (an as-of join; in call order, so the deepest of equal
    starts), then up the call tree that linking built (``parent_id``) to the first ``cpu_op``
-   still open at the event. Its outermost user annotation comes from linking too.
+   still open at the event. An allocation helper (``aten::empty`` ...) hands the allocation to
+   the op that called it. Its outermost user annotation comes from linking too.
 3. A free pairs with the latest earlier allocation at the same device and address (an as-of
    join); a free with none was allocated before the profiling window.
 """
@@ -26,6 +27,13 @@ DEVICE_KEY = ["rank", "device_type", "device"]
 # The op chain above an event is rarely deeper than a few levels; this bounds the walk.
 _MAX_WALK = 64
 NO_OP = "(no op)"
+# Ops that only allocate for their caller: an allocation inside one is charged to the op that
+# called it (aten::bmm, not the aten::empty it calls for its output).
+ALLOCATION_HELPERS = (
+    "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
+    "aten::new_empty_strided", "aten::resize_", "aten::zeros", "aten::zeros_like",
+    "aten::ones_like", "aten::full_like", "aten::to", "aten::_to_copy",
+)  # fmt: skip
 
 
 @per_trace
@@ -75,7 +83,7 @@ def _iteration_of(events: pl.DataFrame, trace: Trace) -> pl.Series:
 def _with_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """Add the innermost enclosing cpu_op (id, name, recorded input shapes) and its outermost
     user annotation."""
-    op_ids = enclosing_ops(events, cpu)
+    op_ids = attributed_ops(events, cpu)
     ops = op_ids.unique().drop_nulls()
     keyed = cpu.with_columns(pl.struct(THREAD).rank("dense").cast(pl.Int64).alias(THREAD_KEY))
     annotations = pl.DataFrame(
@@ -94,9 +102,21 @@ def _with_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def enclosing_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
+def attributed_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
+    """The op each event is charged to: the innermost enclosing op that is not an allocation
+    helper (ALLOCATION_HELPERS), else the innermost op (a helper called directly)."""
+    op = pl.col("cat") == "cpu_op"
+    innermost = enclosing_ops(events, cpu, op)
+    if not innermost.is_not_null().any():
+        return innermost
+    doer = enclosing_ops(events, cpu, op & ~pl.col("name").is_in(ALLOCATION_HELPERS))
+    return doer.fill_null(innermost)
+
+
+def enclosing_ops(events: pl.DataFrame, cpu: pl.DataFrame, matches: pl.Expr) -> pl.Series:
     """For each event (``rank``, ``pid``, ``tid``, ``ts_ns``), the ``op_id`` of the innermost
-    cpu_op (not a ProfilerStep) open at its time on its thread, else null."""
+    CPU interval matching ``matches`` (never a ProfilerStep) open at its time on its thread,
+    else null."""
     if not cpu.height or not events.height:
         return pl.Series("op_id", [None] * events.height, dtype=pl.Int64)
     # op_id is the call order, so ordering by time keeps the deepest of equal starts last.
@@ -105,7 +125,7 @@ def enclosing_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
         starts, on="ts_ns", by=THREAD, strategy="backward", check_sortedness=False
     )
     hits = cpu.select(
-        (pl.col("cat") == "cpu_op") & ~pl.col("name").str.contains(PROFILER_STEP.pattern)
+        (matches & ~pl.col("name").str.contains(PROFILER_STEP.pattern)).fill_null(value=False)
     ).to_series()
     ends = cpu.select(pl.col("ts_ns") + pl.col("dur_ns").fill_null(0)).to_series()
     parents = cpu["parent_id"]
