@@ -246,3 +246,38 @@ def test_an_allocation_helper_hands_its_block_to_the_caller(tmp_path: Path) -> N
     ]
     blocks = memory(load(tmp_path, events)).top_ops
     assert blocks["op_name"].to_list() == ["aten::bmm"]
+
+
+def test_explain_gives_the_change_in_peak_and_the_blocks_that_appear(tmp_path: Path) -> None:
+    from traceanalyze.analyses.memory_diff import memory_change
+
+    def step(extra: bool) -> list[Event]:
+        events = [
+            annotation("ProfilerStep#1", 0, 100),
+            op("aten::softmax", 10, 10),
+            memory_event(12, 0x10, 1024, 1024, 8192),
+            memory_event(30, 0x10, -1024, 0, 8192),
+        ]
+        if extra:
+            events += [
+                span("cpu_op", "aten::bmm", 14, 4, **{"Input Dims": [[2, 32], [32, 32]]}),
+                memory_event(15, 0x20, 4096, 5120, 8192),
+                memory_event(31, 0x20, -4096, 0, 8192),
+            ]
+        return events
+
+    base = traceanalyze.load(write_trace(tmp_path, step(False), name="base.json"), cache=False)
+    new = traceanalyze.load(write_trace(tmp_path, step(True), name="new.json"), cache=False)
+    change = memory_change(base, new)
+    assert change is not None
+    assert change.to_record() == {
+        "base_peak_increase_bytes_per_iter": 1024.0,
+        "new_peak_increase_bytes_per_iter": 5120.0,
+        "peak_increase_bytes_per_iter_delta": 4096.0,
+        "peak_blocks": [
+            {"op_name": "aten::bmm", "block_bytes": 4096, "base_per_iter": 0.0,
+             "new_per_iter": 1.0, "bytes_per_iter_delta": 4096.0, "change": "appears"},
+        ],
+    }  # fmt: skip
+    assert memory_change(base, base) is not None
+    assert memory_change(base, base).blocks.height == 0  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ from traceanalyze.analyses.activities import activities, in_iterations, iteratio
 from traceanalyze.analyses.cputree import with_self_time
 from traceanalyze.analyses.diff import paired_columns
 from traceanalyze.analyses.memcpy import memory_traffic, number_text, size_expr
+from traceanalyze.analyses.memory_diff import MemoryChange, memory_change
 from traceanalyze.analyses.summary import summary
 from traceanalyze.trace import Trace
 
@@ -60,6 +61,8 @@ class Explanation:
     parts: pl.DataFrame  # PART_COLUMNS, largest change first, overlap and idle last
     cpu: pl.DataFrame  # figure, base, new, delta
     sentence: str  # why, in one line
+    # The change in the GPU's peak memory and the blocks behind it; None without memory events.
+    memory: MemoryChange | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The JSON form (keys listed in the README)."""
@@ -74,6 +77,7 @@ class Explanation:
             "parts": self.parts.to_dicts(),
             "cpu": self.cpu.to_dicts(),
             "summary": self.sentence,
+            "memory": None if self.memory is None else self.memory.to_record(),
         }
 
 
@@ -113,6 +117,7 @@ def explain(
         parts=parts,
         cpu=_cpu_side(base, new),
         sentence=_sentence(parts, before, after, base_label),
+        memory=memory_change(base, new),
     )
 
 

@@ -157,8 +157,11 @@ def _frees_without_allocation(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.
     )
 
 
-def peak_blocks(per_iteration: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
-    """The largest blocks live at each (iteration, device)'s peak, largest first."""
+def peak_blocks(
+    per_iteration: pl.DataFrame, blocks: pl.DataFrame, top: int | None = TOP_BLOCKS
+) -> pl.DataFrame:
+    """The largest blocks (``top`` of them, or all) live at each (iteration, device)'s peak,
+    largest first."""
     peaks = per_iteration.select(*DEVICE_KEY, "iteration", "peak_seq", "peak_allocated_bytes")
     live = (
         blocks.filter(pl.col("addr").is_not_null())
@@ -173,11 +176,12 @@ def peak_blocks(per_iteration: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFra
     return (
         live.sort(["bytes", "seq"], descending=[True, False])
         .group_by([*DEVICE_KEY, "iteration"], maintain_order=True)
-        .head(TOP_BLOCKS)
+        .head(top if top is not None else live.height)
         .select(
             "rank",
             "iteration",
             "device_name",
+            "on_accelerator",
             "op_name",
             "annotation",
             "input_dims",

@@ -16,6 +16,7 @@ from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.cold import cold_section
 from traceanalyze.render.headings import heading
+from traceanalyze.render.memory import memory_section
 from traceanalyze.render.perf import roofline_markdown
 from traceanalyze.render.ranks import ranks_markdown
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
@@ -218,6 +219,7 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
             _keyed_table(cudnn, tuple(cudnn.columns)),
         ]
     parts += _roofline_part(variant, full_names)
+    parts += memory_section(variant.allocations)
     return "\n".join(parts)
 
 
