@@ -162,17 +162,7 @@ def peak_blocks(
 ) -> pl.DataFrame:
     """The largest blocks (``top`` of them, or all) live at each (iteration, device)'s peak,
     largest first."""
-    peaks = per_iteration.select(*DEVICE_KEY, "iteration", "peak_seq", "peak_allocated_bytes")
-    live = (
-        blocks.filter(pl.col("addr").is_not_null())
-        .drop("iteration")
-        .join(peaks, on=DEVICE_KEY)
-        .filter(
-            (pl.col("seq") <= pl.col("peak_seq"))
-            & (pl.col("free_seq").is_null() | (pl.col("free_seq") > pl.col("peak_seq")))
-        )
-        .join(blocks.select("seq", allocated_in_iteration="iteration"), on="seq", how="left")
-    )
+    live = _live_at_peaks(per_iteration, blocks.filter(pl.col("addr").is_not_null()))
     return (
         live.sort(["bytes", "seq"], descending=[True, False])
         .group_by([*DEVICE_KEY, "iteration"], maintain_order=True)
@@ -195,6 +185,41 @@ def peak_blocks(
             maintain_order=True,
         )
     )
+
+
+def _live_at_peaks(per_iteration: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
+    """One row per (block, peak) where the block is live at the peak (allocated at or before
+    it, freed after it or never), with the peak's ``iteration`` and the block's own as
+    ``allocated_in_iteration``. Events are numbered across devices, so a key of (device, seq)
+    orders each device's peaks apart; two searches over the sorted peak keys find the peaks
+    inside each block's life, and only blocks alive at some peak are expanded."""
+    codes = per_iteration.select(DEVICE_KEY).unique().with_row_index("device_code")
+    peaks = (
+        per_iteration.join(codes, on=DEVICE_KEY)
+        .select("iteration", key=_seq_key(pl.col("peak_seq")))
+        .sort("key")
+    )
+    life = blocks.join(codes, on=DEVICE_KEY)
+    starts = life.select(_seq_key(pl.col("seq"))).to_series()
+    life = life.with_columns(first=peaks["key"].search_sorted(starts, side="left"))
+    ends = life.select(_seq_key(pl.col("free_seq").fill_null(_SEQ_LIMIT - 1))).to_series()
+    expanded = (
+        life.with_columns(last=peaks["key"].search_sorted(ends, side="left"))
+        .filter(pl.col("last") > pl.col("first"))
+        .with_columns(peak=pl.int_ranges("first", "last", dtype=pl.UInt32))
+        .explode("peak")
+    )
+    return expanded.rename({"iteration": "allocated_in_iteration"}).with_columns(
+        iteration=peaks["iteration"].gather(expanded["peak"])
+    )
+
+
+# Event numbers stay below this, so (device, seq) packs into one sortable integer.
+_SEQ_LIMIT = 1 << 40
+
+
+def _seq_key(seq: pl.Expr) -> pl.Expr:
+    return (pl.col("device_code").cast(pl.Int64) * _SEQ_LIMIT + seq).alias("key")
 
 
 def top_ops(blocks: pl.DataFrame) -> pl.DataFrame:

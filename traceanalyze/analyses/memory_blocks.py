@@ -105,31 +105,42 @@ def _with_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
 def attributed_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
     """The op each event is charged to: the innermost enclosing op that is not an allocation
     helper (ALLOCATION_HELPERS), else the innermost op (a helper called directly)."""
+    if not cpu.height or not events.height:
+        return pl.Series("op_id", [None] * events.height, dtype=pl.Int64)
+    last = last_started(events, cpu)
     op = pl.col("cat") == "cpu_op"
-    innermost = enclosing_ops(events, cpu, op)
+    innermost = enclosing(last, events["ts_ns"], cpu, op)
     if not innermost.is_not_null().any():
         return innermost
-    doer = enclosing_ops(events, cpu, op & ~pl.col("name").is_in(ALLOCATION_HELPERS))
+    doer = enclosing(last, events["ts_ns"], cpu, op & ~pl.col("name").is_in(ALLOCATION_HELPERS))
     return doer.fill_null(innermost)
 
 
-def enclosing_ops(events: pl.DataFrame, cpu: pl.DataFrame, matches: pl.Expr) -> pl.Series:
-    """For each event (``rank``, ``pid``, ``tid``, ``ts_ns``), the ``op_id`` of the innermost
-    CPU interval matching ``matches`` (never a ProfilerStep) open at its time on its thread,
-    else null."""
-    if not cpu.height or not events.height:
-        return pl.Series("op_id", [None] * events.height, dtype=pl.Int64)
-    # op_id is the call order, so ordering by time keeps the deepest of equal starts last.
-    starts = cpu.select(*THREAD, "ts_ns", last_id="op_id").sort(["ts_ns", "last_id"])
-    joined = events.select(*THREAD, "ts_ns").join_asof(
-        starts, on="ts_ns", by=THREAD, strategy="backward", check_sortedness=False
+def last_started(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
+    """For each event, the last CPU interval of its thread that starts at or before it, in
+    call order (so the deepest of equal starts): an as-of join on one hashed thread key. The
+    cpu frame is in call order, so it is sorted by time within each thread, which is all the
+    join needs; events are in time order."""
+    key = pl.struct(THREAD).hash().alias("thread_hash")
+    starts = cpu.select(key, "ts_ns", last_id="op_id")
+    return (
+        events.select(key, "ts_ns")
+        .join_asof(
+            starts, on="ts_ns", by="thread_hash", strategy="backward", check_sortedness=False
+        )
+        .get_column("last_id")
     )
+
+
+def enclosing(last: pl.Series, ts_ns: pl.Series, cpu: pl.DataFrame, matches: pl.Expr) -> pl.Series:
+    """From each event's last started interval up the call tree (``parent_id``), the first
+    interval matching ``matches`` (never a ProfilerStep) still open at the event, else null."""
     hits = cpu.select(
         (matches & ~pl.col("name").str.contains(PROFILER_STEP.pattern)).fill_null(value=False)
     ).to_series()
     ends = cpu.select(pl.col("ts_ns") + pl.col("dur_ns").fill_null(0)).to_series()
     parents = cpu["parent_id"]
-    walk = joined.select("ts_ns", cursor="last_id", found=pl.lit(None, pl.Int64))
+    walk = pl.DataFrame({"ts_ns": ts_ns, "cursor": last}).with_columns(found=pl.lit(None, pl.Int64))
     for _ in range(_MAX_WALK):
         pending = pl.col("found").is_null() & pl.col("cursor").is_not_null()
         if not walk.select(pending.any()).item():
