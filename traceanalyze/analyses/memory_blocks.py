@@ -19,7 +19,7 @@ import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
 from traceanalyze.analyses.memory_devices import device_name, is_accelerator
-from traceanalyze.link import PROFILER_STEP, THREAD, THREAD_KEY, outermost_annotation
+from traceanalyze.link import THREAD, THREAD_KEY, outermost_annotation
 from traceanalyze.trace import Trace
 
 # One device's events, as the figures group them.
@@ -134,29 +134,23 @@ def last_started(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
 
 def enclosing(last: pl.Series, ts_ns: pl.Series, cpu: pl.DataFrame, matches: pl.Expr) -> pl.Series:
     """From each event's last started interval up the call tree (``parent_id``), the first
-    interval matching ``matches`` (never a ProfilerStep) still open at the event, else null."""
-    hits = cpu.select(
-        (matches & ~pl.col("name").str.contains(PROFILER_STEP.pattern)).fill_null(value=False)
-    ).to_series()
-    ends = cpu.select(pl.col("ts_ns") + pl.col("dur_ns").fill_null(0)).to_series()
-    parents = cpu["parent_id"]
-    walk = pl.DataFrame({"ts_ns": ts_ns, "cursor": last}).with_columns(found=pl.lit(None, pl.Int64))
+    interval matching ``matches`` (never a ProfilerStep) still open at the event, else null.
+    Each step is a gather for all events at once."""
+    tree = cpu.select(
+        hit=(matches & ~pl.col("name").str.starts_with("ProfilerStep#")).fill_null(value=False),
+        end=pl.col("ts_ns") + pl.col("dur_ns").fill_null(0),
+        parent="parent_id",
+    )
+    hits, ends, parents = tree["hit"], tree["end"], tree["parent"]
+    cursor = last
+    found = pl.Series("op_id", [None] * len(last), dtype=pl.Int64)
     for _ in range(_MAX_WALK):
-        pending = pl.col("found").is_null() & pl.col("cursor").is_not_null()
-        if not walk.select(pending.any()).item():
+        if not cursor.is_not_null().any():
             break
-        walk = walk.with_columns(
-            found=pl.when(
-                pending
-                & pl.lit(hits).gather("cursor")
-                & (pl.lit(ends).gather("cursor") >= pl.col("ts_ns"))
-            )
-            .then("cursor")
-            .otherwise("found")
-        ).with_columns(
-            cursor=pl.when(pl.col("found").is_null()).then(pl.lit(parents).gather("cursor"))
-        )
-    return walk["found"].alias("op_id")
+        here = (hits.gather(cursor) & (ends.gather(cursor) >= ts_ns)).fill_null(value=False)
+        found = found.zip_with(~here, cursor)
+        cursor = parents.gather(cursor).set(here, None)
+    return found.alias("op_id")
 
 
 @per_trace
