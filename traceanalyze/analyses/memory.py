@@ -15,7 +15,13 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.memory_blocks import DEVICE_KEY, memory_blocks, memory_events
+from traceanalyze.analyses.activities import per_trace
+from traceanalyze.analyses.memory_blocks import (
+    free_pairs,
+    memory_blocks,
+    memory_events,
+    with_devices,
+)
 from traceanalyze.trace import Trace
 
 # Rows kept per (iteration, device): the largest blocks at the peak and the top allocating ops.
@@ -50,33 +56,41 @@ def memory(trace: Trace) -> MemoryResult:
     """The memory figures of ``trace`` (see the module docstring)."""
     events = memory_events(trace)
     blocks = memory_blocks(trace)
-    per_iteration = iteration_memory(events, blocks)
+    per_iteration = iteration_memory(trace)
     return MemoryResult(
         iterations=_public(per_iteration, trace),
         peak_blocks=_public(peak_blocks(per_iteration, blocks), trace),
         top_ops=_public(top_ops(blocks), trace),
         leak_suspects=_public(leak_suspects(blocks, trace.iterations.height), trace),
-        curve=events.select(
-            "device_name",
-            "ts_ns",
-            "iteration",
-            allocated_bytes=pl.coalesce("total_allocated_bytes", "running_bytes"),
-            reserved_bytes="total_reserved_bytes",
-        ),
+        curve=with_devices(
+            events.select(
+                "device_code",
+                "ts_ns",
+                "iteration",
+                allocated_bytes=pl.coalesce("total_allocated_bytes", "running_bytes"),
+                reserved_bytes="total_reserved_bytes",
+            ),
+            trace,
+        ).select("device_name", "ts_ns", "iteration", "allocated_bytes", "reserved_bytes"),
         spans=trace.iterations.select("rank", "iteration", "ts_ns", "dur_ns"),
         events=events.height,
     )
 
 
-def iteration_memory(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
-    """One row per (rank, iteration, device) with the README's memory figures and ``peak_seq``,
-    the event at which the peak is first reached (before the first event when the iteration
-    never rises above its start)."""
-    inside = events.filter(pl.col("iteration").is_not_null())
+ITERATION = ["device_code", "iteration"]
+
+
+@per_trace
+def iteration_memory(trace: Trace) -> pl.DataFrame:
+    """One row per (iteration, device) with the README's memory figures, the device's columns
+    and ``peak_seq``, the event at which the peak is first reached (before the first event
+    when the iteration never rises above its start)."""
+    inside = memory_events(trace).filter(pl.col("iteration").is_not_null())
     before = pl.col("total_allocated_bytes") - pl.col("bytes")
     running_before = pl.col("running_bytes") - pl.col("bytes")
+    level = pl.coalesce("total_allocated_bytes", "running_bytes")
     figures = (
-        inside.group_by(*DEVICE_KEY, "iteration", "device_name", "on_accelerator")
+        inside.group_by(ITERATION)
         .agg(
             start_allocated_bytes=before.first(),
             max_total=pl.col("total_allocated_bytes").max(),
@@ -86,12 +100,9 @@ def iteration_memory(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame
             running_peak=pl.col("running_bytes").max(),
             first_seq=pl.col("seq").first(),
             # The first event at the highest level (totals when the trace has them).
-            level_peak_seq=pl.col("seq").get(
-                pl.coalesce("total_allocated_bytes", "running_bytes").arg_max()
-            ),
-            level_max=pl.coalesce("total_allocated_bytes", "running_bytes").max(),
+            level_peak_seq=pl.col("seq").get(level.arg_max()),
+            level_max=level.max(),
             level_start=pl.coalesce(before, running_before).first(),
-            events=pl.len(),
             addressed=pl.col("addr").is_not_null().all(),
         )
         .with_columns(
@@ -107,9 +118,9 @@ def iteration_memory(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame
             )
         )
     )
-    return (
-        figures.join(_allocation_counts(blocks), on=[*DEVICE_KEY, "iteration"], how="left")
-        .join(_frees_without_allocation(events, blocks), on=[*DEVICE_KEY, "iteration"], how="left")
+    counted = (
+        figures.join(_allocation_counts(memory_blocks(trace)), on=ITERATION, how="left")
+        .join(_frees_without_allocation(free_pairs(trace)), on=ITERATION, how="left")
         .with_columns(
             pl.col("allocations", "allocated_bytes").fill_null(0),
             # Without addresses (the oldest traces) frees cannot be paired: unknown, not 0.
@@ -119,8 +130,8 @@ def iteration_memory(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame
                 )
             ),
         )
-        .sort("rank", "iteration", "device_name")
     )
+    return with_devices(counted, trace).sort("rank", "iteration", "device_name")
 
 
 def _outlives() -> pl.Expr:
@@ -135,7 +146,7 @@ def _allocation_counts(blocks: pl.DataFrame) -> pl.DataFrame:
     paired = pl.col("addr").is_not_null().any()
     return (
         blocks.filter(pl.col("iteration").is_not_null())
-        .group_by(*DEVICE_KEY, "iteration")
+        .group_by(ITERATION)
         .agg(
             allocations=pl.len(),
             allocated_bytes=pl.col("bytes").sum(),
@@ -145,14 +156,10 @@ def _allocation_counts(blocks: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _frees_without_allocation(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
-    paired = blocks.select(seq="free_seq").drop_nulls()
+def _frees_without_allocation(pairs: pl.DataFrame) -> pl.DataFrame:
     return (
-        events.filter(
-            (pl.col("bytes") < 0) & pl.col("iteration").is_not_null() & pl.col("addr").is_not_null()
-        )
-        .join(paired, on="seq", how="anti")
-        .group_by(*DEVICE_KEY, "iteration")
+        pairs.filter(pl.col("alloc_seq").is_null() & pl.col("iteration").is_not_null())
+        .group_by(ITERATION)
         .agg(frees_without_allocation=pl.len())
     )
 
@@ -165,7 +172,7 @@ def peak_blocks(
     live = _live_at_peaks(per_iteration, blocks.filter(pl.col("addr").is_not_null()))
     return (
         live.sort(["bytes", "seq"], descending=[True, False])
-        .group_by([*DEVICE_KEY, "iteration"], maintain_order=True)
+        .group_by(ITERATION, maintain_order=True)
         .head(top if top is not None else live.height)
         .select(
             "rank",
@@ -193,13 +200,8 @@ def _live_at_peaks(per_iteration: pl.DataFrame, blocks: pl.DataFrame) -> pl.Data
     ``allocated_in_iteration``. Events are numbered across devices, so a key of (device, seq)
     orders each device's peaks apart; two searches over the sorted peak keys find the peaks
     inside each block's life, and only blocks alive at some peak are expanded."""
-    codes = per_iteration.select(DEVICE_KEY).unique().with_row_index("device_code")
-    peaks = (
-        per_iteration.join(codes, on=DEVICE_KEY)
-        .select("iteration", key=_seq_key(pl.col("peak_seq")))
-        .sort("key")
-    )
-    life = blocks.join(codes, on=DEVICE_KEY)
+    peaks = per_iteration.select("iteration", key=_seq_key(pl.col("peak_seq"))).sort("key")
+    life = blocks
     starts = life.select(_seq_key(pl.col("seq"))).to_series()
     life = life.with_columns(first=peaks["key"].search_sorted(starts, side="left"))
     ends = life.select(_seq_key(pl.col("free_seq").fill_null(_SEQ_LIMIT - 1))).to_series()
@@ -270,7 +272,7 @@ _ITERATION_COLUMNS = (
 def _public(frame: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     """The public form of a result frame: ``device`` named like ``cuda:0``, internal columns
     dropped, ``rank`` only for a trace of several ranks."""
-    internal = ("device", "device_type", "on_accelerator")
+    internal = ("device", "device_type", "device_code", "on_accelerator")
     frame = frame.drop(c for c in internal if c in frame.columns).rename({"device_name": "device"})
     if "peak_seq" in frame.columns:
         frame = frame.select(*_ITERATION_COLUMNS, "rank")
@@ -287,12 +289,12 @@ def memory_figures(trace: Trace) -> dict[str, Any]:
     """The GPU's median ``peak_increase_bytes`` over the counted iterations (the highest device
     in each, for a trace of several GPUs) and the largest block allocated on a GPU inside
     them, with its op."""
-    events = memory_events(trace).filter(pl.col("on_accelerator"))
     blocks = memory_blocks(trace).filter(
         pl.col("on_accelerator") & pl.col("iteration").is_not_null()
     )
     increases = (
-        iteration_memory(events, blocks)
+        iteration_memory(trace)
+        .filter(pl.col("on_accelerator"))
         .group_by("rank", "iteration")
         .agg(pl.col("peak_increase_bytes").max())
     )

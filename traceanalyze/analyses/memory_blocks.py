@@ -38,24 +38,48 @@ ALLOCATION_HELPERS = (
 
 @per_trace
 def memory_events(trace: Trace) -> pl.DataFrame:
-    """The memory frame in time order with ``seq``, ``device_name``, ``on_accelerator``,
-    ``iteration``, ``op_id``, ``op_name``, ``annotation``, ``input_dims`` and ``running_bytes``
-    (the sum of ``bytes`` on the device so far: the allocated bytes relative to the window's
-    start, for traces whose events lack ``Total Allocated``)."""
+    """The memory frame in time order with ``seq``, ``device_code`` (a number per device; see
+    :func:`memory_devices`), ``iteration``, ``op_id``, ``op_name``, ``annotation``,
+    ``input_dims`` and ``running_bytes`` (the sum of ``bytes`` on the device so far: the
+    allocated bytes relative to the window's start, for traces whose events lack
+    ``Total Allocated``)."""
     events = (
         trace.memory.with_row_index("file_order")
         .sort(["ts_ns", "file_order"])
         .drop("file_order")
         .with_row_index("seq")
-        .with_columns(
-            pl.col("seq").cast(pl.Int64),
-            device_name(),
-            is_accelerator(),
-            running_bytes=pl.col("bytes").fill_null(0).cum_sum().over(DEVICE_KEY),
+        .with_columns(pl.col("seq").cast(pl.Int64))
+        .join(
+            memory_devices(trace).select(*DEVICE_KEY, "device_code"),
+            on=DEVICE_KEY,
+            how="left",
+            nulls_equal=True,
+            maintain_order="left",
         )
     )
-    events = events.with_columns(iteration=_iteration_of(events, trace))
+    events = events.with_columns(
+        running_bytes=pl.col("bytes").fill_null(0).cum_sum().over("device_code"),
+        iteration=_iteration_of(events, trace),
+    )
     return _with_ops(events, trace.cpu)
+
+
+@per_trace
+def memory_devices(trace: Trace) -> pl.DataFrame:
+    """One row per device with memory events: ``DEVICE_KEY``, ``device_code`` (0, 1, ...),
+    ``device_name`` (``cuda:0``, ``cpu``) and ``on_accelerator``."""
+    return (
+        trace.memory.select(DEVICE_KEY)
+        .unique()
+        .sort(DEVICE_KEY, nulls_last=True)
+        .with_row_index("device_code")
+        .with_columns(device_name(), is_accelerator())
+    )
+
+
+def with_devices(frame: pl.DataFrame, trace: Trace) -> pl.DataFrame:
+    """``frame`` (with ``device_code``) plus its device's columns."""
+    return frame.join(memory_devices(trace), on="device_code", how="left")
 
 
 def _iteration_of(events: pl.DataFrame, trace: Trace) -> pl.Series:
@@ -108,12 +132,19 @@ def attributed_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
     if not cpu.height or not events.height:
         return pl.Series("op_id", [None] * events.height, dtype=pl.Int64)
     last = last_started(events, cpu)
-    op = pl.col("cat") == "cpu_op"
-    innermost = enclosing(last, events["ts_ns"], cpu, op)
-    if not innermost.is_not_null().any():
+    ts_ns = events["ts_ns"]
+    innermost = enclosing(last, ts_ns, cpu, pl.col("cat") == "cpu_op")
+    helper = cpu["name"].is_in(ALLOCATION_HELPERS).gather(innermost).fill_null(value=False)
+    if not helper.any():
         return innermost
-    doer = enclosing(last, events["ts_ns"], cpu, op & ~pl.col("name").is_in(ALLOCATION_HELPERS))
-    return doer.fill_null(innermost)
+    # Only the events inside a helper walk on, from the helper's parent.
+    doer = enclosing(
+        cpu["parent_id"].gather(innermost.filter(helper)),
+        ts_ns.filter(helper),
+        cpu,
+        (pl.col("cat") == "cpu_op") & ~pl.col("name").is_in(ALLOCATION_HELPERS),
+    )
+    return innermost.scatter(helper.arg_true(), doer.fill_null(innermost.filter(helper)))
 
 
 def last_started(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
@@ -158,24 +189,14 @@ def memory_blocks(trace: Trace) -> pl.DataFrame:
     """One row per allocation: where, how large, by which op, and its free (null when the
     block outlives the trace). ``lifetime_us`` is the time from allocation to free."""
     events = memory_events(trace)
-    allocations = events.filter(pl.col("bytes") > 0)
-    frees = events.filter((pl.col("bytes") < 0) & pl.col("addr").is_not_null())
-    pairs = (
-        frees.select(*DEVICE_KEY, "addr", "seq", free_ts_ns="ts_ns", free_iteration="iteration")
-        .join_asof(
-            allocations.select(*DEVICE_KEY, "addr", "seq", alloc_seq="seq"),
-            on="seq",
-            by=[*DEVICE_KEY, "addr"],
-            strategy="backward",
-            allow_exact_matches=False,
-            check_sortedness=False,
-        )
-        .filter(pl.col("alloc_seq").is_not_null())
-        .unique("alloc_seq", keep="first", maintain_order=True)
-        .select("alloc_seq", "free_ts_ns", "free_iteration", free_seq="seq")
+    pairs = free_pairs(trace).filter(pl.col("alloc_seq").is_not_null())
+    pairs = pairs.select("alloc_seq", "free_seq", "free_ts_ns", free_iteration="iteration")
+    blocks = events.filter(pl.col("bytes") > 0).join(
+        pairs, left_on="seq", right_on="alloc_seq", how="left"
     )
-    return allocations.join(pairs, left_on="seq", right_on="alloc_seq", how="left").select(
+    return with_devices(blocks, trace).select(
         *DEVICE_KEY,
+        "device_code",
         "device_name",
         "on_accelerator",
         "addr",
@@ -194,10 +215,32 @@ def memory_blocks(trace: Trace) -> pl.DataFrame:
     )
 
 
-def unpaired_frees(trace: Trace) -> pl.DataFrame:
-    """Frees with no allocation in the trace before them (the block predates the window)."""
-    events = memory_events(trace)
-    blocks = memory_blocks(trace).filter(pl.col("free_seq").is_not_null())
-    return events.filter(pl.col("bytes") < 0).join(
-        blocks.select(seq="free_seq"), on="seq", how="anti"
+@per_trace
+def free_pairs(trace: Trace) -> pl.DataFrame:
+    """Every free of a known address with the allocation it frees (``alloc_seq``; null when the
+    block was allocated before the window): the latest earlier allocation at that address on
+    that device. In (device, address, time) order that is the event just before the free,
+    when it is an allocation; a second free of one block pairs with nothing."""
+    addressed = (
+        memory_events(trace)
+        .filter(pl.col("addr").is_not_null() & (pl.col("bytes") != 0))
+        .select("device_code", "addr", "seq", "bytes", "ts_ns", "iteration")
+        .sort("device_code", "addr", "seq")
+    )
+    follows_allocation = (
+        (pl.col("device_code") == pl.col("device_code").shift(1))
+        & (pl.col("addr") == pl.col("addr").shift(1))
+        & (pl.col("bytes").shift(1) > 0)
+    )
+    return (
+        addressed.select(
+            "device_code",
+            "bytes",
+            "iteration",
+            alloc_seq=pl.when(follows_allocation).then(pl.col("seq").shift(1)),
+            free_seq="seq",
+            free_ts_ns="ts_ns",
+        )
+        .filter(pl.col("bytes") < 0)
+        .drop("bytes")
     )

@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.analyses.memory import iteration_memory, memory_figures, peak_blocks
-from traceanalyze.analyses.memory_blocks import memory_blocks, memory_events
+from traceanalyze.analyses.memory_blocks import memory_blocks
 from traceanalyze.trace import Trace
 
 # Block rows shown: the largest changes in bytes live at the peak.
@@ -80,8 +80,7 @@ def memory_change(base: Trace, new: Trace) -> MemoryChange | None:
 
 def _live_at_peak(trace: Trace) -> pl.DataFrame:
     """Blocks live at the GPU's peak, by op and size, per counted iteration."""
-    events, blocks = memory_events(trace), memory_blocks(trace)
-    live = peak_blocks(iteration_memory(events, blocks), blocks, top=None).filter(
+    live = peak_blocks(iteration_memory(trace), memory_blocks(trace), top=None).filter(
         pl.col("on_accelerator")
     )
     iterations = max(live.select(pl.struct("rank", "iteration").n_unique()).item(), 1)
