@@ -20,6 +20,7 @@ from traceanalyze.analyses.memory_blocks import (
     free_pairs,
     memory_blocks,
     memory_events,
+    op_details,
     with_devices,
 )
 from traceanalyze.trace import Trace
@@ -59,7 +60,10 @@ def memory(trace: Trace) -> MemoryResult:
     per_iteration = iteration_memory(trace)
     return MemoryResult(
         iterations=_public(per_iteration, trace),
-        peak_blocks=_public(peak_blocks(per_iteration, blocks), trace),
+        peak_blocks=_public(
+            op_details(peak_blocks(per_iteration, blocks), trace.cpu).select(_BLOCK_COLUMNS),
+            trace,
+        ),
         top_ops=_public(top_ops(blocks), trace),
         leak_suspects=_public(leak_suspects(blocks, trace.iterations.height), trace),
         curve=with_devices(
@@ -78,6 +82,10 @@ def memory(trace: Trace) -> MemoryResult:
 
 
 ITERATION = ["device_code", "iteration"]
+_BLOCK_COLUMNS = (
+    "rank", "iteration", "device_name", "op_name", "annotation", "input_dims",
+    "allocated_in_iteration", "lifetime_us", "block_bytes",
+)  # fmt: skip
 
 
 @per_trace
@@ -179,9 +187,8 @@ def peak_blocks(
             "iteration",
             "device_name",
             "on_accelerator",
+            "op_id",
             "op_name",
-            "annotation",
-            "input_dims",
             "allocated_in_iteration",
             "lifetime_us",
             block_bytes="bytes",
@@ -201,12 +208,13 @@ def _live_at_peaks(per_iteration: pl.DataFrame, blocks: pl.DataFrame) -> pl.Data
     orders each device's peaks apart; two searches over the sorted peak keys find the peaks
     inside each block's life, and only blocks alive at some peak are expanded."""
     peaks = per_iteration.select("iteration", key=_seq_key(pl.col("peak_seq"))).sort("key")
-    life = blocks
-    starts = life.select(_seq_key(pl.col("seq"))).to_series()
-    life = life.with_columns(first=peaks["key"].search_sorted(starts, side="left"))
-    ends = life.select(_seq_key(pl.col("free_seq").fill_null(_SEQ_LIMIT - 1))).to_series()
+    starts = blocks.select(_seq_key(pl.col("seq"))).to_series()
+    ends = blocks.select(_seq_key(pl.col("free_seq").fill_null(_SEQ_LIMIT - 1))).to_series()
     expanded = (
-        life.with_columns(last=peaks["key"].search_sorted(ends, side="left"))
+        blocks.with_columns(
+            first=peaks["key"].search_sorted(starts, side="left"),
+            last=peaks["key"].search_sorted(ends, side="left"),
+        )
         .filter(pl.col("last") > pl.col("first"))
         .with_columns(peak=pl.int_ranges("first", "last", dtype=pl.UInt32))
         .explode("peak")

@@ -27,6 +27,8 @@ DEVICE_KEY = ["rank", "device_type", "device"]
 # The op chain above an event is rarely deeper than a few levels; this bounds the walk.
 _MAX_WALK = 64
 NO_OP = "(no op)"
+# Above every 64-bit address: (device, address) packs into one 128-bit sort key.
+_ADDRESS_SPAN = 1 << 64
 # Ops that only allocate for their caller: an allocation inside one is charged to the op that
 # called it (aten::bmm, not the aten::empty it calls for its output).
 ALLOCATION_HELPERS = (
@@ -39,14 +41,11 @@ ALLOCATION_HELPERS = (
 @per_trace
 def memory_events(trace: Trace) -> pl.DataFrame:
     """The memory frame in time order with ``seq``, ``device_code`` (a number per device; see
-    :func:`memory_devices`), ``iteration``, ``op_id``, ``op_name``, ``annotation``,
-    ``input_dims`` and ``running_bytes`` (the sum of ``bytes`` on the device so far: the
-    allocated bytes relative to the window's start, for traces whose events lack
-    ``Total Allocated``)."""
+    :func:`memory_devices`), ``iteration``, ``op_id``, ``op_name`` and ``running_bytes`` (the
+    sum of ``bytes`` on the device so far: the allocated bytes relative to the window's start,
+    for traces whose events lack ``Total Allocated``)."""
     events = (
-        trace.memory.with_row_index("file_order")
-        .sort(["ts_ns", "file_order"])
-        .drop("file_order")
+        trace.memory.sort("ts_ns", maintain_order=True)  # stable: file order breaks ties
         .with_row_index("seq")
         .with_columns(pl.col("seq").cast(pl.Int64))
         .join(
@@ -105,25 +104,25 @@ def _iteration_of(events: pl.DataFrame, trace: Trace) -> pl.Series:
 
 
 def _with_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
-    """Add the innermost enclosing cpu_op (id, name, recorded input shapes) and its outermost
-    user annotation."""
+    """Add the op each event is charged to (``op_id``, ``op_name``)."""
     op_ids = attributed_ops(events, cpu)
-    ops = op_ids.unique().drop_nulls()
+    return events.with_columns(op_id=op_ids, op_name=cpu["name"].gather(op_ids))
+
+
+def op_details(frame: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` (with ``op_id``) plus the op's outermost user annotation and the input shapes
+    it recorded. Done for the few rows shown, not for every event."""
+    ops = frame["op_id"].unique().drop_nulls()
     keyed = cpu.with_columns(pl.struct(THREAD).rank("dense").cast(pl.Int64).alias(THREAD_KEY))
-    annotations = pl.DataFrame(
-        {"op_id": ops, "annotation": outermost_annotation(keyed, ops)},
-        schema={"op_id": pl.Int64, "annotation": pl.String},
+    details = pl.DataFrame(
+        {
+            "op_id": ops,
+            "annotation": outermost_annotation(keyed, ops),
+            "input_dims": cpu["input_dims"].gather(ops),
+        },
+        schema={"op_id": pl.Int64, "annotation": pl.String, "input_dims": pl.String},
     )
-    gathered = cpu.select(pl.col("name", "input_dims").gather(op_ids.fill_null(0)))
-    return (
-        events.with_columns(
-            op_id=op_ids,
-            op_name=pl.when(op_ids.is_not_null()).then(gathered["name"]),
-            input_dims=pl.when(op_ids.is_not_null()).then(gathered["input_dims"]),
-        )
-        .join(annotations, on="op_id", how="left")
-        .sort("seq")
-    )
+    return frame.join(details, on="op_id", how="left", maintain_order="left")
 
 
 def attributed_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
@@ -206,8 +205,6 @@ def memory_blocks(trace: Trace) -> pl.DataFrame:
         "iteration",
         "op_id",
         pl.col("op_name").fill_null(NO_OP),
-        "annotation",
-        "input_dims",
         "free_seq",
         "free_ts_ns",
         "free_iteration",
@@ -225,7 +222,11 @@ def free_pairs(trace: Trace) -> pl.DataFrame:
         memory_events(trace)
         .filter(pl.col("addr").is_not_null() & (pl.col("bytes") != 0))
         .select("device_code", "addr", "seq", "bytes", "ts_ns", "iteration")
-        .sort("device_code", "addr", "seq")
+        # One key, a stable sort: events keep their time order within each address.
+        .sort(
+            pl.col("device_code").cast(pl.Int128) * _ADDRESS_SPAN + pl.col("addr"),
+            maintain_order=True,
+        )
     )
     follows_allocation = (
         (pl.col("device_code") == pl.col("device_code").shift(1))
