@@ -281,3 +281,15 @@ def test_explain_gives_the_change_in_peak_and_the_blocks_that_appear(tmp_path: P
     }  # fmt: skip
     assert memory_change(base, base) is not None
     assert memory_change(base, base).blocks.height == 0  # type: ignore[union-attr]
+
+
+def test_events_out_of_time_order_in_the_file_give_the_same_figures(tmp_path: Path) -> None:
+    events = two_steps()
+    shuffled = [e for e in events if e["name"] != "[memory]"] + [
+        e for e in reversed(events) if e["name"] == "[memory]"
+    ]
+    ordered = memory(load(tmp_path, events))
+    (tmp_path / "shuffled").mkdir()
+    reordered = memory(load(tmp_path / "shuffled", shuffled))
+    assert_frame_equal(reordered.iterations, ordered.iterations)
+    assert_frame_equal(reordered.peak_blocks, ordered.peak_blocks)

@@ -44,17 +44,15 @@ def memory_events(trace: Trace) -> pl.DataFrame:
     :func:`memory_devices`), ``iteration``, ``op_id``, ``op_name`` and ``running_bytes`` (the
     sum of ``bytes`` on the device so far: the allocated bytes relative to the window's start,
     for traces whose events lack ``Total Allocated``)."""
+    memory = trace.memory
+    if not memory["ts_ns"].is_sorted():  # Kineto writes them in time order; sort otherwise
+        memory = memory.sort("ts_ns", maintain_order=True)  # stable: file order breaks ties
+    codes = memory_devices(trace).select(_packed_device(), "device_code")
     events = (
-        trace.memory.sort("ts_ns", maintain_order=True)  # stable: file order breaks ties
-        .with_row_index("seq")
-        .with_columns(pl.col("seq").cast(pl.Int64))
-        .join(
-            memory_devices(trace).select(*DEVICE_KEY, "device_code"),
-            on=DEVICE_KEY,
-            how="left",
-            nulls_equal=True,
-            maintain_order="left",
-        )
+        memory.with_row_index("seq")
+        .with_columns(pl.col("seq").cast(pl.Int64), _packed_device())
+        .join(codes, on="packed_device", how="left", maintain_order="left")
+        .drop("packed_device")
     )
     events = events.with_columns(
         running_bytes=pl.col("bytes").fill_null(0).cum_sum().over("device_code"),
@@ -74,6 +72,12 @@ def memory_devices(trace: Trace) -> pl.DataFrame:
         .with_row_index("device_code")
         .with_columns(device_name(), is_accelerator())
     )
+
+
+def _packed_device() -> pl.Expr:
+    """(rank, device type, device) as one integer, which joins faster than three columns."""
+    part = [pl.col(c).cast(pl.Int64).fill_null(-1) + 1 for c in DEVICE_KEY]
+    return (part[0] * (1 << 40) + part[1] * (1 << 20) + part[2]).alias("packed_device")
 
 
 def with_devices(frame: pl.DataFrame, trace: Trace) -> pl.DataFrame:
