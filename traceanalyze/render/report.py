@@ -39,7 +39,8 @@ WORK_COLUMNS = (
     "variant", "kernels_per_iter", "memcpy_per_iter", "memset_per_iter",
     "transpose_ops_per_iter", "fused_kernel", "theoretical_occupancy_pct",
     "achieved_occupancy_pct", "reported_coverage_pct", "cudnn_cpu_us_per_iter", "launch_api",
-    "gemm_precision", "sdpa_backend", "relative_error",
+    "gemm_precision", "sdpa_backend", "relative_error", "peak_increase_bytes_per_iter",
+    "largest_block_bytes", "largest_block_op",
 )  # fmt: skip
 
 
