@@ -158,3 +158,34 @@ def actual(frame: pl.DataFrame, like: pl.DataFrame, *order: str) -> pl.DataFrame
     """``frame``'s columns of the expected frame ``like``, stably sorted by ``order`` (or all)."""
     keys = list(order) or like.columns
     return frame.sort(keys, nulls_last=True, maintain_order=True).select(like.columns)
+
+
+def memory_event(
+    ts: Micros,
+    addr: int | None,
+    nbytes: int,
+    total: int | None,
+    reserved: int | None,
+    *,
+    device_type: int = 1,
+    device: int = 0,
+    pid: Any = 1,
+    tid: Any = 1,
+    cat: str | None = "cpu_instant_event",
+) -> Event:
+    """A profile_memory ``[memory]`` instant event (an allocation, or a free when ``nbytes`` is
+    negative); ``None`` leaves an arg (or the category) out, as the oldest traces do."""
+    args = {
+        "Total Reserved": reserved,
+        "Total Allocated": total,
+        "Bytes": nbytes,
+        "Addr": addr,
+        "Device Id": device,
+        "Device Type": device_type,
+        "Ev Idx": 0,
+    }
+    event: Event = {"ph": "i", "s": "t", "name": "[memory]", "pid": pid, "tid": tid, "ts": ts}
+    if cat is not None:
+        event["cat"] = cat
+    event["args"] = {key: value for key, value in args.items() if value is not None}
+    return event

@@ -105,6 +105,23 @@ INSTANT_SCHEMA: dict[str, pl.DataType] = {
     "ts_ns": pl.Int64(),
 }
 
+# One row per ``[memory]`` instant event (recorded with ``profile_memory=True``): an allocation
+# (``bytes`` > 0) or a free (``bytes`` < 0) on one device, in file order. ``device_type`` is
+# PyTorch's c10::DeviceType code (0 CPU, 1 CUDA, 6 HIP, ...; see analyses/memory_devices.py),
+# ``device`` its index (-1 for the CPU). The totals are the allocator's after the event.
+MEMORY_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "ts_ns": pl.Int64(),
+    "device_type": pl.Int32(),
+    "device": pl.Int32(),
+    "addr": pl.Int64(),
+    "bytes": pl.Int64(),
+    "total_allocated_bytes": pl.Int64(),
+    "total_reserved_bytes": pl.Int64(),
+}
+
 # One row per iteration: ProfilerStep#N, else a repeated top-level annotation, else the trace.
 ITERATION_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -143,6 +160,7 @@ TRACE_FRAMES: dict[str, dict[str, pl.DataType]] = {
     "instants": INSTANT_SCHEMA,
     "iterations": ITERATION_SCHEMA,
     "devices": DEVICE_SCHEMA,
+    "memory": MEMORY_SCHEMA,
 }
 
 

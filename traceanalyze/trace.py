@@ -8,6 +8,8 @@ from typing import Any
 
 import polars as pl
 
+from traceanalyze.schema import MEMORY_SCHEMA
+
 
 @dataclass(frozen=True)
 class TraceMeta:
@@ -52,6 +54,9 @@ class Trace:
     instants: pl.DataFrame
     iterations: pl.DataFrame
     devices: pl.DataFrame
+    # [memory] events (schema.MEMORY_SCHEMA); empty when the trace was recorded without
+    # profile_memory. Last among the frames, with a default, so older callers still build a Trace.
+    memory: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MEMORY_SCHEMA))
     # How iterations were found: "ProfilerStep", "annotation:<name>" or "whole trace".
     iteration_source: str = "whole trace"
     # Files of the loaded folder that are not traces (a README, unrelated JSON), with why.

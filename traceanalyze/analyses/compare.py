@@ -14,6 +14,7 @@ import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations
 from traceanalyze.analyses.iterations import counted
+from traceanalyze.analyses.memory import memory_figures
 from traceanalyze.analyses.summary import (
     WALL_FROM_MEDIAN,
     WALL_FROM_STEADY,
@@ -55,6 +56,9 @@ COLUMNS: dict[str, pl.DataType] = {
     "achieved_occupancy_pct": pl.Float64(),
     "reported_coverage_pct": pl.Float64(),
     "cudnn_cpu_us_per_iter": pl.Float64(),
+    "peak_increase_bytes_per_iter": pl.Float64(),
+    "largest_block_bytes": pl.Int64(),
+    "largest_block_op": pl.String(),
     "launch_api": pl.List(pl.String()),
     "gemm_precision": pl.List(pl.String()),
     "sdpa_backend": pl.String(),
@@ -89,6 +93,7 @@ def variant_row(trace: Trace, median_ms: float | None = None) -> dict[str, Any]:
         **occupancy,
         "launch_api": _by_count(kernels, "launch_api"),
         "gemm_precision": _by_count(kernels.filter(pl.col("category") == "gemm"), "gemm_precision"),
+        **memory_figures(trace),
     }
 
 

@@ -32,6 +32,7 @@ from traceanalyze.analyses.diff import paired_columns
 from traceanalyze.analyses.graphs import with_captured_ops
 from traceanalyze.analyses.iterations import choice_of, counted
 from traceanalyze.analyses.memcpy import number_text, size_expr, transfers
+from traceanalyze.analyses.memory_diff import MemoryChange, memory_change
 from traceanalyze.analyses.summary import summary
 from traceanalyze.trace import Trace
 
@@ -67,6 +68,8 @@ class Explanation:
     parts: pl.DataFrame  # PART_COLUMNS, largest change first, overlap and idle last
     cpu: pl.DataFrame  # figure, base, new, delta
     sentence: str  # why, in one line
+    # The change in the GPU's peak memory and the blocks behind it; None without memory events.
+    memory: MemoryChange | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The JSON form (keys listed in the README)."""
@@ -81,6 +84,7 @@ class Explanation:
             "parts": self.parts.to_dicts(),
             "cpu": self.cpu.to_dicts(),
             "summary": self.sentence,
+            "memory": None if self.memory is None else self.memory.to_record(),
         }
 
 
@@ -122,6 +126,7 @@ def explain(
         parts=parts,
         cpu=_cpu_side(base, new),
         sentence=_sentence(parts, before, after, base_label),
+        memory=memory_change(base, new),
     )
 
 

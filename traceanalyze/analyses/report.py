@@ -21,6 +21,7 @@ from traceanalyze.analyses.explain import Explanation, explain
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
+from traceanalyze.analyses.memory import MemoryResult, memory
 from traceanalyze.analyses.ranks import RanksResult, rank_work, ranks_analysis
 from traceanalyze.analyses.roofline import Roofline, roofline
 from traceanalyze.analyses.summary import summary
@@ -52,6 +53,7 @@ class VariantReport:
     findings: tuple[str, ...] = ()
     explained: Explanation | None = None  # against the baseline (None for the baseline)
     roofline: Roofline | None = None
+    allocations: MemoryResult | None = None  # `memory`: the variant's [memory] events
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,7 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         memory=memory_traffic(trace),
         cudnn=cudnn,
         findings=tuple(_findings(trace, figures, row, kernels, cudnn, variant.warm_up_calls)),
+        allocations=memory(trace),
     )
 
 

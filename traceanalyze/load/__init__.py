@@ -232,6 +232,7 @@ def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
         instants=stack("instants"),
         iterations=stack("iterations"),
         devices=stack("devices"),
+        memory=stack("memory"),
         iteration_source=traces[0].iteration_source,
     )
 

@@ -157,6 +157,7 @@ enum {
     C_PID, C_TID, C_EXT, C_EXT_LEGACY, C_CORR, C_DEV, C_STREAM,
     C_GX, C_GY, C_GZ, C_BX, C_BY, C_BZ,
     C_REGS, C_SMEM, C_BPSM, C_WPSM, C_OCC, C_BYTES, C_BW, C_SEQ, C_ID, C_LABEL,
+    C_DTYPE, C_ADDR, C_TALLOC, C_TRES, /* [memory] events (with C_DEV and C_BYTES) */
     N_TAGGED
 };
 static const char *TAGGED_NAMES[N_TAGGED] = {
@@ -164,13 +165,15 @@ static const char *TAGGED_NAMES[N_TAGGED] = {
     "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
     "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm",
     "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps", "sequence_number", "id", "label",
+    "device_type", "addr", "total_allocated_bytes", "total_reserved_bytes",
 };
 enum { R_DIMS, R_TYPES, R_CONCRETE, N_RAW };
 static const char *RAW_NAMES[N_RAW] = {"input_dims", "input_types", "concrete_inputs"};
 
 /* Frame kinds, as the caller classifies categories. */
 enum { K_OTHER = 0, K_GPU = 1, K_OP = 2, K_CALL = 3, K_SKIP = 4, K_FLOW = 5, K_INSTANT = 6,
-       K_META = 7 };
+       K_META = 7, K_MEMORY = 8 };
+#define N_KINDS 16 /* part slots per category (> every kind) */
 #define KIND_LEGACY 16 /* flag: the category spells the external id "external id" */
 
 typedef struct {
@@ -216,6 +219,7 @@ typedef struct {
     Buf header;              /* "key": value pairs of the top-level object, comma separated */
     PyObject *kinds;         /* dict: category -> kind (with KIND_LEGACY) */
     int64_t events;
+    uint32_t memory_name;    /* names id of "[memory]" (profile_memory's instant events) */
     const char *fail;        /* why the scan declined (static text) */
     size_t fail_at;
 } Scanner;
@@ -613,6 +617,16 @@ static int args_key(Cur *c, Event *e, int kind, const char *k, size_t kn) {
         e->raw[r] = (int32_t)id;
         return 0;
     }
+    if (kind == K_MEMORY) {
+        if (KEY_IS(k, kn, "Device Type")) slot = C_DTYPE;
+        else if (KEY_IS(k, kn, "Device Id")) slot = C_DEV;
+        else if (KEY_IS(k, kn, "Addr")) slot = C_ADDR;
+        else if (KEY_IS(k, kn, "Bytes")) slot = C_BYTES;
+        else if (KEY_IS(k, kn, "Total Allocated")) slot = C_TALLOC;
+        else if (KEY_IS(k, kn, "Total Reserved")) slot = C_TRES;
+        if (slot < 0) return skip_value(c, 2);
+        return scalar(c, &e->value[slot], &e->tag[slot]);
+    }
     if (kind == K_OTHER) {
         /* Ascend device tasks: the msgspec path reads their args. */
         if (KEY_IS(k, kn, "Task Type")) FAIL(c, "NPU task");
@@ -662,7 +676,7 @@ static int args_key(Cur *c, Event *e, int kind, const char *k, size_t kn) {
 
 static void reset_args(Event *e) {
     for (int i = C_EXT; i <= C_SEQ; i++) { e->tag[i] = TAG_NULL; e->value[i] = 0; }
-    e->tag[C_LABEL] = TAG_NULL;
+    for (int i = C_LABEL; i < N_TAGGED; i++) { e->tag[i] = TAG_NULL; e->value[i] = 0; }
     for (int i = 0; i < N_RAW; i++) e->raw[i] = -1;
 }
 
@@ -714,7 +728,7 @@ static int64_t cat_id(Scanner *s, const char *k, size_t n) {
 }
 
 static Part *part_for(Scanner *s, uint32_t cat, int kind) {
-    size_t slot = (size_t)cat * 8 + (size_t)kind;
+    size_t slot = (size_t)cat * N_KINDS + (size_t)kind;
     size_t have = s->part_of.len / sizeof(int32_t);
     while (have <= slot) {
         int32_t none = -1;
@@ -746,16 +760,19 @@ static const int CALL_COLS[] = {C_EXT, C_EXT_LEGACY, C_CORR, -1};
 static const int NO_COLS[] = {-1};
 static const int FLOW_COLS[] = {C_ID, -1};
 static const int META_COLS[] = {C_LABEL, -1};
+static const int MEMORY_COLS[] = {C_DTYPE, C_DEV, C_ADDR, C_BYTES, C_TALLOC, C_TRES, -1};
 
 static int store(Scanner *s, Event *e, int kind) {
     Part *p = part_for(s, e->cat, kind);
     if (!p) return -1;
     const int *cols = kind == K_GPU ? GPU_COLS : kind == K_CALL ? CALL_COLS
-                    : kind == K_FLOW ? FLOW_COLS : kind == K_META ? META_COLS : NO_COLS;
+                    : kind == K_FLOW ? FLOW_COLS : kind == K_META ? META_COLS
+                    : kind == K_MEMORY ? MEMORY_COLS : NO_COLS;
     if (buf_put(&p->name, &e->name, 4) || put_tagged(p, e, C_PID) || put_tagged(p, e, C_TID) ||
         buf_put(&p->ts, &e->ts, 8))
         return -1;
-    if (kind != K_FLOW && kind != K_INSTANT && kind != K_META && buf_put(&p->dur, &e->dur, 8))
+    if (kind != K_FLOW && kind != K_INSTANT && kind != K_META && kind != K_MEMORY &&
+        buf_put(&p->dur, &e->dur, 8))
         return -1;
     if (kind == K_FLOW && buf_put(&p->phase, &e->phase, 4)) return -1;
     for (int i = 0; cols[i] >= 0; i++)
@@ -783,6 +800,7 @@ static int destination(Scanner *s, int cat_kind, int has_cat, Event *e) {
     if (p == 'B' || p == 'E') return -1; /* begin/end pairs: the msgspec path pairs them */
     int kind = cat_kind & 7;
     if (kind == K_GPU || kind == K_OP || kind == K_CALL) return p == 'X' ? kind : K_SKIP;
+    if ((p == 'i' || p == 'I') && e->name == s->memory_name) return K_MEMORY;
     if (kind == K_SKIP) return K_SKIP;
     if (p == 's' || p == 'f' || p == 't') return K_FLOW;
     if (p == 'i' || p == 'I') return K_INSTANT;
@@ -865,7 +883,8 @@ static int event(Cur *c) {
                 int32_t kind = ((int32_t *)s->cat_kinds.data)[e.cat];
                 int dest = destination(s, kind, e.has_cat, &e);
                 int want = dest == K_META ? K_GPU : dest;
-                if (want == K_GPU || want == K_CALL || want == K_OP || want == K_OTHER) {
+                if (want == K_GPU || want == K_CALL || want == K_OP || want == K_OTHER ||
+                    want == K_MEMORY) {
                     if ((rc = args_object(c, &e, want))) return rc;
                     args_parsed_as = want;
                 } else if ((rc = skip_value(c, 1))) {
@@ -900,7 +919,7 @@ static int event(Cur *c) {
     if (dest == K_SKIP) return 0;
     int want = dest == K_META ? K_GPU : dest;
     if (e.args && args_parsed_as != want && (want == K_GPU || want == K_CALL || want == K_OP ||
-                                             want == K_OTHER)) {
+                                             want == K_OTHER || want == K_MEMORY)) {
         Cur again = {e.args, e.args + e.args_len, s};
         if ((rc = args_object(&again, &e, want))) return rc == -2 ? -1 : rc;
     }
@@ -1031,6 +1050,12 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw) {
         PyErr_NoMemory();
         return -1;
     }
+    int64_t memory = intern_add(&self->names, "[memory]", 8, &fresh);
+    if (memory < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->memory_name = (uint32_t)memory;
     self->state = S_START;
     return 0;
 }

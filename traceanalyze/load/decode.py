@@ -68,6 +68,17 @@ class OpArgs(msgspec.Struct, gc=False, frozen=True):
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
 
 
+class MemoryArgs(msgspec.Struct, gc=False, frozen=True):
+    """The args of a profile_memory ``[memory]`` instant event."""
+
+    device_type: Scalar = msgspec.field(default=None, name="Device Type")
+    device: Scalar = msgspec.field(default=None, name="Device Id")
+    addr: Scalar = msgspec.field(default=None, name="Addr")
+    bytes: Scalar = msgspec.field(default=None, name="Bytes")
+    total_allocated_bytes: Scalar = msgspec.field(default=None, name="Total Allocated")
+    total_reserved_bytes: Scalar = msgspec.field(default=None, name="Total Reserved")
+
+
 class NpuArgs(msgspec.Struct, gc=False, frozen=True):
     """The args of an Ascend NPU task (torch_npu / msprof ``trace_view.json``): a device-side
     activity, told apart from host events by its ``Task Type``."""
@@ -158,6 +169,7 @@ _DOCUMENT = msgspec.json.Decoder(TraceDocument)
 _ARGS = msgspec.json.Decoder(Args)
 _OP_ARGS = msgspec.json.Decoder(OpArgs)
 _NPU_ARGS = msgspec.json.Decoder(NpuArgs)
+_MEMORY_ARGS = msgspec.json.Decoder(MemoryArgs)
 _EVENT_ARRAY = msgspec.json.Decoder(list[Event])
 _LENIENT_DOCUMENT = msgspec.json.Decoder(LenientDocument)
 _LENIENT_EVENT_ARRAY = msgspec.json.Decoder(list[LenientEvent])
@@ -178,9 +190,12 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def decode_args(events: list[Event], path: Path, *, ops: bool = False) -> list[Any]:
-    """The typed args of ``events``, in order: :class:`Args`, or :class:`OpArgs` for cpu ops."""
-    decoder = _OP_ARGS if ops else _ARGS
+def decode_args(
+    events: list[Event], path: Path, *, ops: bool = False, memory: bool = False
+) -> list[Any]:
+    """The typed args of ``events``, in order: :class:`Args`, or :class:`OpArgs` for cpu ops,
+    or :class:`MemoryArgs` for ``[memory]`` events."""
+    decoder = _OP_ARGS if ops else _MEMORY_ARGS if memory else _ARGS
     try:
         return list(map(decoder.decode, map(_raw_args, events)))
     except msgspec.ValidationError as exc:

@@ -28,6 +28,8 @@ from traceanalyze.load.scanned import (
     GPU_KINDS,
     INSTANT_PHASES,
     LEGACY_CATS,
+    MEMORY_ARGS,
+    MEMORY_EVENT,
     OP_CATS,
     RAW_JSON,
     SKIPPED_CATS,
@@ -100,9 +102,13 @@ def extract(events: list[Event], scanned: Scanned, chunk: Chunk, *, count: bool 
             _add(scanned, "op", cat, _phase(bucket, _COMPLETE), legacy, events, chunk)
         elif cat in CALL_CATS:
             _add(scanned, "call", cat, _phase(bucket, _COMPLETE), legacy, events, chunk)
-        elif cat not in SKIPPED_CATS:
+        else:
+            memory, instants = _memory_events(_phase(bucket, INSTANT_PHASES))
+            _add_memory(scanned, cat, memory, events, chunk)
+            if cat in SKIPPED_CATS:
+                continue
             _add(scanned, "flow", cat, _phase(bucket, FLOW_PHASES), False, events, chunk)
-            _add(scanned, "instant", cat, _phase(bucket, INSTANT_PHASES), False, events, chunk)
+            _add(scanned, "instant", cat, instants, False, events, chunk)
             complete = _phase(bucket, _COMPLETE)
             _add_npu_tasks(scanned, cat, complete, events, chunk)
             if cat == UNCATEGORISED:  # the pre-Kineto autograd export's operators
@@ -156,6 +162,32 @@ def _add(
             values = _values(events, "ph" if column == "phase" else column)
             pieces[column] = _typed(column, values)
     scanned.add(kind, cat, pieces)
+
+
+def _memory_events(instants: list[Event]) -> tuple[list[Event], list[Event]]:
+    """The ``[memory]`` events among ``instants`` and the other instants."""
+    memory = [event for event in instants if event.name == MEMORY_EVENT]
+    if not memory:
+        return [], instants
+    if len(memory) == len(instants):
+        return memory, []
+    return memory, [event for event in instants if event.name != MEMORY_EVENT]
+
+
+def _add_memory(
+    scanned: Scanned, cat: str, events: list[Event], chunk_events: list[Event], chunk: Chunk
+) -> None:
+    """profile_memory events: their times, threads and allocator args."""
+    if not events:
+        return
+    args = decode_args(events, chunk.path, memory=True)
+    pieces: dict[str, Piece] = {
+        "pid": _typed("pid", _values(events, "pid")),
+        "tid": _typed("tid", _values(events, "tid")),
+        "ts_ns": _times(events, "ts", chunk_events, chunk),
+    }
+    pieces |= {column: _typed(column, _values(args, column)) for column in MEMORY_ARGS}
+    scanned.add("memory", cat, pieces)
 
 
 def _add_npu_tasks(

@@ -48,7 +48,7 @@ KINDS = {
     **{cat: 4 for cat in SKIPPED_CATS},
 }
 KINDS = {cat: code | (_LEGACY if cat in LEGACY_CATS else 0) for cat, code in KINDS.items()}
-_KIND_NAMES = {1: "gpu", 2: "op", 3: "call", 5: "flow", 6: "instant", 7: "meta"}
+_KIND_NAMES = {1: "gpu", 2: "op", 3: "call", 5: "flow", 6: "instant", 7: "meta", 8: "memory"}
 _HEADER = msgspec.json.Decoder(TraceDocument)
 _TAG_NULL, _TAG_INT, _TAG_FLOAT, _TAG_STR = 0, 1, 2, 3
 

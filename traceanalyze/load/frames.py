@@ -21,7 +21,7 @@ from traceanalyze.load.scanned import (
     Scanned,
     times_ns,
 )
-from traceanalyze.schema import CPU_SCHEMA, FLOW_SCHEMA, GPU_SCHEMA, INSTANT_SCHEMA
+from traceanalyze.schema import CPU_SCHEMA, FLOW_SCHEMA, GPU_SCHEMA, INSTANT_SCHEMA, MEMORY_SCHEMA
 
 __all__ = ["BadTimestampError", "Frames", "build_frames"]
 
@@ -66,6 +66,7 @@ class Frames:
     cpu: pl.DataFrame
     flows: pl.DataFrame
     instants: pl.DataFrame
+    memory: pl.DataFrame
     thread_names: dict[str, str]
     npu_devices: list[int]  # devices of Ascend NPU tasks (named in the device frame)
 
@@ -99,6 +100,7 @@ def build_frames(scanned: Scanned, rank: int) -> Frames:
         cpu=_conform(cpu, _unlinked(CPU_SCHEMA)),
         flows=_conform(_stack(scanned, "flow", None, ids, rank), FLOW_SCHEMA),
         instants=_conform(_stack(scanned, "instant", None, ids, rank), INSTANT_SCHEMA),
+        memory=_conform(_stack(scanned, "memory", None, ids, rank), MEMORY_SCHEMA),
         thread_names=_thread_names(scanned),
         npu_devices=npu_devices,
     )

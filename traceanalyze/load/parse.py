@@ -97,6 +97,7 @@ def _parse(
         instants=built.instants,
         iterations=linked.iterations,
         devices=devices,
+        memory=built.memory,
         iteration_source=linked.iteration_source,
     )
 

@@ -44,13 +44,18 @@ CALL_CATS = {
 }
 # Old traces spell the external id "external id"; newer ones "External id".
 LEGACY_CATS = frozenset({"Kernel", "Memcpy", "Memset", "Operator", "Runtime", "Driver"})
-# Counted but not kept: large, and no analysis reads them. cpu_instant_event holds the
-# profile_memory allocation events, whose only content is in args that are not decoded.
+# Counted but not kept: large, and no analysis reads them; but the profile_memory events
+# (MEMORY_EVENT, in cpu_instant_event) are kept, as the memory part, from any category.
 SKIPPED_CATS = frozenset(
     {"python_function", "cpu_instant_event", "Trace", "overhead", "gpu_user_annotation"}
 )
 FLOW_PHASES = frozenset({"s", "f", "t"})
 INSTANT_PHASES = frozenset({"i", "I"})
+# The name of the instant events profile_memory records (an allocation or a free each).
+MEMORY_EVENT = "[memory]"
+MEMORY_ARGS = (
+    "device_type", "device", "addr", "bytes", "total_allocated_bytes", "total_reserved_bytes"
+)  # fmt: skip
 
 # The columns of each part kind, in the order the frames list them.
 SPAN = ("name", "pid", "tid", "ts_ns", "dur_ns")
@@ -69,6 +74,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "instant": ("name", "pid", "tid", "ts_ns"),
     "meta": ("name", "pid", "tid", "label"),
     "npu": (*SPAN, "device", "stream", "correlation", "kind"),
+    "memory": ("pid", "tid", "ts_ns", *MEMORY_ARGS),
 }
 FLOATS = frozenset(
     {"blocks_per_sm", "warps_per_sm", "est_achieved_occupancy_pct", "bandwidth_gbps"}

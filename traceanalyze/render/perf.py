@@ -11,6 +11,7 @@ from traceanalyze.analyses.explain import Explanation
 from traceanalyze.analyses.roofline import TOP_OPS, Roofline
 from traceanalyze.names import with_readable_names
 from traceanalyze.render.headings import heading
+from traceanalyze.render.memory import memory_change_markdown
 from traceanalyze.render.table import markdown_table, to_csv, to_json
 
 FIGURE_COLUMNS = (
@@ -163,5 +164,6 @@ def explain_markdown(result: Explanation, *, charts: Sequence[str] = ()) -> str:
         markdown_table(figures),
         "**CPU side** (µs per iteration)\n",
         markdown_table(result.cpu.rename({"base": base, "new": new, "delta": "change"})),
+        *memory_change_markdown(result.memory),
     ]
     return "\n".join(parts)

@@ -16,6 +16,7 @@ from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.cold import cold_section
 from traceanalyze.render.headings import heading
+from traceanalyze.render.memory import memory_section
 from traceanalyze.render.perf import roofline_markdown
 from traceanalyze.render.ranks import ranks_markdown
 from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
@@ -38,7 +39,8 @@ WORK_COLUMNS = (
     "variant", "kernels_per_iter", "memcpy_per_iter", "memset_per_iter",
     "transpose_ops_per_iter", "fused_kernel", "theoretical_occupancy_pct",
     "achieved_occupancy_pct", "reported_coverage_pct", "cudnn_cpu_us_per_iter", "launch_api",
-    "gemm_precision", "sdpa_backend", "relative_error",
+    "gemm_precision", "sdpa_backend", "relative_error", "peak_increase_bytes_per_iter",
+    "largest_block_bytes", "largest_block_op",
 )  # fmt: skip
 
 
@@ -221,6 +223,7 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
             _keyed_table(cudnn, tuple(cudnn.columns)),
         ]
     parts += _roofline_part(variant, full_names)
+    parts += memory_section(variant.allocations)
     return "\n".join(parts)
 
 

@@ -1,0 +1,43 @@
+"""`memory`: allocated bytes per iteration and device, the blocks at the peak, the top ops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from traceanalyze.analyses.memory import memory as memory_of
+from traceanalyze.cli.analyses import trace_argument
+from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.render.memory import render_memory
+from traceanalyze.render.memory_chart import memory_curve
+
+
+@click.command()
+@trace_argument
+@output_options
+@cache_options
+def memory(trace: Path, out: Output, loader: Loader) -> None:
+    """Per iteration and device: allocated bytes at the start, the peak and its increase over
+    the start, the peak reserved, allocations that outlive the iteration; the largest blocks
+    live at each peak (op, size, recorded shapes, lifetime), the top allocating ops and leak
+    suspects. Needs a trace recorded with profile_memory=True. With -o FILE.md the memory
+    curve is written beside the file as FILE_memory.png.
+
+    \b
+    Example:
+      traceanalyze memory trace.json.gz
+      traceanalyze memory trace.json.gz --format json -o memory.json
+      traceanalyze memory trace.json.gz -o memory.md
+    """
+    chart = f"{out.path.stem}_memory.png" if out.path is not None and out.format == "md" else None
+    if chart is not None:
+        out.check_free(out.path.parent / chart)  # type: ignore[union-attr]
+    results = [(s.label, memory_of(s.trace)) for s in loader.each(trace)]
+    out.write(render_memory(results, out.format), inputs=[trace])
+    drawn = [(label, r) for label, r in results if not r.empty]
+    if chart is not None and len(drawn) == 1:
+        out.write_beside(chart, memory_curve(drawn[0][1]))
+
+
+COMMANDS = (memory,)
