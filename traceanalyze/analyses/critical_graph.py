@@ -1,0 +1,186 @@
+"""The critical path's graph, as frames: CPU segments per thread, GPU activities per stream.
+
+The dependency graph of an iteration has four kinds of edges (README, "Critical path"):
+
+* nesting and order on each CPU thread: the thread's timeline cut into *segments*, each owned
+  by the innermost event covering it (an op's self time, a runtime call, or nothing: a gap);
+* launch (CPU -> GPU): a runtime/driver call to the activity it launched;
+* stream order (GPU -> GPU): an activity to the next one on its stream;
+* synchronisation (GPU -> CPU): a blocking call (``SYNC_CALLS``) to the activity that ended
+  last while it waited.
+
+Every edge goes forward in time, so the graph is a DAG ordered by timestamps. Each node has at
+most two candidate predecessors, and which one arrived last is a property of the node alone;
+this module computes it for every node in columns, and :mod:`critical_walk` follows the
+choices back from the iteration's end.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceanalyze.analyses.activities import activities
+from traceanalyze.link import RUNTIME_CATS
+from traceanalyze.trace import Trace
+
+# Runtime/driver calls that block the calling thread until GPU work has finished: stream,
+# device and event synchronisation and the blocking (non-Async) copies and sets.
+SYNC_CALLS = (
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
+    "cudaMemset", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+    "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2", "cuMemcpy",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+    "hipMemset",
+)  # fmt: skip
+
+# Kinds of time on the path (``by_kind``); a kernel's kind is "kernel:<category>".
+KIND_CPU_OP = "cpu_op"  # self time of a CPU operator
+KIND_ANNOTATION = "annotation"  # self time of a record_function region (Python between ops)
+KIND_LAUNCH = "launch"  # a launch call and the wait until its activity starts
+KIND_RUNTIME = "runtime"  # other runtime/driver calls (event record, allocation, ...)
+KIND_SYNC = "sync_wait"  # a blocking call waiting for the GPU
+KIND_COPY = "copy"  # memory copies and sets on the GPU
+KIND_GAP = "gap"  # nothing recorded: an idle thread or stream on the path
+_OWNER_KINDS = {"cpu_op": KIND_CPU_OP, "user_annotation": KIND_ANNOTATION}
+
+THREAD = ["rank", "tid"]
+STREAM = ["rank", "device", "stream"]
+
+
+def cpu_segments(trace: Trace) -> pl.DataFrame:
+    """Every CPU thread's timeline cut at each event's start and end, one row per piece, sorted
+    by (rank, tid, start): ``seg`` (the row number), ``start_ns``, ``end_ns``, ``kind``, ``name``
+    (the owning event's), ``is_sync``, ``call_ns`` (a sync call's start) and ``prev_sync``, the
+    ``seg`` of the nearest sync piece at or before it on the thread (else the thread's first
+    ``seg`` minus one): a walk back along the thread stops there."""
+    cpu = trace.cpu
+    events = cpu.select(*THREAD, "op_id", "parent_id", "depth", "ts_ns", "dur_ns")
+    # After an event's start the innermost owner is the event; after its end, its parent. At
+    # equal times ends come first (deepest first), then starts (outermost first).
+    starts = events.select(*THREAD, t="ts_ns", owner="op_id", order=pl.lit(1), key="depth")
+    ends = events.select(
+        *THREAD,
+        t=pl.col("ts_ns") + pl.col("dur_ns"),
+        owner="parent_id",
+        order=pl.lit(0),
+        key=-pl.col("depth"),
+    )
+    points = pl.concat([starts, ends]).sort([*THREAD, "t", "order", "key"])
+    pieces = points.select(
+        *THREAD, "owner", start_ns="t", end_ns=pl.col("t").shift(-1).over(THREAD)
+    ).filter(pl.col("end_ns").is_not_null() & (pl.col("end_ns") > pl.col("start_ns")))
+    owners = cpu.select(
+        owner="op_id", cat="cat", name="name", call_ns="ts_ns", correlation="correlation"
+    )
+    launches = activities(trace).select("rank", "correlation").drop_nulls().unique()
+    launches = launches.with_columns(launched=pl.lit(True))
+    pieces = (
+        pieces.join(owners, on="owner", how="left")
+        .join(launches, on=["rank", "correlation"], how="left")
+        .with_columns(is_sync=pl.col("cat").is_in(RUNTIME_CATS) & pl.col("name").is_in(SYNC_CALLS))
+        .with_columns(kind=_owner_kind())
+        .sort([*THREAD, "start_ns"])
+        .with_row_index("seg")
+        .with_columns(pl.col("seg").cast(pl.Int64))
+    )
+    first = pl.col("seg").min().over(THREAD) - 1
+    prev_sync = pl.when(pl.col("is_sync")).then(pl.col("seg")).forward_fill().over(THREAD)
+    return pieces.select(
+        *THREAD,
+        "seg",
+        "start_ns",
+        "end_ns",
+        "kind",
+        name=pl.col("name").fill_null(KIND_GAP),
+        is_sync="is_sync",
+        call_ns="call_ns",
+        prev_sync=prev_sync.fill_null(first),
+    ).with_columns(pl.col("is_sync").fill_null(False))
+
+
+def _owner_kind() -> pl.Expr:
+    runtime = (
+        pl.when(pl.col("is_sync"))
+        .then(pl.lit(KIND_SYNC))
+        .when(pl.col("launched").fill_null(False))
+        .then(pl.lit(KIND_LAUNCH))
+        .otherwise(pl.lit(KIND_RUNTIME))
+    )
+    return (
+        pl.when(pl.col("owner").is_null())
+        .then(pl.lit(KIND_GAP))
+        .when(pl.col("cat").is_in(RUNTIME_CATS))
+        .then(runtime)
+        .otherwise(pl.col("cat").replace_strict(_OWNER_KINDS, default=KIND_CPU_OP))
+    )
+
+
+def gpu_nodes(trace: Trace) -> pl.DataFrame:
+    """GPU activities sorted by (rank, device, stream, start), ``g`` the row number, with the
+    predecessor each one waited for: ``choice`` "stream" (the previous activity on its stream
+    ended after its launch call began), "launch" (the launch call came later) or "none";
+    ``head`` the first ``g`` of its run of stream-order choices; ``margin_ns`` how much earlier
+    the chosen predecessor could have arrived before the other one would bind (null: none)."""
+    frame = activities(trace).sort([*STREAM, "ts_ns"])
+    prev_end = (pl.col("ts_ns") + pl.col("dur_ns")).shift(1).over(STREAM)
+    launch = pl.col("launch_ts_ns").is_not_null() & pl.col("launch_tid").is_not_null()
+    nodes = frame.select(
+        *STREAM,
+        "ts_ns",
+        end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
+        prev_end_ns=prev_end,
+        launch_ts_ns=pl.when(launch).then(pl.col("launch_ts_ns")),
+        launch_tid=pl.when(launch).then(pl.col("launch_tid")),
+        launch_api="launch_api",
+        kind=pl.when(pl.col("kind") == "kernel")
+        .then(pl.format("kernel:{}", "category"))
+        .otherwise(pl.lit(KIND_COPY)),
+        name="name",
+        iteration="iteration",
+    ).with_row_index("g")
+    by_stream = pl.col("prev_end_ns").is_not_null() & (
+        pl.col("launch_ts_ns").is_null() | (pl.col("prev_end_ns") >= pl.col("launch_ts_ns"))
+    )
+    nodes = nodes.with_columns(
+        pl.col("g").cast(pl.Int64),
+        choice=pl.when(by_stream)
+        .then(pl.lit("stream"))
+        .when(pl.col("launch_ts_ns").is_not_null())
+        .then(pl.lit("launch"))
+        .otherwise(pl.lit("none")),
+        margin_ns=(pl.col("prev_end_ns") - pl.col("launch_ts_ns")).abs(),
+    )
+    run = (pl.col("choice") != "stream").cum_sum().over(STREAM)
+    return nodes.with_columns(head=pl.col("g").first().over([*STREAM, run]))
+
+
+def iteration_bounds(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, iteration): ``lo_ns`` (its start), ``cpu_end_ns``, ``gpu_end_ns`` and ``last_g``
+    (its last-ending GPU activity; null without any), ``hi_ns`` (the later end) and
+    ``cpu_tid``, the thread of the latest-ending CPU event inside the iteration."""
+    steps = trace.iterations.select(
+        "rank", "iteration", lo_ns="ts_ns", cpu_end_ns=pl.col("ts_ns") + pl.col("dur_ns")
+    )
+    last_gpu = (
+        gpu.filter(pl.col("iteration").is_not_null())
+        .sort("end_ns", "g")
+        .group_by("rank", "iteration")
+        .agg(gpu_end_ns=pl.col("end_ns").last(), last_g=pl.col("g").last())
+    )
+    cpu = trace.cpu.filter(pl.col("iteration").is_not_null()).select(
+        "rank", "iteration", "tid", "depth", end_ns=pl.col("ts_ns") + pl.col("dur_ns")
+    )
+    inside = (
+        cpu.join(steps, on=["rank", "iteration"])
+        .filter(pl.col("end_ns") <= pl.col("cpu_end_ns"))
+        .sort("end_ns", -pl.col("depth"))
+        .group_by("rank", "iteration")
+        .agg(cpu_tid=pl.col("tid").last())
+    )
+    return (
+        steps.join(last_gpu, on=["rank", "iteration"], how="left")
+        .join(inside, on=["rank", "iteration"], how="left")
+        .with_columns(hi_ns=pl.max_horizontal("cpu_end_ns", "gpu_end_ns"))
+        .sort("rank", "iteration")
+    )
