@@ -50,10 +50,10 @@ STREAM = ["rank", "device", "stream"]
 
 def cpu_segments(trace: Trace) -> pl.DataFrame:
     """Every CPU thread's timeline cut at each event's start and end, one row per piece, sorted
-    by (rank, tid, start): ``seg`` (the row number), ``start_ns``, ``end_ns``, ``kind``, ``name``
-    (the owning event's), ``is_sync``, ``call_ns`` (a sync call's start) and ``prev_sync``, the
-    ``seg`` of the nearest sync piece at or before it on the thread (else the thread's first
-    ``seg`` minus one): a walk back along the thread stops there."""
+    by (rank, tid, start): ``seg`` (the row number), ``start_ns``, ``end_ns``, ``owner`` (the
+    innermost event's ``op_id``; null in a gap), ``kind``, ``name``, ``is_sync``, ``call_ns``
+    (the owner's start) and ``prev_sync``, the ``seg`` of the nearest sync piece at or before it
+    on the thread (else the thread's first ``seg`` minus one): a walk back stops there."""
     cpu = trace.cpu
     events = cpu.select(*THREAD, "op_id", "parent_id", "depth", "ts_ns", "dur_ns")
     # After an event's start the innermost owner is the event; after its end, its parent. At
@@ -67,53 +67,47 @@ def cpu_segments(trace: Trace) -> pl.DataFrame:
         key=-pl.col("depth"),
     )
     points = pl.concat([starts, ends]).sort([*THREAD, "t", "order", "key"])
-    pieces = points.select(
-        *THREAD, "owner", start_ns="t", end_ns=pl.col("t").shift(-1).over(THREAD)
-    ).filter(pl.col("end_ns").is_not_null() & (pl.col("end_ns") > pl.col("start_ns")))
-    owners = cpu.select(
-        owner="op_id", cat="cat", name="name", call_ns="ts_ns", correlation="correlation"
+    same_thread = (pl.col("tid").shift(-1) == pl.col("tid")) & (
+        pl.col("rank").shift(-1) == pl.col("rank")
     )
-    launches = activities(trace).select("rank", "correlation").drop_nulls().unique()
-    launches = launches.with_columns(launched=pl.lit(True))
+    pieces = points.select(
+        *THREAD, "owner", start_ns="t", end_ns=pl.when(same_thread).then(pl.col("t").shift(-1))
+    ).filter(pl.col("end_ns") > pl.col("start_ns"))
+    # op_id is the cpu frame's row number, so an owner's columns are a gather, not a join.
+    owners = _owner_columns(trace).gather(pieces["owner"])
     pieces = (
-        pieces.join(owners, on="owner", how="left")
-        .join(launches, on=["rank", "correlation"], how="left")
-        .with_columns(is_sync=pl.col("cat").is_in(RUNTIME_CATS) & pl.col("name").is_in(SYNC_CALLS))
-        .with_columns(kind=_owner_kind())
-        .sort([*THREAD, "start_ns"])
+        pl.concat([pieces, owners], how="horizontal")
         .with_row_index("seg")
         .with_columns(pl.col("seg").cast(pl.Int64))
     )
     first = pl.col("seg").min().over(THREAD) - 1
     prev_sync = pl.when(pl.col("is_sync")).then(pl.col("seg")).forward_fill().over(THREAD)
-    return pieces.select(
-        *THREAD,
-        "seg",
-        "start_ns",
-        "end_ns",
-        "kind",
-        name=pl.col("name").fill_null(KIND_GAP),
-        is_sync="is_sync",
-        call_ns="call_ns",
+    return pieces.with_columns(
+        pl.col("kind").fill_null(KIND_GAP),
+        pl.col("name").fill_null(KIND_GAP),
+        pl.col("is_sync").fill_null(False),
         prev_sync=prev_sync.fill_null(first),
-    ).with_columns(pl.col("is_sync").fill_null(False))
-
-
-def _owner_kind() -> pl.Expr:
-    runtime = (
-        pl.when(pl.col("is_sync"))
-        .then(pl.lit(KIND_SYNC))
-        .when(pl.col("launched").fill_null(False))
-        .then(pl.lit(KIND_LAUNCH))
-        .otherwise(pl.lit(KIND_RUNTIME))
     )
-    return (
-        pl.when(pl.col("owner").is_null())
-        .then(pl.lit(KIND_GAP))
-        .when(pl.col("cat").is_in(RUNTIME_CATS))
-        .then(runtime)
+
+
+def _owner_columns(trace: Trace) -> pl.DataFrame:
+    """Per cpu row: the kind of time its self time is, its name, start and whether it syncs."""
+    launched = activities(trace).select("rank", "correlation").drop_nulls().unique()
+    is_call = pl.col("cat").is_in(RUNTIME_CATS)
+    is_sync = is_call & pl.col("name").is_in(SYNC_CALLS)
+    is_launch = pl.struct("rank", "correlation").is_in(
+        launched.select(pl.struct("rank", "correlation")).to_series().implode()
+    )
+    kind = (
+        pl.when(is_sync)
+        .then(pl.lit(KIND_SYNC))
+        .when(is_call & is_launch)
+        .then(pl.lit(KIND_LAUNCH))
+        .when(is_call)
+        .then(pl.lit(KIND_RUNTIME))
         .otherwise(pl.col("cat").replace_strict(_OWNER_KINDS, default=KIND_CPU_OP))
     )
+    return trace.cpu.select(kind=kind, name="name", is_sync=is_sync, call_ns="ts_ns")
 
 
 def gpu_nodes(trace: Trace) -> pl.DataFrame:

@@ -23,12 +23,14 @@ import polars as pl
 
 from traceanalyze.analyses.activities import iteration_count, per_trace
 from traceanalyze.analyses.critical_graph import (
+    KIND_COPY,
     KIND_GAP,
     cpu_segments,
     gpu_nodes,
     iteration_bounds,
 )
 from traceanalyze.analyses.critical_walk import Runs, walk
+from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
 
 ITERATION = ["rank", "iteration"]
@@ -110,7 +112,10 @@ def path_segments(runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataF
         schema=_SEGMENT_SCHEMA,
         orient="row",
     )
-    frames = [f.select(list(_SEGMENT_SCHEMA)).cast(_SEGMENT_SCHEMA) for f in (cpu, on_gpu, single)]
+    frames = [
+        f.select(list(_SEGMENT_SCHEMA)).cast(pl.Schema(_SEGMENT_SCHEMA))
+        for f in (cpu, on_gpu, single)
+    ]
     backward = pl.concat(frames).sort([*ITERATION, "seq", "sub"])
     # Walk order is backward in time: each segment ends where the one before it started.
     later_start = pl.col("start_ns").shift(1).cum_min().over(ITERATION)
@@ -143,6 +148,12 @@ def _ranges(runs: list[tuple[int, int, int, int, int, int, int]], index: str) ->
     )
 
 
+def _gathered(ranged: pl.DataFrame, rows: pl.DataFrame, index: str) -> pl.DataFrame:
+    """``ranged`` beside the rows of ``rows`` its ``index`` column points at (the row number)."""
+    picked = rows.drop("rank", index).gather(ranged[index])
+    return pl.concat([ranged, picked], how="horizontal")
+
+
 def _clip(start: pl.Expr, end: pl.Expr) -> dict[str, pl.Expr]:
     return {
         "start_ns": pl.max_horizontal(start, "bottom"),
@@ -151,7 +162,7 @@ def _clip(start: pl.Expr, end: pl.Expr) -> dict[str, pl.Expr]:
 
 
 def _expand_cpu(runs: Runs, segs: pl.DataFrame) -> pl.DataFrame:
-    ranged = _ranges(runs.cpu, "seg").join(segs.drop("rank"), on="seg")
+    ranged = _gathered(_ranges(runs.cpu, "seg"), segs, "seg")
     return ranged.select(
         *ITERATION,
         "seq",
@@ -165,7 +176,7 @@ def _expand_cpu(runs: Runs, segs: pl.DataFrame) -> pl.DataFrame:
 
 
 def _expand_gpu(runs: Runs, gpu: pl.DataFrame) -> pl.DataFrame:
-    ranged = _ranges(runs.gpu, "g").join(gpu.drop("rank", "iteration"), on="g")
+    ranged = _gathered(_ranges(runs.gpu, "g"), gpu.drop("iteration"), "g")
     lane = pl.format("stream {}", "stream")
     work = ranged.select(
         *ITERATION,
@@ -224,32 +235,76 @@ def _items(segments: pl.DataFrame, terminal: pl.DataFrame, n: int) -> pl.DataFra
 
 def _slack(segments: pl.DataFrame, terminal: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
     """Per item: the iteration shrink if its pieces on the path were free, summed over
-    iterations (module docstring)."""
-    group = ["name_item", "kind_item", *ITERATION]
-    each = (
-        items.select(name_item="name", kind_item="kind")
-        .join(segments, how="cross")
-        .sort([*group, "start_ns"])
+    iterations (module docstring). Only nodes with a margin can bind, and they are few, so
+    the freed time after each of them comes from an as-of join on the path position."""
+    key = ["name", "kind", *ITERATION]
+    path = segments.with_columns(pos=pl.int_range(pl.len()).over(ITERATION))
+    freed = (
+        path.join(items.select("name", "kind"), on=["name", "kind"])
+        .sort([*key, "pos"])
+        .with_columns(before_ns=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(key))
     )
-    freed = pl.when(
-        (pl.col("name") == pl.col("name_item")) & (pl.col("kind") == pl.col("kind_item"))
+    totals = freed.group_by(key).agg(total_ns=pl.col("before_ns").max())
+    margins = (
+        path.filter(pl.col("margin_ns").is_not_null())
+        .select(*ITERATION, "pos", "margin_ns")
+        .join(totals, on=ITERATION)
+        .sort("pos")
     )
-    each = each.with_columns(
-        freed_ns=freed.then(pl.col("end_ns") - pl.col("start_ns")).otherwise(0)
-    )
-    # Freed time from each node to the iteration's end (the nodes are in forward order).
-    each = each.with_columns(after_ns=pl.col("freed_ns").reverse().cum_sum().reverse().over(group))
-    per_iteration = (
-        each.group_by(group)
+    # Freed time strictly before each margin node; F_j = total - that.
+    bound = (
+        margins.join_asof(
+            freed.select(*key, "pos", "before_ns").sort("pos"),
+            on="pos",
+            by=key,
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .group_by(key)
         .agg(
-            total_ns=pl.col("freed_ns").sum(),
-            bound_ns=(pl.col("margin_ns") + pl.col("after_ns")).min(),
+            bound_ns=(
+                pl.col("margin_ns") + pl.col("total_ns") - pl.col("before_ns").fill_null(0)
+            ).min()
         )
+    )
+    per_iteration = (
+        totals.join(bound, on=key, how="left")
         .join(terminal, on=ITERATION, how="left")
-        .select(
-            name="name_item",
-            kind="kind_item",
-            slack_ns=pl.min_horizontal("total_ns", "bound_ns", "end_margin_ns"),
-        )
+        .select("name", "kind", slack_ns=pl.min_horizontal("total_ns", "bound_ns", "end_margin_ns"))
     )
     return per_iteration.group_by("name", "kind").agg(pl.col("slack_ns").sum())
+
+
+# Kinds of path time spent on the GPU; the rest (ops, launches, runtime calls, sync waits,
+# annotations) is the CPU's. Gaps are neither.
+def is_gpu_kind(kind: pl.Expr) -> pl.Expr:
+    return kind.str.starts_with("kernel:") | (kind == KIND_COPY)
+
+
+# A path is called GPU- (CPU-) bound when that side holds at least this share of its length.
+BOUND_MIN_PCT = 50.0
+
+
+def path_verdict(path: CriticalPath) -> str:
+    """One sentence from the path's time by kind: which side the path runs through, and the
+    item whose freeing would buy most."""
+    if path.length_us_per_iter <= 0:
+        return "No iterations with a span: no critical path."
+    shares = path.by_kind.select(
+        gpu=pl.col("us_per_iter").filter(is_gpu_kind(pl.col("kind"))).sum(),
+        gap=pl.col("us_per_iter").filter(pl.col("kind") == KIND_GAP).sum(),
+    ).row(0)
+    gpu_pct = shares[0] / path.length_us_per_iter * 100
+    cpu_pct = 100 - gpu_pct - shares[1] / path.length_us_per_iter * 100
+    if gpu_pct >= BOUND_MIN_PCT:
+        side = f"GPU-bound: {gpu_pct:.0f}% of the critical path is GPU work"
+    elif cpu_pct >= BOUND_MIN_PCT:
+        side = f"CPU-bound: {cpu_pct:.0f}% of the critical path is CPU time (ops, launches, calls)"
+    else:
+        side = f"mixed: the critical path is {gpu_pct:.0f}% GPU work and {cpu_pct:.0f}% CPU time"
+    best = path.items.sort("slack_us_per_iter", descending=True).head(1)
+    if not best.height or best["slack_us_per_iter"][0] <= 0:
+        return side + "."
+    name, slack = readable_names(best["name"])[0], best["slack_us_per_iter"][0]
+    return f"{side}; freeing `{name}` would shorten an iteration by at most {slack:.1f} µs."

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -38,22 +38,28 @@ class Runs:
 
 
 class _Rank:
-    """One rank's graph as Python lists, indexed by global ``seg`` / ``g``."""
+    """One rank's graph as Python lists, indexed by ``seg`` / ``g`` minus the rank's first."""
 
     def __init__(self, segs: pl.DataFrame, gpu: pl.DataFrame) -> None:
+        self.seg_base = _first(segs["seg"])
         self.seg_start: list[int] = segs["start_ns"].to_list()
         self.seg_end: list[int] = segs["end_ns"].to_list()
-        self.is_sync: list[bool] = segs["is_sync"].to_list()
-        self.call_ns: list[int | None] = segs["call_ns"].to_list()
         self.prev_sync: list[int] = segs["prev_sync"].to_list()
-        self.seg_name: list[str] = segs["name"].to_list()
-        self.seg_base = int(segs["seg"].min() or 0) if segs.height else 0
-        # Per thread: its first seg and the start times of its segments (sorted).
-        self.threads: dict[int, tuple[int, list[int]]] = {}
-        for (tid,), part in segs.group_by(["tid"], maintain_order=True):
-            first = int(part["seg"][0]) - self.seg_base
-            self.threads[int(tid)] = (first, part["start_ns"].to_list())  # type: ignore[arg-type]
-        self.g_base = int(gpu["g"].min() or 0) if gpu.height else 0
+        # Sync calls are few: their start and name by local index.
+        syncs = segs.filter(pl.col("is_sync")).select(
+            pl.col("seg") - self.seg_base, "call_ns", "name"
+        )
+        self.syncs: dict[int, tuple[int, str]] = {
+            seg: (call, name) for seg, call, name in syncs.iter_rows()
+        }
+        # Per thread: the local indices of its first and last segment.
+        spans = segs.group_by("tid").agg(
+            first=pl.col("seg").min() - self.seg_base, last=pl.col("seg").max() - self.seg_base
+        )
+        self.threads: dict[int, tuple[int, int]] = {
+            tid: (first, last) for tid, first, last in spans.iter_rows()
+        }
+        self.g_base = _first(gpu["g"])
         self.ts: list[int] = gpu["ts_ns"].to_list()
         self.head: list[int] = gpu["head"].to_list()
         self.choice: list[str] = gpu["choice"].to_list()
@@ -66,76 +72,106 @@ class _Rank:
         self.g_by_end: list[int] = by_end["g"].to_list()
 
 
+def _first(rows: pl.Series) -> int:
+    """The first row's value (rows are sorted, so the smallest); 0 without rows."""
+    return int(rows[0]) if len(rows) else 0
+
+
 def walk(segs: pl.DataFrame, gpu: pl.DataFrame, bounds: pl.DataFrame) -> Runs:
     """The path of every iteration in ``bounds`` (see :func:`critical_graph.iteration_bounds`)."""
     runs = Runs()
     for (rank,), steps in bounds.group_by(["rank"], maintain_order=True):
         graph = _Rank(segs.filter(pl.col("rank") == rank), gpu.filter(pl.col("rank") == rank))
         for row in steps.iter_rows(named=True):
-            _walk_iteration(graph, int(rank), row, runs)  # type: ignore[arg-type]
+            _Walker(graph, cast(int, rank), row, runs).run()
     return runs
 
 
-def _walk_iteration(graph: _Rank, rank: int, row: dict[str, Any], runs: Runs) -> None:
-    it, lo, hi = row["iteration"], row["lo_ns"], row["hi_ns"]
-    tid, last_g = row["cpu_tid"], row["last_g"]
-    gpu_end, cpu_end = row["gpu_end_ns"], row["cpu_end_ns"]
-    on_gpu = last_g is not None and (tid is None or gpu_end > cpu_end)
-    other_end = cpu_end if on_gpu else gpu_end
-    margin = None if other_end is None or (on_gpu and tid is None) else hi - other_end
-    runs.terminal.append((rank, it, margin))
-    node: int | None = last_g - graph.g_base if on_gpu else None
-    t, seq, steps = hi, 0, 0
+class _Walker:
+    """One iteration's walk: the current time ``t`` and place (a GPU activity or a thread)."""
 
-    def single(kind: str, name: str, lane: str, start: int, end: int, margin: int | None) -> None:
-        nonlocal seq
-        runs.single.append((rank, it, seq, kind, name, lane, max(start, lo), end, margin))
-        seq += 1
+    def __init__(self, graph: _Rank, rank: int, row: dict[str, Any], runs: Runs) -> None:
+        self.graph, self.rank, self.runs = graph, rank, runs
+        self.it, self.lo, self.t = row["iteration"], row["lo_ns"], row["hi_ns"]
+        self.tid: int | None = row["cpu_tid"]
+        last_g, gpu_end, cpu_end = row["last_g"], row["gpu_end_ns"], row["cpu_end_ns"]
+        on_gpu = last_g is not None and (self.tid is None or gpu_end > cpu_end)
+        other_end = cpu_end if on_gpu else gpu_end
+        margin = None if other_end is None or self.tid is None else self.t - other_end
+        runs.terminal.append((rank, self.it, margin))
+        self.node: int | None = last_g - graph.g_base if on_gpu else None
+        self.seq = 0
 
-    while t > lo and steps < _MAX_STEPS:
-        steps += 1
-        if node is not None:  # on the GPU, at activity `node`
-            head = graph.head[node] - graph.g_base
-            runs.gpu.append((rank, it, seq, head + graph.g_base, node + graph.g_base, lo, t))
-            seq += 1
-            t = max(min(graph.ts[head], t), lo)
-            launch_ts, launch_tid = graph.launch_ts[head], graph.launch_tid[head]
-            if graph.choice[head] != "launch" or launch_ts is None or launch_tid is None:
-                single(KIND_GAP, KIND_GAP, graph.lane[head], lo, t, None)
-                break
-            start = min(launch_ts, t)
-            single(KIND_LAUNCH, graph.launch_api[head] or KIND_LAUNCH, f"thread {launch_tid}",
-                   start, t, None)  # fmt: skip
-            t, tid, node = max(start, lo), launch_tid, None
-            continue
-        thread = graph.threads.get(tid)
-        lane = f"thread {tid}"
-        j = -1 if thread is None else thread[0] + bisect_left(thread[1], t) - 1
-        if thread is None or j < thread[0]:
-            single(KIND_GAP, KIND_GAP, lane, lo, t, None)
-            break
-        if graph.seg_end[j] < t:
-            single(KIND_GAP, KIND_GAP, lane, graph.seg_end[j], t, None)
-            t = graph.seg_end[j]
-        if graph.is_sync[j]:
-            call_ns = graph.call_ns[j]
-            k = bisect_right(graph.ends_sorted, t) - 1
-            if k >= 0 and call_ns is not None and graph.ends_sorted[k] > call_ns:
-                end = graph.ends_sorted[k]
-                single(KIND_SYNC, graph.seg_name[j], lane, end, t, end - call_ns)
-                t, node = max(end, lo), graph.g_by_end[k] - graph.g_base
-                continue
-            single(KIND_SYNC, graph.seg_name[j], lane, graph.seg_start[j], t, None)
-            t = graph.seg_start[j]
-            continue
-        # Back along the thread to the previous sync call, or to the iteration's start.
-        at_lo = thread[0] + max(bisect_right(thread[1], lo) - 1, 0)
+    def run(self) -> None:
+        steps, going = 0, True
+        while going and self.t > self.lo and steps < _MAX_STEPS:
+            steps += 1
+            going = self._gpu_step() if self.node is not None else self._cpu_step()
+        if self.t > self.lo:
+            self._single(KIND_GAP, KIND_GAP, "", self.lo, None)
+
+    def _single(self, kind: str, name: str, lane: str, start: int, margin: int | None) -> None:
+        """A segment from ``start`` to the current time; the walk moves to its start."""
+        start = max(min(start, self.t), self.lo)
+        record = (self.rank, self.it, self.seq, kind, name, lane, start, self.t, margin)
+        self.runs.single.append(record)
+        self.seq += 1
+        self.t = start
+
+    def _run(self, into: list[tuple[int, int, int, int, int, int, int]], a: int, b: int) -> None:
+        into.append((self.rank, self.it, self.seq, a, b, self.lo, self.t))
+        self.seq += 1
+
+    def _gpu_step(self) -> bool:
+        """Back along the stream-order run ending at the current activity, then to its launch."""
+        graph, node = self.graph, self.node
+        assert node is not None
+        head = graph.head[node] - graph.g_base
+        self._run(self.runs.gpu, head + graph.g_base, node + graph.g_base)
+        self.t = max(min(graph.ts[head], self.t), self.lo)
+        launch_ts, launch_tid = graph.launch_ts[head], graph.launch_tid[head]
+        if graph.choice[head] != "launch" or launch_ts is None or launch_tid is None:
+            self._single(KIND_GAP, KIND_GAP, graph.lane[head], self.lo, None)
+            return False
+        api = graph.launch_api[head] or KIND_LAUNCH
+        self._single(KIND_LAUNCH, api, f"thread {launch_tid}", launch_ts, None)
+        self.tid, self.node = launch_tid, None
+        return True
+
+    def _cpu_step(self) -> bool:
+        """Back along the thread to the previous sync call (or the iteration's start)."""
+        graph, lane = self.graph, f"thread {self.tid}"
+        thread = None if self.tid is None else graph.threads.get(self.tid)
+        if thread is None:
+            self._single(KIND_GAP, KIND_GAP, lane, self.lo, None)
+            return False
+        first_seg, last_seg = thread
+        j = bisect_left(graph.seg_start, self.t, first_seg, last_seg + 1) - 1
+        if j < first_seg:
+            self._single(KIND_GAP, KIND_GAP, lane, self.lo, None)
+            return False
+        if graph.seg_end[j] < self.t:
+            self._single(KIND_GAP, KIND_GAP, lane, graph.seg_end[j], None)
+        if j in graph.syncs:
+            self._sync(j, lane)
+            return True
+        at_lo = max(bisect_right(graph.seg_start, self.lo, first_seg, j + 1) - 1, first_seg)
         first = max(graph.prev_sync[j] + 1 - graph.seg_base, at_lo)
-        runs.cpu.append((rank, it, seq, first + graph.seg_base, j + graph.seg_base, lo, t))
-        seq += 1
-        t = max(graph.seg_start[first], lo)
-        if first == thread[0] and t > lo:
-            single(KIND_GAP, KIND_GAP, lane, lo, t, None)
-            break
-    if t > lo:
-        single(KIND_GAP, KIND_GAP, "", lo, t, None)
+        self._run(self.runs.cpu, first + graph.seg_base, j + graph.seg_base)
+        self.t = max(graph.seg_start[first], self.lo)
+        if first == first_seg and self.t > self.lo:
+            self._single(KIND_GAP, KIND_GAP, lane, self.lo, None)
+            return False
+        return True
+
+    def _sync(self, j: int, lane: str) -> None:
+        """A blocking call: it waited for the GPU activity that ended last while it ran."""
+        graph = self.graph
+        call_ns, name = graph.syncs[j]
+        k = bisect_right(graph.ends_sorted, self.t) - 1
+        if k >= 0 and graph.ends_sorted[k] > call_ns:
+            end = graph.ends_sorted[k]
+            self._single(KIND_SYNC, name, lane, end, end - call_ns)
+            self.node = graph.g_by_end[k] - graph.g_base
+        else:
+            self._single(KIND_SYNC, name, lane, graph.seg_start[j], None)

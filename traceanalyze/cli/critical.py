@@ -1,0 +1,43 @@
+"""`critical-path` and `comms`: the chain of work that bounds a step, and the collectives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from traceanalyze.analyses.critical_path import critical_path as critical_path_of
+from traceanalyze.cli.analyses import trace_argument
+from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.render.critical_path import critical_path_chart, render_critical_path
+
+
+@click.command(name="critical-path")
+@trace_argument
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N items.")
+@output_options
+@cache_options
+def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> None:
+    """Per iteration, the chain of CPU ops, launches, GPU activities and sync waits that set
+    its length (it equals the iteration's span), its time by kind, and for the longest items
+    the slack: how much an iteration would shrink if the item took no time. With -o FILE.md a
+    chart of the path over the longest iteration is written beside the file.
+
+    \b
+    Example:
+      traceanalyze critical-path sample_traces/h200_default/naive.json.gz
+      traceanalyze critical-path trace.json.gz --format json -o path.json
+    """
+    chart = f"{out.path.stem}_path.png" if out.path is not None and out.format == "md" else None
+    if chart is not None:
+        out.check_free(out.path.parent / chart)  # type: ignore[union-attr]
+    path = critical_path_of(loader.trace(trace))
+    text = render_critical_path(path, out.format, top=top)
+    if chart is not None:
+        text += f"\n![Critical path]({chart})\n"
+    out.write(text, inputs=[trace])
+    if chart is not None:
+        out.write_beside(chart, critical_path_chart(path))
+
+
+COMMANDS = (critical_path,)
