@@ -115,7 +115,8 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
     predecessor each one waited for: ``choice`` "stream" (the previous activity on its stream
     ended after its launch call began), "launch" (the launch call came later) or "none";
     ``head`` the first ``g`` of its run of stream-order choices; ``margin_ns`` how much earlier
-    the chosen predecessor could have arrived before the other one would bind (null: none)."""
+    the chosen predecessor could have arrived before the other one would bind (null: none), and
+    ``tau_ns`` where the other one's chain joins the CPU (see critical_path's docstring)."""
     frame = activities(trace).sort([*STREAM, "ts_ns"])
     prev_end = (pl.col("ts_ns") + pl.col("dur_ns")).shift(1).over(STREAM)
     launch = pl.col("launch_ts_ns").is_not_null() & pl.col("launch_tid").is_not_null()
@@ -144,6 +145,11 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
         .then(pl.lit("launch"))
         .otherwise(pl.lit("none")),
         margin_ns=(pl.col("prev_end_ns") - pl.col("launch_ts_ns")).abs(),
+        # Where the other predecessor's own chain leaves the CPU: the launch call (stream
+        # order chosen), else the previous activity's launch call.
+        tau_ns=pl.when(by_stream)
+        .then(pl.col("launch_ts_ns"))
+        .otherwise(pl.col("launch_ts_ns").shift(1).over(STREAM)),
     )
     run = (pl.col("choice") != "stream").cum_sum().over(STREAM)
     return nodes.with_columns(head=pl.col("g").first().over([*STREAM, run]))

@@ -7,11 +7,14 @@ activity's end) through each node's last-arriving predecessor (:mod:`critical_gr
 length equals the span by construction (a test checks it on every trace).
 
 *Slack* of an item (a kernel, copy, op or call name): how much the iteration would shrink if
-every piece of it on the path took no time, with the path's other dependencies unchanged.
-Each node on the path can move earlier only until its other predecessor (the one that arrived
-first) binds, by at most its ``margin_ns``; so freeing pieces ``F`` shrinks the iteration by
-``min(F_0, min_j(margin_j + F_j))`` where ``F_j`` is the freed time from node j to the end, the
-iteration's end having the gap to the other side's end as its margin. Items off the path have
+every piece of it on the path took no time: a first-order estimate that keeps the path. Each
+node on the path can move earlier only until its other predecessor (the one that arrived
+first) binds: by its ``margin_ns``, plus however far that predecessor itself moves, taken as
+the freed time on the path before ``tau_ns``, the point where the other predecessor's chain
+leaves the CPU (a launch call or a sync call's start). So freeing pieces shrinks the iteration
+by ``min(F, min_j(margin_j + F - own_j))``, ``F`` the freed time on the path and ``own_j`` the
+freed time between ``tau_j`` and node j; the iteration's end is a node whose margin is the gap
+to the other side's end. Items off the path have
 slack 0 and no item's slack exceeds its own time on the path.
 """
 
@@ -47,6 +50,7 @@ _SEGMENT_SCHEMA = {
     "start_ns": pl.Int64(),
     "end_ns": pl.Int64(),
     "margin_ns": pl.Int64(),
+    "tau_ns": pl.Int64(),
 }
 
 
@@ -94,7 +98,7 @@ def critical_path(trace: Trace) -> CriticalPath:
         by_kind=_by_kind(segments, n),
         items=_items(segments, _terminal(runs), n),
         iterations=per_iteration,
-        segments=segments.drop("margin_ns"),
+        segments=segments.drop("margin_ns", "tau_ns"),
     )
 
 
@@ -125,7 +129,7 @@ def path_segments(runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataF
     return (
         trimmed.filter(pl.col("end_ns") > pl.col("start_ns"))
         .sort([*ITERATION, "start_ns"])
-        .select(*ITERATION, "kind", "name", "lane", "start_ns", "end_ns", "margin_ns")
+        .select(*ITERATION, "kind", "name", "lane", "start_ns", "end_ns", "margin_ns", "tau_ns")
     )
 
 
@@ -171,6 +175,7 @@ def _expand_cpu(runs: Runs, segs: pl.DataFrame) -> pl.DataFrame:
         sub=-pl.col("seg"),
         lane=pl.format("thread {}", "tid"),
         margin_ns=pl.lit(None, pl.Int64),
+        tau_ns=pl.lit(None, pl.Int64),
         **_clip(pl.col("start_ns"), pl.col("end_ns")),
     )
 
@@ -184,6 +189,7 @@ def _expand_gpu(runs: Runs, gpu: pl.DataFrame) -> pl.DataFrame:
         "kind",
         "name",
         "margin_ns",
+        "tau_ns",
         sub=-2 * pl.col("g"),
         lane=lane,
         **_clip(pl.col("ts_ns"), pl.col("end_ns")),
@@ -195,6 +201,7 @@ def _expand_gpu(runs: Runs, gpu: pl.DataFrame) -> pl.DataFrame:
         kind=pl.lit(KIND_GAP),
         name=pl.lit(KIND_GAP),
         margin_ns=pl.lit(None, pl.Int64),
+        tau_ns=pl.lit(None, pl.Int64),
         sub=-2 * pl.col("g") + 1,
         lane=lane,
         **_clip(pl.min_horizontal("prev_end_ns", "ts_ns"), pl.col("ts_ns")),
@@ -205,7 +212,13 @@ def _expand_gpu(runs: Runs, gpu: pl.DataFrame) -> pl.DataFrame:
 def _terminal(runs: Runs) -> pl.DataFrame:
     return pl.DataFrame(
         runs.terminal,
-        schema={"rank": pl.Int32(), "iteration": pl.Int64(), "end_margin_ns": pl.Int64()},
+        schema={
+            "rank": pl.Int32(),
+            "iteration": pl.Int64(),
+            "at_ns": pl.Int64(),
+            "margin_ns": pl.Int64(),
+            "tau_ns": pl.Int64(),
+        },
         orient="row",
     )
 
@@ -235,45 +248,55 @@ def _items(segments: pl.DataFrame, terminal: pl.DataFrame, n: int) -> pl.DataFra
 
 def _slack(segments: pl.DataFrame, terminal: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
     """Per item: the iteration shrink if its pieces on the path were free, summed over
-    iterations (module docstring). Only nodes with a margin can bind, and they are few, so
-    the freed time after each of them comes from an as-of join on the path position."""
+    iterations (module docstring). Only nodes with a margin can bind, and they are few, so the
+    freed time before each of them comes from as-of joins on time."""
     key = ["name", "kind", *ITERATION]
-    path = segments.with_columns(pos=pl.int_range(pl.len()).over(ITERATION))
     freed = (
-        path.join(items.select("name", "kind"), on=["name", "kind"])
-        .sort([*key, "pos"])
+        segments.join(items.select("name", "kind"), on=["name", "kind"])
+        .sort("start_ns")
         .with_columns(before_ns=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(key))
     )
     totals = freed.group_by(key).agg(total_ns=pl.col("before_ns").max())
-    margins = (
-        path.filter(pl.col("margin_ns").is_not_null())
-        .select(*ITERATION, "pos", "margin_ns")
-        .join(totals, on=ITERATION)
-        .sort("pos")
+    # The iteration's end is a node too, just after the last segment.
+    nodes = pl.concat(
+        [
+            segments.filter(pl.col("margin_ns").is_not_null()).select(
+                *ITERATION, at_ns="start_ns", margin_ns="margin_ns", tau_ns="tau_ns"
+            ),
+            terminal.filter(pl.col("margin_ns").is_not_null()).with_columns(pl.col("at_ns") + 1),
+        ]
     )
-    # Freed time strictly before each margin node; F_j = total - that.
-    bound = (
-        margins.join_asof(
-            freed.select(*key, "pos", "before_ns").sort("pos"),
-            on="pos",
-            by=key,
-            strategy="backward",
-            allow_exact_matches=False,
-            check_sortedness=False,
-        )
-        .group_by(key)
-        .agg(
-            bound_ns=(
-                pl.col("margin_ns") + pl.col("total_ns") - pl.col("before_ns").fill_null(0)
-            ).min()
-        )
+    bounds = nodes.join(totals, on=ITERATION)
+    bounds = _freed_before(_freed_before(bounds, freed, "at_ns"), freed, "tau_ns")
+    # Freed time between where the other chain joins and the node moves this chain only.
+    own = pl.col("freed_before_at_ns") - pl.col("freed_before_tau_ns")
+    bound = bounds.group_by(key).agg(
+        bound_ns=(pl.col("margin_ns") + pl.col("total_ns") - own).min()
     )
-    per_iteration = (
-        totals.join(bound, on=key, how="left")
-        .join(terminal, on=ITERATION, how="left")
-        .select("name", "kind", slack_ns=pl.min_horizontal("total_ns", "bound_ns", "end_margin_ns"))
+    per_iteration = totals.join(bound, on=key, how="left").select(
+        "name", "kind", slack_ns=pl.min_horizontal("total_ns", "bound_ns")
     )
     return per_iteration.group_by("name", "kind").agg(pl.col("slack_ns").sum())
+
+
+def _freed_before(nodes: pl.DataFrame, freed: pl.DataFrame, at: str) -> pl.DataFrame:
+    """``nodes`` plus ``freed_before_<at>``: the item's path time before the time in ``at``."""
+    key = ["name", "kind", *ITERATION]
+    pieces = freed.select(*key, "start_ns", "end_ns", "before_ns")
+    joined = nodes.sort(at).join_asof(
+        pieces,
+        left_on=at,
+        right_on="start_ns",
+        by=key,
+        strategy="backward",
+        allow_exact_matches=False,
+        check_sortedness=False,
+    )
+    # The last piece may reach past `at`: only its part before `at` counts.
+    before = pl.col("before_ns") - (pl.col("end_ns") - pl.col(at)).clip(lower_bound=0)
+    return joined.with_columns(before.fill_null(0).alias(f"freed_before_{at}")).drop(
+        "start_ns", "end_ns", "before_ns"
+    )
 
 
 # Kinds of path time spent on the GPU; the rest (ops, launches, runtime calls, sync waits,

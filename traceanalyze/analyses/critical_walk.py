@@ -34,7 +34,9 @@ class Runs:
     cpu: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
     gpu: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
     single: list[tuple[Any, ...]] = field(default_factory=list)
-    terminal: list[tuple[int, int, int | None]] = field(default_factory=list)
+    # Per iteration: its end, the margin to the other side's end and where that side's chain
+    # joins the CPU.
+    terminal: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 class _Rank:
@@ -98,9 +100,23 @@ class _Walker:
         on_gpu = last_g is not None and (self.tid is None or gpu_end > cpu_end)
         other_end = cpu_end if on_gpu else gpu_end
         margin = None if other_end is None or self.tid is None else self.t - other_end
-        runs.terminal.append((rank, self.it, margin))
+        # Nodes whose other predecessor is a thread wait here for the time the path (walked
+        # backward) reaches that thread again: up to there both chains move together.
+        self.pending: dict[int, list[tuple[list[Any], int]]] = {}
+        tau = None
+        if last_g is not None and not on_gpu:
+            head = graph.head[last_g - graph.g_base] - graph.g_base
+            tau = graph.launch_ts[head]
+        runs.terminal.append((rank, self.it, self.t, margin, tau))
+        if on_gpu and self.tid is not None:
+            self.pending.setdefault(self.tid, []).append((runs.terminal, len(runs.terminal) - 1))
         self.node: int | None = last_g - graph.g_base if on_gpu else None
         self.seq = 0
+
+    def _reached(self, tid: int) -> None:
+        """The walk reached thread ``tid`` at ``t``: the join point of the nodes waiting on it."""
+        for records, index in self.pending.pop(tid, []):
+            records[index] = (*records[index][:-1], self.t)
 
     def run(self) -> None:
         steps, going = 0, True
@@ -110,10 +126,18 @@ class _Walker:
         if self.t > self.lo:
             self._single(KIND_GAP, KIND_GAP, "", self.lo, None)
 
-    def _single(self, kind: str, name: str, lane: str, start: int, margin: int | None) -> None:
+    def _single(
+        self,
+        kind: str,
+        name: str,
+        lane: str,
+        start: int,
+        margin: int | None,
+        tau: int | None = None,
+    ) -> None:
         """A segment from ``start`` to the current time; the walk moves to its start."""
         start = max(min(start, self.t), self.lo)
-        record = (self.rank, self.it, self.seq, kind, name, lane, start, self.t, margin)
+        record = (self.rank, self.it, self.seq, kind, name, lane, start, self.t, margin, tau)
         self.runs.single.append(record)
         self.seq += 1
         self.t = start
@@ -136,6 +160,7 @@ class _Walker:
         api = graph.launch_api[head] or KIND_LAUNCH
         self._single(KIND_LAUNCH, api, f"thread {launch_tid}", launch_ts, None)
         self.tid, self.node = launch_tid, None
+        self._reached(launch_tid)
         return True
 
     def _cpu_step(self) -> bool:
@@ -172,6 +197,9 @@ class _Walker:
         if k >= 0 and graph.ends_sorted[k] > call_ns:
             end = graph.ends_sorted[k]
             self._single(KIND_SYNC, name, lane, end, end - call_ns)
+            if self.tid is not None:
+                waiting = self.pending.setdefault(self.tid, [])
+                waiting.append((self.runs.single, len(self.runs.single) - 1))
             self.node = graph.g_by_end[k] - graph.g_base
         else:
             self._single(KIND_SYNC, name, lane, graph.seg_start[j], None)
