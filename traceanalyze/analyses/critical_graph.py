@@ -145,14 +145,22 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
         .then(pl.lit("launch"))
         .otherwise(pl.lit("none")),
         margin_ns=(pl.col("prev_end_ns") - pl.col("launch_ts_ns")).abs(),
-        # Where the other predecessor's own chain leaves the CPU: the launch call (stream
-        # order chosen), else the previous activity's launch call.
-        tau_ns=pl.when(by_stream)
-        .then(pl.col("launch_ts_ns"))
-        .otherwise(pl.col("launch_ts_ns").shift(1).over(STREAM)),
     )
     run = (pl.col("choice") != "stream").cum_sum().over(STREAM)
-    return nodes.with_columns(head=pl.col("g").first().over([*STREAM, run]))
+    nodes = nodes.with_columns(head=pl.col("g").first().over([*STREAM, run]))
+    # Where the other predecessor's chain leaves the CPU, so that both move together before
+    # it: a run's launch call (its head's) for the own launch (stream order chosen, the path
+    # leaves the CPU at the head's launch), the previous run's for the previous activity.
+    head_launch = nodes["launch_ts_ns"].gather(nodes["head"] - _first_g(nodes))
+    return nodes.with_columns(head_launch_ns=head_launch).with_columns(
+        tau_ns=pl.when(pl.col("choice") == "stream")
+        .then(pl.col("head_launch_ns"))
+        .otherwise(pl.col("head_launch_ns").shift(1).over(STREAM))
+    )
+
+
+def _first_g(nodes: pl.DataFrame) -> int:
+    return int(nodes["g"][0]) if nodes.height else 0
 
 
 def iteration_bounds(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:

@@ -111,6 +111,9 @@ class _Walker:
         if on_gpu and self.tid is not None:
             self.pending.setdefault(self.tid, []).append((runs.terminal, len(runs.terminal) - 1))
         self.node: int | None = last_g - graph.g_base if on_gpu else None
+        # The last GPU activity when the path ends on the CPU: if the path passes through it
+        # (a sync), the GPU's end moves with the path up to that activity's end.
+        self.last_gpu = None if on_gpu or last_g is None else (last_g - graph.g_base, gpu_end)
         self.seq = 0
 
     def _reached(self, tid: int) -> None:
@@ -152,6 +155,10 @@ class _Walker:
         assert node is not None
         head = graph.head[node] - graph.g_base
         self._run(self.runs.gpu, head + graph.g_base, node + graph.g_base)
+        if self.last_gpu is not None and head <= self.last_gpu[0] <= node:
+            terminal = self.runs.terminal
+            terminal[-1] = (*terminal[-1][:-1], self.last_gpu[1])
+            self.last_gpu = None
         self.t = max(min(graph.ts[head], self.t), self.lo)
         launch_ts, launch_tid = graph.launch_ts[head], graph.launch_tid[head]
         if graph.choice[head] != "launch" or launch_ts is None or launch_tid is None:
