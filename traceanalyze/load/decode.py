@@ -57,6 +57,11 @@ class Args(msgspec.Struct, gc=False, frozen=True):
     bandwidth_gbps: Scalar = msgspec.field(default=None, name="memory bandwidth (GB/s)")
     sequence_number: Scalar = msgspec.field(default=None, name="Sequence number")
     name: Scalar = None  # process_name / thread_name metadata events
+    collective: Scalar = msgspec.field(default=None, name="Collective name")
+    in_msg_nelems: Scalar = msgspec.field(default=None, name="In msg nelems")
+    out_msg_nelems: Scalar = msgspec.field(default=None, name="Out msg nelems")
+    group_size: Scalar = msgspec.field(default=None, name="Group size")
+    dtype: Scalar = None
 
 
 class OpArgs(msgspec.Struct, gc=False, frozen=True):
@@ -66,6 +71,12 @@ class OpArgs(msgspec.Struct, gc=False, frozen=True):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    # record_param_comms: the collective it records.
+    collective: Scalar = msgspec.field(default=None, name="Collective name")
+    in_msg_nelems: Scalar = msgspec.field(default=None, name="In msg nelems")
+    out_msg_nelems: Scalar = msgspec.field(default=None, name="Out msg nelems")
+    group_size: Scalar = msgspec.field(default=None, name="Group size")
+    dtype: Scalar = None
 
 
 class NpuArgs(msgspec.Struct, gc=False, frozen=True):
