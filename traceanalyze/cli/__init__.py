@@ -47,13 +47,13 @@ def main() -> None:
 def _register() -> None:
     from traceanalyze.cli.analyses import COMMANDS as ANALYSES
     from traceanalyze.cli.cold import COMMANDS as COLD
-    from traceanalyze.cli.critical import COMMANDS as CRITICAL
     from traceanalyze.cli.info import info
     from traceanalyze.cli.perf import COMMANDS as PERF
     from traceanalyze.cli.ranks import ranks
     from traceanalyze.cli.report import COMMANDS as REPORTS
+    from traceanalyze.cli.timeline import COMMANDS as TIMELINE
 
-    for command in (info, *ANALYSES, *PERF, *COLD, *REPORTS, ranks, *CRITICAL):
+    for command in (info, *ANALYSES, *PERF, *COLD, *REPORTS, ranks, *TIMELINE):
         main.add_command(command)
     # The capture command imports torch only when it runs, so registering it costs nothing.
     from capture.cli import capture

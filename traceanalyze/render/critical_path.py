@@ -1,9 +1,10 @@
-"""Renderers for `critical-path`: a path in, text or PNG bytes out."""
+"""Renderers for `critical-path` and `comms`: a result in, text or PNG bytes out."""
 
 from __future__ import annotations
 
 import polars as pl
 
+from traceanalyze.analyses.comms import Comms
 from traceanalyze.analyses.critical_path import CriticalPath, path_verdict
 from traceanalyze.render.analyses import render_table
 from traceanalyze.render.charts import CATEGORY_STYLES, _plain_ticks, _png, _pyplot
@@ -86,3 +87,17 @@ def critical_path_chart(path: CriticalPath) -> bytes:
                 bbox_to_anchor=(1.01, 1.0))  # fmt: skip
     figure.tight_layout()
     return _png(plt, figure)
+
+
+def render_comms(result: Comms, by: str, fmt: str, *, top: int | None = None) -> str:
+    """The calls (``by="call"``) or the summary per kind; in markdown, what the trace lacks
+    first."""
+    table = result.calls if by == "call" else result.by_kind
+    if top is not None:
+        table = table.head(top)
+    if fmt != "md":
+        return render_table(table, fmt)
+    notes = "".join(f"Note: {note}.\n\n" for note in result.notes)
+    if not table.height:
+        return notes or "No collective calls.\n"
+    return notes + render_table(table.drop("ts_ns", strict=False), fmt)

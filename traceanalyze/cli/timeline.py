@@ -1,4 +1,5 @@
-"""`critical-path` and `comms`: the chain of work that bounds a step, and the collectives."""
+"""Where the time goes between kernels: `critical-path` (the chain of work that bounds a step)
+and `comms` (the collectives)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,15 @@ from pathlib import Path
 
 import click
 
+from traceanalyze.analyses.comms import comms as comms_of
 from traceanalyze.analyses.critical_path import critical_path as critical_path_of
 from traceanalyze.cli.analyses import trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.render.critical_path import critical_path_chart, render_critical_path
+from traceanalyze.render.critical_path import (
+    critical_path_chart,
+    render_comms,
+    render_critical_path,
+)
 
 
 @click.command(name="critical-path")
@@ -40,4 +46,32 @@ def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> 
         out.write_beside(chart, critical_path_chart(path))
 
 
-COMMANDS = (critical_path,)
+@click.command()
+@trace_argument
+@click.option(
+    "--by",
+    type=click.Choice(["call", "kind"]),
+    default="call",
+    show_default=True,
+    help="One row per collective call, or per kind, size bucket and side (GPU or CPU).",
+)
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows.")
+@output_options
+@cache_options
+def comms(trace: Path, by: str, top: int | None, out: Output, loader: Loader) -> None:
+    """Every collective call (NCCL/RCCL kernels, and Gloo collectives run on the CPU): its
+    kind, dtype, group size, message bytes, time, and algorithm and bus bandwidth with
+    nccl-tests' formulas; --by kind gives count, time per iteration and median bus bandwidth
+    per kind and size bucket, against the GPU link's peak where it is known.
+
+    \b
+    Example:
+      traceanalyze comms rank0.json.gz
+      traceanalyze comms rank0.json.gz --by kind
+      traceanalyze comms rank0.json.gz --format json -o comms.json
+    """
+    result = comms_of(loader.trace(trace))
+    out.write(render_comms(result, by, out.format, top=top), inputs=[trace])
+
+
+COMMANDS = (critical_path, comms)
