@@ -186,3 +186,24 @@ def _by_kind(calls: pl.DataFrame, peaks: pl.DataFrame, n: int) -> pl.DataFrame:
     return table.with_columns(
         busbw_pct_of_peak=pl.col("busbw_gbps_median") / pl.col("link_peak_gbps") * 100
     ).sort(["total_us", "collective"], descending=[True, False])
+
+
+def comms_verdict(result: Comms) -> str:
+    """One sentence from the evidence: the collectives' time, and how fast the kind that takes
+    most of it runs against the link's peak (or what is missing to say so)."""
+    if not result.calls.height:
+        return NO_CALLS.capitalize() + "."
+    busiest = result.by_kind.group_by("collective").agg(
+        pl.col("us_per_iter").sum(),
+        busbw=pl.col("busbw_gbps_median").median(),
+        peak=pl.col("link_peak_gbps").max(),
+    )
+    total = float(busiest["us_per_iter"].sum())
+    top = busiest.sort("us_per_iter", descending=True).row(0, named=True)
+    said = f"Collectives take {total:,.1f} µs per iteration, most of it {top['collective']}"
+    if top["busbw"] is None:
+        return f"{said}; its bus bandwidth is unknown ({NO_ARGS.split(':', maxsplit=1)[0]})."
+    said += f" at a median bus bandwidth of {top['busbw']:,.1f} GB/s"
+    if top["peak"] is None:
+        return f"{said} (no link peak known for this GPU)."
+    return f"{said}, {top['busbw'] / top['peak'] * 100:.0f}% of the link's {top['peak']:.0f} GB/s."

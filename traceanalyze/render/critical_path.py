@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.comms import Comms
+from traceanalyze.analyses.comms import Comms, comms_verdict
 from traceanalyze.analyses.critical_path import CriticalPath, path_verdict
 from traceanalyze.render.analyses import render_table
 from traceanalyze.render.charts import CATEGORY_STYLES, _plain_ticks, _png, _pyplot
@@ -101,3 +101,28 @@ def render_comms(result: Comms, by: str, fmt: str, *, top: int | None = None) ->
     if not table.height:
         return notes or "No collective calls.\n"
     return notes + render_table(table.drop("ts_ns", strict=False), fmt)
+
+
+REPORT_ITEMS = 5
+
+
+def timeline_parts(path: CriticalPath | None, result: Comms | None) -> list[str]:
+    """The report's part for one trace: the critical path's verdict and top slack items, and
+    the collectives per kind where the trace has any."""
+    parts: list[str] = []
+    if path is not None and path.length_us_per_iter > 0:
+        top = path.items.sort("slack_us_per_iter", descending=True).head(REPORT_ITEMS)
+        parts += [
+            f"**Critical path** ({path.length_us_per_iter:,.2f} µs per iteration, the span): "
+            f"{path_verdict(path)}\n",
+            render_table(top, "md"),
+        ]
+    if result is not None and result.calls.height:
+        columns = ("collective", "size_bucket", "on", "count_per_iter", "us_per_iter",
+                   "busbw_gbps_median", "link_peak_gbps", "busbw_pct_of_peak")  # fmt: skip
+        notes = "".join(f"Note: {note}.\n\n" for note in result.notes)
+        parts += [
+            f"**Collectives**: {comms_verdict(result)}\n",
+            notes + render_table(result.by_kind.select(columns), "md"),
+        ]
+    return parts
