@@ -17,7 +17,12 @@ from polars.testing import assert_frame_equal
 import traceanalyze
 from tests.conftest import public_trace_files
 from tests.micro import annotation, call, kernel, op, write_trace
-from traceanalyze.analyses.critical_path import CriticalPath, critical_path, path_verdict
+from traceanalyze.analyses.critical_path import (
+    NO_SYNC,
+    CriticalPath,
+    critical_path,
+    path_verdict,
+)
 from traceanalyze.cli import main
 
 Event = dict[str, Any]
@@ -146,6 +151,11 @@ def test_sync_edge_goes_from_the_gpu_back_to_the_cpu(tmp_path: Path) -> None:
     # Freeing the kernel lets the sync return once the CPU reaches it (at 10): 45 us shorter.
     slack = dict(path.items.select("kind", "slack_us_per_iter").iter_rows())
     assert slack["kernel:gemm"] == 45
+    assert path.notes == ()
+
+
+def test_a_trace_without_sync_calls_says_so(tmp_path: Path) -> None:
+    assert path_of(tmp_path, GPU_BOUND).notes == (NO_SYNC,)
 
 
 def test_json_keys_and_markdown(tmp_path: Path) -> None:
@@ -153,7 +163,7 @@ def test_json_keys_and_markdown(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["critical-path", str(trace), "--format", "json"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
-    assert list(record) == ["span_us_per_iter", "length_us_per_iter", "by_kind", "items"]
+    assert list(record) == ["span_us_per_iter", "length_us_per_iter", "by_kind", "items", "notes"]
     assert sum(row["us_per_iter"] for row in record["by_kind"]) == pytest.approx(100)
     assert set(record["items"][0]) == {"name", "kind", "us_per_iter", "slack_us_per_iter"}
     out = tmp_path / "out" / "path.md"

@@ -28,11 +28,13 @@ from traceanalyze.analyses.activities import iteration_count, per_trace
 from traceanalyze.analyses.critical_graph import (
     KIND_COPY,
     KIND_GAP,
+    SYNC_CALLS,
     cpu_segments,
     gpu_nodes,
     iteration_bounds,
 )
 from traceanalyze.analyses.critical_walk import Runs, walk
+from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
 
@@ -64,6 +66,7 @@ class CriticalPath:
     items: pl.DataFrame  # name, kind, us_per_iter, slack_us_per_iter
     iterations: pl.DataFrame  # rank, iteration, span_us, length_us
     segments: pl.DataFrame  # rank, iteration, kind, name, lane, start_ns, end_ns (forward order)
+    notes: tuple[str, ...] = ()  # what the trace lacks for a sure path
 
     def record(self) -> dict[str, object]:
         """The JSON object of ``critical-path --format json``."""
@@ -72,6 +75,7 @@ class CriticalPath:
             "length_us_per_iter": self.length_us_per_iter,
             "by_kind": self.by_kind.to_dicts(),
             "items": self.items.to_dicts(),
+            "notes": list(self.notes),
         }
 
 
@@ -99,7 +103,22 @@ def critical_path(trace: Trace) -> CriticalPath:
         items=_items(segments, _terminal(runs), n),
         iterations=per_iteration,
         segments=segments.drop("margin_ns", "tau_ns"),
+        notes=_notes(trace),
     )
+
+
+NO_SYNC = (
+    "the trace records no synchronisation calls (cudaStreamSynchronize, cudaDeviceSynchronize, "
+    "blocking copies; PyTorch records them from 2.1 with CUDA sync events enabled), so CPU time "
+    "spent waiting for the GPU inside other calls counts as CPU time on the path"
+)
+
+
+def _notes(trace: Trace) -> tuple[str, ...]:
+    calls = trace.cpu.filter(pl.col("cat").is_in(RUNTIME_CATS))
+    if trace.gpu.height and not calls.filter(pl.col("name").is_in(SYNC_CALLS)).height:
+        return (NO_SYNC,)
+    return ()
 
 
 def _mean_per_iter(values: pl.Series, n: int) -> float:

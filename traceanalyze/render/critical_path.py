@@ -36,6 +36,7 @@ def render_critical_path(path: CriticalPath, fmt: str, *, top: int | None = None
             "",
             path_verdict(path),
             "",
+            *(f"Note: {note}.\n" for note in path.notes),
             "Time on the path by kind (per iteration):",
             "",
             render_table(path.by_kind, "md"),
@@ -115,6 +116,7 @@ def timeline_parts(path: CriticalPath | None, result: Comms | None) -> list[str]
         parts += [
             f"**Critical path** ({path.length_us_per_iter:,.2f} µs per iteration, the span): "
             f"{path_verdict(path)}\n",
+            *(f"Note: {note}.\n" for note in path.notes),
             render_table(top, "md"),
         ]
     if result is not None and result.calls.height:
