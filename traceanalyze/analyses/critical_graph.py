@@ -51,7 +51,8 @@ STREAM = ["rank", "device", "stream"]
 def cpu_segments(trace: Trace) -> pl.DataFrame:
     """Every CPU thread's timeline cut at each event's start and end, one row per piece, sorted
     by (rank, tid, start): ``seg`` (the row number), ``start_ns``, ``end_ns``, ``owner`` (the
-    innermost event's ``op_id``; null in a gap), ``kind``, ``name``, ``is_sync``, ``call_ns``
+    innermost event's ``op_id``; null in a gap: its name is a gather from the cpu frame),
+    ``kind``, ``is_sync``, ``call_ns``
     (the owner's start) and ``prev_sync``, the ``seg`` of the nearest sync piece at or before it
     on the thread (else the thread's first ``seg`` minus one): a walk back stops there."""
     cpu = trace.cpu
@@ -66,7 +67,7 @@ def cpu_segments(trace: Trace) -> pl.DataFrame:
         order=pl.lit(0),
         key=-pl.col("depth"),
     )
-    points = pl.concat([starts, ends]).sort([*THREAD, "t", "order", "key"])
+    points = _sorted_points(pl.concat([starts, ends]))
     same_thread = (pl.col("tid").shift(-1) == pl.col("tid")) & (
         pl.col("rank").shift(-1) == pl.col("rank")
     )
@@ -80,14 +81,46 @@ def cpu_segments(trace: Trace) -> pl.DataFrame:
         .with_row_index("seg")
         .with_columns(pl.col("seg").cast(pl.Int64))
     )
-    first = pl.col("seg").min().over(THREAD) - 1
-    prev_sync = pl.when(pl.col("is_sync")).then(pl.col("seg")).forward_fill().over(THREAD)
+    # Back along a thread, the nearest sync piece; a thread's first pieces get its first seg
+    # minus one (rows are sorted by thread, so a plain forward fill cannot cross threads).
+    starts_thread = pl.struct(THREAD).is_first_distinct()
+    prev_sync = (
+        pl.when(pl.col("is_sync"))
+        .then(pl.col("seg"))
+        .when(starts_thread)
+        .then(pl.col("seg") - 1)
+        .forward_fill()
+    )
     return pieces.with_columns(
         pl.col("kind").fill_null(KIND_GAP),
-        pl.col("name").fill_null(KIND_GAP),
         pl.col("is_sync").fill_null(False),
-        prev_sync=prev_sync.fill_null(first),
+        prev_sync=prev_sync,
     )
+
+
+# Bits of the one-integer sort key of _sorted_points: thread, time since the trace's first
+# event (2**40 ns is 18 minutes), and the tie-break of ends before starts by depth.
+_THREAD_BITS, _TIME_BITS, _TIE_BITS = 11, 40, 12
+
+
+def _sorted_points(points: pl.DataFrame) -> pl.DataFrame:
+    """``points`` sorted by (rank, tid, t, order, key). Packed into one integer where the
+    ranges allow (a third of the time of a sort on five columns), else sorted column-wise."""
+    columns = [*THREAD, "t", "order", "key"]
+    if not points.height:
+        return points
+    thread = pl.struct(THREAD).rank("dense") - 1
+    since = pl.col("t") - pl.col("t").min()
+    tie = pl.col("order") * 2 ** (_TIE_BITS - 1) + pl.col("key") + 2 ** (_TIE_BITS - 2)
+    fits = points.select(
+        (thread.max() < 2**_THREAD_BITS)
+        & (since.max() < 2**_TIME_BITS)
+        & (pl.col("key").abs().max() < 2 ** (_TIE_BITS - 2))
+    ).item()
+    if not fits:
+        return points.sort(columns)
+    packed = thread.cast(pl.Int64) * 2 ** (_TIME_BITS + _TIE_BITS) + since * 2**_TIE_BITS + tie
+    return points.sort(packed)
 
 
 def _owner_columns(trace: Trace) -> pl.DataFrame:
@@ -107,7 +140,7 @@ def _owner_columns(trace: Trace) -> pl.DataFrame:
         .then(pl.lit(KIND_RUNTIME))
         .otherwise(pl.col("cat").replace_strict(_OWNER_KINDS, default=KIND_CPU_OP))
     )
-    return trace.cpu.select(kind=kind, name="name", is_sync=is_sync, call_ns="ts_ns")
+    return trace.cpu.select(kind=kind, is_sync=is_sync, call_ns="ts_ns")
 
 
 def gpu_nodes(trace: Trace) -> pl.DataFrame:

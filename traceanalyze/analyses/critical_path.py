@@ -85,8 +85,8 @@ def critical_path(trace: Trace) -> CriticalPath:
     gpu = gpu_nodes(trace)
     segs = cpu_segments(trace)
     bounds = iteration_bounds(trace, gpu)
-    runs = walk(segs, gpu, bounds)
-    segments = path_segments(runs, segs, gpu)
+    runs = walk(segs, gpu, bounds, trace.cpu["name"])
+    segments = path_segments(runs, segs, gpu, trace.cpu["name"])
     n = iteration_count(trace)
     lengths = segments.group_by(ITERATION).agg(
         length_ns=(pl.col("end_ns") - pl.col("start_ns")).sum()
@@ -125,10 +125,12 @@ def _mean_per_iter(values: pl.Series, n: int) -> float:
     return float(values.fill_null(0).sum()) / n
 
 
-def path_segments(runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+def path_segments(
+    runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, names: pl.Series
+) -> pl.DataFrame:
     """The walk's runs expanded into segments in forward time order per iteration, trimmed so
     that they never overlap (clock jitter can make neighbours overlap by a few ns)."""
-    cpu = _expand_cpu(runs, segs)
+    cpu = _expand_cpu(runs, segs, names)
     on_gpu = _expand_gpu(runs, gpu)
     single = pl.DataFrame(
         [(*r[:3], 0, *r[3:]) for r in runs.single],
@@ -184,8 +186,9 @@ def _clip(start: pl.Expr, end: pl.Expr) -> dict[str, pl.Expr]:
     }
 
 
-def _expand_cpu(runs: Runs, segs: pl.DataFrame) -> pl.DataFrame:
+def _expand_cpu(runs: Runs, segs: pl.DataFrame, names: pl.Series) -> pl.DataFrame:
     ranged = _gathered(_ranges(runs.cpu, "seg"), segs, "seg")
+    ranged = ranged.with_columns(name=names.gather(ranged["owner"]).fill_null(KIND_GAP))
     return ranged.select(
         *ITERATION,
         "seq",

@@ -42,14 +42,15 @@ class Runs:
 class _Rank:
     """One rank's graph as Python lists, indexed by ``seg`` / ``g`` minus the rank's first."""
 
-    def __init__(self, segs: pl.DataFrame, gpu: pl.DataFrame) -> None:
+    def __init__(self, segs: pl.DataFrame, gpu: pl.DataFrame, names: pl.Series) -> None:
         self.seg_base = _first(segs["seg"])
         self.seg_start: list[int] = segs["start_ns"].to_list()
         self.seg_end: list[int] = segs["end_ns"].to_list()
         self.prev_sync: list[int] = segs["prev_sync"].to_list()
         # Sync calls are few: their start and name by local index.
-        syncs = segs.filter(pl.col("is_sync")).select(
-            pl.col("seg") - self.seg_base, "call_ns", "name"
+        syncs = segs.filter(pl.col("is_sync"))
+        syncs = syncs.select(pl.col("seg") - self.seg_base, "call_ns").with_columns(
+            name=names.gather(syncs["owner"])
         )
         self.syncs: dict[int, tuple[int, str]] = {
             seg: (call, name) for seg, call, name in syncs.iter_rows()
@@ -79,11 +80,14 @@ def _first(rows: pl.Series) -> int:
     return int(rows[0]) if len(rows) else 0
 
 
-def walk(segs: pl.DataFrame, gpu: pl.DataFrame, bounds: pl.DataFrame) -> Runs:
-    """The path of every iteration in ``bounds`` (see :func:`critical_graph.iteration_bounds`)."""
+def walk(segs: pl.DataFrame, gpu: pl.DataFrame, bounds: pl.DataFrame, names: pl.Series) -> Runs:
+    """The path of every iteration in ``bounds`` (see :func:`critical_graph.iteration_bounds`);
+    ``names`` are the cpu frame's, by ``op_id``."""
     runs = Runs()
     for (rank,), steps in bounds.group_by(["rank"], maintain_order=True):
-        graph = _Rank(segs.filter(pl.col("rank") == rank), gpu.filter(pl.col("rank") == rank))
+        graph = _Rank(
+            segs.filter(pl.col("rank") == rank), gpu.filter(pl.col("rank") == rank), names
+        )
         for row in steps.iter_rows(named=True):
             _Walker(graph, cast(int, rank), row, runs).run()
     return runs
