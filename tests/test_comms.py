@@ -135,7 +135,7 @@ def test_both_loaders_read_the_args_alike(tmp_path: Path) -> None:
     trace = load_all_ways(path, None)
     assert isinstance(trace, traceanalyze.Trace)
     last = trace.cpu.filter(pl.col("ts_ns") == 800_000).row(0, named=True)
-    assert (last["collective"], last["in_msg_nelems"], last["group_size"]) == ("7", None, None)
+    assert (last["comm_name"], last["comm_in_nelems"], last["comm_group_size"]) == ("7", None, None)
 
 
 def test_json_rows_have_the_stable_keys(tmp_path: Path) -> None:

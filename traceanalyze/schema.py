@@ -19,11 +19,11 @@ from traceanalyze.errors import AnalysisError
 
 # A collective's args as Kineto writes them on record_param_comms ops and NCCL kernels.
 COMM_SCHEMA: dict[str, pl.DataType] = {
-    "collective": pl.String(),  # "Collective name", e.g. allreduce, allgather, send
-    "in_msg_nelems": pl.Int64(),
-    "out_msg_nelems": pl.Int64(),
-    "group_size": pl.Int64(),
-    "dtype": pl.String(),  # e.g. Float, BFloat16, Int
+    "comm_name": pl.String(),  # "Collective name", e.g. allreduce, allgather, send
+    "comm_in_nelems": pl.Int64(),  # "In msg nelems"
+    "comm_out_nelems": pl.Int64(),  # "Out msg nelems"
+    "comm_group_size": pl.Int64(),  # "Group size"
+    "comm_dtype": pl.String(),  # "dtype", e.g. Float, BFloat16, Int
 }
 
 # One row per GPU activity: kernels, memory copies and memory sets.

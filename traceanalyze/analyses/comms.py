@@ -27,7 +27,13 @@ from traceanalyze.trace import Trace
 
 COMMUNICATION = "communication"
 PARAM_COMMS = "record_param_comms"
-ARGS = ("collective", "in_msg_nelems", "out_msg_nelems", "group_size", "dtype")
+# The trace's columns of a collective's args (schema.COMM_SCHEMA) and the names used here.
+ARGS = {
+    "comm_in_nelems": "in_msg_nelems",
+    "comm_out_nelems": "out_msg_nelems",
+    "comm_group_size": "group_size",
+    "comm_dtype": "dtype",
+}
 CALL_COLUMNS = (
     "collective", "dtype", "group_size", "bytes", "us", "algbw_gbps", "busbw_gbps", "iteration",
     "rank", "name", "on", "size_bucket", "ts_ns",
@@ -76,7 +82,9 @@ def comm_summary(trace: Trace) -> pl.DataFrame:
 
 def _gpu_calls(trace: Trace) -> pl.DataFrame:
     kernels = activities(trace).filter(pl.col("category") == COMMUNICATION)
-    launched_by = trace.cpu.select("op_id", *(pl.col(a).alias(f"op_{a}") for a in ARGS))
+    launched_by = trace.cpu.select(
+        "op_id", *(pl.col(a).alias(f"op_{a}") for a in [*ARGS, "comm_name"])
+    )
     kernels = kernels.join(launched_by, on="op_id", how="left")
     # The c10d op above the launch names the collective where no args do.
     c10d = op_chains(trace.cpu, kernels["op_id"]).list.eval(
@@ -89,8 +97,8 @@ def _gpu_calls(trace: Trace) -> pl.DataFrame:
         "ts_ns",
         "dur_ns",
         "name",
-        *(pl.coalesce(a, f"op_{a}").alias(a) for a in ARGS if a != "collective"),
-        raw=pl.coalesce("collective", "op_collective", "c10d", "name"),
+        *(pl.coalesce(a, f"op_{a}").alias(name) for a, name in ARGS.items()),
+        raw=pl.coalesce("comm_name", "op_comm_name", "c10d", "name"),
         on=pl.lit("gpu"),
     )
 
@@ -99,7 +107,7 @@ def _cpu_calls(trace: Trace) -> pl.DataFrame:
     """record_param_comms ops that launched no kernel: collectives run by the CPU (Gloo)."""
     launched = activities(trace).select("op_id").drop_nulls()
     ops = trace.cpu.filter(
-        (pl.col("name") == PARAM_COMMS) & pl.col("collective").is_not_null()
+        (pl.col("name") == PARAM_COMMS) & pl.col("comm_name").is_not_null()
     ).join(launched, on="op_id", how="anti")
     return ops.select(
         "rank",
@@ -107,8 +115,8 @@ def _cpu_calls(trace: Trace) -> pl.DataFrame:
         "ts_ns",
         "dur_ns",
         "name",
-        *(a for a in ARGS if a != "collective"),
-        raw="collective",
+        *(pl.col(a).alias(name) for a, name in ARGS.items()),
+        raw="comm_name",
         on=pl.lit("cpu"),
     )
 

@@ -166,7 +166,7 @@ static const char *TAGGED_NAMES[N_TAGGED] = {
     "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
     "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm",
     "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps",
-    "collective", "in_msg_nelems", "out_msg_nelems", "group_size", "dtype",
+    "comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype",
     "sequence_number", "id", "label",
 };
 enum { R_DIMS, R_TYPES, R_CONCRETE, N_RAW };

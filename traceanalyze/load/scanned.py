@@ -58,9 +58,9 @@ GPU_ARGS = (
 RAW_JSON = ("input_dims", "input_types", "concrete_inputs")
 # A collective's args ("Collective name", "In msg nelems", "Out msg nelems", "Group size",
 # "dtype") on its record_param_comms op and, in newer traces, on its NCCL kernel.
-COMM_STRINGS = frozenset({"collective", "dtype"})
-COMM_INTS = frozenset({"in_msg_nelems", "out_msg_nelems", "group_size"})
-COMM_ARGS = ("collective", "in_msg_nelems", "out_msg_nelems", "group_size", "dtype")
+COMM_STRINGS = frozenset({"comm_name", "comm_dtype"})
+COMM_INTS = frozenset({"comm_in_nelems", "comm_out_nelems", "comm_group_size"})
+COMM_ARGS = ("comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype")
 COLUMNS: dict[str, tuple[str, ...]] = {
     "gpu": (*SPAN, *GPU_ARGS, *COMM_ARGS),
     "op": (*SPAN, *RAW_JSON, *COMM_ARGS),
