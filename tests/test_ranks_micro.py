@@ -56,6 +56,7 @@ def test_exposed_communication_and_overlap(tmp_path: Path) -> None:
         "communication_kernel_us_per_iter": (30 + 15) / 2,
         "exposed_communication_us_per_iter": 30 / 2,
         "overlap_pct_of_communication": 10 / 40 * 100,
+        "collective_busbw_gbps_median": None,  # the kernels carry no collective args
         "gpu_idle_us_per_iter": 0.0,  # no gap inside [10, 60], [20, 50] or step 2's kernel
     }
 

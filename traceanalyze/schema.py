@@ -17,6 +17,15 @@ import polars as pl
 
 from traceanalyze.errors import AnalysisError
 
+# A collective's args as Kineto writes them on record_param_comms ops and NCCL kernels.
+COMM_SCHEMA: dict[str, pl.DataType] = {
+    "comm_name": pl.String(),  # "Collective name", e.g. allreduce, allgather, send
+    "comm_in_nelems": pl.Int64(),  # "In msg nelems"
+    "comm_out_nelems": pl.Int64(),  # "Out msg nelems"
+    "comm_group_size": pl.Int64(),  # "Group size"
+    "comm_dtype": pl.String(),  # "dtype", e.g. Float, BFloat16, Int
+}
+
 # One row per GPU activity: kernels, memory copies and memory sets.
 # The ``*_linked`` block is filled by linking (see traceanalyze.link): the runtime or driver call
 # with the same correlation id, the CPU ops around that call and the iteration it belongs to.
@@ -45,6 +54,9 @@ GPU_SCHEMA: dict[str, pl.DataType] = {
     "est_achieved_occupancy_pct": pl.Float64(),
     "bytes": pl.Int64(),
     "bandwidth_gbps": pl.Float64(),
+    # A collective's args (NCCL kernels of newer traces): "Collective name", "In msg nelems",
+    # "Out msg nelems", "Group size", "dtype"; null elsewhere.
+    **COMM_SCHEMA,
     # Linking results.
     "linked": pl.Boolean(),  # a runtime/driver call with this correlation exists
     "launch_api": pl.String(),  # e.g. cudaLaunchKernel, cuLaunchKernelEx, hipLaunchKernel
@@ -78,6 +90,8 @@ CPU_SCHEMA: dict[str, pl.DataType] = {
     "input_dims": pl.String(),
     "input_types": pl.String(),
     "concrete_inputs": pl.String(),
+    # record_param_comms ops: the collective's args (as on the kernel); null elsewhere.
+    **COMM_SCHEMA,
     # Linking results.
     "parent_id": pl.Int64(),  # op_id of the innermost interval containing this one, same thread
     "depth": pl.Int32(),  # 0 for a root on its thread

@@ -21,6 +21,7 @@ import polars as pl
 from traceanalyze.analyses.accounting import ITERATION, busy_and_span, iteration_times
 from traceanalyze.analyses.activities import activities, in_iterations
 from traceanalyze.analyses.iterations import on_counted
+from traceanalyze.analyses.comms import comms
 from traceanalyze.analyses.skew import (
     ALIGN_ENDS,
     ALIGNMENTS,
@@ -48,6 +49,7 @@ RANK_COLUMNS = (
     "communication_kernel_us_per_iter",
     "exposed_communication_us_per_iter",
     "overlap_pct_of_communication",
+    "collective_busbw_gbps_median",
     "gpu_idle_us_per_iter",
     "clock_offset_us",
     "collectives_started_last",
@@ -113,7 +115,17 @@ def rank_rows(trace: Trace) -> pl.DataFrame:
             gpu_idle_us_per_iter=pl.col("gpu_idle_us").mean(),
         )
         .with_columns(pl.col("iterations").cast(pl.Int64))
+        .join(_bus_bandwidth(trace), on="rank", how="left")
         .sort("rank")
+    )
+
+
+def _bus_bandwidth(trace: Trace) -> pl.DataFrame:
+    """Per rank: the median bus bandwidth of its collective calls (`comms`), where known."""
+    return (
+        comms(trace)
+        .calls.group_by("rank")
+        .agg(collective_busbw_gbps_median=pl.col("busbw_gbps").median())
     )
 
 

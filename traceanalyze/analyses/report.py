@@ -15,7 +15,9 @@ from traceanalyze.analyses.accounting import BOUND_CPU, Verdict
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.calls import CALL_REGION
 from traceanalyze.analyses.cold_variants import ColdSet, cold_set
+from traceanalyze.analyses.comms import Comms, comms
 from traceanalyze.analyses.compare import baseline_label, comparison
+from traceanalyze.analyses.critical_path import CriticalPath, critical_path
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.explain import Explanation, explain
 from traceanalyze.analyses.kernels import kernel_table
@@ -54,6 +56,9 @@ class VariantReport:
     explained: Explanation | None = None  # against the baseline (None for the baseline)
     roofline: Roofline | None = None
     allocations: MemoryResult | None = None  # `memory`: the variant's [memory] events
+    # Where the time goes between kernels (issue 20): the critical path and the collectives.
+    critical_path: CriticalPath | None = None
+    comms: Comms | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,8 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         cudnn=cudnn,
         findings=tuple(_findings(trace, figures, row, kernels, cudnn, variant.warm_up_calls)),
         allocations=memory(trace),
+        critical_path=critical_path(trace),
+        comms=comms(trace),
     )
 
 

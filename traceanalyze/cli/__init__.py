@@ -52,8 +52,9 @@ def _register() -> None:
     from traceanalyze.cli.perf import COMMANDS as PERF
     from traceanalyze.cli.ranks import ranks
     from traceanalyze.cli.report import COMMANDS as REPORTS
+    from traceanalyze.cli.timeline import COMMANDS as TIMELINE
 
-    for command in (info, *ANALYSES, *PERF, *COLD, *REPORTS, *MEMORY, ranks):
+    for command in (info, *ANALYSES, *PERF, *COLD, *REPORTS, *MEMORY, ranks, *TIMELINE):
         main.add_command(command)
     # The capture command imports torch only when it runs, so registering it costs nothing.
     from capture.cli import capture

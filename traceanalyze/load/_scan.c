@@ -156,15 +156,19 @@ enum { TAG_NULL = 0, TAG_INT = 1, TAG_FLOAT = 2, TAG_STR = 3 };
 enum {
     C_PID, C_TID, C_EXT, C_EXT_LEGACY, C_CORR, C_DEV, C_STREAM,
     C_GX, C_GY, C_GZ, C_BX, C_BY, C_BZ,
-    C_REGS, C_SMEM, C_BPSM, C_WPSM, C_OCC, C_BYTES, C_BW, C_SEQ, C_ID, C_LABEL,
-    C_DTYPE, C_ADDR, C_TALLOC, C_TRES, /* [memory] events (with C_DEV and C_BYTES) */
+    C_REGS, C_SMEM, C_BPSM, C_WPSM, C_OCC, C_BYTES, C_BW,
+    C_COLL, C_IN_N, C_OUT_N, C_GROUP, C_DTYPE, /* collectives: record_param_comms, NCCL */
+    C_SEQ, C_ID, C_LABEL,
+    C_DEVTYPE, C_ADDR, C_TALLOC, C_TRES, /* [memory] events (with C_DEV and C_BYTES) */
     N_TAGGED
 };
 static const char *TAGGED_NAMES[N_TAGGED] = {
     "pid", "tid", "external_id", "external_id_legacy", "correlation", "device", "stream",
     "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
     "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm",
-    "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps", "sequence_number", "id", "label",
+    "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps",
+    "comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype",
+    "sequence_number", "id", "label",
     "device_type", "addr", "total_allocated_bytes", "total_reserved_bytes",
 };
 enum { R_DIMS, R_TYPES, R_CONCRETE, N_RAW };
@@ -601,8 +605,22 @@ static int dim3(Cur *c, Event *e, int first) {
 /* The key at c->p compared with a word, without escapes. */
 #define KEY_IS(k, n, word) ((n) == sizeof(word) - 1 && memcmp((k), (word), (n)) == 0)
 
+/* The args of a collective, on its record_param_comms op and (newer traces) its kernel. */
+static int comm_slot(const char *k, size_t kn) {
+    if (KEY_IS(k, kn, "Collective name")) return C_COLL;
+    if (KEY_IS(k, kn, "In msg nelems")) return C_IN_N;
+    if (KEY_IS(k, kn, "Out msg nelems")) return C_OUT_N;
+    if (KEY_IS(k, kn, "Group size")) return C_GROUP;
+    if (KEY_IS(k, kn, "dtype")) return C_DTYPE;
+    return -1;
+}
+
 static int args_key(Cur *c, Event *e, int kind, const char *k, size_t kn) {
     int slot = -1;
+    if (kind == K_OP || kind == K_GPU) {
+        slot = comm_slot(k, kn);
+        if (slot >= 0) return scalar(c, &e->value[slot], &e->tag[slot]);
+    }
     if (kind == K_OP) {
         int r = -1;
         if (KEY_IS(k, kn, "Input Dims")) r = R_DIMS;
@@ -618,7 +636,7 @@ static int args_key(Cur *c, Event *e, int kind, const char *k, size_t kn) {
         return 0;
     }
     if (kind == K_MEMORY) {
-        if (KEY_IS(k, kn, "Device Type")) slot = C_DTYPE;
+        if (KEY_IS(k, kn, "Device Type")) slot = C_DEVTYPE;
         else if (KEY_IS(k, kn, "Device Id")) slot = C_DEV;
         else if (KEY_IS(k, kn, "Addr")) slot = C_ADDR;
         else if (KEY_IS(k, kn, "Bytes")) slot = C_BYTES;
@@ -755,17 +773,18 @@ static int put_tagged(Part *p, Event *e, int col) {
 
 static const int GPU_COLS[] = {C_EXT, C_EXT_LEGACY, C_CORR, C_DEV, C_STREAM, C_GX, C_GY, C_GZ,
                                C_BX, C_BY, C_BZ, C_REGS, C_SMEM, C_BPSM, C_WPSM, C_OCC, C_BYTES,
-                               C_BW, -1};
+                               C_BW, C_COLL, C_IN_N, C_OUT_N, C_GROUP, C_DTYPE, -1};
+static const int OP_COLS[] = {C_COLL, C_IN_N, C_OUT_N, C_GROUP, C_DTYPE, -1};
 static const int CALL_COLS[] = {C_EXT, C_EXT_LEGACY, C_CORR, -1};
 static const int NO_COLS[] = {-1};
 static const int FLOW_COLS[] = {C_ID, -1};
 static const int META_COLS[] = {C_LABEL, -1};
-static const int MEMORY_COLS[] = {C_DTYPE, C_DEV, C_ADDR, C_BYTES, C_TALLOC, C_TRES, -1};
+static const int MEMORY_COLS[] = {C_DEVTYPE, C_DEV, C_ADDR, C_BYTES, C_TALLOC, C_TRES, -1};
 
 static int store(Scanner *s, Event *e, int kind) {
     Part *p = part_for(s, e->cat, kind);
     if (!p) return -1;
-    const int *cols = kind == K_GPU ? GPU_COLS : kind == K_CALL ? CALL_COLS
+    const int *cols = kind == K_GPU ? GPU_COLS : kind == K_OP ? OP_COLS : kind == K_CALL ? CALL_COLS
                     : kind == K_FLOW ? FLOW_COLS : kind == K_META ? META_COLS
                     : kind == K_MEMORY ? MEMORY_COLS : NO_COLS;
     if (buf_put(&p->name, &e->name, 4) || put_tagged(p, e, C_PID) || put_tagged(p, e, C_TID) ||

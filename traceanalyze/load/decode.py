@@ -57,6 +57,11 @@ class Args(msgspec.Struct, gc=False, frozen=True):
     bandwidth_gbps: Scalar = msgspec.field(default=None, name="memory bandwidth (GB/s)")
     sequence_number: Scalar = msgspec.field(default=None, name="Sequence number")
     name: Scalar = None  # process_name / thread_name metadata events
+    comm_name: Scalar = msgspec.field(default=None, name="Collective name")
+    comm_in_nelems: Scalar = msgspec.field(default=None, name="In msg nelems")
+    comm_out_nelems: Scalar = msgspec.field(default=None, name="Out msg nelems")
+    comm_group_size: Scalar = msgspec.field(default=None, name="Group size")
+    comm_dtype: Scalar = msgspec.field(default=None, name="dtype")
 
 
 class OpArgs(msgspec.Struct, gc=False, frozen=True):
@@ -66,6 +71,12 @@ class OpArgs(msgspec.Struct, gc=False, frozen=True):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    # record_param_comms: the collective it records.
+    comm_name: Scalar = msgspec.field(default=None, name="Collective name")
+    comm_in_nelems: Scalar = msgspec.field(default=None, name="In msg nelems")
+    comm_out_nelems: Scalar = msgspec.field(default=None, name="Out msg nelems")
+    comm_group_size: Scalar = msgspec.field(default=None, name="Group size")
+    comm_dtype: Scalar = msgspec.field(default=None, name="dtype")
 
 
 class MemoryArgs(msgspec.Struct, gc=False, frozen=True):

@@ -22,6 +22,9 @@ from traceanalyze.errors import TraceFormatError
 from traceanalyze.load.decode import FIX_NOT_A_TRACE, UNSET_TIME, Event, decode_args, npu_args
 from traceanalyze.load.scanned import (
     CALL_CATS,
+    COMM_ARGS,
+    COMM_INTS,
+    COMM_STRINGS,
     DIMS,
     FLOATS,
     FLOW_PHASES,
@@ -59,8 +62,9 @@ _ARG_FIELDS = {
 _KIND_COLUMNS = {
     "gpu": ("name", "pid", "tid", "ts_ns", "dur_ns", "external_id", "correlation", "device",
             "stream", *sorted(DIMS), "registers_per_thread", "shared_memory", "blocks_per_sm",
-            "warps_per_sm", "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps"),
-    "op": ("name", "pid", "tid", "ts_ns", "dur_ns", *RAW_JSON),
+            "warps_per_sm", "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps",
+            *COMM_ARGS),
+    "op": ("name", "pid", "tid", "ts_ns", "dur_ns", *RAW_JSON, *COMM_ARGS),
     "call": ("name", "pid", "tid", "ts_ns", "dur_ns", "external_id", "correlation"),
     "flow": ("id", "phase", "pid", "tid", "ts_ns"),
     "instant": ("name", "pid", "tid", "ts_ns"),
@@ -149,6 +153,8 @@ def _add(
             pieces[column] = _times(events, column[:-3], chunk_events, chunk)
         elif column in RAW_JSON:
             pieces[column] = _raw_json(column, _values(op_args, column), chunk)
+        elif column in COMM_ARGS:
+            pieces[column] = _comm(column, _values(op_args if kind == "op" else args, column))
         elif column in DIMS:
             dim, axis = column.split("_")
             pieces[column] = _typed(column, _values(args, f"{dim}.{axis}"))
@@ -285,6 +291,21 @@ def _typed(column: str, values: list[Any]) -> Piece:
         return pl.Series(column, values, dtype=pl.Int64)
     except (TypeError, OverflowError):
         return values
+
+
+def _comm(column: str, values: list[Any]) -> pl.Series:
+    """A collective's arg: text (a number written as its digits) or an integer (else null),
+    as the C scanner gives it. Nearly always all null or all of the right type: one typed
+    Series; else one pass over the values."""
+    dtype = pl.String if column in COMM_STRINGS else pl.Int64
+    try:
+        return pl.Series(column, values, dtype=dtype)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        pass
+    if column in COMM_INTS:
+        return pl.Series(column, [v if type(v) is int else None for v in values], dtype=dtype)
+    text = [v if isinstance(v, str) else str(v) if type(v) is int else None for v in values]
+    return pl.Series(column, text, dtype=dtype)
 
 
 def _raw_json(column: str, values: list[msgspec.Raw], chunk: Chunk) -> pl.Series:

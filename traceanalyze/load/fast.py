@@ -22,6 +22,8 @@ from traceanalyze.load.decode import TraceDocument
 from traceanalyze.load.scanned import (
     CALL_CATS,
     COLUMNS,
+    COMM_INTS,
+    COMM_STRINGS,
     FLOATS,
     GPU_KINDS,
     LEGACY_CATS,
@@ -113,12 +115,31 @@ def _piece(column: str, part: dict[str, Any], names: pl.Series, raws: pl.Series)
     values_bytes, tags_bytes = part[column]
     values = np.frombuffer(values_bytes, dtype=np.int64)
     tags = np.frombuffer(tags_bytes, dtype=np.uint8)
+    if column in COMM_STRINGS or column in COMM_INTS:
+        return _comm_piece(column, values, tags, names)
     if column in FLOATS:
         floats = np.where(tags == _TAG_FLOAT, values.view(np.float64), values.astype(np.float64))
         return _masked(column, floats, (tags == _TAG_NULL) | (tags == _TAG_STR))
     if column == "label" or ((tags == _TAG_FLOAT) | (tags == _TAG_STR)).any():
         return _objects(values, tags, names)
     return _masked(column, values, tags == _TAG_NULL)
+
+
+def _comm_piece(
+    column: str, values: np.ndarray[Any, Any], tags: np.ndarray[Any, Any], names: pl.Series
+) -> pl.Series:
+    """A collective's arg as the msgspec path types it: text (a number written as its digits)
+    or an integer (anything else null)."""
+    if column in COMM_INTS:
+        return _masked(column, values, tags != _TAG_INT)
+    strings = names.gather(pl.Series(np.where(tags == _TAG_STR, values, 0)))
+    text = pl.select(
+        pl.when(pl.Series(tags == _TAG_STR))
+        .then(strings)
+        .when(pl.Series(tags == _TAG_INT))
+        .then(pl.Series(values).cast(pl.String))
+    ).to_series()
+    return text.alias(column)
 
 
 def _masked(column: str, values: np.ndarray[Any, Any], nulls: np.ndarray[Any, Any]) -> pl.Series:

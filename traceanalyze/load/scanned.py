@@ -66,9 +66,14 @@ GPU_ARGS = (
     "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps",
 )  # fmt: skip
 RAW_JSON = ("input_dims", "input_types", "concrete_inputs")
+# A collective's args ("Collective name", "In msg nelems", "Out msg nelems", "Group size",
+# "dtype") on its record_param_comms op and, in newer traces, on its NCCL kernel.
+COMM_STRINGS = frozenset({"comm_name", "comm_dtype"})
+COMM_INTS = frozenset({"comm_in_nelems", "comm_out_nelems", "comm_group_size"})
+COMM_ARGS = ("comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype")
 COLUMNS: dict[str, tuple[str, ...]] = {
-    "gpu": (*SPAN, *GPU_ARGS),
-    "op": (*SPAN, *RAW_JSON),
+    "gpu": (*SPAN, *GPU_ARGS, *COMM_ARGS),
+    "op": (*SPAN, *RAW_JSON, *COMM_ARGS),
     "call": (*SPAN, "external_id", "correlation"),
     "flow": ("id", "phase", "pid", "tid", "ts_ns"),
     "instant": ("name", "pid", "tid", "ts_ns"),

@@ -15,6 +15,7 @@ from traceanalyze.analyses.roofline import TOP_OPS
 from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.cold import cold_section
+from traceanalyze.render.critical_path import timeline_parts
 from traceanalyze.render.headings import heading
 from traceanalyze.render.memory import memory_section
 from traceanalyze.render.perf import roofline_markdown
@@ -224,6 +225,7 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
         ]
     parts += _roofline_part(variant, full_names)
     parts += memory_section(variant.allocations)
+    parts += timeline_parts(variant.critical_path, variant.comms)
     return "\n".join(parts)
 
 

@@ -1,0 +1,159 @@
+"""`comms`: a collective of each kind with known sizes, exact bytes and bandwidths; both
+loaders read the collective args alike; traces without args say so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+import traceanalyze
+from tests.conftest import PUBLIC_TRACES, skip_without
+from tests.micro import annotation, call, kernel, op, span, write_trace
+from tests.test_load_properties import load_all_ways
+from traceanalyze.analyses.comms import NO_ARGS, NO_CALLS, comms
+from traceanalyze.cli import main
+
+Event = dict[str, Any]
+
+
+def comm_args(name: str, nelems_in: int, nelems_out: int, dtype: str, group: int) -> Event:
+    return {
+        "Collective name": name,
+        "In msg nelems": nelems_in,
+        "Out msg nelems": nelems_out,
+        "dtype": dtype,
+        "Group size": group,
+    }
+
+
+def collective(
+    ts: float, correlation: int, kernel_name: str, dur: float, args: Event | None, **op_args: Any
+) -> list[Event]:
+    """record_param_comms (with ``op_args``) launching an NCCL kernel of ``dur`` us (with
+    ``args`` on the kernel when given)."""
+    return [
+        span("cpu_op", "record_param_comms", ts, 10, **op_args),
+        call("cudaLaunchKernel", ts + 1, 2, correlation),
+        kernel(kernel_name, ts + 5, dur, correlation, **(args or {})),
+    ]
+
+
+# One collective of each kind, 1 MiB moved in 10 us where the size allows (algbw 104.8576
+# GB/s), on 4 ranks. Args on the ops except for the all_reduce (on its kernel, as newer traces
+# write them); the gather/scatter forms are given as the larger side.
+EVENTS: list[Event] = [
+    annotation("ProfilerStep#1", 0, 1000),
+    *collective(10, 1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 10,
+                comm_args("allreduce", 262144, 262144, "Float", 4)),
+    *collective(100, 2, "ncclDevKernel_AllGather_RING_LL", 10, None,
+                **comm_args("_allgather_base", 131072, 524288, "BFloat16", 4)),
+    *collective(200, 3, "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", 10, None,
+                **comm_args("reduce_scatter_tensor_coalesced", 524288, 131072, "Half", 4)),
+    *collective(300, 4, "ncclDevKernel_SendRecv", 10, None,
+                **comm_args("all_to_allv", 131072, 131072, "Long", 4)),
+    *collective(400, 5, "ncclDevKernel_Broadcast_RING_LL", 10, None,
+                **comm_args("broadcast", 1048576, 1048576, "Byte", 4)),
+    *collective(500, 6, "ncclDevKernel_Reduce_Sum_f32_RING_LL", 20, None,
+                **comm_args("reduce", 262144, 262144, "Float", 4)),
+    # A Gloo all_reduce on the CPU (no kernel): 4 KiB in 40 us over 2 ranks.
+    span("cpu_op", "record_param_comms", 600, 40,
+         **comm_args("allreduce", 1024, 1024, "Float", 2)),
+    # A work handle's wait is not a collective.
+    span("cpu_op", "record_param_comms", 700, 5, **comm_args("wait", 0, 0, "Byte", 1)),
+]  # fmt: skip
+MIB_IN_10_US = 2**20 / 10_000  # GB/s
+
+
+def test_each_kind_with_known_sizes(tmp_path: Path) -> None:
+    result = comms(traceanalyze.load(write_trace(tmp_path, EVENTS), cache=False))
+    assert result.notes == ()
+    got = result.calls.select(
+        "collective", "dtype", "group_size", "bytes", "us", "algbw_gbps", "busbw_gbps", "on"
+    )
+    a = MIB_IN_10_US
+    expected = pl.DataFrame(
+        [
+            ("all_reduce", "Float", 4, 2**20, 10.0, a, a * 2 * 3 / 4, "gpu"),
+            ("all_gather", "BFloat16", 4, 2**20, 10.0, a, a * 3 / 4, "gpu"),
+            ("reduce_scatter", "Half", 4, 2**20, 10.0, a, a * 3 / 4, "gpu"),
+            ("all_to_all", "Long", 4, 2**20, 10.0, a, a * 3 / 4, "gpu"),
+            ("broadcast", "Byte", 4, 2**20, 10.0, a, a, "gpu"),
+            ("reduce", "Float", 4, 2**20, 20.0, a / 2, a / 2, "gpu"),
+            ("all_reduce", "Float", 2, 4096, 40.0, 4096 / 40_000, 4096 / 40_000, "cpu"),
+        ],
+        schema=got.schema,
+        orient="row",
+    )
+    assert_frame_equal(got, expected)
+    assert result.calls["iteration"].to_list() == [1] * 7
+
+
+def test_summary_per_kind_and_bucket(tmp_path: Path) -> None:
+    result = comms(traceanalyze.load(write_trace(tmp_path, EVENTS), cache=False))
+    # H200 (the micro traces' device): NVLink 4, 450 GB/s one way.
+    row = result.by_kind.filter(pl.col("collective") == "broadcast").row(0, named=True)
+    assert row["size_bucket"] == "1 - 16 MiB"
+    assert row["count_per_iter"] == 1
+    assert row["us_per_iter"] == 10
+    assert row["busbw_gbps_median"] == pytest.approx(MIB_IN_10_US)
+    assert row["busbw_pct_of_peak"] == pytest.approx(MIB_IN_10_US / 450 * 100)
+    gloo = result.by_kind.filter(pl.col("on") == "cpu").row(0, named=True)
+    assert (gloo["collective"], gloo["size_bucket"]) == ("all_reduce", "< 64 KiB")
+
+
+def test_kernels_without_args_say_so(tmp_path: Path) -> None:
+    events = [
+        annotation("ProfilerStep#1", 0, 100),
+        op("c10d::alltoall_base_", 5, 20),
+        call("cudaLaunchKernel", 6, 2, 1),
+        kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", 10, 30, 1),
+    ]
+    result = comms(traceanalyze.load(write_trace(tmp_path, events), cache=False))
+    assert result.notes == (NO_ARGS,)
+    # The c10d op names the collective the SendRecv kernel carries out.
+    assert result.calls.select("collective", "bytes", "us").rows() == [("all_to_all", None, 30.0)]
+
+
+def test_no_collectives(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path, [annotation("ProfilerStep#1", 0, 100), op("aten::mm", 1, 5)])
+    assert comms(traceanalyze.load(trace, cache=False)).notes == (NO_CALLS,)
+    result = CliRunner().invoke(main, ["comms", str(trace)])
+    assert result.exit_code == 0
+    assert "no collective calls" in result.output
+
+
+def test_both_loaders_read_the_args_alike(tmp_path: Path) -> None:
+    # Odd but valid JSON: a number where text is expected and text where a number is.
+    odd = {"Collective name": 7, "In msg nelems": "12", "dtype": "Float", "Group size": 2.5}
+    path = write_trace(tmp_path, [*EVENTS, span("cpu_op", "record_param_comms", 800, 1, **odd)])
+    trace = load_all_ways(path, None)
+    assert isinstance(trace, traceanalyze.Trace)
+    last = trace.cpu.filter(pl.col("ts_ns") == 800_000).row(0, named=True)
+    assert (last["comm_name"], last["comm_in_nelems"], last["comm_group_size"]) == ("7", None, None)
+
+
+def test_json_rows_have_the_stable_keys(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path, EVENTS)
+    result = CliRunner().invoke(main, ["comms", str(trace), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    stable = {"collective", "dtype", "group_size", "bytes", "us", "algbw_gbps", "busbw_gbps",
+              "iteration"}  # fmt: skip
+    assert len(rows) == 7 and all(stable <= set(row) for row in rows)
+
+
+def test_public_nccl_trace() -> None:
+    path = PUBLIC_TRACES / "hta_nccl_a100.json.gz"
+    skip_without(path)
+    result = comms(traceanalyze.load(path))
+    # 15 all_reduce and 6 broadcast kernels, each with its args; A100 NVLink 3: 300 GB/s.
+    counts = result.calls.group_by("collective").len().sort("collective").rows()
+    assert counts == [("all_reduce", 15), ("broadcast", 6)]
+    assert result.calls["bytes"].null_count() == 0
+    assert result.by_kind["link_peak_gbps"].unique().to_list() == [300.0]

@@ -1,0 +1,206 @@
+"""`critical-path`: micro traces with the exact path, and length == span on real traces.
+
+Times in the events are microseconds (tests/micro.py); the expected frames are too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+import traceanalyze
+from tests.conftest import public_trace_files
+from tests.micro import annotation, call, kernel, op, write_trace
+from traceanalyze.analyses.critical_path import (
+    NO_SYNC,
+    CriticalPath,
+    critical_path,
+    path_verdict,
+)
+from traceanalyze.cli import main
+
+Event = dict[str, Any]
+SGEMM = "ampere_sgemm_128x64_nn"
+SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10>(float*)"
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def path_of(folder: Path, events: list[Event]) -> CriticalPath:
+    return critical_path(traceanalyze.load(write_trace(folder, events), cache=False))
+
+
+def kinds(path: CriticalPath) -> dict[str, float]:
+    return dict(path.by_kind.iter_rows())
+
+
+def items(path: CriticalPath) -> pl.DataFrame:
+    return path.items.select("name", "kind", "us_per_iter", "slack_us_per_iter").sort("name")
+
+
+def expected_items(*rows: tuple[str, str, float, float]) -> pl.DataFrame:
+    frame = pl.DataFrame(
+        rows, schema=["name", "kind", "us_per_iter", "slack_us_per_iter"], orient="row"
+    )
+    return frame.sort("name")
+
+
+# GPU-bound: two kernels back to back on one stream, launched early by a short CPU step.
+# A (GEMM, 10-60) waits for its launch at 6; B (softmax, 60-100) for A (its launch was at 21).
+# The path: step 0-5, aten::mm 5-6, launch 6-10, A 10-60, B 60-100 = the span, 100 us.
+GPU_BOUND = [
+    annotation("ProfilerStep#1", 0, 50),
+    op("aten::mm", 5, 10),
+    call("cudaLaunchKernel", 6, 2, 1),
+    kernel(SGEMM, 10, 50, 1),
+    op("aten::softmax", 20, 10),
+    call("cudaLaunchKernel", 21, 2, 2),
+    kernel(SOFTMAX, 60, 40, 2),
+]
+
+
+def test_gpu_bound_path_runs_through_its_kernels(tmp_path: Path) -> None:
+    path = path_of(tmp_path, GPU_BOUND)
+    assert path.span_us_per_iter == path.length_us_per_iter == 100
+    assert kinds(path) == {
+        "kernel:gemm": 50,
+        "kernel:softmax": 40,
+        "annotation": 5,
+        "launch": 4,
+        "cpu_op": 1,
+    }
+    # Free the GEMM and B starts once its own launch (21) has come: 39 us shorter. Free the
+    # softmax and the step ends with A at 60 (its CPU side ended at 50): 40 us shorter.
+    assert_frame_equal(
+        items(path),
+        expected_items(
+            (SGEMM, "kernel:gemm", 50.0, 39.0),
+            (SOFTMAX, "kernel:softmax", 40.0, 40.0),
+            ("ProfilerStep#1", "annotation", 5.0, 5.0),
+            ("cudaLaunchKernel", "launch", 4.0, 4.0),
+            ("aten::mm", "cpu_op", 1.0, 1.0),
+        ),
+    )
+    assert path_verdict(path).startswith("GPU-bound: 90% of the critical path is GPU work")
+
+
+# CPU-bound: two ops with short kernels; the step's CPU side ends last (100) after the last
+# kernel (95-98). The path stays on the CPU thread: step self time 25, ops 70, launches 5.
+CPU_BOUND = [
+    annotation("ProfilerStep#1", 0, 100),
+    op("aten::add", 10, 30),
+    call("cudaLaunchKernel", 12, 2, 1),
+    kernel(SOFTMAX, 20, 5, 1),
+    op("aten::mul", 50, 45),
+    call("cudaLaunchKernel", 90, 3, 2),
+    kernel(SGEMM, 95, 3, 2),
+]
+
+
+def test_cpu_bound_path_runs_through_ops_and_launches(tmp_path: Path) -> None:
+    path = path_of(tmp_path, CPU_BOUND)
+    assert path.span_us_per_iter == path.length_us_per_iter == 100
+    assert kinds(path) == {"cpu_op": 70, "annotation": 25, "launch": 5}
+    # Freeing aten::mul moves the last kernel's launch too (its 40 us before the launch), so
+    # all 42 us go. The step's self time after that launch (5 us) and the last launch call
+    # (3 us) move only the CPU's end, which binds 2 us later on the kernel's end (98): 25 - 5
+    # + 2 and 5 - 3 + 2. The kernels are off the path.
+    assert_frame_equal(
+        items(path),
+        expected_items(
+            ("aten::mul", "cpu_op", 42.0, 42.0),
+            ("aten::add", "cpu_op", 28.0, 28.0),
+            ("ProfilerStep#1", "annotation", 25.0, 22.0),
+            ("cudaLaunchKernel", "launch", 5.0, 4.0),
+        ),
+    )
+    assert path_verdict(path).startswith("CPU-bound: 100% of the critical path is CPU time")
+
+
+# A sync edge: the CPU launches a 50 us kernel at 2-4 (it runs 5-55) and blocks in
+# cudaDeviceSynchronize 10-58; the sync returns 3 us after the kernel ends, then 58-60 ends the
+# step. Path: 0-2 step, launch 2-5, kernel 5-55, sync wait 55-58, step 58-60.
+SYNC = [
+    annotation("ProfilerStep#1", 0, 60),
+    call("cudaLaunchKernel", 2, 2, 1),
+    kernel(SGEMM, 5, 50, 1),
+    call("cudaDeviceSynchronize", 10, 48, 0),
+]
+
+
+def test_sync_edge_goes_from_the_gpu_back_to_the_cpu(tmp_path: Path) -> None:
+    path = path_of(tmp_path, SYNC)
+    assert path.span_us_per_iter == path.length_us_per_iter == 60
+    assert kinds(path) == {"kernel:gemm": 50, "annotation": 4, "launch": 3, "sync_wait": 3}
+    assert_frame_equal(
+        path.segments.select("kind", "lane", "start_ns", "end_ns"),
+        pl.DataFrame(
+            {
+                "kind": ["annotation", "launch", "kernel:gemm", "sync_wait", "annotation"],
+                "lane": ["thread 1", "thread 1", "stream 7", "thread 1", "thread 1"],
+                "start_ns": [0, 2000, 5000, 55000, 58000],
+                "end_ns": [2000, 5000, 55000, 58000, 60000],
+            }
+        ),
+    )
+    # Freeing the kernel lets the sync return once the CPU reaches it (at 10): 45 us shorter.
+    slack = dict(path.items.select("kind", "slack_us_per_iter").iter_rows())
+    assert slack["kernel:gemm"] == 45
+    assert path.notes == ()
+
+
+def test_a_trace_without_sync_calls_says_so(tmp_path: Path) -> None:
+    assert path_of(tmp_path, GPU_BOUND).notes == (NO_SYNC,)
+
+
+def test_json_keys_and_markdown(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path, GPU_BOUND)
+    result = CliRunner().invoke(main, ["critical-path", str(trace), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert list(record) == ["span_us_per_iter", "length_us_per_iter", "by_kind", "items", "notes"]
+    assert sum(row["us_per_iter"] for row in record["by_kind"]) == pytest.approx(100)
+    assert set(record["items"][0]) == {"name", "kind", "us_per_iter", "slack_us_per_iter"}
+    out = tmp_path / "out" / "path.md"
+    out.parent.mkdir()
+    result = CliRunner().invoke(main, ["critical-path", str(trace), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "GPU-bound" in out.read_text()
+    assert (out.parent / "path_path.png").read_bytes().startswith(b"\x89PNG")
+
+
+def _traces_with_gpu() -> list[Path]:
+    samples = sorted(SAMPLES.glob("*/*.json.gz"))
+    return samples + public_trace_files()
+
+
+@pytest.mark.parametrize("trace", _traces_with_gpu(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_length_equals_span_on_real_traces(trace: Path) -> None:
+    loaded = traceanalyze.load(trace)
+    if not loaded.gpu.height:
+        pytest.skip("no GPU activity")
+    path = critical_path(loaded)
+    iterations = path.iterations
+    assert iterations.height == loaded.iterations.height
+    assert_frame_equal(
+        iterations.select(pl.col("length_us").round(3)),
+        iterations.select(pl.col("span_us").round(3).alias("length_us")),
+    )
+    slack_within = path.items.filter(
+        (pl.col("slack_us_per_iter") < 0) | (pl.col("slack_us_per_iter") > pl.col("us_per_iter"))
+    )
+    assert slack_within.height == 0
+
+
+@pytest.mark.parametrize(
+    ("variant", "bound"),
+    [("naive", "GPU-bound"), ("sdpa_flash", "CPU-bound"), ("sdpa_cudnn", "CPU-bound")],
+)
+def test_samples_bound_side(variant: str, bound: str) -> None:
+    path = critical_path(traceanalyze.load(SAMPLES / "h200_default" / f"{variant}.json.gz"))
+    assert path_verdict(path).startswith(bound)

@@ -1,0 +1,227 @@
+"""The critical path's graph, as frames: CPU segments per thread, GPU activities per stream.
+
+The dependency graph of an iteration has four kinds of edges (README, "Critical path"):
+
+* nesting and order on each CPU thread: the thread's timeline cut into *segments*, each owned
+  by the innermost event covering it (an op's self time, a runtime call, or nothing: a gap);
+* launch (CPU -> GPU): a runtime/driver call to the activity it launched;
+* stream order (GPU -> GPU): an activity to the next one on its stream;
+* synchronisation (GPU -> CPU): a blocking call (``SYNC_CALLS``) to the activity that ended
+  last while it waited.
+
+Every edge goes forward in time, so the graph is a DAG ordered by timestamps. Each node has at
+most two candidate predecessors, and which one arrived last is a property of the node alone;
+this module computes it for every node in columns, and :mod:`critical_walk` follows the
+choices back from the iteration's end.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceanalyze.analyses.activities import activities
+from traceanalyze.link import RUNTIME_CATS
+from traceanalyze.trace import Trace
+
+# Runtime/driver calls that block the calling thread until GPU work has finished: stream,
+# device and event synchronisation and the blocking (non-Async) copies and sets.
+SYNC_CALLS = (
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
+    "cudaMemset", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+    "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2", "cuMemcpy",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+    "hipMemset",
+)  # fmt: skip
+
+# Kinds of time on the path (``by_kind``); a kernel's kind is "kernel:<category>".
+KIND_CPU_OP = "cpu_op"  # self time of a CPU operator
+KIND_ANNOTATION = "annotation"  # self time of a record_function region (Python between ops)
+KIND_LAUNCH = "launch"  # a launch call and the wait until its activity starts
+KIND_RUNTIME = "runtime"  # other runtime/driver calls (event record, allocation, ...)
+KIND_SYNC = "sync_wait"  # a blocking call waiting for the GPU
+KIND_COPY = "copy"  # memory copies and sets on the GPU
+KIND_GAP = "gap"  # nothing recorded: an idle thread or stream on the path
+_OWNER_KINDS = {"cpu_op": KIND_CPU_OP, "user_annotation": KIND_ANNOTATION}
+
+THREAD = ["rank", "tid"]
+STREAM = ["rank", "device", "stream"]
+
+
+def cpu_segments(trace: Trace) -> pl.DataFrame:
+    """Every CPU thread's timeline cut at each event's start and end, one row per piece, sorted
+    by (rank, tid, start): ``seg`` (the row number), ``start_ns``, ``end_ns``, ``owner`` (the
+    innermost event's ``op_id``; null in a gap: its name is a gather from the cpu frame),
+    ``kind``, ``is_sync``, ``call_ns``
+    (the owner's start) and ``prev_sync``, the ``seg`` of the nearest sync piece at or before it
+    on the thread (else the thread's first ``seg`` minus one): a walk back stops there."""
+    cpu = trace.cpu
+    events = cpu.select(*THREAD, "op_id", "parent_id", "depth", "ts_ns", "dur_ns")
+    # After an event's start the innermost owner is the event; after its end, its parent. At
+    # equal times ends come first (deepest first), then starts (outermost first).
+    starts = events.select(*THREAD, t="ts_ns", owner="op_id", order=pl.lit(1), key="depth")
+    ends = events.select(
+        *THREAD,
+        t=pl.col("ts_ns") + pl.col("dur_ns"),
+        owner="parent_id",
+        order=pl.lit(0),
+        key=-pl.col("depth"),
+    )
+    points = _sorted_points(pl.concat([starts, ends]))
+    same_thread = (pl.col("tid").shift(-1) == pl.col("tid")) & (
+        pl.col("rank").shift(-1) == pl.col("rank")
+    )
+    pieces = points.select(
+        *THREAD, "owner", start_ns="t", end_ns=pl.when(same_thread).then(pl.col("t").shift(-1))
+    ).filter(pl.col("end_ns") > pl.col("start_ns"))
+    # op_id is the cpu frame's row number, so an owner's columns are a gather, not a join.
+    owners = _owner_columns(trace).gather(pieces["owner"])
+    pieces = (
+        pl.concat([pieces, owners], how="horizontal")
+        .with_row_index("seg")
+        .with_columns(pl.col("seg").cast(pl.Int64))
+    )
+    # Back along a thread, the nearest sync piece; a thread's first pieces get its first seg
+    # minus one (rows are sorted by thread, so a plain forward fill cannot cross threads).
+    starts_thread = pl.struct(THREAD).is_first_distinct()
+    prev_sync = (
+        pl.when(pl.col("is_sync"))
+        .then(pl.col("seg"))
+        .when(starts_thread)
+        .then(pl.col("seg") - 1)
+        .forward_fill()
+    )
+    return pieces.with_columns(
+        pl.col("kind").fill_null(KIND_GAP),
+        pl.col("is_sync").fill_null(False),
+        prev_sync=prev_sync,
+    )
+
+
+# Bits of the one-integer sort key of _sorted_points: thread, time since the trace's first
+# event (2**40 ns is 18 minutes), and the tie-break of ends before starts by depth.
+_THREAD_BITS, _TIME_BITS, _TIE_BITS = 11, 40, 12
+
+
+def _sorted_points(points: pl.DataFrame) -> pl.DataFrame:
+    """``points`` sorted by (rank, tid, t, order, key). Packed into one integer where the
+    ranges allow (a third of the time of a sort on five columns), else sorted column-wise."""
+    columns = [*THREAD, "t", "order", "key"]
+    if not points.height:
+        return points
+    thread = pl.struct(THREAD).rank("dense") - 1
+    since = pl.col("t") - pl.col("t").min()
+    tie = pl.col("order") * 2 ** (_TIE_BITS - 1) + pl.col("key") + 2 ** (_TIE_BITS - 2)
+    fits = points.select(
+        (thread.max() < 2**_THREAD_BITS)
+        & (since.max() < 2**_TIME_BITS)
+        & (pl.col("key").abs().max() < 2 ** (_TIE_BITS - 2))
+    ).item()
+    if not fits:
+        return points.sort(columns)
+    packed = thread.cast(pl.Int64) * 2 ** (_TIME_BITS + _TIE_BITS) + since * 2**_TIE_BITS + tie
+    return points.sort(packed)
+
+
+def _owner_columns(trace: Trace) -> pl.DataFrame:
+    """Per cpu row: the kind of time its self time is, its name, start and whether it syncs."""
+    launched = activities(trace).select("rank", "correlation").drop_nulls().unique()
+    is_call = pl.col("cat").is_in(RUNTIME_CATS)
+    is_sync = is_call & pl.col("name").is_in(SYNC_CALLS)
+    is_launch = pl.struct("rank", "correlation").is_in(
+        launched.select(pl.struct("rank", "correlation")).to_series().implode()
+    )
+    kind = (
+        pl.when(is_sync)
+        .then(pl.lit(KIND_SYNC))
+        .when(is_call & is_launch)
+        .then(pl.lit(KIND_LAUNCH))
+        .when(is_call)
+        .then(pl.lit(KIND_RUNTIME))
+        .otherwise(pl.col("cat").replace_strict(_OWNER_KINDS, default=KIND_CPU_OP))
+    )
+    return trace.cpu.select(kind=kind, is_sync=is_sync, call_ns="ts_ns")
+
+
+def gpu_nodes(trace: Trace) -> pl.DataFrame:
+    """GPU activities sorted by (rank, device, stream, start), ``g`` the row number, with the
+    predecessor each one waited for: ``choice`` "stream" (the previous activity on its stream
+    ended after its launch call began), "launch" (the launch call came later) or "none";
+    ``head`` the first ``g`` of its run of stream-order choices; ``margin_ns`` how much earlier
+    the chosen predecessor could have arrived before the other one would bind (null: none), and
+    ``tau_ns`` where the other one's chain joins the CPU (see critical_path's docstring)."""
+    frame = activities(trace).sort([*STREAM, "ts_ns"])
+    prev_end = (pl.col("ts_ns") + pl.col("dur_ns")).shift(1).over(STREAM)
+    launch = pl.col("launch_ts_ns").is_not_null() & pl.col("launch_tid").is_not_null()
+    nodes = frame.select(
+        *STREAM,
+        "ts_ns",
+        end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
+        prev_end_ns=prev_end,
+        launch_ts_ns=pl.when(launch).then(pl.col("launch_ts_ns")),
+        launch_tid=pl.when(launch).then(pl.col("launch_tid")),
+        launch_api="launch_api",
+        kind=pl.when(pl.col("kind") == "kernel")
+        .then(pl.format("kernel:{}", "category"))
+        .otherwise(pl.lit(KIND_COPY)),
+        name="name",
+        iteration="iteration",
+    ).with_row_index("g")
+    by_stream = pl.col("prev_end_ns").is_not_null() & (
+        pl.col("launch_ts_ns").is_null() | (pl.col("prev_end_ns") >= pl.col("launch_ts_ns"))
+    )
+    nodes = nodes.with_columns(
+        pl.col("g").cast(pl.Int64),
+        choice=pl.when(by_stream)
+        .then(pl.lit("stream"))
+        .when(pl.col("launch_ts_ns").is_not_null())
+        .then(pl.lit("launch"))
+        .otherwise(pl.lit("none")),
+        margin_ns=(pl.col("prev_end_ns") - pl.col("launch_ts_ns")).abs(),
+    )
+    run = (pl.col("choice") != "stream").cum_sum().over(STREAM)
+    nodes = nodes.with_columns(head=pl.col("g").first().over([*STREAM, run]))
+    # Where the other predecessor's chain leaves the CPU, so that both move together before
+    # it: a run's launch call (its head's) for the own launch (stream order chosen, the path
+    # leaves the CPU at the head's launch), the previous run's for the previous activity.
+    head_launch = nodes["launch_ts_ns"].gather(nodes["head"] - _first_g(nodes))
+    return nodes.with_columns(head_launch_ns=head_launch).with_columns(
+        tau_ns=pl.when(pl.col("choice") == "stream")
+        .then(pl.col("head_launch_ns"))
+        .otherwise(pl.col("head_launch_ns").shift(1).over(STREAM))
+    )
+
+
+def _first_g(nodes: pl.DataFrame) -> int:
+    return int(nodes["g"][0]) if nodes.height else 0
+
+
+def iteration_bounds(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, iteration): ``lo_ns`` (its start), ``cpu_end_ns``, ``gpu_end_ns`` and ``last_g``
+    (its last-ending GPU activity; null without any), ``hi_ns`` (the later end) and
+    ``cpu_tid``, the thread of the latest-ending CPU event inside the iteration."""
+    steps = trace.iterations.select(
+        "rank", "iteration", lo_ns="ts_ns", cpu_end_ns=pl.col("ts_ns") + pl.col("dur_ns")
+    )
+    last_gpu = (
+        gpu.filter(pl.col("iteration").is_not_null())
+        .sort("end_ns", "g")
+        .group_by("rank", "iteration")
+        .agg(gpu_end_ns=pl.col("end_ns").last(), last_g=pl.col("g").last())
+    )
+    cpu = trace.cpu.filter(pl.col("iteration").is_not_null()).select(
+        "rank", "iteration", "tid", "depth", end_ns=pl.col("ts_ns") + pl.col("dur_ns")
+    )
+    inside = (
+        cpu.join(steps, on=["rank", "iteration"])
+        .filter(pl.col("end_ns") <= pl.col("cpu_end_ns"))
+        .sort("end_ns", -pl.col("depth"))
+        .group_by("rank", "iteration")
+        .agg(cpu_tid=pl.col("tid").last())
+    )
+    return (
+        steps.join(last_gpu, on=["rank", "iteration"], how="left")
+        .join(inside, on=["rank", "iteration"], how="left")
+        .with_columns(hi_ns=pl.max_horizontal("cpu_end_ns", "gpu_end_ns"))
+        .sort("rank", "iteration")
+    )

@@ -1,0 +1,77 @@
+"""Where the time goes between kernels: `critical-path` (the chain of work that bounds a step)
+and `comms` (the collectives)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from traceanalyze.analyses.comms import comms as comms_of
+from traceanalyze.analyses.critical_path import critical_path as critical_path_of
+from traceanalyze.cli.analyses import trace_argument
+from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.render.critical_path import (
+    critical_path_chart,
+    render_comms,
+    render_critical_path,
+)
+
+
+@click.command(name="critical-path")
+@trace_argument
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N items.")
+@output_options
+@cache_options
+def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> None:
+    """Per iteration, the chain of CPU ops, launches, GPU activities and sync waits that set
+    its length (it equals the iteration's span), its time by kind, and for the longest items
+    the slack: how much an iteration would shrink if the item took no time. With -o FILE.md a
+    chart of the path over the longest iteration is written beside the file.
+
+    \b
+    Example:
+      traceanalyze critical-path sample_traces/h200_default/naive.json.gz
+      traceanalyze critical-path trace.json.gz --format json -o path.json
+    """
+    chart = f"{out.path.stem}_path.png" if out.path is not None and out.format == "md" else None
+    if chart is not None:
+        out.check_free(out.path.parent / chart)  # type: ignore[union-attr]
+    path = critical_path_of(loader.trace(trace))
+    text = render_critical_path(path, out.format, top=top)
+    if chart is not None:
+        text += f"\n![Critical path]({chart})\n"
+    out.write(text, inputs=[trace])
+    if chart is not None:
+        out.write_beside(chart, critical_path_chart(path))
+
+
+@click.command()
+@trace_argument
+@click.option(
+    "--by",
+    type=click.Choice(["call", "kind"]),
+    default="call",
+    show_default=True,
+    help="One row per collective call, or per kind, size bucket and side (GPU or CPU).",
+)
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows.")
+@output_options
+@cache_options
+def comms(trace: Path, by: str, top: int | None, out: Output, loader: Loader) -> None:
+    """Every collective call (NCCL/RCCL kernels, and Gloo collectives run on the CPU): its
+    kind, dtype, group size, message bytes, time, and algorithm and bus bandwidth with
+    nccl-tests' formulas; --by kind gives count, time per iteration and median bus bandwidth
+    per kind and size bucket, against the GPU link's peak where it is known.
+
+    \b
+    Example:
+      traceanalyze comms rank0.json.gz
+      traceanalyze comms rank0.json.gz --by kind
+      traceanalyze comms rank0.json.gz --format json -o comms.json
+    """
+    result = comms_of(loader.trace(trace))
+    out.write(render_comms(result, by, out.format, top=top), inputs=[trace])
+
+
+COMMANDS = (critical_path, comms)
