@@ -41,7 +41,7 @@ OPS_PER_GAP = 3
 @dataclass(frozen=True)
 class IdleCause:
     """A cause of a device gap: its name, the condition on the gap's columns (``gap_ns``,
-    ``gap_start_ns``, ``launch_ts_ns``, ``sync_overlaps``) and what it means."""
+    ``gap_start_ns``, ``launch_end_ns``, ``sync_overlaps``) and what it means."""
 
     cause: str
     applies: pl.Expr
@@ -58,9 +58,9 @@ CAUSES: tuple[IdleCause, ...] = (
     ),
     IdleCause(
         "host_wait",
-        pl.col("launch_ts_ns") > pl.col("gap_start_ns"),
-        "the activity that ends the gap was launched after the gap began: the GPU waited for "
-        "the CPU",
+        pl.col("launch_end_ns") > pl.col("gap_start_ns"),
+        "the launch call of the activity that ends the gap returned after the gap began: the "
+        "GPU waited for the CPU",
     ),
     IdleCause(
         "launch_overhead",
@@ -100,25 +100,27 @@ def _cause() -> pl.Expr:
 def device_gaps(trace: Trace) -> pl.DataFrame:
     """One row per device gap inside an iteration: where it starts and ends, the activity that
     ends it (its stream, name, launch call) and its cause."""
-    gpu = in_iterations(activities(trace)).select(
-        *DEVICE, "stream", "name", "ts_ns", "dur_ns", "launch_ts_ns", "launch_api", "launch_tid"
+    gaps = activity_gaps(in_iterations(activities(trace)), DEVICE)
+    return _with_sync(gaps, trace).with_columns(cause=_cause())
+
+
+def activity_gaps(gpu: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Per group of ``by`` (rows of the gpu frame), every gap: where an activity starts after
+    every earlier one of its group has ended. With ``by`` (rank, iteration, device) these are
+    the accounting model's idle time (span minus the union of the intervals), exactly."""
+    ordered = gpu.sort([*by, "ts_ns", "stream", "launch_ts_ns"]).with_columns(
+        gap_start_ns=(pl.col("ts_ns") + pl.col("dur_ns")).cum_max().shift(1).over(by)
     )
-    # The same union as the accounting model's busy time: a gap is where an activity starts
-    # after every earlier one of its (iteration, device) has ended.
-    ordered = gpu.sort([*DEVICE, "ts_ns", "stream", "launch_ts_ns"]).with_columns(
-        gap_start_ns=(pl.col("ts_ns") + pl.col("dur_ns")).cum_max().shift(1).over(DEVICE)
-    )
-    gaps = ordered.filter(pl.col("ts_ns") > pl.col("gap_start_ns")).select(
-        *DEVICE,
-        "stream",
+    return ordered.filter(pl.col("ts_ns") > pl.col("gap_start_ns")).select(
+        *dict.fromkeys([*by, "stream"]),
         "gap_start_ns",
         gap_end_ns=pl.col("ts_ns"),
         gap_ns=pl.col("ts_ns") - pl.col("gap_start_ns"),
         next_activity=pl.col("name"),
         launch_ts_ns="launch_ts_ns",
+        launch_end_ns=pl.col("launch_ts_ns") + pl.col("launch_dur_ns"),
         launch_api="launch_api",
     )
-    return _with_sync(gaps, trace).with_columns(cause=_cause())
 
 
 def _with_sync(gaps: pl.DataFrame, trace: Trace) -> pl.DataFrame:
@@ -175,11 +177,12 @@ def idle_breakdown(trace: Trace, largest: int = LARGEST_GAPS) -> IdleResult:
 def _largest_gaps(trace: Trace, gaps: pl.DataFrame, largest: int) -> pl.DataFrame:
     """The longest gaps, each with the CPU ops and runtime calls that overlap it most (the
     deepest first at equal overlap: the innermost op says what the CPU was doing)."""
+    steps = trace.iterations.select("rank", "iteration", step_ts_ns="ts_ns")
     top = (
         gaps.sort(["gap_ns", "gap_start_ns"], descending=[True, False])
         .head(largest)
         .with_row_index("gap")
-        .join(trace.iterations.select("rank", "iteration", step_ts_ns="ts_ns"), on=["rank", "iteration"])
+        .join(steps, on=["rank", "iteration"])
     )
     cpu = trace.cpu.filter(pl.col("cat") != "user_annotation").select(
         "rank", "name", "depth", op_ts_ns="ts_ns", op_end_ns=pl.col("ts_ns") + pl.col("dur_ns")

@@ -65,7 +65,8 @@ def _with_queue(linked: pl.DataFrame) -> pl.DataFrame:
         .with_columns(started=pl.int_range(1, pl.len() + 1).over(STREAM))
     )
     joined = by_launch.join_asof(
-        starts, left_on="launch_ts_ns",
+        starts,
+        left_on="launch_ts_ns",
         right_on="start_ns",
         by=STREAM,
         strategy="backward",

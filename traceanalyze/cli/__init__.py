@@ -46,13 +46,14 @@ def main() -> None:
 
 def _register() -> None:
     from traceanalyze.cli.analyses import COMMANDS as ANALYSES
+    from traceanalyze.cli.between import COMMANDS as BETWEEN
     from traceanalyze.cli.cold import COMMANDS as COLD
     from traceanalyze.cli.info import info
     from traceanalyze.cli.perf import COMMANDS as PERF
     from traceanalyze.cli.ranks import ranks
     from traceanalyze.cli.report import COMMANDS as REPORTS
 
-    for command in (info, *ANALYSES, *PERF, *COLD, *REPORTS, ranks):
+    for command in (info, *ANALYSES, *BETWEEN, *PERF, *COLD, *REPORTS, ranks):
         main.add_command(command)
     # The capture command imports torch only when it runs, so registering it costs nothing.
     from capture.cli import capture
