@@ -187,11 +187,16 @@ def _largest_gaps(trace: Trace, gaps: pl.DataFrame, largest: int) -> pl.DataFram
     cpu = trace.cpu.filter(pl.col("cat") != "user_annotation").select(
         "rank", "name", "depth", op_ts_ns="ts_ns", op_end_ns=pl.col("ts_ns") + pl.col("dur_ns")
     )
-    during = top.select("gap", "rank", "gap_start_ns", "gap_end_ns").join_where(
-        cpu,
-        pl.col("rank") == pl.col("rank_right"),
-        pl.col("op_ts_ns") < pl.col("gap_end_ns"),
-        pl.col("op_end_ns") > pl.col("gap_start_ns"),
+    # Two inequalities only (an interval join); the rank is matched after, as an equality
+    # beside them makes Polars fall back to a much slower join.
+    during = (
+        top.select("gap", "rank", "gap_start_ns", "gap_end_ns")
+        .join_where(
+            cpu,
+            pl.col("op_ts_ns") < pl.col("gap_end_ns"),
+            pl.col("op_end_ns") > pl.col("gap_start_ns"),
+        )
+        .filter(pl.col("rank") == pl.col("rank_right"))
     )
     ops = (
         during.with_columns(
