@@ -175,3 +175,11 @@ def test_where_the_time_goes_names_the_largest_cause(tmp_path: Path) -> None:
     # GPU span 10-130 us = 120 us, idle 72 us; "other" is 40 of the 72.
     assert "The GPU is idle 60% of its span per iteration" in text
     assert "(56%) is other" in text
+
+
+def test_a_report_on_one_trace_says_where_the_time_goes(tmp_path: Path) -> None:
+    path = write_trace(tmp_path, IDLE_EVENTS)
+    report = CliRunner().invoke(main, ["report", str(path), "--no-cache"])
+    assert report.exit_code == 0, report.output
+    assert "## Where the time goes" in report.output
+    assert "| host_wait |" in report.output
