@@ -21,7 +21,7 @@ SAMPLES = sorted((ROOT / "sample_traces").glob("h200_*/*.json.gz"))
 def check(trace: traceanalyze.Trace) -> None:
     result = idle_breakdown(trace)
     idle_us = mean_per_iter(trace, "gpu_idle_us")
-    assert result.gpu_idle_us_per_iter == idle_us
+    assert result.gpu_idle_us_per_iter == pytest.approx(idle_us, rel=1e-12, abs=1e-9)
     assert result.causes["us_per_iter"].sum() == pytest.approx(idle_us, rel=1e-9, abs=1e-9)
     assert result.by_stream["us_per_iter"].sum() == pytest.approx(idle_us, rel=1e-9, abs=1e-9)
     assert (result.causes["us_per_iter"] >= 0).all()
