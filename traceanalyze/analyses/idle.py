@@ -152,7 +152,7 @@ def idle_breakdown(trace: Trace, largest: int = LARGEST_GAPS) -> IdleResult:
     n = iteration_count(trace)
     # The accounting model's gpu_idle_us (span minus busy per iteration and device) is the sum
     # of these gaps by construction; summing them here spares building the CPU figures too.
-    idle_us = gaps["gap_ns"].sum() / 1e3 / n
+    idle_us = int(gaps["gap_ns"].sum()) / 1e3 / n
     causes = (
         pl.DataFrame({"cause": CAUSE_NAMES})
         .join(
