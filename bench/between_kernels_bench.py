@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import logging
 import os
@@ -62,7 +63,7 @@ def _medians(path: Path, analysis: Callable[[Trace], Any], runs: int) -> tuple[f
     for _ in range(runs):
         trace = load(path)
         cpu = time.process_time()
-        walls.append(timed(lambda t=trace: analysis(t)))
+        walls.append(timed(functools.partial(analysis, trace)))
         cpus.append(time.process_time() - cpu)
     return statistics.median(walls), statistics.median(cpus)
 
