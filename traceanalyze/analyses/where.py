@@ -53,7 +53,7 @@ def _verdict(trace: Trace, idle: IdleResult) -> str:
 
 def where_time_goes_of(variants: VariantSet) -> tuple[WhereTimeGoes, ...]:
     """The section for a report on one trace of one rank; none for sets of traces or ranks."""
-    loaded = [v for v in variants.loaded if v.trace is not None]
-    if len(loaded) != 1 or len(loaded[0].trace.meta) != 1:  # type: ignore[union-attr]
+    traces = [v.trace for v in variants.loaded if v.trace is not None]
+    if len(traces) != 1 or len(traces[0].meta) != 1:
         return ()
-    return (where_time_goes(loaded[0].trace),)  # type: ignore[arg-type]
+    return (where_time_goes(traces[0]),)
