@@ -13,7 +13,7 @@ from traceanalyze.trace import Trace
 KERNEL_TABLE_COLUMNS = (
     "name", "category", "kind", "count_per_iter", "us_per_iter", "mean_us", "min_us", "max_us",
     "share_of_gpu_activity_pct", "theoretical_occupancy_pct", "occupancy_limiter",
-    "achieved_occupancy_pct", "launch_op", "launch_api", "gemm_precision",
+    "achieved_occupancy_pct", "launch_op", "launch_api", "stream", "streams", "gemm_precision",
     "registers_per_thread", "threads_per_block", "shared_memory_bytes", "count", "total_us",
 )  # fmt: skip
 
@@ -62,6 +62,10 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
         achieved_occupancy_pct=duration_weighted_mean("achieved_occupancy_pct"),
         launch_op=_mode("op_name"),
         launch_api=_mode("launch_api"),
+        # One row per name, as the JSON contract says: a name run on several streams gets the
+        # stream most of its launches ran on, and ``streams`` says how many it ran on.
+        stream=_mode("stream"),
+        streams=pl.col("stream").n_unique(),
         gemm_precision=pl.col("gemm_precision").first(),
         registers_per_thread=_mode("registers_per_thread"),
         threads_per_block=_mode("threads_per_block"),

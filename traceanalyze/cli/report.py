@@ -14,6 +14,7 @@ from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.diff import diff as diff_traces
 from traceanalyze.analyses.hta_breakdown import failures, hta_breakdown, require_hta
 from traceanalyze.analyses.report import build_report
+from traceanalyze.analyses.where import where_time_goes_of
 from traceanalyze.cli.options import (
     Loader,
     Output,
@@ -22,6 +23,7 @@ from traceanalyze.cli.options import (
     output_options,
 )
 from traceanalyze.load.variants import capture_config
+from traceanalyze.render.between import where_time_goes_markdown
 from traceanalyze.render.hta import hta_markdown
 from traceanalyze.render.report import (
     chart_files,
@@ -91,7 +93,8 @@ def report(
     variants = loader.variants(paths, labels)
     built = build_report(variants, baseline)
     breakdown = hta_breakdown(variants) if with_hta else None
-    extra = (hta_markdown(breakdown),) if breakdown is not None else ()
+    extra = tuple(map(where_time_goes_markdown, where_time_goes_of(variants)))
+    extra += (hta_markdown(breakdown),) if breakdown is not None else ()
     images = charts(built) if out.path is not None else {}
     text = render_report(
         built,

@@ -1,0 +1,185 @@
+"""Time between kernels, diff-test style: `idle` causes, `launches` (queue, delay, short
+kernels) and `streams` on a handful of events with the exact expected frames.
+
+Times in the events are microseconds, as Kineto writes them (see tests/micro.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+import traceanalyze
+from tests.micro import annotation, call, kernel, op, write_trace
+from traceanalyze.analyses.accounting import mean_per_iter
+from traceanalyze.analyses.idle import device_gaps, idle_breakdown
+from traceanalyze.analyses.kernels import kernel_table
+from traceanalyze.analyses.launches import launch_events, launch_outliers, launch_table
+from traceanalyze.analyses.streams import stream_table
+from traceanalyze.analyses.where import where_time_goes
+from traceanalyze.cli import main
+from traceanalyze.render.between import where_time_goes_markdown
+
+Event = dict[str, Any]
+
+
+def load(folder: Path, events: list[Event]) -> traceanalyze.Trace:
+    return traceanalyze.load(write_trace(folder, events), cache=False)
+
+
+# One step of 200 us on stream 7, four gaps, one of each cause:
+#   k1 [10, 20]; k2 launched 30-35 (after k1 ended)                -> [20, 40] host_wait 20 us
+#   k2 [40, 50]; cudaDeviceSynchronize 45-55 on the CPU; k3 launched 56-58
+#                                                                   -> [50, 60] sync 10 us
+#   k3 [60, 70]; k4 launched 57-59 (before k3 ended)               -> [70, 72] launch_overhead 2
+#   k4 [72, 80]; k5 launched 60-62, starts at 120 for no visible reason -> [80, 120] other 40
+IDLE_EVENTS: list[Event] = [
+    annotation("ProfilerStep#1", 0, 200),
+    op("aten::a", 1, 4),
+    call("cudaLaunchKernel", 2, 2, 1),
+    kernel("k1", 10, 10, 1),
+    op("aten::b", 29, 7),
+    call("cudaLaunchKernel", 30, 5, 2),
+    kernel("k2", 40, 10, 2),
+    call("cudaDeviceSynchronize", 45, 10, 90),
+    call("cudaLaunchKernel", 56, 2, 3),
+    kernel("k3", 60, 10, 3),
+    call("cudaLaunchKernel", 57, 2, 4),
+    kernel("k4", 72, 8, 4),
+    call("cudaLaunchKernel", 60, 2, 5),
+    kernel("k5", 120, 10, 5),
+]
+
+
+def test_each_idle_cause_on_its_gap(tmp_path: Path) -> None:
+    trace = load(tmp_path, IDLE_EVENTS)
+    gaps = device_gaps(trace).sort("gap_start_ns")
+    expected = pl.DataFrame(
+        {
+            "gap_start_ns": [20_000, 50_000, 70_000, 80_000],
+            "gap_ns": [20_000, 10_000, 2_000, 40_000],
+            "next_activity": ["k2", "k3", "k4", "k5"],
+            "cause": ["host_wait", "sync", "launch_overhead", "other"],
+        }
+    )
+    assert_frame_equal(gaps.select(expected.columns), expected, check_dtypes=False)
+    result = idle_breakdown(trace)
+    causes = pl.DataFrame(
+        {
+            "cause": ["sync", "host_wait", "launch_overhead", "other"],
+            "us_per_iter": [10.0, 20.0, 2.0, 40.0],
+            "gaps_per_iter": [1.0, 1.0, 1.0, 1.0],
+            "share_of_idle_pct": [10 / 72 * 100, 20 / 72 * 100, 2 / 72 * 100, 40 / 72 * 100],
+        }
+    )
+    assert_frame_equal(result.causes, causes)
+    assert result.gpu_idle_us_per_iter == 72.0 == mean_per_iter(trace, "gpu_idle_us")
+    # The CPU op under the host-wait gap is named beside it.
+    host_wait = result.largest_gaps.filter(pl.col("cause") == "host_wait").row(0, named=True)
+    assert host_wait["cpu_ops"] == "aten::b, cudaLaunchKernel"  # most overlap first
+    assert host_wait["starts_at_us"] == 20.0
+
+
+def test_a_gap_on_one_stream_covered_by_another_is_not_idle(tmp_path: Path) -> None:
+    # Stream 7 idles from 20 to 40 but stream 8 runs 15-45: the device idles only 45-50 (5 us),
+    # ended by k2 on stream 7, whose launch returned at 35: before the gap, so launch overhead.
+    events = [
+        annotation("ProfilerStep#1", 0, 100),
+        call("cudaLaunchKernel", 1, 2, 1),
+        kernel("k1", 10, 10, 1),
+        call("cudaLaunchKernel", 4, 2, 2),
+        kernel("side", 15, 30, 2, stream=8),
+        call("cudaLaunchKernel", 30, 5, 3),
+        kernel("k2", 50, 10, 3),
+    ]
+    trace = load(tmp_path, events)
+    result = idle_breakdown(trace)
+    assert result.gpu_idle_us_per_iter == 5.0
+    assert result.causes.filter(pl.col("us_per_iter") > 0).rows() == [
+        ("launch_overhead", 5.0, 1.0, 100.0)
+    ]
+    assert result.by_stream.rows() == [(0, 0, 7, "launch_overhead", 5.0)]
+    streams = stream_table(trace).select("stream", "busy_us_per_iter", "idle_us_per_iter")
+    assert streams.rows() == [(8, 30.0, 0.0), (7, 20.0, 30.0)]
+
+
+# A launch queue on stream 7: three launches at 1, 2, 3 us (1 us calls) run back to back
+# 10-20, 20-30, 30-40; a fourth launched at 25 runs 40-42 (two started by then: k1 and k2).
+QUEUE_EVENTS: list[Event] = [
+    annotation("ProfilerStep#1", 0, 100),
+    call("cudaLaunchKernel", 1, 1, 1),
+    kernel("long", 10, 10, 1),
+    call("cudaLaunchKernel", 2, 1, 2),
+    kernel("long", 20, 10, 2),
+    call("cudaLaunchKernel", 3, 1, 3),
+    kernel("long", 30, 10, 3),
+    call("cudaLaunchKernel", 25, 5, 4),
+    kernel("tiny", 40, 2, 4),
+]
+
+
+def test_launch_queue_delay_and_short_kernels(tmp_path: Path) -> None:
+    trace = load(tmp_path, QUEUE_EVENTS)
+    events = launch_events(trace).select(
+        "name", "launch_cpu_us", "launch_delay_us", "queue", "short"
+    )
+    expected = pl.DataFrame(
+        {
+            "name": ["long", "long", "long", "tiny"],
+            "launch_cpu_us": [1.0, 1.0, 1.0, 5.0],
+            "launch_delay_us": [9.0, 18.0, 27.0, 15.0],
+            "queue": [0, 1, 2, 1],
+            "short": [False, False, False, True],
+        }
+    )
+    assert_frame_equal(events, expected, check_dtypes=False)
+    table = launch_table(trace).select(
+        "name", "count", "launch_cpu_us_median", "launch_delay_us_median",
+        "launch_delay_us_p90", "queue_max", "short_kernels",
+    )  # fmt: skip
+    assert table.rows() == [("long", 3, 1.0, 18.0, 25.2, 2, 0), ("tiny", 1, 5.0, 15.0, 15.0, 1, 1)]
+    assert launch_outliers(trace).height == 0
+
+
+def test_kernels_name_their_stream(tmp_path: Path) -> None:
+    events = [*QUEUE_EVENTS, call("cudaLaunchKernel", 50, 1, 5), kernel("tiny", 60, 2, 5, stream=9)]
+    table = kernel_table(load(tmp_path, events)).select("name", "stream", "streams")
+    assert sorted(table.rows()) == [("long", 7, 1), ("tiny", 7, 2)]
+
+
+def test_commands_give_the_stable_keys(tmp_path: Path) -> None:
+    path = write_trace(tmp_path, IDLE_EVENTS)
+    runner = CliRunner()
+    idle = runner.invoke(main, ["idle", str(path), "--format", "json", "--no-cache"])
+    assert idle.exit_code == 0, idle.output
+    record = json.loads(idle.output)
+    assert sum(row["us_per_iter"] for row in record["causes"]) == record["gpu_idle_us_per_iter"]
+    assert {"cause", "us_per_iter"} <= set(record["causes"][0])
+    launches = runner.invoke(main, ["launches", str(path), "--format", "json", "--no-cache"])
+    assert launches.exit_code == 0, launches.output
+    assert {
+        "name", "category", "count", "launch_cpu_us_median", "launch_delay_us_median",
+        "launch_delay_us_p90", "short_kernels",
+    } <= set(json.loads(launches.output)[0])  # fmt: skip
+    streams = runner.invoke(main, ["streams", str(path), "--no-cache"])
+    assert streams.exit_code == 0 and "busy µs/iter" in streams.output
+
+
+def test_where_the_time_goes_names_the_largest_cause(tmp_path: Path) -> None:
+    text = where_time_goes_markdown(where_time_goes(load(tmp_path, IDLE_EVENTS)))
+    # GPU span 10-130 us = 120 us, idle 72 us; "other" is 40 of the 72.
+    assert "The GPU is idle 60% of its span per iteration" in text
+    assert "(56%) is other" in text
+
+
+def test_a_report_on_one_trace_says_where_the_time_goes(tmp_path: Path) -> None:
+    path = write_trace(tmp_path, IDLE_EVENTS)
+    report = CliRunner().invoke(main, ["report", str(path), "--no-cache"])
+    assert report.exit_code == 0, report.output
+    assert "## Where the time goes" in report.output
+    assert "| host_wait |" in report.output

@@ -1,0 +1,60 @@
+"""Time between kernels on real traces: the idle causes add up to the idle time on every sample
+and public trace, and the per-stream figures agree with the accounting model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceanalyze
+from traceanalyze.analyses.accounting import mean_per_iter
+from traceanalyze.analyses.idle import idle_breakdown
+from traceanalyze.analyses.launches import launch_events, launch_table
+from traceanalyze.analyses.streams import stream_table
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = sorted((ROOT / "sample_traces").glob("h200_*/*.json.gz"))
+
+
+def check(trace: traceanalyze.Trace) -> None:
+    result = idle_breakdown(trace)
+    idle_us = mean_per_iter(trace, "gpu_idle_us")
+    assert result.gpu_idle_us_per_iter == pytest.approx(idle_us, rel=1e-12, abs=1e-9)
+    assert result.causes["us_per_iter"].sum() == pytest.approx(idle_us, rel=1e-9, abs=1e-9)
+    assert result.by_stream["us_per_iter"].sum() == pytest.approx(idle_us, rel=1e-9, abs=1e-9)
+    assert (result.causes["us_per_iter"] >= 0).all()
+    # Streams overlap, so their busy times add up to at least the device's.
+    streams = stream_table(trace)
+    busy_us = mean_per_iter(trace, "gpu_busy_us")
+    assert streams["busy_us_per_iter"].sum() >= busy_us * (1 - 1e-9) - 1e-9
+    assert streams["activity_us_per_iter"].sum() == pytest.approx(
+        mean_per_iter(trace, "gpu_activity_us"), rel=1e-9, abs=1e-9
+    )
+    events = launch_events(trace)
+    assert (events["queue"] >= 0).all()
+    assert launch_table(trace)["count"].sum() == events.height
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[f"{p.parent.name}/{p.name}" for p in SAMPLES])
+def test_idle_causes_add_up_on_samples(path: Path) -> None:
+    check(traceanalyze.load(path))
+
+
+def test_idle_causes_add_up_on_public_traces(public_trace: Path) -> None:
+    check(traceanalyze.load(public_trace))
+
+
+def test_host_wait_dominates_the_bench_optimizer_gaps() -> None:
+    """The bench trace's training steps idle mostly waiting on the host (its largest gaps are
+    before the optimizer's foreach kernels): a regression guard on the classification."""
+    from tests.conftest import SHARED, skip_without
+
+    path = SHARED / "bench" / "h200_train_175mb.json.gz"
+    skip_without(path)
+    result = idle_breakdown(traceanalyze.load(path))
+    shares = dict(result.causes.select("cause", "share_of_idle_pct").rows())
+    assert shares["host_wait"] > 90
+    assert result.largest_gaps["cpu_ops"].str.contains("aten::_foreach").any()
+    assert pl.Series(result.largest_gaps["cause"]).eq("host_wait").all()
