@@ -41,7 +41,8 @@ SINGLE = "single"  # one trace (of one rank or of several)
 RANKS = "ranks"  # a trace of two or more ranks
 ANY = "any"
 
-# Below this theoretical occupancy a variant's longest kernel is worth a sentence.
+# At most this theoretical occupancy (half the warps), a variant's longest kernel is worth a
+# sentence. (A kernel limited by the block count alone reaches 50% with one-warp blocks.)
 LOW_OCCUPANCY_PCT = 50.0
 
 
@@ -285,7 +286,7 @@ def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
         several = len(_loaded(report)) > 1
         for variant in _loaded(report):
             kernel = _top_kernel(variant)
-            if kernel is None or kernel["theoretical_occupancy_pct"] >= LOW_OCCUPANCY_PCT:
+            if kernel is None or kernel["theoretical_occupancy_pct"] > LOW_OCCUPANCY_PCT:
                 continue
             if _occupancy_cause(kernel) != cause:
                 continue

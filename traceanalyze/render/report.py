@@ -44,9 +44,11 @@ DETAIL_COLUMNS = (
 )  # fmt: skip
 
 
-def comparison_markdown(table: pl.DataFrame, *, full_names: bool = False) -> str:
-    """The headline table, the CPU-bound variants, then the details table (folded), headings
-    derived from the keys."""
+def comparison_markdown(
+    table: pl.DataFrame, *, full_names: bool = False, fold_details: bool = False
+) -> str:
+    """The headline table, the CPU-bound variants, then the details table (folded in a report),
+    headings derived from the keys."""
     shown = table.filter(pl.col("status") == "ok")
     if not full_names:
         # A narrow column: cut at 48 characters, never two kernels alike (JSON keeps them whole).
@@ -56,10 +58,10 @@ def comparison_markdown(table: pl.DataFrame, *, full_names: bool = False) -> str
     if shown["speedup_wall_source"].eq_missing(shown["wall_source"]).all():
         # One wall time for the verdict and the speed-up, as in any single capture: one column.
         details = tuple(c for c in DETAIL_COLUMNS if c != "speedup_wall_source")
-    folded = folded_block(
-        "Details: wall time, CPU time, occupancy, cuDNN, precision", _keyed_table(shown, details)
-    )
-    parts = (_keyed_table(shown, HEADLINE_COLUMNS), _bound_lines(shown), folded)
+    detail = _keyed_table(shown, details)
+    if fold_details:
+        detail = folded_block("Details: wall time, CPU time, occupancy, cuDNN, precision", detail)
+    parts = (_keyed_table(shown, HEADLINE_COLUMNS), _bound_lines(shown), detail)
     return "\n".join(part for part in parts if part)
 
 
@@ -129,7 +131,7 @@ def render_report(
         guesses_section(report.guesses) if report.guesses is not None else "",
         "## Comparison\n",
         _comparison_intro(report),
-        comparison_markdown(report.comparison, full_names=full_names),
+        comparison_markdown(report.comparison, full_names=full_names, fold_details=True),
         _skipped(report),
     ]
     # Only the charts actually written: on standard output there are none to link to.
@@ -137,8 +139,7 @@ def render_report(
         parts.append("## Charts\n")
         parts += [f"![{CHART_TITLES[chart]}]({file})\n" for chart, file in charts.items()]
     parts += ["## Environment\n", _header(report.header)]
-    sections = [_variant_section(v, full_names) for v in report.variants if v.status == "ok"]
-    parts += ["## Per trace\n", *sections] if sections else []
+    parts += [_variant_section(v, full_names) for v in report.variants if v.status == "ok"]
     parts += [cold_section(report.cold)] if report.cold is not None else []
     parts += [_ranks_section(label, result, full_names) for label, result in report.ranks]
     parts += list(extra_sections)
@@ -234,10 +235,10 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
         ]
     parts += _roofline_part(variant, full_names)
     summary = (
-        f"<code>{variant.label}</code>: GPU busy {figures['gpu_busy_us_per_iter']:,.1f} µs, "
-        f"{_count(figures['kernels_per_iter'], 'kernel')} per iteration"
+        f"GPU busy {figures['gpu_busy_us_per_iter']:,.1f} µs, "
+        f"{_count(figures['kernels_per_iter'], 'kernel')} per iteration: findings and tables"
     )
-    return folded_block(summary, "\n".join(parts))
+    return f"## `{variant.label}`\n\n" + folded_block(summary, "\n".join(parts))
 
 
 def _why(variant: VariantReport) -> list[str]:
