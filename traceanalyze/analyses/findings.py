@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceanalyze.analyses.accounting import BOUND_CPU
-from traceanalyze.analyses.summary import WALL_FROM_MEDIAN
 
 if TYPE_CHECKING:
     from traceanalyze.analyses.report import Report, VariantReport
@@ -147,11 +146,10 @@ def ranking(report: Report) -> list[Evidence]:
     }
     if wall.height:
         top = wall.row(0, named=True)
-        source = top["speedup_wall_source"]
         figures |= {
             "fastest_wall": top["variant"],
             "fastest_wall_speedup": top["speedup_wall"],
-            "wall_source": "capture medians" if source == WALL_FROM_MEDIAN else source,
+            "wall_source": top["speedup_wall_source"],
         }
     weight = base["gpu_busy_us_per_iter"] - gpu["gpu_busy_us_per_iter"]
     return [Evidence(weight, figures, _folder(report))]
@@ -330,7 +328,10 @@ def cudnn_cpu(report: Report) -> list[Evidence]:
         "variant": lead.label if len(_loaded(report)) > 1 else None,
         "library": library,
         "cpu_us": lead.summary["cudnn_cpu_us_per_iter"],
-        "op": ops["name"].first(),
+        "op": ops["name"].first(),  # the table is sorted by self time per iteration
+        # With several ops, how many and the first one's part of the time.
+        "ops": ops.height if ops.height > 1 else None,
+        "op_us": ops["self_us_per_iter"].first(),
         "others": tuple(
             (v.label, v.summary["cudnn_cpu_us_per_iter"]) for v in users if v is not lead
         ),

@@ -186,8 +186,10 @@ def title(variant_set: VariantSet) -> str:
     if len(loaded) > 1:
         what = "Attention variants" if _any_cpu(variant_set, ATTENTION_SIGNS) else "Traces"
         return f"{what} compared: profiling report"
+    if not loaded:
+        return "Profiling report"
     kind = "A training step" if workload(variant_set) == TRAINING else "An inference trace"
-    ranks = len(loaded[0].meta) if loaded else 0
+    ranks = len(loaded[0].meta)
     on = f" on a folder of {ranks} ranks" if ranks > 1 else ""
     return f"{kind}{on}: profiling report"
 

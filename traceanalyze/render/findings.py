@@ -141,10 +141,11 @@ SENTENCES: dict[str, Sentence] = {
         {"where": "In `{variant}`, ", "size": ", {bytes_per_call:b} each"},
     ),
     "cudnn_cpu": Sentence(
-        "{where}{library} ops spend {cpu_us:t} µs of CPU self time per iteration (`{op}`"
-        "{others}){lead}{wall}.",
+        "{where}{library} ops spend {cpu_us:t} µs of CPU self time per iteration ({several}"
+        "`{op}`{others}){lead}{wall}.",
         {
             "where": "In `{variant}`, ",
+            "several": "{ops:n} ops, {op_us:t} µs in ",
             "others": "; {others:pairs}",
             "lead": ", against a GPU lead of {lead_us:t} µs per iteration over `{runner}` "
             "({busy_us:t} against {runner_busy_us:t} µs GPU busy)",
