@@ -121,7 +121,12 @@ CUDA graph replays (and, in a second run, the capture itself in the trace):
     help="Profiler record_shapes (Input Dims, types and scalars of every op, for FLOP models).",
 )
 @click.option("--with-stack", is_flag=True, help="Profiler with_stack.")
-@click.option("--profile-memory", is_flag=True, help="Profiler profile_memory.")
+@click.option(
+    "--profile-memory/--no-profile-memory",
+    default=DEFAULTS.profile_memory,
+    show_default=True,
+    help="Profiler profile_memory ([memory] events: what each op allocates, for `memory`).",
+)
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
 @click.option(
     "--cuda-graph",

@@ -73,7 +73,8 @@ def test_config_defaults_are_the_seed_article() -> None:
     )
     assert (config.wait, config.warmup, config.active, config.steps) == (1, 1, 3, 5)
     assert config.record_shapes  # Input Dims for roofline models (issue 12)
-    assert not (config.with_stack or config.profile_memory)
+    assert not config.with_stack
+    assert config.profile_memory  # [memory] events for the memory wall (issue 21)
     assert config.cuda_graph == "off"
     assert config.repeats == 20
     assert config.variants == tuple(VARIANTS)

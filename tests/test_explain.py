@@ -134,19 +134,18 @@ def test_naive_to_in_place_the_clone_copy_is_gone_and_the_rest_unchanged() -> No
         (CHAIN, "removed"), ("other changed", "changed"), (OVERLAP, "changed"), (IDLE, "changed"),
     ]  # fmt: skip
     deltas = result.parts["us_per_iter_delta"].to_list()
-    # The copy's 383,007 ns over the 3 steps; the kernels' own change; no overlap; the idle
-    # gaps of the first profiled naive step (53.8 µs against 7-10 µs in the others).
-    assert deltas == pytest.approx([-383007 / 3e3, 992 / 3e3, 0.0, -49378 / 3e3], abs=1e-6)
-    assert result.total_us_per_iter_delta == pytest.approx(-431393 / 3e3, abs=1e-6)
+    # The copy's 378,016 ns over the 3 steps (the sum of the trace's gpu_memcpy durations); the
+    # kernels' own change; no overlap; the idle gaps, 9.1-9.9 µs a step in naive.
+    assert deltas == pytest.approx([-378016 / 3e3, 1453 / 3e3, 0.0, -2626 / 3e3], abs=1e-6)
+    assert result.total_us_per_iter_delta == pytest.approx(-379189 / 3e3, abs=1e-6)
     assert sum(deltas) == pytest.approx(result.total_us_per_iter_delta, abs=1e-9)
     other = result.parts.row(1, named=True)
     assert other["what"].startswith("5 smaller changed parts, each changing by under 1%")
     idle = result.parts.row(3, named=True)
-    assert idle["what"].endswith("(one iteration's ranged 7.52-53.79 → 6.85-7.84 µs)")
+    assert idle["what"].endswith("(one iteration's ranged 9.12-9.86 → 8.42-8.93 µs)")
     assert result.sentence == (
-        "GPU span per iteration 1,099.8 → 956.0 µs (-143.8 µs, -13.1%) against `naive`, "
-        f"shorter: gone: `{CHAIN}` (-127.7 µs); idle gaps (-16.5 µs); the rest is unchanged "
-        "within noise (+0.3 µs)."
+        "GPU span per iteration 1,072.3 → 945.9 µs (-126.4 µs, -11.8%) against `naive`, "
+        f"shorter: gone: `{CHAIN}` (-126.0 µs); the rest is unchanged within noise (-0.4 µs)."
     )
 
 
@@ -292,6 +291,6 @@ def test_report_has_a_why_line_and_a_roofline_per_variant(tmp_path: Path) -> Non
     naive, other = text.split("## `tl_h100_bert_small`")
     assert "**Roofline**\n\nPeaks: H200 SXM" in naive
     assert "**Against the baseline**" not in naive  # the baseline itself
-    assert "**Against the baseline**: GPU span per iteration 1,099.8 →" in other
+    assert "**Against the baseline**: GPU span per iteration 1,072.3 →" in other
     assert "**Roofline**\n\nPeaks: H100 SXM" in other
     assert "**Verdicts** (the 10 ops with the most GPU time)" in other

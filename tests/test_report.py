@@ -388,13 +388,10 @@ def test_report_with_hta_section(tmp_path: Path, module_cache: Path) -> None:
     result = invoke(["report", *files, "--hta", "-o", str(out)], module_cache)
 
     assert result.exit_code == 0, result.output
-    # HTA's own logging (some 20 lines a trace) stays out of the terminal; one line says it
-    # failed somewhere.
+    # HTA's own logging (some 20 lines a trace) stays out of the terminal.
     assert result.stderr.splitlines() == [
         f"wrote {out}",
         *(f"wrote {tmp_path / name}" for name in sorted(CHARTS, reverse=True)),
-        "traceanalyze: warning: Holistic Trace Analysis failed on 1 of 3 traces (sdpa_cudnn); "
-        "the report's HTA section says why",
     ]
     text = out.read_text(encoding="utf-8")
     section = text.split("## Holistic Trace Analysis cross-view")[1].split("\n## ")[0]
@@ -406,11 +403,10 @@ def test_report_with_hta_section(tmp_path: Path, module_cache: Path) -> None:
         "non-compute µs (total)",
     ]
     assert [cells(row)[0] for row in rows] == ["naive", "sdpa_flash", "sdpa_cudnn"]
-    # The failure's cause, in words (it was an empty "AssertionError:").
-    error = cells(rows[2])[-1]
-    assert error.startswith("AssertionError (`assert non_compute_time >= 0` failed in ")
-    assert "negative duration" in error
-    assert cells(rows[0])[-1] == ""
+    # HTA reads all three (the cuDNN trace of 2026-12-03 11:19 made it fail on a negative
+    # duration; tests/test_hta_breakdown.py keeps that case), so the section has no error column.
+    assert "error" not in cells(header)
+    assert all(cells(row)[1] not in ("", "—") for row in rows)
     check_gfm(text, tmp_path)
 
 
