@@ -173,7 +173,10 @@ def sections(markdown: str) -> list[str]:
 
 def report_sections(variants: Sequence[str]) -> list[str]:
     """The second-level headings of a report with charts, comparing ``variants``."""
-    return ["Comparison", "Charts", *[f"`{v}`" for v in variants], "How to read this"]
+    return [
+        "What the traces say", "Comparison", "Charts", "Environment",
+        *[f"`{v}`" for v in variants], "How to read this",
+    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,7 +232,7 @@ def test_report_writes_valid_pngs_beside_it_and_links_exactly_them(h200_report: 
 
 def test_report_sections(h200_report: ReportRun) -> None:
     text = h200_report.text
-    assert text.startswith("# Attention profiling report\n")
+    assert text.startswith("# Attention variants compared: profiling report\n")
     assert sections(text) == report_sections(VARIANTS)
     environment = json.loads((CAPTURE / "manifest.json").read_text())["environment"]
     for key in ("gpu", "driver", "cuda", "cudnn", "torch"):
@@ -326,7 +329,8 @@ def test_report_to_standard_output_links_no_charts(module_cache: Path) -> None:
     result = invoke(["report", str(CAPTURE / "naive.json.gz")], module_cache)
 
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("# Attention profiling report\n")
+    # One forward-only trace: an inference trace, whatever it computes.
+    assert result.stdout.startswith("# An inference trace: profiling report\n")
     assert "## Charts" not in result.stdout and "![" not in result.stdout
 
 

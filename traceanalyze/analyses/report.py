@@ -6,6 +6,7 @@ its total (GPU activity time, CPU operator time or wall time).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,17 +17,19 @@ from traceanalyze.analyses.activities import activities, in_iterations, iteratio
 from traceanalyze.analyses.calls import CALL_REGION
 from traceanalyze.analyses.cold_variants import ColdSet, cold_set
 from traceanalyze.analyses.comms import Comms, comms
-from traceanalyze.analyses.compare import baseline_label, comparison
+from traceanalyze.analyses.compare import baseline_label, comparison, steady_median_ms
 from traceanalyze.analyses.critical_path import CriticalPath, critical_path
 from traceanalyze.analyses.cudnn import cudnn_table
+from traceanalyze.analyses.expectations import Expectation, check
 from traceanalyze.analyses.explain import Explanation, explain
+from traceanalyze.analyses.findings import SDPA_MATH_OP, Finding, findings
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.memory import MemoryResult, memory
 from traceanalyze.analyses.ranks import RanksResult, rank_work, ranks_analysis
 from traceanalyze.analyses.roofline import Roofline, roofline
-from traceanalyze.analyses.summary import summary
+from traceanalyze.analyses.summary import summary, summary_with_wall
 from traceanalyze.load.variants import Variant, VariantSet
 from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
@@ -38,7 +41,6 @@ ENVIRONMENT_KEYS = (
     "python",
 )  # fmt: skip
 VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "hip_runtime_version")
-SDPA_MATH_OP = "aten::_scaled_dot_product_attention_math"
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class VariantReport:
     # Where the time goes between kernels (issue 20): the critical path and the collectives.
     critical_path: CriticalPath | None = None
     comms: Comms | None = None
+    path: str | None = None  # the trace (or folder of ranks), as given
+    kernels: pl.DataFrame = field(default_factory=pl.DataFrame)  # every kernel (top_kernels: head)
+    sdpa_math: bool = False  # the SDPA math backend ran (it upcasts to float32)
 
 
 @dataclass(frozen=True)
@@ -71,9 +76,19 @@ class Report:
     category_us: pl.DataFrame  # variant, category, us_per_iter: for the chart
     cold: ColdSet | None = None  # for a cold-start capture: first call against steady calls
     ranks: tuple[tuple[str, RanksResult], ...] = ()  # (variant, result) per folder of ranks
+    sources: tuple[str, ...] = ()  # the paths given
+    workload: str | None = None  # TRAINING or INFERENCE, for a single trace
+    # *What the traces say*: ranked findings (analyses/findings.py)
+    findings: tuple[Finding, ...] = ()
+    guesses: pl.DataFrame | None = None  # `--expect`: variant, expectation, measured, held
 
 
-def build_report(variant_set: VariantSet, baseline: str | None = None) -> Report:
+def build_report(
+    variant_set: VariantSet,
+    baseline: str | None = None,
+    expectations: Sequence[Expectation] = (),
+) -> Report:
+    """Everything the report shows; ``expectations`` (as for `check`) add its guesses."""
     table = comparison(variant_set.variants, baseline)
     rows = {row["variant"]: row for row in table.to_dicts()}
     reports = tuple(_variant_report(v, rows[v.label]) for v in variant_set.variants)
@@ -90,7 +105,7 @@ def build_report(variant_set: VariantSet, baseline: str | None = None) -> Report
             schema={"variant": pl.String, "category": pl.String, "us_per_iter": pl.Float64}
         )
     )
-    return Report(
+    built = Report(
         title=title(variant_set),
         header=header(variant_set),
         comparison=table,
@@ -99,7 +114,25 @@ def build_report(variant_set: VariantSet, baseline: str | None = None) -> Report
         category_us=category_us,
         cold=cold_part(variant_set, baseline),
         ranks=rank_results(variant_set),
+        sources=tuple(str(p) for p in variant_set.sources),
+        workload=workload(variant_set),
+        guesses=guesses(variant_set, expectations) if expectations else None,
     )
+    return replace(built, findings=findings(built))
+
+
+def guesses(variant_set: VariantSet, expectations: Sequence[Expectation]) -> pl.DataFrame:
+    """`check` of each loaded variant, broken first: the article's "guess, then verify"."""
+    frames = [
+        check(expectations, summary_with_wall(v.trace, steady_median_ms(v))).select(
+            pl.lit(v.label).alias("variant"), pl.all()
+        )
+        for v in variant_set.loaded
+        if v.trace is not None
+    ]
+    table = pl.concat(frames)
+    order = pl.int_range(pl.len())  # the user's order within held and broken
+    return table.with_columns(_order=order).sort(["held", "_order"]).drop("_order")
 
 
 def rank_results(variant_set: VariantSet) -> tuple[tuple[str, RanksResult], ...]:
@@ -131,16 +164,41 @@ ATTENTION_SIGNS = (
     r"(?i)scaled_dot_product|flash_attention|efficient_attention|cudnn_attention|flex_attention"
     r"|(^|[^a-z])attn|attention"
 )
+# CPU ops that only a training step runs: autograd's backward and an optimizer step.
+TRAINING_SIGNS = r"^autograd::engine::evaluate_function|Backward\d*$|^Optimizer\.(step|zero_grad)"
+TRAINING = "training"
+INFERENCE = "inference"
 
 
-def title(variant_set: VariantSet) -> str:
-    """What the traces are about, from their content: attention only where attention ran."""
-    attention = any(
-        v.trace.cpu["name"].str.contains(ATTENTION_SIGNS).any()
+def _any_cpu(variant_set: VariantSet, pattern: str) -> bool:
+    return any(
+        v.trace.cpu["name"].str.contains(pattern).any()
         for v in variant_set.loaded
         if v.trace is not None
     )
-    return "Attention profiling report" if attention else "Profiling report"
+
+
+def workload(variant_set: VariantSet) -> str | None:
+    """For a single trace: a training step (backward or optimizer ops ran) or inference (none
+    did); None for several traces."""
+    if len(variant_set.loaded) != 1:
+        return None
+    return TRAINING if _any_cpu(variant_set, TRAINING_SIGNS) else INFERENCE
+
+
+def title(variant_set: VariantSet) -> str:
+    """What the traces are about, from their content: attention variants only where attention
+    ran, a training step or an inference trace, and a folder of ranks as such."""
+    loaded = [v.trace for v in variant_set.loaded if v.trace is not None]
+    if len(loaded) > 1:
+        what = "Attention variants" if _any_cpu(variant_set, ATTENTION_SIGNS) else "Traces"
+        return f"{what} compared: profiling report"
+    if not loaded:
+        return "Profiling report"
+    kind = "A training step" if workload(variant_set) == TRAINING else "An inference trace"
+    ranks = len(loaded[0].meta)
+    on = f" on a folder of {ranks} ranks" if ranks > 1 else ""
+    return f"{kind}{on}: profiling report"
 
 
 def header(variant_set: VariantSet) -> dict[str, Any]:
@@ -185,6 +243,9 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         row=row,
         categories=categories(trace),
         top_kernels=kernels.head(TOP_KERNELS),
+        kernels=kernels,
+        path=str(variant.path) if variant.path is not None else None,
+        sdpa_math=bool((trace.cpu["name"] == SDPA_MATH_OP).any()),
         memory=memory_traffic(trace),
         cudnn=cudnn,
         findings=tuple(_findings(trace, figures, row, kernels, cudnn, variant.warm_up_calls)),

@@ -10,6 +10,7 @@ import polars as pl
 from click.core import ParameterSource
 
 from traceanalyze import __version__
+from traceanalyze.analyses import expectations as expect
 from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.diff import diff as diff_traces
 from traceanalyze.analyses.hta_breakdown import failures, hta_breakdown, require_hta
@@ -58,6 +59,14 @@ full_names_option = click.option(
 @label_option
 @full_names_option
 @click.option("--hta", "with_hta", is_flag=True, help="Add HTA's temporal and idle-time breakdown.")
+@click.option(
+    "--expect",
+    "expect_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A file of expectations, one per line, in the syntax of `check` (e.g. "
+    "'kernels_per_iter <= 1'): adds a Guesses section, broken first. Repeatable.",
+)
 @output_options
 @cache_options
 @iteration_options
@@ -69,6 +78,7 @@ def report(
     labels: tuple[str, ...],
     full_names: bool,
     with_hta: bool,
+    expect_files: tuple[Path, ...],
     out: Output,
     loader: Loader,
 ) -> None:
@@ -81,17 +91,19 @@ def report(
     Example:
       traceanalyze report sample_traces/h200_default -o report.md
       traceanalyze report naive.json.gz sdpa_flash.json.gz --baseline naive -o out/report.md
+      traceanalyze report sample_traces/h200_default --expect guesses.txt -o report.md
     """
     # The format follows -o's suffix: `-o report.json` must not silently get markdown.
     if out.format != "md":
         raise click.UsageError("report writes markdown; use `compare` for JSON or CSV")
     if with_hta:
         require_hta()  # before the slow part, not after it
+    guesses = [e for path in expect_files for e in expect.read_file(path)]
     files = chart_files(out.path.stem) if out.path is not None else {}
     for name in files.values():
         out.check_free(out.path.parent / name)  # type: ignore[union-attr]
     variants = loader.variants(paths, labels)
-    built = build_report(variants, baseline)
+    built = build_report(variants, baseline, guesses)
     breakdown = hta_breakdown(variants) if with_hta else None
     extra = tuple(map(where_time_goes_markdown, where_time_goes_of(variants)))
     extra += (hta_markdown(breakdown),) if breakdown is not None else ()
@@ -192,6 +204,8 @@ def _command_line(ctx: click.Context) -> str:
             words += [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
         elif getattr(param, "is_flag", False):
             words.append(param.opts[0])
+        elif isinstance(value, tuple):  # a repeatable option: the flag once per value
+            words += [word for item in value for word in (param.opts[0], str(item))]
         else:
             words += [param.opts[0], str(value)]
     return shlex.join(words)

@@ -16,6 +16,7 @@ from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.cold import cold_section
 from traceanalyze.render.critical_path import timeline_parts
+from traceanalyze.render.findings import findings_section, guesses_section
 from traceanalyze.render.headings import heading
 from traceanalyze.render.memory import memory_section
 from traceanalyze.render.perf import roofline_markdown
@@ -30,34 +31,47 @@ CHART_TITLES = {
 }
 
 FUSED_KERNEL_WIDTH = 48
-# The comparison in two tables for people (JSON/CSV carry every key in one row per variant).
-TIME_COLUMNS = (
-    "variant", "gpu_busy_us_per_iter", "speedup", "median_ms", "speedup_wall",
-    "speedup_wall_source", "bound", "gpu_busy_pct_of_wall", "wall_source", "wall_us_per_iter",
-    "gpu_activity_us_per_iter", "gpu_kernel_us_per_iter", "cpu_op_us_per_iter",
+# The comparison in two tables for people (JSON/CSV carry every key in one row per variant):
+# the headline, then the details.
+HEADLINE_COLUMNS = (
+    "variant", "gpu_busy_us_per_iter", "speedup", "speedup_wall", "bound", "kernels_per_iter",
+    "memcpy_per_iter", "fused_kernel", "peak_increase_bytes_per_iter",
 )  # fmt: skip
-WORK_COLUMNS = (
-    "variant", "kernels_per_iter", "memcpy_per_iter", "memset_per_iter",
-    "transpose_ops_per_iter", "fused_kernel", "theoretical_occupancy_pct",
-    "achieved_occupancy_pct", "reported_coverage_pct", "cudnn_cpu_us_per_iter", "launch_api",
-    "gemm_precision", "sdpa_backend", "relative_error", "peak_increase_bytes_per_iter",
+DETAIL_COLUMNS = (
+    "variant", "median_ms", "speedup_wall_source", "gpu_busy_pct_of_wall", "wall_source",
+    "wall_us_per_iter", "gpu_activity_us_per_iter", "gpu_kernel_us_per_iter",
+    "cpu_op_us_per_iter", "memset_per_iter", "transpose_ops_per_iter",
+    "theoretical_occupancy_pct", "achieved_occupancy_pct", "reported_coverage_pct",
+    "cudnn_cpu_us_per_iter", "launch_api", "gemm_precision", "sdpa_backend", "relative_error",
     "largest_block_bytes", "largest_block_op",
 )  # fmt: skip
 
 
-def comparison_markdown(table: pl.DataFrame, *, full_names: bool = False) -> str:
-    """The time table and the what-ran table, headings derived from the keys."""
+def comparison_markdown(
+    table: pl.DataFrame, *, full_names: bool = False, fold_details: bool = False
+) -> str:
+    """The headline table, the CPU-bound variants, then the details table (folded in a report),
+    headings derived from the keys."""
     shown = table.filter(pl.col("status") == "ok")
     if not full_names:
         # A narrow column: cut at 48 characters, never two kernels alike (JSON keeps them whole).
         shown = shown.with_columns(readable_names(shown["fused_kernel"], width=FUSED_KERNEL_WIDTH))
     shown = shown.with_columns(pl.col("fused_kernel").fill_null("—"))
-    time_columns: tuple[str, ...] = TIME_COLUMNS
+    details: tuple[str, ...] = DETAIL_COLUMNS
     if shown["speedup_wall_source"].eq_missing(shown["wall_source"]).all():
         # One wall time for the verdict and the speed-up, as in any single capture: one column.
-        time_columns = tuple(c for c in TIME_COLUMNS if c != "speedup_wall_source")
-    tables = [_keyed_table(shown, columns) for columns in (time_columns, WORK_COLUMNS)]
-    return "\n".join(part for part in (tables[0], _bound_lines(shown), tables[1]) if part)
+        details = tuple(c for c in DETAIL_COLUMNS if c != "speedup_wall_source")
+    detail = _keyed_table(shown, details)
+    if fold_details:
+        detail = folded_block("Details: wall time, CPU time, occupancy, cuDNN, precision", detail)
+    parts = (_keyed_table(shown, HEADLINE_COLUMNS), _bound_lines(shown), detail)
+    return "\n".join(part for part in parts if part)
+
+
+def folded_block(summary: str, body: str) -> str:
+    """``body`` folded under a one-line ``summary`` (an HTML <details> block; GitHub renders
+    the markdown inside it)."""
+    return f"<details>\n<summary>{summary}</summary>\n\n{body}\n</details>\n"
 
 
 def _bound_lines(table: pl.DataFrame) -> str:
@@ -115,16 +129,19 @@ def render_report(
     """The whole report; ``charts`` maps each chart written beside it to its file name."""
     parts = [
         f"# {report.title}\n",
-        _header(report.header, command, version),
+        f"Produced by traceanalyze {version}: `{command}`.\n",
+        findings_section(report.findings),
+        guesses_section(report.guesses) if report.guesses is not None else "",
         "## Comparison\n",
         _comparison_intro(report),
-        comparison_markdown(report.comparison, full_names=full_names),
+        comparison_markdown(report.comparison, full_names=full_names, fold_details=True),
         _skipped(report),
     ]
     # Only the charts actually written: on standard output there are none to link to.
     if charts:
         parts.append("## Charts\n")
         parts += [f"![{CHART_TITLES[chart]}]({file})\n" for chart, file in charts.items()]
+    parts += ["## Environment\n", _header(report.header)]
     parts += [_variant_section(v, full_names) for v in report.variants if v.status == "ok"]
     parts += [cold_section(report.cold)] if report.cold is not None else []
     parts += [_ranks_section(label, result, full_names) for label, result in report.ranks]
@@ -160,7 +177,7 @@ def _comparison_intro(report: Report) -> str:
     )
 
 
-def _header(info: dict[str, Any], command: str, version: str) -> str:
+def _header(info: dict[str, Any]) -> str:
     config = info.get("config") or {}
     # Through markdown_record, which escapes "|" in a value (the f-string rows did not).
     shown = {k: v for k, v in info.items() if k not in ("config", "captured")}
@@ -175,8 +192,7 @@ def _header(info: dict[str, Any], command: str, version: str) -> str:
             f"active {config.get('active')}.\n"
         )
     captured = f"Traces captured {info['captured']}.\n" if info.get("captured") else ""
-    produced = f"Produced by traceanalyze {version}: `{command}`.\n"
-    return "\n".join(s for s in (table, shape, captured, produced) if s)
+    return "\n".join(s for s in (table, shape, captured) if s) or "No device or version recorded.\n"
 
 
 def _skipped(report: Report) -> str:
@@ -198,7 +214,7 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
         "share_of_gpu_activity_pct", "theoretical_occupancy_pct", "occupancy_limiter",
         "achieved_occupancy_pct", "launch_op",
     )  # fmt: skip
-    parts = [f"## `{variant.label}`\n"]
+    parts = []
     if variant.row.get("description"):
         parts.append(f"*{variant.row['description']}.*\n")
     parts += [_headline(figures, variant.row), *_why(variant)]
@@ -226,7 +242,11 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
     parts += _roofline_part(variant, full_names)
     parts += memory_section(variant.allocations)
     parts += timeline_parts(variant.critical_path, variant.comms)
-    return "\n".join(parts)
+    summary = (
+        f"GPU busy {figures['gpu_busy_us_per_iter']:,.1f} µs, "
+        f"{_count(figures['kernels_per_iter'], 'kernel')} per iteration: findings and tables"
+    )
+    return f"## `{variant.label}`\n\n" + folded_block(summary, "\n".join(parts))
 
 
 def _why(variant: VariantReport) -> list[str]:

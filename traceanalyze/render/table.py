@@ -168,6 +168,11 @@ def _alignment(dtype: pl.DataType) -> str:
     return "---:" if dtype.is_numeric() else "---"
 
 
+def number_cell(value: float, digits: int = 2) -> str:
+    """A number as the markdown tables write it (a sentence quoting a table says the same)."""
+    return _cell(value, digits)
+
+
 def _cell(value: Any, digits: int) -> str:
     if value is None:
         return ""

@@ -1,0 +1,386 @@
+"""*What the traces say*: the findings' rules (micro traces, exact figures), their sentences,
+and on real traces numbers equal to what `compare`, `memcpy`, `occupancy`, `cudnn` and `ranks`
+print. The golden first section of the H200 capture is rewritten with
+TRACEANALYZE_UPDATE_GOLDEN=1 (after the capture is re-recorded)."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.micro import annotation, call, kernel, op, write_trace
+from tests.rankfolder import RankSpec, write_rank_folder
+from tests.test_report import CAPTURE, REPO, check_golden, invoke, module_cache  # noqa: F401
+from traceanalyze.analyses.compare import comparison
+from traceanalyze.analyses.cudnn import cudnn_table
+from traceanalyze.analyses.findings import RULES, Finding
+from traceanalyze.analyses.kernels import kernel_table, occupancy_table
+from traceanalyze.analyses.memcpy import memory_traffic
+from traceanalyze.analyses.ranks import rank_work, ranks_analysis
+from traceanalyze.analyses.report import Report, build_report
+from traceanalyze.load.variants import load_variants
+from traceanalyze.render.findings import (
+    ITEM_CLAUSES,
+    SENTENCES,
+    Sentence,
+    fields,
+    fill,
+    findings_section,
+    sentence,
+)
+from traceanalyze.render.table import number_cell
+
+DTOD = "Memcpy DtoD (Device -> Device)"
+SOFTMAX = "softmax_warp_forward"
+CHAIN = "aten::masked_fill -> aten::clone -> aten::copy_"
+# A one-warp block, few registers, no shared memory: only the per-SM block limit binds.
+SMALL_BLOCKS = {
+    "block": [32, 1, 1],
+    "grid": [132, 1, 1],
+    "registers per thread": 16,
+    "shared memory": 0,
+}
+
+
+def by_rule(report: Report) -> dict[str, Finding]:
+    found = {f.rule: f for f in report.findings}
+    assert len(found) == len(report.findings), "one finding per rule here"
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# micro traces: each rule from a handful of events
+
+
+def masked_fill_step(copy: bool) -> list[dict[str, Any]]:
+    """One step: a softmax kernel (10 us); out of place, masked_fill first clones its input
+    (a 1 KiB DtoD copy of 6 us)."""
+    events = [
+        annotation("ProfilerStep#1", 100, 100),
+        op("aten::softmax", 150, 10),
+        call("cudaLaunchKernel", 151, 5, 2),
+        kernel(SOFTMAX, 160, 10, 2, **SMALL_BLOCKS),
+    ]
+    if copy:
+        events += [
+            op("aten::masked_fill", 110, 30),
+            op("aten::clone", 112, 20),
+            op("aten::copy_", 114, 10),
+            call("cudaMemcpyAsync", 115, 3, 1),
+            kernel(DTOD, 120, 6, 1, cat="gpu_memcpy", bytes=1024),
+        ]
+    return events
+
+
+def test_copy_removed_and_ranking_from_two_micro_traces(tmp_path: Path) -> None:
+    paths = [
+        write_trace(tmp_path, masked_fill_step(copy=True), "outofplace.json"),
+        write_trace(tmp_path, masked_fill_step(copy=False), "inplace.json"),
+    ]
+    report = build_report(load_variants(paths, cache=False))
+    found = by_rule(report)
+
+    # GPU busy: 16 us (copy + softmax) against 10 us.
+    assert found["copy_removed"].figures == {
+        "variant": "inplace",
+        "twin": "outofplace",
+        "activity": DTOD,
+        "chain": CHAIN,
+        "copies_per_iter": 1.0,
+        "copy_us": 6.0,
+        "bytes_per_call": 1024.0,
+        "advice": "out-of-place `masked_fill` clones its input first; use `masked_fill_` where "
+        "the input may be overwritten",
+        "speedup": 1.6,
+    }
+    assert found["copy_removed"].weight_us == pytest.approx(6.0)
+    assert found["copy_removed"].command == f"traceanalyze memcpy {paths[0]}"
+    ranking = found["ranking"].figures
+    assert (ranking["fastest"], ranking["fastest_speedup"]) == ("inplace", 1.6)
+    assert (ranking["baseline"], ranking["baseline_busy_us"]) == ("outofplace", 16.0)
+    # The copy is told once, by the pair: no separate copies finding.
+    assert "copies" not in found
+    assert sentence(found["copy_removed"]).startswith(
+        f"`inplace` removes the {DTOD} of `outofplace` (1 per iteration, 6.00 µs, 1 KiB each, "
+        f"from {CHAIN}) and is 1.60x faster on the GPU"
+    )
+
+
+def test_a_single_trace_gets_the_copy_its_category_and_no_ranking(tmp_path: Path) -> None:
+    path = write_trace(tmp_path, masked_fill_step(copy=True), "one.json")
+    report = build_report(load_variants([path], cache=False))
+    found = by_rule(report)
+
+    assert report.title == "An inference trace: profiling report"
+    assert not {"ranking", "copy_removed", "slowest"} & set(found)
+    assert found["copies"].figures["variant"] is None  # one trace: no variant to name
+    assert found["copies"].figures["chain"] == f"{CHAIN} -> {DTOD}"
+    top = found["top_categories"].figures
+    assert top["items"] == (
+        {"category": "softmax", "us": 10.0, "pct": 62.5},
+        {"category": "memcpy", "us": 6.0, "pct": 37.5},
+    )
+    assert (top["top_op"], top["top_op_us"]) == ("aten::softmax", 10.0)
+
+
+def test_small_blocks_are_low_occupancy_by_accident(tmp_path: Path) -> None:
+    # 32-thread blocks, 16 registers, no shared memory: the per-SM block limit (32 on sm90)
+    # holds 32 of 64 warps.
+    events = masked_fill_step(copy=False)
+    path = write_trace(tmp_path, events, "small_blocks.json")
+    found = by_rule(build_report(load_variants([path], cache=False)))
+
+    item = found["occupancy_accident"].figures["items"][0]
+    assert (item["occupancy_pct"], item["limiter"], item["threads"]) == (50.0, "blocks", 32)
+    assert found["occupancy_accident"].weight_us == 10.0  # the kernel's time
+    assert "occupancy_design" not in found
+
+
+def test_a_trace_without_gpu_activity_says_no_finding(tmp_path: Path) -> None:
+    events = [annotation("ProfilerStep#1", 100, 100), op("aten::add", 110, 20)]
+    report = build_report(load_variants([write_trace(tmp_path, events)], cache=False))
+
+    assert report.findings == ()
+    assert findings_section(report.findings) == (
+        "## What the traces say\n\n"
+        "No finding: none of the rules has the evidence it needs in these traces.\n"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# sentences
+
+
+def test_every_rule_has_a_sentence_and_every_clause_is_used() -> None:
+    assert {rule.id for rule in RULES} == set(SENTENCES)
+    for template in SENTENCES.values():
+        for name in template.clauses:
+            assert "{" + name + "}" in template.text
+
+
+def test_a_clause_with_an_unknown_figure_is_left_out_or_says_its_fallback() -> None:
+    clauses = {"wall": "; wall {wall_us:t} µs", "who": ("rank {rank}", "no rank")}
+    text = "{busy_us:t} µs{wall}, {who}"
+    assert fill(text, clauses, {"busy_us": 1076.0, "wall_us": None, "rank": None}) == (
+        "1,076.00 µs, no rank"
+    )
+    assert fill(text, clauses, {"busy_us": 0.4061, "wall_us": 3.0, "rank": 1}) == (
+        "0.406 µs; wall 3.00 µs, rank 1"
+    )
+    assert fields("{a:t} and {b}") == {"a", "b"}
+    assert set(ITEM_CLAUSES) == {"reported"}
+
+
+def test_items_are_joined_and_an_empty_tuple_is_unknown(monkeypatch: Any) -> None:
+    template = Sentence("{items}{cpu}.", {"cpu": " CPU-bound: {names:names}"}, item="{x:n}")
+    monkeypatch.setitem(SENTENCES, "test", template)
+    items = ({"x": 1.0}, {"x": 2.5})
+    assert sentence(Finding("test", 0.0, {"items": items, "names": ()})) == "1, 2.5."
+    assert sentence(Finding("test", 0.0, {"items": items, "names": ("a", "b", "c")})) == (
+        "1, 2.5 CPU-bound: `a`, `b` and `c`."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the H200 capture: the article's conclusions, numbers equal to the other commands'
+
+
+@pytest.fixture(scope="module")
+def h200(module_cache: Path) -> Report:  # noqa: F811
+    return build_report(load_variants([CAPTURE], cache_dir=module_cache))
+
+
+def traces(report: Report) -> dict[str, Path]:
+    return {v.label: Path(v.path or "") for v in report.variants}
+
+
+def test_h200_first_section_states_the_articles_conclusions(h200: Report) -> None:
+    found = by_rule(h200)
+    table = comparison(load_variants([CAPTURE]).variants)
+    rows = {row["variant"]: row for row in table.to_dicts()}
+    paths = traces(h200)
+
+    # Variant ranking on GPU and wall time, with the CPU-bound ones named.
+    ranking = found["ranking"].figures
+    fastest = table.sort("gpu_busy_us_per_iter").row(0, named=True)
+    assert ranking["fastest"] == fastest["variant"]
+    assert ranking["fastest_speedup"] == fastest["speedup"]
+    assert ranking["fastest_wall_speedup"] == table["speedup_wall"].max()
+    cpu_bound = table.filter(pl.col("bound") == "CPU-bound")["variant"].to_list()
+    assert list(ranking["cpu_bound"]) == cpu_bound and cpu_bound
+
+    # naive_inplace's speed-up over naive and the Memcpy DtoD it removes.
+    removed = found["copy_removed"].figures
+    copy = memory_traffic_row(paths["naive"])
+    assert (removed["variant"], removed["twin"]) == ("naive_inplace", "naive")
+    assert removed["speedup"] == pytest.approx(rows["naive_inplace"]["speedup"])
+    assert removed["activity"].startswith("Memcpy DtoD")
+    assert (removed["copy_us"], removed["advice"]) == (copy["us_per_iter"], copy["advice"])
+
+    # sdpa_math: kernel count, fp32 GEMMs, slowdown.
+    slow = found["slowest"].figures
+    fp32 = kernel_table_of(paths["sdpa_math"]).filter(pl.col("gemm_precision") == "fp32-cuda-cores")
+    assert slow["variant"] == "sdpa_math"
+    assert slow["kernels"] == rows["sdpa_math"]["kernels_per_iter"]
+    assert slow["speedup"] == rows["sdpa_math"]["speedup"] < 1
+    assert slow["fp32_gemms"] == fp32["count_per_iter"].sum() > 0
+
+    # flash: theoretical occupancy and its limiter, low by design.
+    items = {i["who"]: i for i in found["occupancy_design"].figures["items"]}
+    flash = occupancy_of(paths["sdpa_flash"]).row(0, named=True)
+    assert items["sdpa_flash"]["occupancy_pct"] == flash["theoretical_occupancy_pct"]
+    assert items["sdpa_flash"]["limiter"] == flash["occupancy_limiter"].replace("_", " ")
+
+    # cuDNN's CPU time per iteration against its GPU lead.
+    cudnn = found["cudnn_cpu"].figures
+    lead = cudnn["variant"]
+    assert cudnn["cpu_us"] == rows[lead]["cudnn_cpu_us_per_iter"] > 0
+    assert cudnn["cpu_us"] == pytest.approx(cudnn_of(paths[lead])["self_us_per_iter"].sum())
+    assert cudnn["lead_us"] > 0 and cudnn["library"] == "cuDNN"
+
+
+def test_h200_sentences_write_the_numbers_as_the_tables_do(h200: Report) -> None:
+    text = findings_section(h200.findings)
+    found = by_rule(h200)
+    slow, removed = found["slowest"].figures, found["copy_removed"].figures
+    cudnn, ranking = found["cudnn_cpu"].figures, found["ranking"].figures
+    flash = next(i for i in found["occupancy_design"].figures["items"] if i["who"] == "sdpa_flash")
+    for expected in (
+        f"`sdpa_math`, {number_cell(slow['speedup'])}x `naive`",
+        f"with {slow['kernels']:g} kernels per iteration",
+        f"{slow['fp32_gemms']:g} of them are GEMMs in fp32 on CUDA cores",
+        f"and is {number_cell(removed['speedup'])}x faster on the GPU",
+        f"`sdpa_flash` {number_cell(flash['occupancy_pct'])}% (registers",
+        f"spend {number_cell(cudnn['cpu_us'])} µs of CPU self time per iteration",
+        f"{number_cell(ranking['fastest_speedup'])}x `naive`",
+        names_text(ranking["cpu_bound"]),
+    ):
+        assert expected in text
+    lines = text.strip().splitlines()
+    assert len(lines) < 15
+    assert all(line.endswith("`)") for line in lines[2:])  # each names its command
+
+
+def test_h200_first_section_matches_golden(module_cache: Path, monkeypatch: Any) -> None:  # noqa: F811
+    # Relative paths, as a user types them, so that the commands in the sentences are stable.
+    monkeypatch.chdir(REPO)
+    report = build_report(
+        load_variants([Path("sample_traces/h200_default")], cache_dir=module_cache)
+    )
+    check_golden("report_findings_h200_default.md", findings_section(report.findings))
+
+
+def names_text(names: tuple[str, ...]) -> str:
+    """``("a", "b", "c")`` as a sentence lists them: `a`, `b` and `c`."""
+    quoted = [f"`{name}`" for name in names]
+    return ", ".join(quoted[:-1]) + " and " + quoted[-1] if len(quoted) > 1 else quoted[0]
+
+
+def memory_traffic_row(path: Path) -> dict[str, Any]:
+    from traceanalyze import load
+
+    table = memory_traffic(load(path)).filter(pl.col("actionable") & (pl.col("kind") == "memcpy"))
+    return table.row(0, named=True)
+
+
+def kernel_table_of(path: Path) -> pl.DataFrame:
+    from traceanalyze import load
+
+    return kernel_table(load(path))
+
+
+def occupancy_of(path: Path) -> pl.DataFrame:
+    from traceanalyze import load
+
+    return occupancy_table(load(path))
+
+
+def cudnn_of(path: Path) -> pl.DataFrame:
+    from traceanalyze import load
+
+    return cudnn_table(load(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# `report --expect`: guesses, broken first
+
+
+def test_report_expect_adds_guesses_broken_first(tmp_path: Path, module_cache: Path) -> None:  # noqa: F811
+    guesses = tmp_path / "guesses.txt"
+    guesses.write_text("memcpy_per_iter == 0  # in place\nkernels_per_iter <= 5\n")
+    out = tmp_path / "report.md"
+    files = [str(CAPTURE / f"{v}.json.gz") for v in ("naive", "naive_inplace")]
+    result = invoke(["report", *files, "--expect", str(guesses), "-o", str(out)], module_cache)
+
+    assert result.exit_code == 0, result.output  # a broken guess is a finding, not a failure
+    text = out.read_text(encoding="utf-8")
+    section = text.split("## Guesses\n")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| naive")]
+    assert rows[0] == "| naive | memcpy_per_iter == 0 | 1 | BROKEN |"
+    assert [row.rsplit("|", 2)[1].strip() for row in rows[1:]] == ["held"] * 3
+    assert "1 of 4 expectations broken" in section
+    assert f"--expect {guesses}" in text  # the command line names the file
+
+
+# ---------------------------------------------------------------------------------------------
+# public traces of other kinds: the same first section, written for what they hold
+
+
+def single_report(path: Path, cache: Path) -> Report:
+    return build_report(load_variants([path], cache_dir=cache))
+
+
+@pytest.mark.parametrize(
+    ("name", "title"),
+    [
+        ("tl_h100_bert_small.json.gz", "An inference trace: profiling report"),
+        ("hta_nccl_a100.json.gz", "A training step: profiling report"),
+    ],
+)
+def test_public_single_trace(public: Path, module_cache: Path, name: str, title: str) -> None:  # noqa: F811
+    report = single_report(public / name, module_cache)
+    found = by_rule(report)
+    figures = report.variants[0].summary
+
+    assert report.title == title
+    assert not {"ranking", "copy_removed", "slowest", "ranks"} & set(found)
+    bound = found["bound"].figures
+    assert (bound["bound"], bound["busy_us"]) == (figures["bound"], figures["gpu_busy_us_per_iter"])
+    categories = report.variants[0].categories
+    assert found["top_categories"].figures["items"][0]["category"] == categories["category"][0]
+    assert len(findings_section(report.findings).strip().splitlines()) < 15
+
+
+def test_rank_folder(public: Path, tmp_path: Path, module_cache: Path) -> None:  # noqa: F811
+    folder = tmp_path / "job"
+    # Rank 2 takes 30% longer than the other two (the median).
+    specs = [RankSpec(0), RankSpec(1, shift_us=50), RankSpec(2, stretch=Fraction(13, 10))]
+    write_rank_folder(folder, public / "hta_nccl_a100.json.gz", specs, ".json.gz")
+    report = single_report(folder, module_cache)
+    found = by_rule(report)
+    result = ranks_analysis([rank_work(report_trace(folder, module_cache))])
+
+    assert report.title == "A training step on a folder of 3 ranks: profiling report"
+    ranks = found["ranks"].figures
+    slow = result.ranks.sort("wall_us_per_iter", descending=True).row(0, named=True)
+    assert (ranks["ranks"], ranks["slowest_rank"]) == (3, 2) == (3, slow["rank"])
+    assert ranks["over_median_pct"] == slow["wall_pct_over_median"]
+    assert ranks["stragglers"] == ("2",)  # over the 10% threshold
+    assert found["ranks"].command == f"traceanalyze ranks {folder}"
+    assert "stragglers (over 10.00%): rank `2`" in sentence(found["ranks"])
+
+
+def report_trace(folder: Path, cache: Path) -> Any:
+    variants = load_variants([folder], cache_dir=cache).loaded
+    return variants[0].trace
+
+
+def test_findings_json_safe(h200: Report) -> None:
+    # Figures are plain values (numbers, text, tuples): a later `--format json` can carry them.
+    for finding in h200.findings:
+        json.dumps(dict(finding.figures))

@@ -1,0 +1,505 @@
+"""The report's first section, *What the traces say*: findings drawn from evidence by rules
+kept as data.
+
+A rule (:class:`Rule`, one row of :data:`RULES`) has an id, the inputs it applies to (a set of
+variants compared, a single trace, a folder of ranks, or any), an evidence function and the
+command that shows the detail. The evidence function reads the report's results (comparison
+rows, kernel, memory and cuDNN tables, the ranks result) and returns one :class:`Evidence` per
+finding it supports, or none: a finding whose evidence the trace cannot support is not
+written. Each evidence carries its figures (named values, never prose) and its weight, the
+time per iteration it explains; findings are ranked by weight. The sentences live in
+:mod:`traceanalyze.render.findings` (one template per rule id), so this module holds no prose.
+
+Adding a rule (for example memory peaks, idle causes, critical path or collectives, once their
+analyses sit in the report):
+
+1. write ``def _my_rule(report: Report) -> list[Evidence]`` returning the figures the sentence
+   needs and ``weight_us`` (the µs per iteration the finding explains);
+2. add ``Rule("my_rule", SCOPE, _my_rule, "traceanalyze my-command {path}")`` to ``RULES``;
+3. add ``"my_rule": Sentence("... {figure} ...")`` to ``SENTENCES`` in render/findings.py.
+
+A test checks that every rule has a sentence and that every figure a sentence names exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from traceanalyze.analyses.accounting import BOUND_CPU
+
+if TYPE_CHECKING:
+    from traceanalyze.analyses.report import Report, VariantReport
+
+# Which inputs a rule applies to.
+VARIANTS = "variants"  # two or more traces compared (speed-ups against a baseline)
+SINGLE = "single"  # one trace (of one rank or of several)
+RANKS = "ranks"  # a trace of two or more ranks
+ANY = "any"
+
+# At most this theoretical occupancy (half the warps), a variant's longest kernel is worth a
+# sentence. (A kernel limited by the block count alone reaches 50% with one-warp blocks.)
+LOW_OCCUPANCY_PCT = 50.0
+
+
+@dataclass(frozen=True)
+class OccupancyCause:
+    """Why occupancy is low: the limiting resource and the footprint that says it was chosen."""
+
+    limiter: str
+    cause: str  # "design" or "accident"
+    footprint: str = ""  # a kernel_table column that must reach ``at_least`` ("" for none)
+    at_least: int = 0
+
+
+# A kernel limited by a large register or shared-memory footprint keeps its tiles on chip
+# (flash attention's trade); one limited by the per-SM block count launches blocks too small
+# to fill the SM. A low occupancy that fits no row (a modest footprint) gets no sentence.
+OCCUPANCY_CAUSES = (
+    OccupancyCause("registers", "design", "registers_per_thread", 128),
+    OccupancyCause("shared_memory", "design", "shared_memory_bytes", 48 * 1024),
+    OccupancyCause("blocks", "accident"),
+)
+# A GEMM precision finding below this share of the GPU activity is noise.
+MIN_FP32_SHARE_PCT = 1.0
+# The op launching the most GPU time is named only when linked kernels cover this share.
+MIN_LINKED_SHARE_PCT = 50.0
+SDPA_MATH_OP = "aten::_scaled_dot_product_attention_math"
+MIOPEN_OP = r"^aten::miopen_"
+TOP_CATEGORIES = 3
+OCCUPANCY_ITEMS = 4  # variants named in one occupancy finding
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The figures one finding states and the time per iteration it explains."""
+
+    weight_us: float
+    figures: Mapping[str, Any]
+    path: str = ""  # the trace or folder its command runs on
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    scope: str  # VARIANTS | SINGLE | RANKS | ANY
+    evidence: Callable[[Report], list[Evidence]]
+    command: str  # with {path}
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    weight_us: float
+    figures: Mapping[str, Any] = field(default_factory=dict)
+    command: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# small readers of the report's results
+
+
+def _loaded(report: Report) -> list[VariantReport]:
+    return [v for v in report.variants if v.status == "ok" and v.summary]
+
+
+def _rows(report: Report) -> pl.DataFrame:
+    return report.comparison.filter(
+        (pl.col("status") == "ok") & pl.col("gpu_busy_us_per_iter").is_not_null()
+    )
+
+
+def _row(report: Report, label: str) -> dict[str, Any]:
+    return _rows(report).filter(pl.col("variant") == label).row(0, named=True)
+
+
+def _path(variant: VariantReport) -> str:
+    return variant.path or variant.label
+
+
+def _folder(report: Report) -> str:
+    return " ".join(report.sources) or "PATH"
+
+
+# ---------------------------------------------------------------------------------------------
+# rules over a set of variants
+
+
+def ranking(report: Report) -> list[Evidence]:
+    """Fastest on the GPU and on wall time against the baseline; the CPU-bound ones named."""
+    rows = _rows(report).filter(pl.col("speedup").is_not_null())
+    if rows.height < 2 or report.baseline is None:
+        return []
+    gpu = rows.sort("gpu_busy_us_per_iter").row(0, named=True)
+    wall = rows.filter(pl.col("speedup_wall").is_not_null()).sort("speedup_wall", descending=True)
+    base = _row(report, report.baseline)
+    figures: dict[str, Any] = {
+        "baseline": report.baseline,
+        "baseline_busy_us": base["gpu_busy_us_per_iter"],
+        "fastest": gpu["variant"],
+        "fastest_busy_us": gpu["gpu_busy_us_per_iter"],
+        "fastest_speedup": gpu["speedup"],
+        "cpu_bound": tuple(rows.filter(pl.col("bound") == BOUND_CPU)["variant"].to_list()),
+    }
+    if wall.height:
+        top = wall.row(0, named=True)
+        figures |= {
+            "fastest_wall": top["variant"],
+            "fastest_wall_speedup": top["speedup_wall"],
+            "wall_source": top["speedup_wall_source"],
+        }
+    weight = base["gpu_busy_us_per_iter"] - gpu["gpu_busy_us_per_iter"]
+    return [Evidence(weight, figures, _folder(report))]
+
+
+def _actionable_copies(variant: VariantReport) -> pl.DataFrame:
+    return variant.memory.filter(
+        (pl.col("count_per_iter") > 0) & pl.col("actionable") & (pl.col("kind") == "memcpy")
+    )
+
+
+def _twin(report: Report, variant: VariantReport) -> dict[str, Any] | None:
+    """The variant that runs the same kernels as ``variant`` with fewer copies (the in-place
+    form of an out-of-place op), if one was captured."""
+    row = _row(report, variant.label)
+    twins = _rows(report).filter(
+        (pl.col("kernels_per_iter") == row["kernels_per_iter"])
+        & (pl.col("memcpy_per_iter") < row["memcpy_per_iter"])
+    )
+    return twins.sort("gpu_busy_us_per_iter").row(0, named=True) if twins.height else None
+
+
+def copy_removed(report: Report) -> list[Evidence]:
+    """A variant that removes another's avoidable copy, with the copy's chain and the speed-up."""
+    found = []
+    for variant in _loaded(report):  # a handful of variants, not trace rows
+        copies = _actionable_copies(variant)
+        twin = _twin(report, variant) if copies.height else None
+        if twin is None:
+            continue
+        copy = copies.row(0, named=True)
+        busy = variant.row["gpu_busy_us_per_iter"]
+        figures = {
+            "variant": twin["variant"],
+            "twin": variant.label,
+            "activity": copy["name"],
+            "chain": copy["chain"].removesuffix(f" -> {copy['name']}"),
+            "copies_per_iter": copy["count_per_iter"],
+            "copy_us": copy["us_per_iter"],
+            "bytes_per_call": copy["bytes_per_call"],
+            "advice": copy["advice"],
+            "speedup": busy / twin["gpu_busy_us_per_iter"],
+        }
+        found.append(Evidence(busy - twin["gpu_busy_us_per_iter"], figures, _path(variant)))
+    return found
+
+
+def _fp32_gemms(variant: VariantReport) -> pl.DataFrame:
+    return variant.kernels.filter(
+        (pl.col("gemm_precision") == "fp32-cuda-cores") & (pl.col("us_per_iter") > 0)
+    )
+
+
+def slowest(report: Report) -> list[Evidence]:
+    """What makes the slowest variant slow: more kernels than the fastest, fp32 GEMMs."""
+    rows = _rows(report).filter(pl.col("speedup").is_not_null()).sort("gpu_busy_us_per_iter")
+    if rows.height < 2:
+        return []
+    fast, slow = rows.row(0, named=True), rows.row(-1, named=True)
+    variant = next(v for v in _loaded(report) if v.label == slow["variant"])
+    fp32 = _fp32_gemms(variant)
+    if slow["kernels_per_iter"] <= fast["kernels_per_iter"] and not fp32.height:
+        return []  # nothing in the evidence says why
+    figures: dict[str, Any] = {
+        "variant": slow["variant"],
+        "baseline": report.baseline,
+        "speedup": slow["speedup"],
+        "busy_us": slow["gpu_busy_us_per_iter"],
+        "kernels": slow["kernels_per_iter"],
+        "fastest": fast["variant"],
+        "fastest_kernels": fast["kernels_per_iter"],
+    }
+    if fp32.height:
+        figures |= {
+            "fp32_gemms": float(fp32["count_per_iter"].sum()),
+            "fp32_us": float(fp32["us_per_iter"].sum()),
+            "fp32_pct": float(fp32["share_of_gpu_activity_pct"].sum()),
+        }
+    if variant.sdpa_math:
+        figures["upcast_op"] = SDPA_MATH_OP
+    weight = slow["gpu_busy_us_per_iter"] - fast["gpu_busy_us_per_iter"]
+    return [Evidence(weight, figures, _path(variant))]
+
+
+# ---------------------------------------------------------------------------------------------
+# rules for any input
+
+
+def copies(report: Report) -> list[Evidence]:
+    """Avoidable copies not already told as removed by a twin variant, with cause and fix."""
+    told = {e.figures["twin"] for e in copy_removed(report)}
+    several = len(_loaded(report)) > 1
+    found = []
+    for variant in _loaded(report):
+        if variant.label in told:
+            continue
+        for copy in _actionable_copies(variant).head(1).to_dicts():
+            figures = {
+                "variant": variant.label if several else None,
+                "chain": copy["chain"],
+                "copies_per_iter": copy["count_per_iter"],
+                "copy_us": copy["us_per_iter"],
+                "bytes_per_call": copy["bytes_per_call"],
+                "advice": copy["advice"],
+            }
+            found.append(Evidence(copy["us_per_iter"], figures, _path(variant)))
+    return found
+
+
+def _top_kernel(variant: VariantReport) -> dict[str, Any] | None:
+    """The variant's longest kernel per iteration that has a theoretical occupancy."""
+    top = variant.kernels.filter(
+        (pl.col("kind") == "kernel")
+        & pl.col("theoretical_occupancy_pct").is_not_null()
+        & (pl.col("us_per_iter") > 0)
+    ).head(1)
+    return top.row(0, named=True) if top.height else None
+
+
+def _occupancy_cause(kernel: dict[str, Any]) -> str | None:
+    for row in OCCUPANCY_CAUSES:
+        if kernel["occupancy_limiter"] == row.limiter and (
+            not row.footprint or (kernel[row.footprint] or 0) >= row.at_least
+        ):
+            return row.cause
+    return None
+
+
+def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
+    def evidence(report: Report) -> list[Evidence]:
+        items, weight, paths = [], 0.0, []
+        several = len(_loaded(report)) > 1
+        for variant in _loaded(report):
+            kernel = _top_kernel(variant)
+            if kernel is None or kernel["theoretical_occupancy_pct"] > LOW_OCCUPANCY_PCT:
+                continue
+            if _occupancy_cause(kernel) != cause:
+                continue
+            items.append(
+                {
+                    # A variant by its label, a single trace's kernel by its name.
+                    "who": variant.label if several else kernel["short_name"],
+                    "occupancy_pct": kernel["theoretical_occupancy_pct"],
+                    "limiter": kernel["occupancy_limiter"].replace("_", " "),
+                    "registers": kernel["registers_per_thread"],
+                    "threads": kernel["threads_per_block"],
+                    "reported_pct": kernel["achieved_occupancy_pct"],
+                    "us_per_iter": kernel["us_per_iter"],
+                }
+            )
+            weight += kernel["us_per_iter"]
+            paths.append(_path(variant))
+        if not items:
+            return []
+        # The lowest first (the longest kernels among equals); the rest are counted.
+        items.sort(key=lambda item: (item["occupancy_pct"], -item["us_per_iter"]))
+        shown = tuple(items[:OCCUPANCY_ITEMS])
+        more = len(items) - len(shown)
+        # Low by design costs nothing to fix: it ranks last; by accident, the kernels' time.
+        explained = weight if cause == "accident" else 0.0
+        path = paths[0] if len(paths) == 1 else _folder(report)
+        return [Evidence(explained, {"items": shown, "more": more or None}, path)]
+
+    return evidence
+
+
+def cudnn_cpu(report: Report) -> list[Evidence]:
+    """The CPU self time of the ops that call cuDNN (MIOpen) against the GPU time it saves."""
+    users = [v for v in _loaded(report) if v.summary.get("cudnn_cpu_us_per_iter", 0) > 0]
+    if not users:
+        return []
+    lead = min(users, key=lambda v: v.row.get("gpu_busy_us_per_iter") or float("inf"))
+    ops = lead.cudnn.filter(pl.col("self_us_per_iter") > 0)
+    library = "MIOpen" if ops["name"].str.contains(MIOPEN_OP).any() else "cuDNN"
+    figures: dict[str, Any] = {
+        "variant": lead.label if len(_loaded(report)) > 1 else None,
+        "library": library,
+        "cpu_us": lead.summary["cudnn_cpu_us_per_iter"],
+        "op": ops["name"].first(),  # the table is sorted by self time per iteration
+        # With several ops, how many and the first one's part of the time.
+        "ops": ops.height if ops.height > 1 else None,
+        "op_us": ops["self_us_per_iter"].first(),
+        "others": tuple(
+            (v.label, v.summary["cudnn_cpu_us_per_iter"]) for v in users if v is not lead
+        ),
+    }
+    others = _rows(report).filter(~pl.col("variant").is_in([v.label for v in users]))
+    busy = lead.row.get("gpu_busy_us_per_iter")
+    if others.height and busy is not None:
+        runner = others.sort("gpu_busy_us_per_iter").row(0, named=True)
+        if busy < runner["gpu_busy_us_per_iter"]:
+            figures |= {
+                "busy_us": busy,
+                "runner": runner["variant"],
+                "runner_busy_us": runner["gpu_busy_us_per_iter"],
+                "lead_us": runner["gpu_busy_us_per_iter"] - busy,
+            }
+    compared = lead.label != report.baseline and lead.row.get("speedup_wall") is not None
+    if lead.row.get("bound") == BOUND_CPU and compared:
+        figures |= {
+            "baseline": report.baseline,
+            "speedup": lead.row["speedup"],
+            "speedup_wall": lead.row["speedup_wall"],
+        }
+    return [Evidence(figures["cpu_us"], figures, _path(lead))]
+
+
+# ---------------------------------------------------------------------------------------------
+# rules for a single trace
+
+
+def _single(report: Report) -> VariantReport | None:
+    loaded = _loaded(report)
+    return loaded[0] if len(loaded) == 1 else None
+
+
+def top_categories(report: Report) -> list[Evidence]:
+    """Where the GPU time goes: the largest categories and the op that launches most of it."""
+    variant = _single(report)
+    if variant is None or not variant.categories.height:
+        return []
+    top = variant.categories.head(TOP_CATEGORIES)
+    kernels = variant.kernels.filter(pl.col("launch_op").is_not_null())
+    ops = (
+        kernels.group_by("launch_op")
+        .agg(pl.col("us_per_iter").sum(), pl.col("share_of_gpu_activity_pct").sum())
+        .sort(["us_per_iter", "launch_op"], descending=[True, False])
+    )
+    figures: dict[str, Any] = {
+        "activity_us": variant.summary["gpu_activity_us_per_iter"],
+        "items": tuple(
+            {"category": c, "us": us, "pct": pct}
+            for c, us, pct in top.select(
+                "category", "us_per_iter", "share_of_gpu_activity_pct"
+            ).rows()  # three rows of a result, for the sentence
+        ),
+        "workload": report.workload,
+    }
+    linked_pct = kernels["share_of_gpu_activity_pct"].sum()
+    if ops.height and linked_pct >= MIN_LINKED_SHARE_PCT:
+        op = ops.row(0, named=True)
+        figures |= {
+            "top_op": op["launch_op"],
+            "top_op_us": op["us_per_iter"],
+            "top_op_pct": op["share_of_gpu_activity_pct"],
+        }
+    return [Evidence(variant.summary["gpu_activity_us_per_iter"], figures, _path(variant))]
+
+
+def bound(report: Report) -> list[Evidence]:
+    """The bound verdict with both sides of it; none where the trace cannot give one."""
+    variant = _single(report)
+    if variant is None:
+        return []
+    row = variant.row or {}
+    verdict = row.get("bound") or variant.summary.get("bound")
+    if not verdict:
+        return []
+    figures = variant.summary
+    busy, wall = figures["gpu_busy_us_per_iter"], figures["wall_us_per_iter"]
+    whole = figures["iteration_source"] == "whole trace"
+    evidence = {
+        "bound": verdict,
+        "note": row.get("bound_note") or figures["bound_note"],
+        "busy_us": busy,
+        "cpu_op_us": figures["cpu_op_us_per_iter"],
+        "wall_us": wall,
+        "iterations": figures["iterations"],
+        "whole_trace": True if whole else None,
+        "cpu_bound": True if verdict == BOUND_CPU else None,
+    }
+    weight = wall - busy if verdict == BOUND_CPU else busy
+    return [Evidence(weight, evidence, _path(variant))]
+
+
+def fp32_gemm(report: Report) -> list[Evidence]:
+    """GEMMs on CUDA cores in fp32 where tensor cores could run them."""
+    variant = _single(report)
+    if variant is None:
+        return []
+    fp32 = _fp32_gemms(variant)
+    if fp32["share_of_gpu_activity_pct"].sum() < MIN_FP32_SHARE_PCT:
+        return []
+    fp32_us = float(fp32["us_per_iter"].sum())
+    figures = {
+        "fp32_gemms": float(fp32["count_per_iter"].sum()),
+        "fp32_us": fp32_us,
+        "fp32_pct": float(fp32["share_of_gpu_activity_pct"].sum()),
+        "upcast_op": SDPA_MATH_OP if variant.sdpa_math else None,
+    }
+    return [Evidence(fp32_us, figures, _path(variant))]
+
+
+def ranks(report: Report) -> list[Evidence]:
+    """For a folder of ranks: the slowest rank against the median and the stragglers."""
+    found = []
+    paths = {v.label: _path(v) for v in report.variants}
+    for label, result in report.ranks:
+        table = result.ranks.filter(pl.col("wall_us_per_iter").is_not_null())
+        if table.height < 2 or result.median_wall_us_per_iter is None:
+            continue
+        slow = table.sort("wall_us_per_iter", descending=True).row(0, named=True)
+        figures = {
+            "ranks": table.height,
+            "slowest_rank": slow["rank"],
+            "slowest_wall_us": slow["wall_us_per_iter"],
+            "over_median_pct": slow["wall_pct_over_median"],
+            "median_wall_us": result.median_wall_us_per_iter,
+            "straggler_pct": result.straggler_pct,
+            "stragglers": tuple(str(r) for r in result.stragglers) or None,
+        }
+        weight = slow["wall_us_per_iter"] - result.median_wall_us_per_iter
+        found.append(Evidence(weight, figures, paths.get(label, label)))
+    return found
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("ranking", VARIANTS, ranking, "traceanalyze compare {path}"),
+    Rule("copy_removed", VARIANTS, copy_removed, "traceanalyze memcpy {path}"),
+    Rule("slowest", VARIANTS, slowest, "traceanalyze kernels {path}"),
+    Rule("top_categories", SINGLE, top_categories, "traceanalyze summary {path}"),
+    Rule("bound", SINGLE, bound, "traceanalyze summary {path}"),
+    Rule("fp32_gemm", SINGLE, fp32_gemm, "traceanalyze kernels {path}"),
+    Rule("copies", ANY, copies, "traceanalyze memcpy {path}"),
+    Rule("cudnn_cpu", ANY, cudnn_cpu, "traceanalyze cudnn {path}"),
+    Rule("occupancy_accident", ANY, _occupancy("accident"), "traceanalyze occupancy {path}"),
+    Rule("occupancy_design", ANY, _occupancy("design"), "traceanalyze occupancy {path}"),
+    Rule("ranks", RANKS, ranks, "traceanalyze ranks {path}"),
+)
+MAX_FINDINGS = 8
+
+
+def applies(rule: Rule, report: Report) -> bool:
+    loaded = len(_loaded(report))
+    return {
+        VARIANTS: loaded > 1,
+        SINGLE: loaded == 1,
+        RANKS: bool(report.ranks),
+        ANY: loaded > 0,
+    }[rule.scope]
+
+
+def findings(report: Report, rules: Sequence[Rule] = RULES) -> tuple[Finding, ...]:
+    """Every finding the rules draw from ``report``, the most time explained first (ties keep
+    the rules' order), at most :data:`MAX_FINDINGS`."""
+    found = [
+        Finding(rule.id, e.weight_us, e.figures, rule.command.format(path=e.path))
+        for rule in rules
+        if applies(rule, report)
+        for e in rule.evidence(report)
+    ]
+    ranked = sorted(found, key=lambda f: -f.weight_us)  # stable: rule order breaks ties
+    return tuple(ranked[:MAX_FINDINGS])
