@@ -23,6 +23,7 @@ from traceanalyze.analyses.comms_rules import (
     SIZE_BUCKETS,
 )
 from traceanalyze.analyses.cputree import op_chains
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.trace import Trace
 
 COMMUNICATION = "communication"
@@ -56,6 +57,7 @@ class Comms:
 
 
 @per_trace
+@on_counted
 def comms(trace: Trace) -> Comms:
     """Collective calls and their bandwidth (README, "Collectives")."""
     calls = _with_bandwidth(pl.concat([_gpu_calls(trace), _cpu_calls(trace)]))
@@ -72,10 +74,12 @@ def comms(trace: Trace) -> Comms:
     )
 
 
+@on_counted
 def comm_calls(trace: Trace) -> pl.DataFrame:
     return comms(trace).calls
 
 
+@on_counted
 def comm_summary(trace: Trace) -> pl.DataFrame:
     return comms(trace).by_kind
 

@@ -34,6 +34,7 @@ from traceanalyze.analyses.critical_graph import (
     iteration_bounds,
 )
 from traceanalyze.analyses.critical_walk import Runs, walk
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
@@ -80,6 +81,7 @@ class CriticalPath:
 
 
 @per_trace
+@on_counted
 def critical_path(trace: Trace) -> CriticalPath:
     """The critical path of each iteration (README, "Critical path")."""
     gpu = gpu_nodes(trace)

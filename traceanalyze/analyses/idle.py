@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
 
@@ -96,6 +97,7 @@ def _cause() -> pl.Expr:
 
 
 @per_trace
+@on_counted
 def device_gaps(trace: Trace) -> pl.DataFrame:
     """One row per device gap inside an iteration: where it starts and ends, the activity that
     ends it (its stream, name, launch call) and its cause."""
@@ -146,6 +148,7 @@ def _with_sync(gaps: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     ).drop("call_ts_ns", "reach_ns")
 
 
+@on_counted
 def idle_breakdown(trace: Trace, largest: int = LARGEST_GAPS) -> IdleResult:
     """The device gaps of the iterations by cause, per stream, and the ``largest`` gaps."""
     gaps = device_gaps(trace)

@@ -155,6 +155,7 @@ class Choice:
 
 
 _CHOICES: weakref.WeakKeyDictionary[Trace, Choice] = weakref.WeakKeyDictionary()
+_DEFAULTS: weakref.WeakKeyDictionary[Trace, Trace] = weakref.WeakKeyDictionary()
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -192,7 +193,11 @@ def choice_of(trace: Trace) -> Choice:
 
 @per_trace
 def _default(trace: Trace) -> Trace:
-    return _restrict(trace, None)
+    # Every per-iteration entry point asks for this: decide once per loaded Trace.
+    restricted = _DEFAULTS.get(trace)
+    if restricted is None:
+        restricted = _DEFAULTS[trace] = _restrict(trace, None)
+    return restricted
 
 
 def _origin_of(trace: Trace) -> Trace:

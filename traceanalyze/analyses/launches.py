@@ -17,6 +17,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.trace import Trace
 
 STREAM = ["rank", "device", "stream"]
@@ -37,6 +38,7 @@ LAUNCH_COLUMNS = (
 
 
 @per_trace
+@on_counted
 def launch_events(trace: Trace) -> pl.DataFrame:
     """One row per activity launched inside the iterations (columns :data:`LAUNCH_COLUMNS`)."""
     linked = activities(trace).filter(pl.col("launch_ts_ns").is_not_null())
@@ -97,6 +99,7 @@ def _distribution(n: int) -> list[pl.Expr]:
     ]
 
 
+@on_counted
 def launch_table(trace: Trace) -> pl.DataFrame:
     """Per kernel (or copy/set) name: launch CPU time, launch delay and queue distributions and
     the short kernels, most launches per iteration first."""
@@ -107,6 +110,7 @@ def launch_table(trace: Trace) -> pl.DataFrame:
     return table.sort(["count", "launch_delay_us_median", "name"], descending=[True, True, False])
 
 
+@on_counted
 def launch_by_category(trace: Trace) -> pl.DataFrame:
     """The same distributions per kernel category."""
     events = launch_events(trace)
@@ -114,6 +118,7 @@ def launch_by_category(trace: Trace) -> pl.DataFrame:
     return table.sort(["count", "category"], descending=[True, False])
 
 
+@on_counted
 def launch_outliers(trace: Trace) -> pl.DataFrame:
     """Single launches whose delay is far above their kernel name's median (see
     :data:`OUTLIER_FACTOR`), longest delay first."""
@@ -140,6 +145,7 @@ def launch_outliers(trace: Trace) -> pl.DataFrame:
     )
 
 
+@on_counted
 def launch_health(trace: Trace) -> dict[str, float | int]:
     """Launch figures for the whole trace: launches and short kernels per iteration, the
     median launch CPU time and delay, and the median queue ahead of a launch."""

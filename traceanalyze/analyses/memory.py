@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.memory_blocks import (
     free_pairs,
     memory_blocks,
@@ -53,6 +54,7 @@ class MemoryResult:
         return self.events == 0
 
 
+@on_counted
 def memory(trace: Trace) -> MemoryResult:
     """The memory figures of ``trace`` (see the module docstring)."""
     events = memory_events(trace)
@@ -89,6 +91,7 @@ _BLOCK_COLUMNS = (
 
 
 @per_trace
+@on_counted
 def iteration_memory(trace: Trace) -> pl.DataFrame:
     """One row per (iteration, device) with the README's memory figures, the device's columns
     and ``peak_seq``, the event at which the peak is first reached (before the first event
@@ -293,6 +296,7 @@ def _public(frame: pl.DataFrame, trace: Trace) -> pl.DataFrame:
 COMPARE_KEYS = ("peak_increase_bytes_per_iter", "largest_block_bytes", "largest_block_op")
 
 
+@on_counted
 def memory_figures(trace: Trace) -> dict[str, Any]:
     """The GPU's median ``peak_increase_bytes`` over the counted iterations (the highest device
     in each, for a trace of several GPUs) and the largest block allocated on a GPU inside

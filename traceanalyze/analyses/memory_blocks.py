@@ -18,6 +18,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.memory_devices import device_name, is_accelerator
 from traceanalyze.link import THREAD, THREAD_KEY, outermost_annotation
 from traceanalyze.trace import Trace
@@ -39,6 +40,7 @@ ALLOCATION_HELPERS = (
 
 
 @per_trace
+@on_counted
 def memory_events(trace: Trace) -> pl.DataFrame:
     """The memory frame in time order with ``seq``, ``device_code`` (a number per device; see
     :func:`memory_devices`), ``iteration``, ``op_id``, ``op_name`` and ``running_bytes`` (the
@@ -188,6 +190,7 @@ def enclosing(last: pl.Series, ts_ns: pl.Series, cpu: pl.DataFrame, matches: pl.
 
 
 @per_trace
+@on_counted
 def memory_blocks(trace: Trace) -> pl.DataFrame:
     """One row per allocation: where, how large, by which op, and its free (null when the
     block outlives the trace). ``lifetime_us`` is the time from allocation to free."""

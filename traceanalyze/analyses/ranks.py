@@ -20,8 +20,8 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import ITERATION, busy_and_span, iteration_times
 from traceanalyze.analyses.activities import activities, in_iterations
-from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.comms import comms
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.skew import (
     ALIGN_ENDS,
     ALIGNMENTS,

@@ -12,6 +12,7 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import ITERATION, busy_and_span
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.trace import Trace
 
 STREAM = ["rank", "device", "stream"]
@@ -19,6 +20,7 @@ _FIGURES = ("activity_us", "kernel_us", "busy_us", "span_us", "idle_us")
 _COUNTS = ("kernels", "memcpy", "memset")
 
 
+@on_counted
 def stream_iterations(trace: Trace) -> pl.DataFrame:
     """One row per (rank, iteration, device, stream) with activity."""
     gpu = in_iterations(activities(trace))
@@ -40,6 +42,7 @@ def stream_iterations(trace: Trace) -> pl.DataFrame:
     )
 
 
+@on_counted
 def stream_table(trace: Trace) -> pl.DataFrame:
     """One row per stream: the means over the iterations (an iteration where the stream ran
     nothing counts as 0), busiest stream first."""
