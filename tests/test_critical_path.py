@@ -23,6 +23,7 @@ from traceanalyze.analyses.critical_path import (
     critical_path,
     path_verdict,
 )
+from traceanalyze.analyses.iterations import counted
 from traceanalyze.cli import main
 
 Event = dict[str, Any]
@@ -186,7 +187,7 @@ def test_length_equals_span_on_real_traces(trace: Path) -> None:
         pytest.skip("no GPU activity")
     path = critical_path(loaded)
     iterations = path.iterations
-    assert iterations.height == loaded.iterations.height
+    assert iterations.height == counted(loaded).iterations.height  # a closing step is left out
     assert_frame_equal(
         iterations.select(pl.col("length_us").round(3)),
         iterations.select(pl.col("span_us").round(3).alias("length_us")),
@@ -199,7 +200,9 @@ def test_length_equals_span_on_real_traces(trace: Path) -> None:
 
 @pytest.mark.parametrize(
     ("variant", "bound"),
-    [("naive", "GPU-bound"), ("sdpa_flash", "CPU-bound"), ("sdpa_cudnn", "CPU-bound")],
+    # flash follows the recording: CPU-bound in that of 2026-12-03 11:19, GPU-bound (56% of the
+    # path GPU work, busy 98% of its capture median) in the re-recording of 22:36.
+    [("naive", "GPU-bound"), ("sdpa_flash", "GPU-bound"), ("sdpa_cudnn", "CPU-bound")],
 )
 def test_samples_bound_side(variant: str, bound: str) -> None:
     path = critical_path(traceanalyze.load(SAMPLES / "h200_default" / f"{variant}.json.gz"))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Concatenate, ParamSpec, TypeVar, cast
 
 import polars as pl
@@ -270,16 +270,12 @@ def _only(trace: Trace, keep: pl.DataFrame) -> Trace:
     key = keep.select(pl.struct(ITERATION)).to_series().implode()
     inside = pl.struct(ITERATION).is_in(key)
     null_outside = pl.when(inside).then(pl.col("iteration")).alias("iteration")
-    return Trace(
-        meta=trace.meta,
+    # replace(), not Trace(...): every other frame (memory, flows, ...) is kept as it is.
+    return replace(
+        trace,
         gpu=trace.gpu.with_columns(null_outside),
         cpu=trace.cpu.with_columns(null_outside),
-        flows=trace.flows,
-        instants=trace.instants,
         iterations=trace.iterations.filter(inside),
-        devices=trace.devices,
-        iteration_source=trace.iteration_source,
-        skipped=trace.skipped,
     )
 
 
@@ -438,16 +434,12 @@ def _with_iterations(trace: Trace, spans: pl.DataFrame, source: str) -> Trace:
     """``trace`` with new iteration spans: CPU rows by their start, GPU rows by their launch
     call's start (every GPU row for the whole trace, as the linker does)."""
     gpu_ts = "ts_ns" if source == WHOLE else "launch_ts_ns"
-    return Trace(
-        meta=trace.meta,
+    return replace(
+        trace,
         gpu=trace.gpu.with_columns(iteration=_iteration_at(trace.gpu, gpu_ts, spans)),
         cpu=trace.cpu.with_columns(iteration=_iteration_at(trace.cpu, "ts_ns", spans)),
-        flows=trace.flows,
-        instants=trace.instants,
         iterations=spans,
-        devices=trace.devices,
         iteration_source=source,
-        skipped=trace.skipped,
     )
 
 
