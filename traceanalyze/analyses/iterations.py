@@ -491,10 +491,10 @@ def _notes(
         .group_by("why", maintain_order=True)
         .agg("iteration")
     )
-    for why, numbers in reasons.iter_rows():
+    for why, numbers in reasons.iter_rows():  # one row per reason: a handful of notes
         listed = ", ".join(map(str, numbers))
         parts.append(f"iteration{'s' if len(numbers) > 1 else ''} {listed} left out ({why})")
     standing = table.filter(pl.col("counted") & pl.col("flag").is_not_null())
-    for number, flag in standing.select("iteration", "flag").iter_rows():
+    for number, flag in standing.select("iteration", "flag").iter_rows():  # flagged rows only
         parts.append(f"iteration {number} stands out ({flag}), kept in the means")
     return tuple(parts)
