@@ -557,6 +557,8 @@ def critical(report: Report) -> list[Evidence]:
     path = variant.critical_path if variant is not None else None
     if variant is None or path is None or path.length_us_per_iter <= 0:
         return []
+    if not variant.summary.get("gpu_activity_us_per_iter"):
+        return []  # without GPU work, the path says nothing of what bounds the step
     gpu_pct, cpu_pct = path_shares(path)
     sides = {"GPU": gpu_pct, "CPU": cpu_pct}
     side = next((name for name, pct in sides.items() if pct >= BOUND_MIN_PCT), None)
