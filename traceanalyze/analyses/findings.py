@@ -10,8 +10,7 @@ written. Each evidence carries its figures (named values, never prose) and its w
 time per iteration it explains; findings are ranked by weight. The sentences live in
 :mod:`traceanalyze.render.findings` (one template per rule id), so this module holds no prose.
 
-Adding a rule (for example memory peaks, idle causes, critical path or collectives, once their
-analyses sit in the report):
+Adding a rule (its analysis's result a field of the report's ``VariantReport``):
 
 1. write ``def _my_rule(report: Report) -> list[Evidence]`` returning the figures the sentence
    needs and ``weight_us`` (the µs per iteration the finding explains);
