@@ -246,6 +246,18 @@ def test_memory_wall_names_the_most_against_the_least(tmp_path: Path) -> None:
         "ratio": 4.0,
     }
     assert "memory_peak" not in found  # several traces: the wall, not each peak
+    # Each variant's path is all CPU time: the launches are the CPU item with most slack.
+    cpu = found["critical_cpu"]
+    assert [(i["who"], i["item"], i["slack_us"]) for i in cpu.figures["items"]] == [
+        ("big", "cudaLaunchKernel", 10.0),
+        ("close", "cudaLaunchKernel", 10.0),
+        ("small", "cudaLaunchKernel", 10.0),
+    ]
+    assert (cpu.weight_us, cpu.figures["more"]) == (30.0, None)
+    assert (
+        "; `close` 100% CPU time of 200.00 µs, `cudaLaunchKernel` (launch) at most 10.00 µs;"
+        in (sentence(cpu))
+    )
     assert sentence(found["memory_wall"]) == (
         "Memory: `big` raises the GPU's allocated peak by 4 KiB per iteration (largest block "
         "4 KiB, from `aten::mm`), against 1 KiB in `small` (4.00x)."
@@ -362,6 +374,16 @@ def test_h200_first_section_states_the_articles_conclusions(h200: Report) -> Non
     assert wall["block_op"] == most["largest_block_op"]
     assert wall["least_bytes"] == peaks["peak_increase_bytes_per_iter"].min()
 
+    # The CPU-bound variants' critical path, as `critical-path` prints it for each.
+    on_cpu = {i["who"]: i for i in found["critical_cpu"].figures["items"]}
+    assert set(on_cpu) == set(cpu_bound)
+    cudnn_path = critical_path(load_trace(paths["sdpa_cudnn"]))
+    said = on_cpu["sdpa_cudnn"]
+    assert said["length_us"] == cudnn_path.length_us_per_iter
+    assert said["cpu_pct"] == path_shares(cudnn_path)[1] >= 50
+    item = cudnn_path.items.filter(pl.col("name") == said["item"]).row(0, named=True)
+    assert (item["kind"], item["slack_us_per_iter"]) == ("cpu_op", said["slack_us"])
+
 
 def test_h200_sentences_write_the_numbers_as_the_tables_do(h200: Report) -> None:
     text = findings_section(h200.findings)
@@ -398,6 +420,12 @@ def names_text(names: tuple[str, ...]) -> str:
     """``("a", "b", "c")`` as a sentence lists them: `a`, `b` and `c`."""
     quoted = [f"`{name}`" for name in names]
     return ", ".join(quoted[:-1]) + " and " + quoted[-1] if len(quoted) > 1 else quoted[0]
+
+
+def load_trace(path: Path) -> Any:
+    from traceanalyze import load
+
+    return load(path)
 
 
 def memory_traffic_row(path: Path) -> dict[str, Any]:

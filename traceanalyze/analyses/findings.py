@@ -31,7 +31,7 @@ import polars as pl
 from traceanalyze.analyses.accounting import BOUND_CPU
 from traceanalyze.analyses.comms import busiest_collective
 from traceanalyze.analyses.critical_graph import KIND_ANNOTATION, KIND_GAP
-from traceanalyze.analyses.critical_path import BOUND_MIN_PCT, path_shares
+from traceanalyze.analyses.critical_path import BOUND_MIN_PCT, is_gpu_kind, path_shares
 from traceanalyze.analyses.idle import CAUSES
 
 if TYPE_CHECKING:
@@ -549,33 +549,67 @@ def idle(report: Report) -> list[Evidence]:
     return [Evidence(idle_us, figures, _path(variant))]
 
 
-def critical(report: Report) -> list[Evidence]:
-    """What bounds the step on the critical path (the side holding :data:`BOUND_MIN_PCT` of
-    it, or neither) and the work item whose removal would shorten it most."""
-    variant = _single(report)
-    path = variant.critical_path if variant is not None else None
-    if variant is None or path is None or path.length_us_per_iter <= 0:
-        return []
+def _path_figures(variant: VariantReport, cpu_items: bool = False) -> dict[str, Any] | None:
+    """The variant's critical path: length, GPU and CPU shares, the side holding
+    :data:`BOUND_MIN_PCT` of it (or None) and the work item (a CPU one with ``cpu_items``)
+    with the most slack; None without a path or without GPU work (then the path says nothing
+    of what bounds the step)."""
+    path = variant.critical_path
+    if path is None or path.length_us_per_iter <= 0:
+        return None
     if not variant.summary.get("gpu_activity_us_per_iter"):
-        return []  # without GPU work, the path says nothing of what bounds the step
+        return None
     gpu_pct, cpu_pct = path_shares(path)
     sides = {"GPU": gpu_pct, "CPU": cpu_pct}
-    side = next((name for name, pct in sides.items() if pct >= BOUND_MIN_PCT), None)
     figures: dict[str, Any] = {
         "length_us": path.length_us_per_iter,
         "gpu_pct": gpu_pct,
         "cpu_pct": cpu_pct,
-        "side": side,
+        "side": next((name for name, pct in sides.items() if pct >= BOUND_MIN_PCT), None),
     }
-    items = path.items.filter(
-        ~pl.col("kind").is_in(NO_SLACK_KINDS) & (pl.col("slack_us_per_iter") > 0)
-    ).sort(["slack_us_per_iter", "name"], descending=[True, False])
-    slack = 0.0
+    work = ~pl.col("kind").is_in(NO_SLACK_KINDS) & (pl.col("slack_us_per_iter") > 0)
+    if cpu_items:
+        work &= ~is_gpu_kind(pl.col("kind"))
+    items = path.items.filter(work).sort(["slack_us_per_iter", "name"], descending=[True, False])
     if items.height:
         top = items.row(0, named=True)
-        slack = top["slack_us_per_iter"]
-        figures |= {"item": top["name"], "item_kind": top["kind"], "slack_us": slack}
-    return [Evidence(slack, figures, _path(variant))]
+        figures |= {
+            "item": top["name"],
+            "item_kind": top["kind"],
+            "slack_us": top["slack_us_per_iter"],
+        }
+    return figures
+
+
+def critical(report: Report) -> list[Evidence]:
+    """What bounds the step on the critical path (the side holding :data:`BOUND_MIN_PCT` of
+    it, or neither) and the work item whose removal would shorten it most."""
+    variant = _single(report)
+    figures = _path_figures(variant) if variant is not None else None
+    if variant is None or figures is None:
+        return []
+    return [Evidence(figures.get("slack_us") or 0.0, figures, _path(variant))]
+
+
+def critical_cpu(report: Report) -> list[Evidence]:
+    """Among variants, those whose critical path runs through the CPU, each with the CPU item
+    that would shorten it most (for a GPU-bound variant the item is its longest kernel, which
+    the kernel findings already name)."""
+    items, paths = [], []
+    for variant in _loaded(report):
+        figures = _path_figures(variant, cpu_items=True)
+        if figures is None or figures["side"] != "CPU" or "item" not in figures:
+            continue
+        items.append({"who": variant.label} | figures)
+        paths.append(_path(variant))
+    if not items:
+        return []
+    items.sort(key=lambda item: (-item["slack_us"], item["who"]))
+    shown = tuple(items[:OCCUPANCY_ITEMS])
+    more = len(items) - len(shown)
+    weight = sum(item["slack_us"] for item in items)
+    path = paths[0] if len(paths) == 1 else _folder(report)
+    return [Evidence(weight, {"items": shown, "more": more or None}, path)]
 
 
 def collectives(report: Report) -> list[Evidence]:
@@ -617,6 +651,7 @@ RULES: tuple[Rule, ...] = (
     Rule("ranks", RANKS, ranks, "traceanalyze ranks {path}"),
     Rule("idle", SINGLE, idle, "traceanalyze idle {path}"),
     Rule("critical_path", SINGLE, critical, "traceanalyze critical-path {path}"),
+    Rule("critical_cpu", VARIANTS, critical_cpu, "traceanalyze critical-path {path}"),
     Rule("collectives", ANY, collectives, "traceanalyze comms {path}"),
     Rule("memory_wall", VARIANTS, memory_wall, "traceanalyze compare {path}"),
     Rule("memory_peak", SINGLE, memory_peak, "traceanalyze memory {path}"),

@@ -194,6 +194,14 @@ SENTENCES: dict[str, Sentence] = {
             "{slack_us:t} µs",
         },
     ),
+    "critical_cpu": Sentence(
+        "Critical path through the CPU, with the CPU item whose removal would shorten an "
+        "iteration most: {items}{more}.",
+        {"more": "; {more:n} more"},
+        item="`{who}` {cpu_pct:pct0}% CPU time of {length_us:t} µs, `{item}` ({item_kind}) "
+        "at most {slack_us:t} µs",
+        joiner="; ",
+    ),
     "collectives": Sentence(
         "{where}Collectives: {count:n} per iteration, {total_us:t} µs; most of it {collective} "
         "({top_us:t} µs){bandwidth}{peak_text}.",
