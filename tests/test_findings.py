@@ -13,12 +13,16 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.micro import annotation, call, kernel, op, write_trace
+from tests.micro import annotation, call, kernel, memory_event, op, write_trace
 from tests.rankfolder import RankSpec, write_rank_folder
 from tests.test_report import CAPTURE, REPO, check_golden, invoke, module_cache  # noqa: F401
+from traceanalyze.analyses import findings as findings_module
+from traceanalyze.analyses.comms import busiest_collective, comms
 from traceanalyze.analyses.compare import comparison
+from traceanalyze.analyses.critical_path import critical_path, path_shares
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.findings import RULES, Finding
+from traceanalyze.analyses.idle import idle_breakdown
 from traceanalyze.analyses.kernels import kernel_table, occupancy_table
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.ranks import rank_work, ranks_analysis
@@ -152,6 +156,123 @@ def test_a_trace_without_gpu_activity_says_no_finding(tmp_path: Path) -> None:
     )
 
 
+def late_launch_step(nbytes: int) -> list[dict[str, Any]]:
+    """One step of 200 us: a GEMM (10 us), then a ReLU launched 70 us after it ended (the GPU
+    waits 80 us for the CPU); aten::mm allocates ``nbytes`` over 1000 live bytes, freed late."""
+    return [
+        annotation("ProfilerStep#1", 100, 200),
+        op("aten::mm", 110, 10),
+        memory_event(112, 0x10, nbytes, 1000 + nbytes, 8192),
+        call("cudaLaunchKernel", 113, 5, 1),
+        kernel("gemm_k", 120, 10, 1),
+        op("aten::relu", 200, 10),
+        call("cudaLaunchKernel", 201, 5, 2),
+        kernel("relu_k", 210, 10, 2),
+        memory_event(250, 0x10, -nbytes, 1000, 8192),
+    ]
+
+
+def test_idle_critical_path_and_memory_peak_of_a_late_launch(tmp_path: Path) -> None:
+    path = write_trace(tmp_path, late_launch_step(4096), "late.json")
+    found = by_rule(build_report(load_variants([path], cache=False)))
+
+    # GPU span 120..220 us, busy 20 us: one 80 us gap ended by a launch that returned at 206.
+    assert found["idle"].figures == {
+        "idle_us": 80.0,
+        "idle_pct": 80.0,
+        "span_us": 100.0,
+        "cause": "host_wait",
+        "cause_us": 80.0,
+        "cause_pct": 100.0,
+        "gaps": 1.0,
+        "meaning": "the launch call of the activity that ends the gap returned after the gap "
+        "began: the GPU waited for the CPU",
+    }
+    assert found["idle"].weight_us == 80.0
+    assert found["idle"].command == f"traceanalyze idle {path}"
+    # The whole step is CPU time; the step's own Python time (an annotation) names no item,
+    # so the two 5 us launches are the item with the most slack.
+    assert found["critical_path"].figures == {
+        "length_us": 200.0,
+        "gpu_pct": 0.0,
+        "cpu_pct": 100.0,
+        "side": "CPU",
+        "item": "cudaLaunchKernel",
+        "item_kind": "launch",
+        "slack_us": 10.0,
+    }
+    assert found["memory_peak"].figures == {
+        "peak_bytes": 4096.0,
+        "block_bytes": 4096,
+        "block_op": "aten::mm",
+    }
+    assert "collectives" not in found and "memory_wall" not in found
+    assert sentence(found["idle"]).startswith(
+        "The GPU is idle 80.00 µs per iteration, 80.00% of its span of 100.00 µs; most of it "
+        "host_wait (80.00 µs, 100.00% of the idle time, 1 gaps per iteration)"
+    )
+    assert sentence(found["critical_path"]) == (
+        "Critical path 200.00 µs per iteration, 0% GPU work and 100% CPU time: the CPU bounds "
+        "the step; removing `cudaLaunchKernel` (launch) would shorten an iteration by at most "
+        "10.00 µs."
+    )
+    assert sentence(found["memory_peak"]) == (
+        "Memory: the GPU's allocated peak rises 4 KiB per iteration above the iteration's "
+        "start; largest block 4 KiB, from `aten::mm`."
+    )
+
+
+def test_idle_under_the_threshold_is_not_said(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(findings_module, "MIN_IDLE_PCT", 81.0)  # the micro trace's is 80%
+    path = write_trace(tmp_path, late_launch_step(4096), "late.json")
+    assert "idle" not in by_rule(build_report(load_variants([path], cache=False)))
+
+
+def test_memory_wall_names_the_most_against_the_least(tmp_path: Path) -> None:
+    paths = [
+        write_trace(tmp_path, late_launch_step(4096), "big.json"),
+        write_trace(tmp_path, late_launch_step(1024), "small.json"),
+        write_trace(tmp_path, late_launch_step(3000), "close.json"),
+    ]
+    found = by_rule(build_report(load_variants(paths, cache=False)))
+
+    assert found["memory_wall"].figures == {
+        "variant": "big",
+        "peak_bytes": 4096.0,
+        "block_bytes": 4096,
+        "block_op": "aten::mm",
+        "least": "small",
+        "least_bytes": 1024.0,
+        "ratio": 4.0,
+    }
+    assert "memory_peak" not in found  # several traces: the wall, not each peak
+    # Each variant's path is all CPU time: the launches are the CPU item with most slack.
+    cpu = found["critical_cpu"]
+    assert [(i["who"], i["item"], i["slack_us"]) for i in cpu.figures["items"]] == [
+        ("big", "cudaLaunchKernel", 10.0),
+        ("close", "cudaLaunchKernel", 10.0),
+        ("small", "cudaLaunchKernel", 10.0),
+    ]
+    assert (cpu.weight_us, cpu.figures["more"]) == (30.0, None)
+    assert (
+        "; `close` 100% CPU time of 200.00 µs, `cudaLaunchKernel` (launch) at most 10.00 µs;"
+        in (sentence(cpu))
+    )
+    assert sentence(found["memory_wall"]) == (
+        "Memory: `big` raises the GPU's allocated peak by 4 KiB per iteration (largest block "
+        "4 KiB, from `aten::mm`), against 1 KiB in `small` (4.00x)."
+    )
+    # Under MIN_MEMORY_RATIO apart, no wall.
+    close = build_report(load_variants(paths[::2], cache=False))
+    assert "memory_wall" not in by_rule(close)
+
+
+def test_no_memory_or_collective_finding_without_their_events(tmp_path: Path) -> None:
+    path = write_trace(tmp_path, masked_fill_step(copy=True), "one.json")
+    found = by_rule(build_report(load_variants([path], cache=False)))
+    assert not {"memory_peak", "memory_wall", "collectives"} & set(found)
+
+
 # ---------------------------------------------------------------------------------------------
 # sentences
 
@@ -243,6 +364,26 @@ def test_h200_first_section_states_the_articles_conclusions(h200: Report) -> Non
     assert cudnn["cpu_us"] == pytest.approx(cudnn_of(paths[lead])["self_us_per_iter"].sum())
     assert cudnn["lead_us"] > 0 and cudnn["library"] == "cuDNN"
 
+    # The memory wall: compare's peak increase per iteration, the most against the least.
+    wall = found["memory_wall"].figures
+    peaks = table.filter(pl.col("peak_increase_bytes_per_iter").is_not_null())
+    most = peaks.sort("peak_increase_bytes_per_iter", descending=True).row(0, named=True)
+    assert wall["variant"] == most["variant"] == "sdpa_math"
+    assert wall["peak_bytes"] == most["peak_increase_bytes_per_iter"]
+    assert wall["block_bytes"] == most["largest_block_bytes"]
+    assert wall["block_op"] == most["largest_block_op"]
+    assert wall["least_bytes"] == peaks["peak_increase_bytes_per_iter"].min()
+
+    # The CPU-bound variants' critical path, as `critical-path` prints it for each.
+    on_cpu = {i["who"]: i for i in found["critical_cpu"].figures["items"]}
+    assert set(on_cpu) == set(cpu_bound)
+    cudnn_path = critical_path(load_trace(paths["sdpa_cudnn"]))
+    said = on_cpu["sdpa_cudnn"]
+    assert said["length_us"] == cudnn_path.length_us_per_iter
+    assert said["cpu_pct"] == path_shares(cudnn_path)[1] >= 50
+    item = cudnn_path.items.filter(pl.col("name") == said["item"]).row(0, named=True)
+    assert (item["kind"], item["slack_us_per_iter"]) == ("cpu_op", said["slack_us"])
+
 
 def test_h200_sentences_write_the_numbers_as_the_tables_do(h200: Report) -> None:
     text = findings_section(h200.findings)
@@ -279,6 +420,12 @@ def names_text(names: tuple[str, ...]) -> str:
     """``("a", "b", "c")`` as a sentence lists them: `a`, `b` and `c`."""
     quoted = [f"`{name}`" for name in names]
     return ", ".join(quoted[:-1]) + " and " + quoted[-1] if len(quoted) > 1 else quoted[0]
+
+
+def load_trace(path: Path) -> Any:
+    from traceanalyze import load
+
+    return load(path)
 
 
 def memory_traffic_row(path: Path) -> dict[str, Any]:
@@ -354,6 +501,42 @@ def test_public_single_trace(public: Path, module_cache: Path, name: str, title:
     categories = report.variants[0].categories
     assert found["top_categories"].figures["items"][0]["category"] == categories["category"][0]
     assert len(findings_section(report.findings).strip().splitlines()) < 15
+    trace = report_trace(public / name, module_cache)
+
+    # Idle, as `idle` prints it; the span, as `summary` does.
+    idle = found["idle"].figures
+    breakdown = idle_breakdown(trace)
+    top = breakdown.causes.sort("us_per_iter", descending=True).row(0, named=True)
+    assert idle["idle_us"] == breakdown.gpu_idle_us_per_iter
+    assert idle["span_us"] == figures["gpu_span_us_per_iter"]
+    assert (idle["cause"], idle["cause_us"]) == (top["cause"], top["us_per_iter"])
+    assert idle["idle_pct"] >= findings_module.MIN_IDLE_PCT
+
+    # The critical path, as `critical-path` prints it.
+    path = critical_path(trace)
+    cpath = found["critical_path"].figures
+    assert cpath["length_us"] == path.length_us_per_iter
+    assert (cpath["gpu_pct"], cpath["cpu_pct"]) == path_shares(path)
+    slack = path.items.filter(pl.col("name") == cpath["item"])["slack_us_per_iter"]
+    assert cpath["slack_us"] == slack.max() > 0
+    assert cpath["item_kind"] not in findings_module.NO_SLACK_KINDS
+
+
+def test_public_collectives_as_comms_prints_them(public: Path, module_cache: Path) -> None:  # noqa: F811
+    path = public / "hta_nccl_a100.json.gz"
+    report = single_report(path, module_cache)
+    found = by_rule(report)
+    result = comms(report_trace(path, module_cache))
+    total_us, top = busiest_collective(result)
+
+    said = found["collectives"].figures
+    assert (said["total_us"], said["collective"]) == (total_us, top["collective"])
+    assert said["count"] == result.by_kind["count_per_iter"].sum() > 0
+    assert (said["busbw"], said["peak"]) == (top["busbw"], top["peak"])
+    assert f"{number_cell(said['busbw'])} GB/s" in sentence(found["collectives"])
+    assert "collectives" not in by_rule(
+        single_report(public / "tl_h100_bert_small.json.gz", module_cache)
+    )
 
 
 def test_rank_folder(public: Path, tmp_path: Path, module_cache: Path) -> None:  # noqa: F811

@@ -11,6 +11,7 @@ above it or the kernel's name. Rules: :mod:`comms_rules`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -200,18 +201,28 @@ def _by_kind(calls: pl.DataFrame, peaks: pl.DataFrame, n: int) -> pl.DataFrame:
     ).sort(["total_us", "collective"], descending=[True, False])
 
 
+def busiest_collective(result: Comms) -> tuple[float, dict[str, Any]]:
+    """The collectives' µs per iteration, and the kind taking most of it: ``collective``,
+    ``us_per_iter``, ``count_per_iter``, ``busbw`` (median of its size buckets' medians, GB/s)
+    and ``peak`` (the link's, GB/s). For a result with calls."""
+    busiest = result.by_kind.group_by("collective").agg(
+        pl.col("us_per_iter").sum(),
+        pl.col("count_per_iter").sum(),
+        busbw=pl.col("busbw_gbps_median").median(),
+        peak=pl.col("link_peak_gbps").max(),
+    )
+    total = float(busiest["us_per_iter"].sum())
+    return total, busiest.sort(["us_per_iter", "collective"], descending=[True, False]).row(
+        0, named=True
+    )
+
+
 def comms_verdict(result: Comms) -> str:
     """One sentence from the evidence: the collectives' time, and how fast the kind that takes
     most of it runs against the link's peak (or what is missing to say so)."""
     if not result.calls.height:
         return NO_CALLS.capitalize() + "."
-    busiest = result.by_kind.group_by("collective").agg(
-        pl.col("us_per_iter").sum(),
-        busbw=pl.col("busbw_gbps_median").median(),
-        peak=pl.col("link_peak_gbps").max(),
-    )
-    total = float(busiest["us_per_iter"].sum())
-    top = busiest.sort("us_per_iter", descending=True).row(0, named=True)
+    total, top = busiest_collective(result)
     said = f"Collectives take {total:,.1f} µs per iteration, most of it {top['collective']}"
     if top["busbw"] is None:
         return f"{said}; its bus bandwidth is unknown ({NO_ARGS.split(':', maxsplit=1)[0]})."

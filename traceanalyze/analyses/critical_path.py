@@ -333,17 +333,22 @@ def is_gpu_kind(kind: pl.Expr) -> pl.Expr:
 BOUND_MIN_PCT = 50.0
 
 
-def path_verdict(path: CriticalPath) -> str:
-    """One sentence from the path's time by kind: which side the path runs through, and the
-    item whose freeing would buy most."""
-    if path.length_us_per_iter <= 0:
-        return "No iterations with a span: no critical path."
+def path_shares(path: CriticalPath) -> tuple[float, float]:
+    """The GPU's and the CPU's share of the path's length, in % (gaps are neither)."""
     shares = path.by_kind.select(
         gpu=pl.col("us_per_iter").filter(is_gpu_kind(pl.col("kind"))).sum(),
         gap=pl.col("us_per_iter").filter(pl.col("kind") == KIND_GAP).sum(),
     ).row(0)
     gpu_pct = shares[0] / path.length_us_per_iter * 100
-    cpu_pct = 100 - gpu_pct - shares[1] / path.length_us_per_iter * 100
+    return gpu_pct, 100 - gpu_pct - shares[1] / path.length_us_per_iter * 100
+
+
+def path_verdict(path: CriticalPath) -> str:
+    """One sentence from the path's time by kind: which side the path runs through, and the
+    item whose freeing would buy most."""
+    if path.length_us_per_iter <= 0:
+        return "No iterations with a span: no critical path."
+    gpu_pct, cpu_pct = path_shares(path)
     if gpu_pct >= BOUND_MIN_PCT:
         side = f"GPU-bound: {gpu_pct:.0f}% of the critical path is GPU work"
     elif cpu_pct >= BOUND_MIN_PCT:

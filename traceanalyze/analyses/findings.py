@@ -10,8 +10,7 @@ written. Each evidence carries its figures (named values, never prose) and its w
 time per iteration it explains; findings are ranked by weight. The sentences live in
 :mod:`traceanalyze.render.findings` (one template per rule id), so this module holds no prose.
 
-Adding a rule (for example memory peaks, idle causes, critical path or collectives, once their
-analyses sit in the report):
+Adding a rule (its analysis's result a field of the report's ``VariantReport``):
 
 1. write ``def _my_rule(report: Report) -> list[Evidence]`` returning the figures the sentence
    needs and ``weight_us`` (the µs per iteration the finding explains);
@@ -30,6 +29,10 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceanalyze.analyses.accounting import BOUND_CPU
+from traceanalyze.analyses.comms import busiest_collective
+from traceanalyze.analyses.critical_graph import KIND_ANNOTATION, KIND_GAP
+from traceanalyze.analyses.critical_path import BOUND_MIN_PCT, is_gpu_kind, path_shares
+from traceanalyze.analyses.idle import CAUSES
 
 if TYPE_CHECKING:
     from traceanalyze.analyses.report import Report, VariantReport
@@ -70,6 +73,14 @@ MIN_LINKED_SHARE_PCT = 50.0
 SDPA_MATH_OP = "aten::_scaled_dot_product_attention_math"
 MIOPEN_OP = r"^aten::miopen_"
 TOP_CATEGORIES = 3
+# Idle time is worth a sentence from this share of the GPU span per iteration.
+MIN_IDLE_PCT = 10.0
+# Path kinds whose slack names no work to shorten: a record_function region's self time is
+# Python between ops (no single item), a gap is waiting on neither side.
+NO_SLACK_KINDS = (KIND_ANNOTATION, KIND_GAP)
+# The memory wall is said when the largest peak increase is at least this many times the least.
+MIN_MEMORY_RATIO = 2.0
+IDLE_MEANINGS = {c.cause: c.meaning for c in CAUSES}
 OCCUPANCY_ITEMS = 4  # variants named in one occupancy finding
 
 
@@ -466,6 +477,166 @@ def ranks(report: Report) -> list[Evidence]:
     return found
 
 
+# ---------------------------------------------------------------------------------------------
+# rules for the analyses between kernels: memory, idle, critical path, collectives
+
+
+def _with_memory(report: Report) -> pl.DataFrame:
+    return _rows(report).filter(pl.col("peak_increase_bytes_per_iter").is_not_null())
+
+
+def memory_wall(report: Report) -> list[Evidence]:
+    """The variants' GPU peak increase per iteration: the most against the least, when one
+    needs at least :data:`MIN_MEMORY_RATIO` times the other's."""
+    rows = _with_memory(report).sort(
+        ["peak_increase_bytes_per_iter", "variant"], descending=[True, False]
+    )
+    if rows.height < 2:
+        return []
+    top, low = rows.row(0, named=True), rows.row(-1, named=True)
+    most, least = top["peak_increase_bytes_per_iter"], low["peak_increase_bytes_per_iter"]
+    if most < MIN_MEMORY_RATIO * max(least, 1):
+        return []
+    figures = {
+        "variant": top["variant"],
+        "peak_bytes": most,
+        "block_bytes": top["largest_block_bytes"],
+        "block_op": top["largest_block_op"],
+        "least": low["variant"],
+        "least_bytes": least,
+        "ratio": most / least if least > 0 else None,
+    }
+    return [Evidence(0.0, figures, _folder(report))]  # memory explains no time
+
+
+def memory_peak(report: Report) -> list[Evidence]:
+    """A single trace's GPU peak increase per iteration and its largest block."""
+    variant = _single(report)
+    row = variant.row if variant is not None else {}
+    if variant is None or row.get("peak_increase_bytes_per_iter") is None:
+        return []
+    figures = {
+        "peak_bytes": row["peak_increase_bytes_per_iter"],
+        "block_bytes": row["largest_block_bytes"],
+        "block_op": row["largest_block_op"],
+    }
+    return [Evidence(0.0, figures, _path(variant))]
+
+
+def idle(report: Report) -> list[Evidence]:
+    """The GPU's idle share of its span and the largest cause, when idle is a meaningful
+    share (:data:`MIN_IDLE_PCT`)."""
+    variant = _single(report)
+    if variant is None or variant.idle is None:
+        return []
+    span = variant.summary.get("gpu_span_us_per_iter") or 0.0
+    idle_us = variant.idle.gpu_idle_us_per_iter
+    if span <= 0 or idle_us / span * 100 < MIN_IDLE_PCT:
+        return []
+    cause = variant.idle.causes.sort(["us_per_iter", "cause"], descending=[True, False]).row(
+        0, named=True
+    )
+    figures = {
+        "idle_us": idle_us,
+        "idle_pct": idle_us / span * 100,
+        "span_us": span,
+        "cause": cause["cause"],
+        "cause_us": cause["us_per_iter"],
+        "cause_pct": cause["share_of_idle_pct"],
+        "gaps": cause["gaps_per_iter"],
+        "meaning": IDLE_MEANINGS[cause["cause"]],
+    }
+    return [Evidence(idle_us, figures, _path(variant))]
+
+
+def _path_figures(variant: VariantReport, cpu_items: bool = False) -> dict[str, Any] | None:
+    """The variant's critical path: length, GPU and CPU shares, the side holding
+    :data:`BOUND_MIN_PCT` of it (or None) and the work item (a CPU one with ``cpu_items``)
+    with the most slack; None without a path or without GPU work (then the path says nothing
+    of what bounds the step)."""
+    path = variant.critical_path
+    if path is None or path.length_us_per_iter <= 0:
+        return None
+    if not variant.summary.get("gpu_activity_us_per_iter"):
+        return None
+    gpu_pct, cpu_pct = path_shares(path)
+    sides = {"GPU": gpu_pct, "CPU": cpu_pct}
+    figures: dict[str, Any] = {
+        "length_us": path.length_us_per_iter,
+        "gpu_pct": gpu_pct,
+        "cpu_pct": cpu_pct,
+        "side": next((name for name, pct in sides.items() if pct >= BOUND_MIN_PCT), None),
+    }
+    work = ~pl.col("kind").is_in(NO_SLACK_KINDS) & (pl.col("slack_us_per_iter") > 0)
+    if cpu_items:
+        work &= ~is_gpu_kind(pl.col("kind"))
+    items = path.items.filter(work).sort(["slack_us_per_iter", "name"], descending=[True, False])
+    if items.height:
+        top = items.row(0, named=True)
+        figures |= {
+            "item": top["name"],
+            "item_kind": top["kind"],
+            "slack_us": top["slack_us_per_iter"],
+        }
+    return figures
+
+
+def critical(report: Report) -> list[Evidence]:
+    """What bounds the step on the critical path (the side holding :data:`BOUND_MIN_PCT` of
+    it, or neither) and the work item whose removal would shorten it most."""
+    variant = _single(report)
+    figures = _path_figures(variant) if variant is not None else None
+    if variant is None or figures is None:
+        return []
+    return [Evidence(figures.get("slack_us") or 0.0, figures, _path(variant))]
+
+
+def critical_cpu(report: Report) -> list[Evidence]:
+    """Among variants, those whose critical path runs through the CPU, each with the CPU item
+    that would shorten it most (for a GPU-bound variant the item is its longest kernel, which
+    the kernel findings already name)."""
+    items, paths = [], []
+    for variant in _loaded(report):
+        figures = _path_figures(variant, cpu_items=True)
+        if figures is None or figures["side"] != "CPU" or "item" not in figures:
+            continue
+        items.append({"who": variant.label} | figures)
+        paths.append(_path(variant))
+    if not items:
+        return []
+    items.sort(key=lambda item: (-item["slack_us"], item["who"]))
+    shown = tuple(items[:OCCUPANCY_ITEMS])
+    more = len(items) - len(shown)
+    weight = sum(item["slack_us"] for item in items)
+    path = paths[0] if len(paths) == 1 else _folder(report)
+    return [Evidence(weight, {"items": shown, "more": more or None}, path)]
+
+
+def collectives(report: Report) -> list[Evidence]:
+    """The collectives' count and time per iteration, and the busiest kind's median bus
+    bandwidth against the link's peak."""
+    found = []
+    several = len(_loaded(report)) > 1
+    for variant in _loaded(report):
+        result = variant.comms
+        if result is None or not result.calls.height:
+            continue
+        total_us, top = busiest_collective(result)
+        peak, busbw = top["peak"], top["busbw"]
+        figures = {
+            "variant": variant.label if several else None,
+            "count": float(result.by_kind["count_per_iter"].sum()),
+            "total_us": total_us,
+            "collective": top["collective"],
+            "top_us": top["us_per_iter"],
+            "busbw": busbw,
+            "peak": peak,
+            "busbw_pct": busbw / peak * 100 if busbw is not None and peak else None,
+        }
+        found.append(Evidence(total_us, figures, _path(variant)))
+    return found
+
+
 RULES: tuple[Rule, ...] = (
     Rule("ranking", VARIANTS, ranking, "traceanalyze compare {path}"),
     Rule("copy_removed", VARIANTS, copy_removed, "traceanalyze memcpy {path}"),
@@ -478,6 +649,12 @@ RULES: tuple[Rule, ...] = (
     Rule("occupancy_accident", ANY, _occupancy("accident"), "traceanalyze occupancy {path}"),
     Rule("occupancy_design", ANY, _occupancy("design"), "traceanalyze occupancy {path}"),
     Rule("ranks", RANKS, ranks, "traceanalyze ranks {path}"),
+    Rule("idle", SINGLE, idle, "traceanalyze idle {path}"),
+    Rule("critical_path", SINGLE, critical, "traceanalyze critical-path {path}"),
+    Rule("critical_cpu", VARIANTS, critical_cpu, "traceanalyze critical-path {path}"),
+    Rule("collectives", ANY, collectives, "traceanalyze comms {path}"),
+    Rule("memory_wall", VARIANTS, memory_wall, "traceanalyze compare {path}"),
+    Rule("memory_peak", SINGLE, memory_peak, "traceanalyze memory {path}"),
 )
 MAX_FINDINGS = 8
 

@@ -23,6 +23,7 @@ from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.expectations import Expectation, check
 from traceanalyze.analyses.explain import Explanation, explain
 from traceanalyze.analyses.findings import SDPA_MATH_OP, Finding, findings
+from traceanalyze.analyses.idle import IdleResult, idle_breakdown
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
@@ -61,6 +62,7 @@ class VariantReport:
     # Where the time goes between kernels (issue 20): the critical path and the collectives.
     critical_path: CriticalPath | None = None
     comms: Comms | None = None
+    idle: IdleResult | None = None  # `idle`: the GPU's gaps by cause
     path: str | None = None  # the trace (or folder of ranks), as given
     kernels: pl.DataFrame = field(default_factory=pl.DataFrame)  # every kernel (top_kernels: head)
     sdpa_math: bool = False  # the SDPA math backend ran (it upcasts to float32)
@@ -252,6 +254,7 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         allocations=memory(trace),
         critical_path=critical_path(trace),
         comms=comms(trace),
+        idle=idle_breakdown(trace),
     )
 
 

@@ -180,6 +180,53 @@ SENTENCES: dict[str, Sentence] = {
             ),
         },
     ),
+    "idle": Sentence(
+        "The GPU is idle {idle_us:t} µs per iteration, {idle_pct:t}% of its span of "
+        "{span_us:t} µs; most of it {cause} ({cause_us:t} µs, {cause_pct:t}% of the idle time, "
+        "{gaps:n} gaps per iteration): {meaning}.",
+    ),
+    "critical_path": Sentence(
+        "Critical path {length_us:t} µs per iteration, {gpu_pct:pct0}% GPU work and "
+        "{cpu_pct:pct0}% CPU time: {side_text}{slack}.",
+        {
+            "side_text": ("the {side} bounds the step", "neither side holds half of it"),
+            "slack": "; removing `{item}` ({item_kind}) would shorten an iteration by at most "
+            "{slack_us:t} µs",
+        },
+    ),
+    "critical_cpu": Sentence(
+        "Critical path through the CPU, with the CPU item whose removal would shorten an "
+        "iteration most: {items}{more}.",
+        {"more": "; {more:n} more"},
+        item="`{who}` {cpu_pct:pct0}% CPU time of {length_us:t} µs, `{item}` ({item_kind}) "
+        "at most {slack_us:t} µs",
+        joiner="; ",
+    ),
+    "collectives": Sentence(
+        "{where}Collectives: {count:n} per iteration, {total_us:t} µs; most of it {collective} "
+        "({top_us:t} µs){bandwidth}{peak_text}.",
+        {
+            "where": "In `{variant}`, ",
+            "bandwidth": (
+                " at a median bus bandwidth of {busbw:t} GB/s",
+                ", bus bandwidth unknown (no message sizes in the trace)",
+            ),
+            "peak_text": ", {busbw_pct:pct0}% of the link's {peak:pct0} GB/s",
+        },
+    ),
+    "memory_wall": Sentence(
+        "Memory: `{variant}` raises the GPU's allocated peak by {peak_bytes:b} per iteration"
+        "{block}, against {least_bytes:b} in `{least}`{ratio}.",
+        {
+            "block": " (largest block {block_bytes:b}, from `{block_op}`)",
+            "ratio": " ({ratio:t}x)",
+        },
+    ),
+    "memory_peak": Sentence(
+        "Memory: the GPU's allocated peak rises {peak_bytes:b} per iteration above the "
+        "iteration's start{block}.",
+        {"block": "; largest block {block_bytes:b}, from `{block_op}`"},
+    ),
 }
 # Clauses of the items' templates.
 ITEM_CLAUSES: dict[str, Clause] = {"reported": "; the trace reports {reported_pct:pct0}%"}
