@@ -262,8 +262,8 @@ def link_gpu(
     gpu: pl.DataFrame, cpu: pl.DataFrame, iterations: pl.DataFrame, source: str
 ) -> pl.DataFrame:
     """Join GPU activities to their launch call, launching op, annotation and iteration."""
-    # The few columns first: filtering and deduplicating every column of the CPU frame cost
-    # more than the rest of linking the GPU activities on a 2 GB trace.
+    # The few columns first: filtering and deduplicating every column of the CPU frame took
+    # 0.2-0.3 CPU s of a 2 GB trace's linking (0.11-0.13 s so).
     calls = (
         cpu.select(
             "rank",
