@@ -1,7 +1,9 @@
 """The columnar call tree against a brute-force reference, on random nested intervals.
 
 Times sit on a coarse grid so that shared starts, shared ends, back-to-back siblings and
-zero-length intervals at their parent's edges all occur often.
+zero-length intervals at their parent's edges all occur often. Call order is (thread, start,
+longest first, annotation > op > call, frame order): of two identical spans on one thread,
+the one earlier in the frame (the file) encloses the other.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ import random
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
+from traceanalyze import link
 from traceanalyze.link import with_call_tree
 
 CATS = ("user_annotation", "cpu_op", "cuda_runtime")
+CAT_RANK = {cat: rank for rank, cat in enumerate(CATS)}
 
 
 def nested_intervals(rng: random.Random, start: int, end: int, level: int) -> list[tuple[int, int]]:
@@ -37,8 +42,8 @@ def random_cpu_frame(seed: int) -> pl.DataFrame:
     rows = []
     for tid in (1, 2, 3):
         rows.extend((tid, ts, dur) for ts, dur in nested_intervals(rng, 0, 60, 0))
-    # Identical spans are dropped: which of two encloses the other is the category tie-break,
-    # which test_link covers; the reference below does not model it.
+    # Identical spans are dropped here: which of two encloses the other is the tie rule, which
+    # random_frame_with_ties and reference_order below cover.
     rows = sorted(set(rows))
     return pl.DataFrame(
         {
@@ -79,3 +84,83 @@ def test_depth_and_parent_match_the_definition(seed: int) -> None:
     depths, parents = reference_tree(tree)
     assert tree["depth"].to_list() == depths
     assert tree["parent_id"].to_list() == parents
+
+
+def random_frame_with_ties(seed: int) -> pl.DataFrame:
+    """Random nested spans on two processes, a third of them written twice (same thread, start
+    and duration; the copy's category often the same), rows shuffled: file order is random."""
+    rng = random.Random(seed)
+    rows: list[tuple[int, int, int, int, str]] = []
+    for pid, tid in ((7, 2), (7, 1), (3, 9)):
+        for ts, dur in nested_intervals(rng, 0, 40, 0):
+            cat = rng.choice(CATS)
+            rows.append((pid, tid, ts, dur, cat))
+            if rng.random() < 0.33:
+                rows.append((pid, tid, ts, dur, rng.choice([cat, cat, *CATS])))
+    rng.shuffle(rows)
+    return pl.DataFrame(
+        {
+            "rank": [0] * len(rows),
+            "pid": [row[0] for row in rows],
+            "tid": [row[1] for row in rows],
+            "cat": [row[4] for row in rows],
+            "name": [f"op{i}" for i in range(len(rows))],  # the file position
+            "ts_ns": [row[2] for row in rows],
+            "dur_ns": [row[3] for row in rows],
+        },
+        schema_overrides={"rank": pl.Int32},
+    )
+
+
+def reference_order(cpu: pl.DataFrame) -> list[str]:
+    """Names in call order, by the definition (Python's sort is stable: frame order last)."""
+    rows = cpu.select("rank", "pid", "tid", "ts_ns", "dur_ns", "cat", "name").rows()
+    ordered = sorted(rows, key=lambda r: (r[0], r[1], r[2], r[3], -r[4], CAT_RANK[r[5]]))
+    return [row[6] for row in ordered]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_ties_keep_frame_order(seed: int) -> None:
+    frame = random_frame_with_ties(seed)
+    tree = with_call_tree(frame)
+    assert tree["name"].to_list() == reference_order(frame)
+    depths, parents = reference_tree(tree.filter(pl.col("pid") == 7, pl.col("tid") == 1))
+    first = tree.filter(pl.col("pid") == 7, pl.col("tid") == 1)
+    assert first["depth"].to_list() == depths
+    offset: int = first.item(0, "op_id")
+    assert first["parent_id"].to_list() == [None if p is None else p + offset for p in parents]
+
+
+def test_an_identical_span_written_later_is_the_child() -> None:
+    """``aten::detach`` then ``detach``, as HTA's alexnet trace writes them: the caller first."""
+    frame = pl.DataFrame(
+        {
+            "rank": [0, 0, 0],
+            "pid": [1, 1, 1],
+            "tid": [1, 1, 1],
+            "cat": ["cpu_op"] * 3,
+            "name": ["step", "aten::detach", "detach"],
+            "ts_ns": [0, 5, 5],
+            "dur_ns": [10, 2, 2],
+        },
+        schema_overrides={"rank": pl.Int32},
+    )
+    for rows in (frame, frame.reverse()):
+        tree = with_call_tree(rows)
+        expected = (
+            ["step", "aten::detach", "detach"]
+            if rows is frame
+            else ["step", "detach", "aten::detach"]
+        )
+        assert tree["name"].to_list() == expected
+        assert tree["parent_id"].to_list() == [None, 0, 1]
+        assert tree["depth"].to_list() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_unpacked_sort_gives_the_same_order(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans too wide for the packed key (no bits to spare) sort by three columns, the same way."""
+    frame = random_frame_with_ties(seed)
+    packed = with_call_tree(frame)
+    monkeypatch.setattr(link, "_PACKED_BITS", 0)
+    assert_frame_equal(with_call_tree(frame), packed)
