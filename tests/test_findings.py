@@ -93,7 +93,7 @@ def test_copy_removed_and_ranking_from_two_micro_traces(tmp_path: Path) -> None:
         "chain": CHAIN,
         "copies_per_iter": 1.0,
         "copy_us": 6.0,
-        "bytes_per_call": 1024.0,
+        "bytes_per_iter": 1024.0,
         "advice": "out-of-place `masked_fill` clones its input first; use `masked_fill_` where "
         "the input may be overwritten",
         "speedup": 1.6,
@@ -106,7 +106,7 @@ def test_copy_removed_and_ranking_from_two_micro_traces(tmp_path: Path) -> None:
     # The copy is told once, by the pair: no separate copies finding.
     assert "copies" not in found
     assert sentence(found["copy_removed"]).startswith(
-        f"`inplace` removes the {DTOD} of `outofplace` (1 per iteration, 6.00 µs, 1 KiB each, "
+        f"`inplace` removes the {DTOD} of `outofplace` (1 per iteration: 6.00 µs, 1 KiB, "
         f"from {CHAIN}) and is 1.60x faster on the GPU"
     )
 
@@ -173,7 +173,7 @@ def test_a_clause_with_an_unknown_figure_is_left_out_or_says_its_fallback() -> N
         "0.406 µs; wall 3.00 µs, rank 1"
     )
     assert fields("{a:t} and {b}") == {"a", "b"}
-    assert set(ITEM_CLAUSES) == {"reported"}
+    assert set(ITEM_CLAUSES) == {"reported", "footprint"}
 
 
 def test_items_are_joined_and_an_empty_tuple_is_unknown(monkeypatch: Any) -> None:
@@ -384,3 +384,153 @@ def test_findings_json_safe(h200: Report) -> None:
     # Figures are plain values (numbers, text, tuples): a later `--format json` can carry them.
     for finding in h200.findings:
         json.dumps(dict(finding.figures))
+
+
+# ---------------------------------------------------------------------------------------------
+# a skeptic's pass: nothing said that the trace cannot support
+
+
+def test_the_same_kernel_count_with_other_kernels_is_no_in_place_twin(tmp_path: Path) -> None:
+    # Both run one kernel; only the first copies, but the other's kernel is another one: not the
+    # in-place form of the first, so no "removes" sentence; the copy is told on its own.
+    other = masked_fill_step(copy=False)
+    other[-1] = kernel("gemm_other_kernel", 160, 10, 2, **SMALL_BLOCKS)
+    paths = [
+        write_trace(tmp_path, masked_fill_step(copy=True), "outofplace.json"),
+        write_trace(tmp_path, other, "unrelated.json"),
+    ]
+    found = by_rule(build_report(load_variants(paths, cache=False)))
+
+    assert "copy_removed" not in found
+    assert found["copies"].figures["variant"] == "outofplace"
+
+
+def gemm_step(name: str, *, math_op: bool) -> list[dict[str, Any]]:
+    """One step: a GEMM of 10 us, launched inside the SDPA math op or not."""
+    events = [
+        annotation("ProfilerStep#1", 100, 100),
+        op("aten::bmm", 150, 10),
+        call("cudaLaunchKernel", 151, 5, 2),
+        kernel(name, 160, 10, 2, **SMALL_BLOCKS),
+    ]
+    if math_op:
+        events.append(op("aten::_scaled_dot_product_attention_math", 140, 40))
+    return events
+
+
+def test_the_math_backend_is_said_to_upcast_only_beside_fp32_gemms(tmp_path: Path) -> None:
+    # The slowest runs the math op but its GEMM is bf16 on tensor cores: no upcast is told.
+    bf16 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+    slow = [
+        *gemm_step(bf16, math_op=True),
+        op("aten::mul", 175, 2),
+        call("cudaLaunchKernel", 176, 1, 3),
+        kernel("elementwise_kernel", 171, 20, 3, **SMALL_BLOCKS),
+    ]
+    paths = [
+        write_trace(tmp_path, slow, "math.json"),
+        write_trace(tmp_path, gemm_step(bf16, math_op=False), "fast.json"),
+    ]
+    found = by_rule(build_report(load_variants(paths, cache=False)))
+
+    assert found["slowest"].figures["variant"] == "math"
+    assert "upcast_op" not in found["slowest"].figures
+    assert "float32" not in sentence(found["slowest"])
+
+
+def test_a_trace_without_cpu_operators_is_neither_training_nor_inference(tmp_path: Path) -> None:
+    # GPU activity and its launch calls only (a GPU-only trace): the absence of backward ops
+    # says nothing, and no CPU operator time is written as zero (GPU-bound: 18 of 20 us busy).
+    events = [
+        annotation("ProfilerStep#1", 100, 20),
+        call("cudaLaunchKernel", 100.5, 0.5, 2),
+        kernel(SOFTMAX, 101, 18, 2, **SMALL_BLOCKS),
+    ]
+    report = build_report(load_variants([write_trace(tmp_path, events)], cache=False))
+    found = by_rule(report)
+
+    assert report.workload is None
+    assert report.title == "A single trace: profiling report"
+    assert "forward only" not in sentence(found["top_categories"])
+    assert found["bound"].figures["bound"] == "GPU-bound"
+    assert "CPU operators" not in sentence(found["bound"])
+
+
+def test_a_whole_trace_gets_no_advice_to_cut_cpu_time(tmp_path: Path) -> None:
+    # No step: the whole trace is one iteration whose wall time includes what lies outside the
+    # work (here 1 ms after the kernel), so CPU-bound comes without the advice.
+    events = [
+        op("aten::softmax", 100, 10),
+        call("cudaLaunchKernel", 101, 5, 2),
+        kernel(SOFTMAX, 110, 10, 2, **SMALL_BLOCKS),
+        op("aten::add", 1100, 10),
+    ]
+    found = by_rule(build_report(load_variants([write_trace(tmp_path, events)], cache=False)))
+
+    assert found["bound"].figures["bound"] == "CPU-bound"
+    assert found["bound"].figures["whole_trace"] is True
+    assert "less CPU time" not in sentence(found["bound"])
+
+
+def test_a_shared_memory_limited_kernel_names_its_shared_memory(tmp_path: Path) -> None:
+    # 128 threads, 64 registers, 100 KiB of shared memory per block: 2 blocks (8 warps) of 64.
+    events = masked_fill_step(copy=False)
+    events[-1] = kernel(
+        SOFTMAX,
+        160,
+        10,
+        2,
+        block=[128, 1, 1],
+        grid=[264, 1, 1],
+        **{"registers per thread": 64, "shared memory": 100 * 1024},
+    )
+    found = by_rule(build_report(load_variants([write_trace(tmp_path, events)], cache=False)))
+
+    item = found["occupancy_design"].figures["items"][0]
+    assert (item["occupancy_pct"], item["limiter"]) == (12.5, "shared memory")
+    assert "(shared memory: 100 KiB shared memory/block, 128 threads/block)" in sentence(
+        found["occupancy_design"]
+    )
+
+
+def copy_step(chain: list[str], activity: str) -> list[dict[str, Any]]:
+    """One step: a kernel, and a 4-byte copy made under ``chain`` (outermost first)."""
+    events = masked_fill_step(copy=False)
+    for depth, name in enumerate(chain):
+        events.append(op(name, 110 + depth, 30 - 2 * depth))
+    events += [
+        call("cudaMemcpyAsync", 115, 3, 1),
+        kernel(activity, 120, 6, 1, cat="gpu_memcpy", bytes=4),
+    ]
+    return events
+
+
+@pytest.mark.parametrize(
+    ("chain", "activity", "advice"),
+    [
+        # ROCm records `.item()`'s copy as DtoD: the op names the cause, not the direction.
+        (["aten::item", "aten::_local_scalar_dense"], DTOD, "a scalar read back by `.item()`"),
+        (
+            ["aten::item", "aten::_local_scalar_dense"],
+            "Memcpy DtoH (Device -> Pinned)",
+            "a scalar read back by `.item()`",
+        ),
+        (
+            ["torch.distributed.ddp.reducer::copy_bucket_to_grad", "aten::copy_"],
+            DTOD,
+            "DDP copies each all-reduced gradient bucket",
+        ),
+        (["aten::copy_"], DTOD, None),  # no cause known: no fix to tell
+    ],
+)
+def test_a_copy_is_a_finding_only_with_its_cause(
+    tmp_path: Path, chain: list[str], activity: str, advice: str | None
+) -> None:
+    path = write_trace(tmp_path, copy_step(chain, activity))
+    found = {f.rule: f for f in build_report(load_variants([path], cache=False)).findings}
+
+    if advice is None:
+        assert "copies" not in found
+    else:
+        assert found["copies"].figures["advice"].startswith(advice)
+        assert found["copies"].figures["bytes_per_iter"] == 4.0

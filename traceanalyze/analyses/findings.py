@@ -161,14 +161,24 @@ def _actionable_copies(variant: VariantReport) -> pl.DataFrame:
     )
 
 
-def _twin(report: Report, variant: VariantReport) -> dict[str, Any] | None:
-    """The variant that runs the same kernels as ``variant`` with fewer copies (the in-place
-    form of an out-of-place op), if one was captured."""
-    row = _row(report, variant.label)
-    twins = _rows(report).filter(
-        (pl.col("kernels_per_iter") == row["kernels_per_iter"])
-        & (pl.col("memcpy_per_iter") < row["memcpy_per_iter"])
+def _kernel_set(variant: VariantReport) -> pl.DataFrame:
+    """The kernels a variant runs per iteration: names and counts, in one order."""
+    return (
+        variant.kernels.filter((pl.col("kind") == "kernel") & (pl.col("count_per_iter") > 0))
+        .select("name", "count_per_iter")
+        .sort("name", "count_per_iter")
     )
+
+
+def _twin(report: Report, variant: VariantReport) -> dict[str, Any] | None:
+    """The variant that runs the same kernels as ``variant`` (the same names, as many of each)
+    with fewer copies (the in-place form of an out-of-place op), if one was captured. The same
+    kernel count alone is no evidence: unrelated traces can share it."""
+    row = _row(report, variant.label)
+    kernels = _kernel_set(variant)
+    fewer = set(_rows(report).filter(pl.col("memcpy_per_iter") < row["memcpy_per_iter"])["variant"])
+    same = [v.label for v in _loaded(report) if v.label in fewer and _kernel_set(v).equals(kernels)]
+    twins = _rows(report).filter(pl.col("variant").is_in(same))
     return twins.sort("gpu_busy_us_per_iter").row(0, named=True) if twins.height else None
 
 
@@ -189,7 +199,7 @@ def copy_removed(report: Report) -> list[Evidence]:
             "chain": copy["chain"].removesuffix(f" -> {copy['name']}"),
             "copies_per_iter": copy["count_per_iter"],
             "copy_us": copy["us_per_iter"],
-            "bytes_per_call": copy["bytes_per_call"],
+            "bytes_per_iter": copy["bytes_per_iter"],  # exact; a per-call figure is a mean
             "advice": copy["advice"],
             "speedup": busy / twin["gpu_busy_us_per_iter"],
         }
@@ -228,7 +238,7 @@ def slowest(report: Report) -> list[Evidence]:
             "fp32_us": float(fp32["us_per_iter"].sum()),
             "fp32_pct": float(fp32["share_of_gpu_activity_pct"].sum()),
         }
-    if variant.sdpa_math:
+    if variant.sdpa_math and fp32.height:  # the upcast is told only beside its fp32 GEMMs
         figures["upcast_op"] = SDPA_MATH_OP
     weight = slow["gpu_busy_us_per_iter"] - fast["gpu_busy_us_per_iter"]
     return [Evidence(weight, figures, _path(variant))]
@@ -252,7 +262,7 @@ def copies(report: Report) -> list[Evidence]:
                 "chain": copy["chain"],
                 "copies_per_iter": copy["count_per_iter"],
                 "copy_us": copy["us_per_iter"],
-                "bytes_per_call": copy["bytes_per_call"],
+                "bytes_per_iter": copy["bytes_per_iter"],  # exact; a per-call figure is a mean
                 "advice": copy["advice"],
             }
             found.append(Evidence(copy["us_per_iter"], figures, _path(variant)))
@@ -294,7 +304,11 @@ def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
                     "who": variant.label if several else kernel["short_name"],
                     "occupancy_pct": kernel["theoretical_occupancy_pct"],
                     "limiter": kernel["occupancy_limiter"].replace("_", " "),
-                    "registers": kernel["registers_per_thread"],
+                    # The footprint that binds: registers, or shared memory per block.
+                    "registers": kernel["registers_per_thread"]
+                    if kernel["occupancy_limiter"] != "shared_memory"
+                    else None,
+                    "shared_memory_bytes": kernel["shared_memory_bytes"] or 0,
                     "threads": kernel["threads_per_block"],
                     "reported_pct": kernel["achieved_occupancy_pct"],
                     "us_per_iter": kernel["us_per_iter"],
@@ -415,11 +429,14 @@ def bound(report: Report) -> list[Evidence]:
         "bound": verdict,
         "note": row.get("bound_note") or figures["bound_note"],
         "busy_us": busy,
-        "cpu_op_us": figures["cpu_op_us_per_iter"],
+        # A trace without CPU operators did not record them: no figure, not zero.
+        "cpu_op_us": figures["cpu_op_us_per_iter"] if variant.has_cpu_ops else None,
         "wall_us": wall,
         "iterations": figures["iterations"],
         "whole_trace": True if whole else None,
-        "cpu_bound": True if verdict == BOUND_CPU else None,
+        # Advice only where the wall time is the work's: a whole trace's wall time includes
+        # waits outside it, which less CPU time does not shorten.
+        "cpu_bound": True if verdict == BOUND_CPU and not whole else None,
     }
     weight = wall - busy if verdict == BOUND_CPU else busy
     return [Evidence(weight, evidence, _path(variant))]
