@@ -19,7 +19,7 @@ from tests.test_report import CAPTURE, REPO, check_golden, invoke, module_cache 
 from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.findings import RULES, Finding
-from traceanalyze.analyses.kernels import kernel_table, occupancy_table
+from traceanalyze.analyses.kernels import kernel_table, occupancy_table, op_table
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.ranks import rank_work, ranks_analysis
 from traceanalyze.analyses.report import Report, build_report
@@ -125,7 +125,10 @@ def test_a_single_trace_gets_the_copy_its_category_and_no_ranking(tmp_path: Path
         {"category": "softmax", "us": 10.0, "pct": 62.5},
         {"category": "memcpy", "us": 6.0, "pct": 37.5},
     )
-    assert (top["top_op"], top["top_op_us"]) == ("aten::softmax", 10.0)
+    assert (found["top_op"].figures["top_op"], found["top_op"].figures["top_op_us"]) == (
+        "aten::softmax",
+        10.0,
+    )
 
 
 def test_small_blocks_are_low_occupancy_by_accident(tmp_path: Path) -> None:
@@ -534,3 +537,39 @@ def test_a_copy_is_a_finding_only_with_its_cause(
     else:
         assert found["copies"].figures["advice"].startswith(advice)
         assert found["copies"].figures["bytes_per_iter"] == 4.0
+
+
+def test_the_top_op_counts_each_launch_for_its_own_op(tmp_path: Path) -> None:
+    # One GEMM kernel name launched by two ops: aten::mm twice (2 x 10 us), aten::addmm once
+    # (10 us); aten::mul launches 25 us. The kernel's most frequent op (mm) does not get the
+    # kernel's 30 us: mul launches the most.
+    gemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"
+    events = [annotation("ProfilerStep#1", 100, 200)]
+    for i, (name, dur) in enumerate([("aten::mm", 10), ("aten::mm", 10), ("aten::addmm", 10)]):
+        events += [
+            op(name, 110 + 20 * i, 5),
+            call("cudaLaunchKernel", 111 + 20 * i, 2, i + 1),
+            kernel(gemm, 200 + 20 * i, dur, i + 1, **SMALL_BLOCKS),
+        ]
+    events += [
+        op("aten::mul", 180, 5),
+        call("cudaLaunchKernel", 181, 2, 9),
+        kernel("elementwise_kernel", 260, 25, 9, **SMALL_BLOCKS),
+    ]
+    path = write_trace(tmp_path, events)
+    found = by_rule(build_report(load_variants([path], cache=False)))
+
+    assert dict(found["top_op"].figures) == {
+        "top_op": "aten::mul",
+        "top_op_us": 25.0,
+        "top_op_pct": 25 / 55 * 100,
+    }
+    assert found["top_op"].command == f"traceanalyze kernels {path} --by op"
+    from traceanalyze import load
+
+    ops = op_table(load(path, cache=False))
+    assert ops.select("launch_op", "us_per_iter").rows() == [
+        ("aten::mul", 25.0),
+        ("aten::mm", 20.0),
+        ("aten::addmm", 10.0),
+    ]

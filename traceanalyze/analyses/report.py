@@ -23,7 +23,7 @@ from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.expectations import Expectation, check
 from traceanalyze.analyses.explain import Explanation, explain
 from traceanalyze.analyses.findings import SDPA_MATH_OP, Finding, findings
-from traceanalyze.analyses.kernels import kernel_table
+from traceanalyze.analyses.kernels import kernel_table, op_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.memory import MemoryResult, memory
@@ -65,6 +65,7 @@ class VariantReport:
     kernels: pl.DataFrame = field(default_factory=pl.DataFrame)  # every kernel (top_kernels: head)
     sdpa_math: bool = False  # the SDPA math backend ran (it upcasts to float32)
     has_cpu_ops: bool = True  # the trace recorded CPU operators (a GPU-only trace does not)
+    launch_ops: pl.DataFrame = field(default_factory=pl.DataFrame)  # GPU activity per op
 
 
 @dataclass(frozen=True)
@@ -258,6 +259,7 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         path=str(variant.path) if variant.path is not None else None,
         sdpa_math=bool((trace.cpu["name"] == SDPA_MATH_OP).any()),
         has_cpu_ops=_has_cpu_ops(trace),
+        launch_ops=op_table(trace),
         memory=memory_traffic(trace),
         cudnn=cudnn,
         findings=tuple(_findings(trace, figures, row, kernels, cudnn, variant.warm_up_calls)),

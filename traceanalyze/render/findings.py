@@ -120,13 +120,13 @@ SENTENCES: dict[str, Sentence] = {
         },
     ),
     "top_categories": Sentence(
-        "GPU activity {activity_us:t} µs per iteration{what}; most in {items}{top_op}.",
-        {
-            "what": " ({workload:workload})",
-            "top_op": "; the op launching the most is `{top_op}` ({top_op_us:t} µs, "
-            "{top_op_pct:t}%)",
-        },
+        "GPU activity {activity_us:t} µs per iteration{what}; most in {items}.",
+        {"what": " ({workload:workload})"},
         item="{category} {us:t} µs ({pct:t}%)",
+    ),
+    "top_op": Sentence(
+        "The op launching the most GPU activity: `{top_op}`, {top_op_us:t} µs per iteration "
+        "({top_op_pct:t}% of the GPU activity)."
     ),
     "bound": Sentence(
         "{bound}: {note}; per iteration {busy_us:t} µs GPU busy,{cpu} {wall_us:t} µs wall"
