@@ -573,3 +573,63 @@ def test_the_top_op_counts_each_launch_for_its_own_op(tmp_path: Path) -> None:
         ("aten::mm", 20.0),
         ("aten::addmm", 10.0),
     ]
+
+
+def test_the_slowest_baseline_gets_no_speedup_over_itself(tmp_path: Path) -> None:
+    # The baseline runs two kernels (20 us), the other one (10 us): the slowest is the baseline.
+    slow = [
+        *masked_fill_step(copy=False),
+        op("aten::mul", 175, 2),
+        call("cudaLaunchKernel", 176, 1, 3),
+        kernel("elementwise_kernel", 171, 10, 3, **SMALL_BLOCKS),
+    ]
+    paths = [
+        write_trace(tmp_path, slow, "base.json"),
+        write_trace(tmp_path, masked_fill_step(copy=False), "fast.json"),
+    ]
+    found = by_rule(build_report(load_variants(paths, cache=False)))
+
+    assert found["slowest"].figures["variant"] == "base"
+    assert sentence(found["slowest"]).startswith("Slowest: `base` (20.00 µs per iteration), with 2")
+
+
+def test_a_copy_without_bytes_states_no_size(tmp_path: Path) -> None:
+    # A copy whose event carries no bytes: no "0 B" (the HtoD cause is known, so it is told).
+    events = [
+        *masked_fill_step(copy=False),
+        op("aten::to", 110, 30),
+        call("cudaMemcpyAsync", 115, 3, 1),
+        kernel("Memcpy HtoD (Pageable -> Device)", 120, 6, 1, cat="gpu_memcpy"),
+    ]
+    found = by_rule(build_report(load_variants([write_trace(tmp_path, events)], cache=False)))
+
+    assert found["copies"].figures["bytes_per_iter"] is None
+    assert "(6.00 µs):" in sentence(found["copies"])
+
+
+def test_torch_compiles_own_copies_are_no_finding(tmp_path: Path) -> None:
+    path = write_trace(
+        tmp_path, copy_step(["dynamo", "aten::to"], "Memcpy HtoD (Pageable -> Device)")
+    )
+    found = {f.rule: f for f in build_report(load_variants([path], cache=False)).findings}
+    assert "copies" not in found
+
+
+def test_a_one_off_first_cudnn_call_is_told_beside_its_mean(tmp_path: Path) -> None:
+    # Three steps; cuDNN's op takes 3,000 us of self time in the first, 20 in the others.
+    events = []
+    for i, self_us in enumerate([3000, 20, 20]):
+        start = 100 + 5000 * i
+        events += [
+            annotation(f"ProfilerStep#{i + 1}", start, 4000),
+            op("aten::_cudnn_attention_forward", start + 10, self_us + 3),  # 3 us: the launch
+            call("cuLaunchKernelEx", start + 10 + self_us, 3, i + 1, cat="cuda_driver"),
+            kernel("cudnn_generated_fort_native_sdpa", start + 20 + self_us, 10, i + 1),
+        ]
+    found = by_rule(build_report(load_variants([write_trace(tmp_path, events)], cache=False)))
+
+    figures = found["cudnn_cpu"].figures
+    assert (figures["first_us"], figures["steady_us"]) == (3000.0, 20.0)
+    assert "one-off first call of 3,000.00 µs against a steady median of 20.00 µs" in sentence(
+        found["cudnn_cpu"]
+    )

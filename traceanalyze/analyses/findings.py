@@ -71,6 +71,8 @@ SDPA_MATH_OP = "aten::_scaled_dot_product_attention_math"
 MIOPEN_OP = r"^aten::miopen_"
 TOP_CATEGORIES = 3
 OCCUPANCY_ITEMS = 4  # variants named in one occupancy finding
+# A first call this many times the steady median is a one-off (cuDNN plan building).
+ONE_OFF_RATIO = 10.0
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,8 @@ def copy_removed(report: Report) -> list[Evidence]:
             "chain": copy["chain"].removesuffix(f" -> {copy['name']}"),
             "copies_per_iter": copy["count_per_iter"],
             "copy_us": copy["us_per_iter"],
-            "bytes_per_iter": copy["bytes_per_iter"],  # exact; a per-call figure is a mean
+            # Exact (a per-call figure is a mean); unknown where the trace gives no bytes.
+            "bytes_per_iter": None if copy["bytes_per_call"] is None else copy["bytes_per_iter"],
             "advice": copy["advice"],
             "speedup": busy / twin["gpu_busy_us_per_iter"],
         }
@@ -223,10 +226,11 @@ def slowest(report: Report) -> list[Evidence]:
     fp32 = _fp32_gemms(variant)
     if slow["kernels_per_iter"] <= fast["kernels_per_iter"] and not fp32.height:
         return []  # nothing in the evidence says why
+    own = slow["variant"] == report.baseline  # no speed-up of the baseline over itself
     figures: dict[str, Any] = {
         "variant": slow["variant"],
-        "baseline": report.baseline,
-        "speedup": slow["speedup"],
+        "baseline": None if own else report.baseline,
+        "speedup": None if own else slow["speedup"],
         "busy_us": slow["gpu_busy_us_per_iter"],
         "kernels": slow["kernels_per_iter"],
         "fastest": fast["variant"],
@@ -262,7 +266,10 @@ def copies(report: Report) -> list[Evidence]:
                 "chain": copy["chain"],
                 "copies_per_iter": copy["count_per_iter"],
                 "copy_us": copy["us_per_iter"],
-                "bytes_per_iter": copy["bytes_per_iter"],  # exact; a per-call figure is a mean
+                # Exact (a per-call figure is a mean); unknown where the trace gives no bytes.
+                "bytes_per_iter": None
+                if copy["bytes_per_call"] is None
+                else copy["bytes_per_iter"],
                 "advice": copy["advice"],
             }
             found.append(Evidence(copy["us_per_iter"], figures, _path(variant)))
@@ -330,6 +337,15 @@ def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
     return evidence
 
 
+def _one_off(op: dict[str, Any]) -> dict[str, Any]:
+    """The first call's self time against the steady median, where the first is over
+    :data:`ONE_OFF_RATIO` times the median: the mean per iteration then holds a one-off."""
+    first, steady = op["self_us_first_in_trace"], op["self_us_steady_median"]
+    if first is None or not steady or first < ONE_OFF_RATIO * steady:
+        return {}
+    return {"first_us": first, "steady_us": steady}
+
+
 def cudnn_cpu(report: Report) -> list[Evidence]:
     """The CPU self time of the ops that call cuDNN (MIOpen) against the GPU time it saves."""
     users = [v for v in _loaded(report) if v.summary.get("cudnn_cpu_us_per_iter", 0) > 0]
@@ -346,6 +362,7 @@ def cudnn_cpu(report: Report) -> list[Evidence]:
         # With several ops, how many and the first one's part of the time.
         "ops": ops.height if ops.height > 1 else None,
         "op_us": ops["self_us_per_iter"].first(),
+        **_one_off(ops.row(0, named=True)),
         "others": tuple(
             (v.label, v.summary["cudnn_cpu_us_per_iter"]) for v in users if v is not lead
         ),

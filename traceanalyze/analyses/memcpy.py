@@ -71,6 +71,14 @@ CAUSES: tuple[Cause, ...] = (
         r"aten::contiguous -> .*Memcpy DtoD",
         "a non-contiguous (transposed or permuted) tensor is materialised by `.contiguous()`",
     ),
+    # Traffic of torch.compile's own compilation (dynamo's frames above it): a one-off of the
+    # first call, not of the model's steps.
+    Cause(
+        r"^dynamo -> ",
+        "made while torch.compile compiles (a one-off of the first call, not of each step); "
+        "warm up before measuring",
+        actionable=False,
+    ),
     # `.item()` (and `if tensor:`, through `aten::is_nonzero`) reads one value back; ROCm
     # records that copy as DtoD, CUDA as DtoH: the op, not the direction, names the cause.
     Cause(

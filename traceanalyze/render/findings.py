@@ -110,10 +110,11 @@ SENTENCES: dict[str, Sentence] = {
         {"size": ", {bytes_per_iter:b}"},
     ),
     "slowest": Sentence(
-        "Slowest: `{variant}`, {speedup:t}x `{baseline}` on the GPU ({busy_us:t} µs per "
+        "Slowest: `{variant}`{vs} ({busy_us:t} µs per "
         "iteration), with {kernels:n} kernels per iteration against {fastest_kernels:n} in "
         "`{fastest}`{fp32}{upcast}.",
         {
+            "vs": ", {speedup:t}x `{baseline}` on the GPU",
             "fp32": "; {fp32_gemms:n} of them are GEMMs in fp32 on CUDA cores, no tensor cores "
             "({fp32_us:t} µs, {fp32_pct:t}% of its GPU activity)",
             "upcast": ": `{upcast_op}` computes in float32",
@@ -150,8 +151,10 @@ SENTENCES: dict[str, Sentence] = {
     ),
     "cudnn_cpu": Sentence(
         "{where}{library} ops spend {cpu_us:t} µs of CPU self time per iteration ({several}"
-        "`{op}`{others}){lead}{wall}.",
+        "`{op}`{one_off}{others}){lead}{wall}.",
         {
+            "one_off": ", a mean that holds a one-off first call of {first_us:t} µs against a "
+            "steady median of {steady_us:t} µs",
             "where": "In `{variant}`, ",
             "several": "{ops:n} ops, {op_us:t} µs in ",
             "others": "; {others:pairs}",
