@@ -23,7 +23,7 @@ from traceanalyze.analyses.critical_path import critical_path, path_shares
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.findings import RULES, Finding
 from traceanalyze.analyses.idle import idle_breakdown
-from traceanalyze.analyses.kernels import kernel_table, occupancy_table
+from traceanalyze.analyses.kernels import kernel_table, occupancy_table, op_table
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.ranks import rank_work, ranks_analysis
 from traceanalyze.analyses.report import Report, build_report
@@ -97,7 +97,7 @@ def test_copy_removed_and_ranking_from_two_micro_traces(tmp_path: Path) -> None:
         "chain": CHAIN,
         "copies_per_iter": 1.0,
         "copy_us": 6.0,
-        "bytes_per_call": 1024.0,
+        "bytes_per_iter": 1024.0,
         "advice": "out-of-place `masked_fill` clones its input first; use `masked_fill_` where "
         "the input may be overwritten",
         "speedup": 1.6,
@@ -110,7 +110,7 @@ def test_copy_removed_and_ranking_from_two_micro_traces(tmp_path: Path) -> None:
     # The copy is told once, by the pair: no separate copies finding.
     assert "copies" not in found
     assert sentence(found["copy_removed"]).startswith(
-        f"`inplace` removes the {DTOD} of `outofplace` (1 per iteration, 6.00 µs, 1 KiB each, "
+        f"`inplace` removes the {DTOD} of `outofplace` (1 per iteration: 6.00 µs, 1 KiB, "
         f"from {CHAIN}) and is 1.60x faster on the GPU"
     )
 
@@ -129,7 +129,10 @@ def test_a_single_trace_gets_the_copy_its_category_and_no_ranking(tmp_path: Path
         {"category": "softmax", "us": 10.0, "pct": 62.5},
         {"category": "memcpy", "us": 6.0, "pct": 37.5},
     )
-    assert (top["top_op"], top["top_op_us"]) == ("aten::softmax", 10.0)
+    assert (found["top_op"].figures["top_op"], found["top_op"].figures["top_op_us"]) == (
+        "aten::softmax",
+        10.0,
+    )
 
 
 def test_small_blocks_are_low_occupancy_by_accident(tmp_path: Path) -> None:
@@ -294,7 +297,7 @@ def test_a_clause_with_an_unknown_figure_is_left_out_or_says_its_fallback() -> N
         "0.406 µs; wall 3.00 µs, rank 1"
     )
     assert fields("{a:t} and {b}") == {"a", "b"}
-    assert set(ITEM_CLAUSES) == {"reported"}
+    assert set(ITEM_CLAUSES) == {"reported", "footprint"}
 
 
 def test_items_are_joined_and_an_empty_tuple_is_unknown(monkeypatch: Any) -> None:
@@ -567,3 +570,249 @@ def test_findings_json_safe(h200: Report) -> None:
     # Figures are plain values (numbers, text, tuples): a later `--format json` can carry them.
     for finding in h200.findings:
         json.dumps(dict(finding.figures))
+
+
+# ---------------------------------------------------------------------------------------------
+# a skeptic's pass: nothing said that the trace cannot support
+
+
+def test_the_same_kernel_count_with_other_kernels_is_no_in_place_twin(tmp_path: Path) -> None:
+    # Both run one kernel; only the first copies, but the other's kernel is another one: not the
+    # in-place form of the first, so no "removes" sentence; the copy is told on its own.
+    other = masked_fill_step(copy=False)
+    other[-1] = kernel("gemm_other_kernel", 160, 10, 2, **SMALL_BLOCKS)
+    paths = [
+        write_trace(tmp_path, masked_fill_step(copy=True), "outofplace.json"),
+        write_trace(tmp_path, other, "unrelated.json"),
+    ]
+    found = by_rule(build_report(load_variants(paths, cache=False)))
+
+    assert "copy_removed" not in found
+    assert found["copies"].figures["variant"] == "outofplace"
+
+
+def gemm_step(name: str, *, math_op: bool) -> list[dict[str, Any]]:
+    """One step: a GEMM of 10 us, launched inside the SDPA math op or not."""
+    events = [
+        annotation("ProfilerStep#1", 100, 100),
+        op("aten::bmm", 150, 10),
+        call("cudaLaunchKernel", 151, 5, 2),
+        kernel(name, 160, 10, 2, **SMALL_BLOCKS),
+    ]
+    if math_op:
+        events.append(op("aten::_scaled_dot_product_attention_math", 140, 40))
+    return events
+
+
+def test_the_math_backend_is_said_to_upcast_only_beside_fp32_gemms(tmp_path: Path) -> None:
+    # The slowest runs the math op but its GEMM is bf16 on tensor cores: no upcast is told.
+    bf16 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+    slow = [
+        *gemm_step(bf16, math_op=True),
+        op("aten::mul", 175, 2),
+        call("cudaLaunchKernel", 176, 1, 3),
+        kernel("elementwise_kernel", 171, 20, 3, **SMALL_BLOCKS),
+    ]
+    paths = [
+        write_trace(tmp_path, slow, "math.json"),
+        write_trace(tmp_path, gemm_step(bf16, math_op=False), "fast.json"),
+    ]
+    found = by_rule(build_report(load_variants(paths, cache=False)))
+
+    assert found["slowest"].figures["variant"] == "math"
+    assert "upcast_op" not in found["slowest"].figures
+    assert "float32" not in sentence(found["slowest"])
+
+
+def test_a_trace_without_cpu_operators_is_neither_training_nor_inference(tmp_path: Path) -> None:
+    # GPU activity and its launch calls only (a GPU-only trace): the absence of backward ops
+    # says nothing, and no CPU operator time is written as zero (GPU-bound: 18 of 20 us busy).
+    events = [
+        annotation("ProfilerStep#1", 100, 20),
+        call("cudaLaunchKernel", 100.5, 0.5, 2),
+        kernel(SOFTMAX, 101, 18, 2, **SMALL_BLOCKS),
+    ]
+    report = build_report(load_variants([write_trace(tmp_path, events)], cache=False))
+    found = by_rule(report)
+
+    assert report.workload is None
+    assert report.title == "A single trace: profiling report"
+    assert "forward only" not in sentence(found["top_categories"])
+    assert found["bound"].figures["bound"] == "GPU-bound"
+    assert "CPU operators" not in sentence(found["bound"])
+
+
+def test_a_whole_trace_gets_no_advice_to_cut_cpu_time(tmp_path: Path) -> None:
+    # No step: the whole trace is one iteration whose wall time includes what lies outside the
+    # work (here 1 ms after the kernel), so CPU-bound comes without the advice.
+    events = [
+        op("aten::softmax", 100, 10),
+        call("cudaLaunchKernel", 101, 5, 2),
+        kernel(SOFTMAX, 110, 10, 2, **SMALL_BLOCKS),
+        op("aten::add", 1100, 10),
+    ]
+    found = by_rule(build_report(load_variants([write_trace(tmp_path, events)], cache=False)))
+
+    assert found["bound"].figures["bound"] == "CPU-bound"
+    assert found["bound"].figures["whole_trace"] is True
+    assert "less CPU time" not in sentence(found["bound"])
+
+
+def test_a_shared_memory_limited_kernel_names_its_shared_memory(tmp_path: Path) -> None:
+    # 128 threads, 64 registers, 100 KiB of shared memory per block: 2 blocks (8 warps) of 64.
+    events = masked_fill_step(copy=False)
+    events[-1] = kernel(
+        SOFTMAX,
+        160,
+        10,
+        2,
+        block=[128, 1, 1],
+        grid=[264, 1, 1],
+        **{"registers per thread": 64, "shared memory": 100 * 1024},
+    )
+    found = by_rule(build_report(load_variants([write_trace(tmp_path, events)], cache=False)))
+
+    item = found["occupancy_design"].figures["items"][0]
+    assert (item["occupancy_pct"], item["limiter"]) == (12.5, "shared memory")
+    assert "(shared memory: 100 KiB shared memory/block, 128 threads/block)" in sentence(
+        found["occupancy_design"]
+    )
+
+
+def copy_step(chain: list[str], activity: str) -> list[dict[str, Any]]:
+    """One step: a kernel, and a 4-byte copy made under ``chain`` (outermost first)."""
+    events = masked_fill_step(copy=False)
+    for depth, name in enumerate(chain):
+        events.append(op(name, 110 + depth, 30 - 2 * depth))
+    events += [
+        call("cudaMemcpyAsync", 115, 3, 1),
+        kernel(activity, 120, 6, 1, cat="gpu_memcpy", bytes=4),
+    ]
+    return events
+
+
+@pytest.mark.parametrize(
+    ("chain", "activity", "advice"),
+    [
+        # ROCm records `.item()`'s copy as DtoD: the op names the cause, not the direction.
+        (["aten::item", "aten::_local_scalar_dense"], DTOD, "a scalar read back by `.item()`"),
+        (
+            ["aten::item", "aten::_local_scalar_dense"],
+            "Memcpy DtoH (Device -> Pinned)",
+            "a scalar read back by `.item()`",
+        ),
+        (
+            ["torch.distributed.ddp.reducer::copy_bucket_to_grad", "aten::copy_"],
+            DTOD,
+            "DDP copies each all-reduced gradient bucket",
+        ),
+        (["aten::copy_"], DTOD, None),  # no cause known: no fix to tell
+    ],
+)
+def test_a_copy_is_a_finding_only_with_its_cause(
+    tmp_path: Path, chain: list[str], activity: str, advice: str | None
+) -> None:
+    path = write_trace(tmp_path, copy_step(chain, activity))
+    found = {f.rule: f for f in build_report(load_variants([path], cache=False)).findings}
+
+    if advice is None:
+        assert "copies" not in found
+    else:
+        assert found["copies"].figures["advice"].startswith(advice)
+        assert found["copies"].figures["bytes_per_iter"] == 4.0
+
+
+def test_the_top_op_counts_each_launch_for_its_own_op(tmp_path: Path) -> None:
+    # One GEMM kernel name launched by two ops: aten::mm twice (2 x 10 us), aten::addmm once
+    # (10 us); aten::mul launches 25 us. The kernel's most frequent op (mm) does not get the
+    # kernel's 30 us: mul launches the most.
+    gemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"
+    events = [annotation("ProfilerStep#1", 100, 200)]
+    for i, (name, dur) in enumerate([("aten::mm", 10), ("aten::mm", 10), ("aten::addmm", 10)]):
+        events += [
+            op(name, 110 + 20 * i, 5),
+            call("cudaLaunchKernel", 111 + 20 * i, 2, i + 1),
+            kernel(gemm, 200 + 20 * i, dur, i + 1, **SMALL_BLOCKS),
+        ]
+    events += [
+        op("aten::mul", 180, 5),
+        call("cudaLaunchKernel", 181, 2, 9),
+        kernel("elementwise_kernel", 260, 25, 9, **SMALL_BLOCKS),
+    ]
+    path = write_trace(tmp_path, events)
+    found = by_rule(build_report(load_variants([path], cache=False)))
+
+    assert dict(found["top_op"].figures) == {
+        "top_op": "aten::mul",
+        "top_op_us": 25.0,
+        "top_op_pct": 25 / 55 * 100,
+    }
+    assert found["top_op"].command == f"traceanalyze kernels {path} --by op"
+    from traceanalyze import load
+
+    ops = op_table(load(path, cache=False))
+    assert ops.select("launch_op", "us_per_iter").rows() == [
+        ("aten::mul", 25.0),
+        ("aten::mm", 20.0),
+        ("aten::addmm", 10.0),
+    ]
+
+
+def test_the_slowest_baseline_gets_no_speedup_over_itself(tmp_path: Path) -> None:
+    # The baseline runs two kernels (20 us), the other one (10 us): the slowest is the baseline.
+    slow = [
+        *masked_fill_step(copy=False),
+        op("aten::mul", 175, 2),
+        call("cudaLaunchKernel", 176, 1, 3),
+        kernel("elementwise_kernel", 171, 10, 3, **SMALL_BLOCKS),
+    ]
+    paths = [
+        write_trace(tmp_path, slow, "base.json"),
+        write_trace(tmp_path, masked_fill_step(copy=False), "fast.json"),
+    ]
+    found = by_rule(build_report(load_variants(paths, cache=False)))
+
+    assert found["slowest"].figures["variant"] == "base"
+    assert sentence(found["slowest"]).startswith("Slowest: `base` (20.00 µs per iteration), with 2")
+
+
+def test_a_copy_without_bytes_states_no_size(tmp_path: Path) -> None:
+    # A copy whose event carries no bytes: no "0 B" (the HtoD cause is known, so it is told).
+    events = [
+        *masked_fill_step(copy=False),
+        op("aten::to", 110, 30),
+        call("cudaMemcpyAsync", 115, 3, 1),
+        kernel("Memcpy HtoD (Pageable -> Device)", 120, 6, 1, cat="gpu_memcpy"),
+    ]
+    found = by_rule(build_report(load_variants([write_trace(tmp_path, events)], cache=False)))
+
+    assert found["copies"].figures["bytes_per_iter"] is None
+    assert "(6.00 µs):" in sentence(found["copies"])
+
+
+def test_torch_compiles_own_copies_are_no_finding(tmp_path: Path) -> None:
+    path = write_trace(
+        tmp_path, copy_step(["dynamo", "aten::to"], "Memcpy HtoD (Pageable -> Device)")
+    )
+    found = {f.rule: f for f in build_report(load_variants([path], cache=False)).findings}
+    assert "copies" not in found
+
+
+def test_a_one_off_first_cudnn_call_is_told_beside_its_mean(tmp_path: Path) -> None:
+    # Three steps; cuDNN's op takes 3,000 us of self time in the first, 20 in the others.
+    events = []
+    for i, self_us in enumerate([3000, 20, 20]):
+        start = 100 + 5000 * i
+        events += [
+            annotation(f"ProfilerStep#{i + 1}", start, 4000),
+            op("aten::_cudnn_attention_forward", start + 10, self_us + 3),  # 3 us: the launch
+            call("cuLaunchKernelEx", start + 10 + self_us, 3, i + 1, cat="cuda_driver"),
+            kernel("cudnn_generated_fort_native_sdpa", start + 20 + self_us, 10, i + 1),
+        ]
+    found = by_rule(build_report(load_variants([write_trace(tmp_path, events)], cache=False)))
+
+    figures = found["cudnn_cpu"].figures
+    assert (figures["first_us"], figures["steady_us"]) == (3000.0, 20.0)
+    assert "one-off first call of 3,000.00 µs against a steady median of 20.00 µs" in sentence(
+        found["cudnn_cpu"]
+    )

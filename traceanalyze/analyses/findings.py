@@ -82,6 +82,8 @@ NO_SLACK_KINDS = (KIND_ANNOTATION, KIND_GAP)
 MIN_MEMORY_RATIO = 2.0
 IDLE_MEANINGS = {c.cause: c.meaning for c in CAUSES}
 OCCUPANCY_ITEMS = 4  # variants named in one occupancy finding
+# A first call this many times the steady median is a one-off (cuDNN plan building).
+ONE_OFF_RATIO = 10.0
 
 
 @dataclass(frozen=True)
@@ -172,14 +174,24 @@ def _actionable_copies(variant: VariantReport) -> pl.DataFrame:
     )
 
 
-def _twin(report: Report, variant: VariantReport) -> dict[str, Any] | None:
-    """The variant that runs the same kernels as ``variant`` with fewer copies (the in-place
-    form of an out-of-place op), if one was captured."""
-    row = _row(report, variant.label)
-    twins = _rows(report).filter(
-        (pl.col("kernels_per_iter") == row["kernels_per_iter"])
-        & (pl.col("memcpy_per_iter") < row["memcpy_per_iter"])
+def _kernel_set(variant: VariantReport) -> pl.DataFrame:
+    """The kernels a variant runs per iteration: names and counts, in one order."""
+    return (
+        variant.kernels.filter((pl.col("kind") == "kernel") & (pl.col("count_per_iter") > 0))
+        .select("name", "count_per_iter")
+        .sort("name", "count_per_iter")
     )
+
+
+def _twin(report: Report, variant: VariantReport) -> dict[str, Any] | None:
+    """The variant that runs the same kernels as ``variant`` (the same names, as many of each)
+    with fewer copies (the in-place form of an out-of-place op), if one was captured. The same
+    kernel count alone is no evidence: unrelated traces can share it."""
+    row = _row(report, variant.label)
+    kernels = _kernel_set(variant)
+    fewer = set(_rows(report).filter(pl.col("memcpy_per_iter") < row["memcpy_per_iter"])["variant"])
+    same = [v.label for v in _loaded(report) if v.label in fewer and _kernel_set(v).equals(kernels)]
+    twins = _rows(report).filter(pl.col("variant").is_in(same))
     return twins.sort("gpu_busy_us_per_iter").row(0, named=True) if twins.height else None
 
 
@@ -200,7 +212,8 @@ def copy_removed(report: Report) -> list[Evidence]:
             "chain": copy["chain"].removesuffix(f" -> {copy['name']}"),
             "copies_per_iter": copy["count_per_iter"],
             "copy_us": copy["us_per_iter"],
-            "bytes_per_call": copy["bytes_per_call"],
+            # Exact (a per-call figure is a mean); unknown where the trace gives no bytes.
+            "bytes_per_iter": None if copy["bytes_per_call"] is None else copy["bytes_per_iter"],
             "advice": copy["advice"],
             "speedup": busy / twin["gpu_busy_us_per_iter"],
         }
@@ -224,10 +237,11 @@ def slowest(report: Report) -> list[Evidence]:
     fp32 = _fp32_gemms(variant)
     if slow["kernels_per_iter"] <= fast["kernels_per_iter"] and not fp32.height:
         return []  # nothing in the evidence says why
+    own = slow["variant"] == report.baseline  # no speed-up of the baseline over itself
     figures: dict[str, Any] = {
         "variant": slow["variant"],
-        "baseline": report.baseline,
-        "speedup": slow["speedup"],
+        "baseline": None if own else report.baseline,
+        "speedup": None if own else slow["speedup"],
         "busy_us": slow["gpu_busy_us_per_iter"],
         "kernels": slow["kernels_per_iter"],
         "fastest": fast["variant"],
@@ -239,7 +253,7 @@ def slowest(report: Report) -> list[Evidence]:
             "fp32_us": float(fp32["us_per_iter"].sum()),
             "fp32_pct": float(fp32["share_of_gpu_activity_pct"].sum()),
         }
-    if variant.sdpa_math:
+    if variant.sdpa_math and fp32.height:  # the upcast is told only beside its fp32 GEMMs
         figures["upcast_op"] = SDPA_MATH_OP
     weight = slow["gpu_busy_us_per_iter"] - fast["gpu_busy_us_per_iter"]
     return [Evidence(weight, figures, _path(variant))]
@@ -263,7 +277,10 @@ def copies(report: Report) -> list[Evidence]:
                 "chain": copy["chain"],
                 "copies_per_iter": copy["count_per_iter"],
                 "copy_us": copy["us_per_iter"],
-                "bytes_per_call": copy["bytes_per_call"],
+                # Exact (a per-call figure is a mean); unknown where the trace gives no bytes.
+                "bytes_per_iter": None
+                if copy["bytes_per_call"] is None
+                else copy["bytes_per_iter"],
                 "advice": copy["advice"],
             }
             found.append(Evidence(copy["us_per_iter"], figures, _path(variant)))
@@ -305,7 +322,11 @@ def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
                     "who": variant.label if several else kernel["short_name"],
                     "occupancy_pct": kernel["theoretical_occupancy_pct"],
                     "limiter": kernel["occupancy_limiter"].replace("_", " "),
-                    "registers": kernel["registers_per_thread"],
+                    # The footprint that binds: registers, or shared memory per block.
+                    "registers": kernel["registers_per_thread"]
+                    if kernel["occupancy_limiter"] != "shared_memory"
+                    else None,
+                    "shared_memory_bytes": kernel["shared_memory_bytes"] or 0,
                     "threads": kernel["threads_per_block"],
                     "reported_pct": kernel["achieved_occupancy_pct"],
                     "us_per_iter": kernel["us_per_iter"],
@@ -327,6 +348,15 @@ def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
     return evidence
 
 
+def _one_off(op: dict[str, Any]) -> dict[str, Any]:
+    """The first call's self time against the steady median, where the first is over
+    :data:`ONE_OFF_RATIO` times the median: the mean per iteration then holds a one-off."""
+    first, steady = op["self_us_first_in_trace"], op["self_us_steady_median"]
+    if first is None or not steady or first < ONE_OFF_RATIO * steady:
+        return {}
+    return {"first_us": first, "steady_us": steady}
+
+
 def cudnn_cpu(report: Report) -> list[Evidence]:
     """The CPU self time of the ops that call cuDNN (MIOpen) against the GPU time it saves."""
     users = [v for v in _loaded(report) if v.summary.get("cudnn_cpu_us_per_iter", 0) > 0]
@@ -343,6 +373,7 @@ def cudnn_cpu(report: Report) -> list[Evidence]:
         # With several ops, how many and the first one's part of the time.
         "ops": ops.height if ops.height > 1 else None,
         "op_us": ops["self_us_per_iter"].first(),
+        **_one_off(ops.row(0, named=True)),
         "others": tuple(
             (v.label, v.summary["cudnn_cpu_us_per_iter"]) for v in users if v is not lead
         ),
@@ -378,17 +409,11 @@ def _single(report: Report) -> VariantReport | None:
 
 
 def top_categories(report: Report) -> list[Evidence]:
-    """Where the GPU time goes: the largest categories and the op that launches most of it."""
+    """Where the GPU time goes: the largest categories."""
     variant = _single(report)
     if variant is None or not variant.categories.height:
         return []
     top = variant.categories.head(TOP_CATEGORIES)
-    kernels = variant.kernels.filter(pl.col("launch_op").is_not_null())
-    ops = (
-        kernels.group_by("launch_op")
-        .agg(pl.col("us_per_iter").sum(), pl.col("share_of_gpu_activity_pct").sum())
-        .sort(["us_per_iter", "launch_op"], descending=[True, False])
-    )
     figures: dict[str, Any] = {
         "activity_us": variant.summary["gpu_activity_us_per_iter"],
         "items": tuple(
@@ -399,15 +424,26 @@ def top_categories(report: Report) -> list[Evidence]:
         ),
         "workload": report.workload,
     }
-    linked_pct = kernels["share_of_gpu_activity_pct"].sum()
-    if ops.height and linked_pct >= MIN_LINKED_SHARE_PCT:
-        op = ops.row(0, named=True)
-        figures |= {
-            "top_op": op["launch_op"],
-            "top_op_us": op["us_per_iter"],
-            "top_op_pct": op["share_of_gpu_activity_pct"],
-        }
     return [Evidence(variant.summary["gpu_activity_us_per_iter"], figures, _path(variant))]
+
+
+def top_op(report: Report) -> list[Evidence]:
+    """The op that launches the most GPU activity, each activity counted for its own op (not
+    a kernel name's most frequent op: one GEMM kernel may come from several ops); only where
+    linked activities cover :data:`MIN_LINKED_SHARE_PCT` of it."""
+    variant = _single(report)
+    if variant is None or not variant.launch_ops.height:
+        return []
+    ops = variant.launch_ops.filter(pl.col("launch_op").is_not_null())
+    if not ops.height or ops["share_of_gpu_activity_pct"].sum() < MIN_LINKED_SHARE_PCT:
+        return []
+    op = ops.row(0, named=True)
+    figures = {
+        "top_op": op["launch_op"],
+        "top_op_us": op["us_per_iter"],
+        "top_op_pct": op["share_of_gpu_activity_pct"],
+    }
+    return [Evidence(op["us_per_iter"], figures, _path(variant))]
 
 
 def bound(report: Report) -> list[Evidence]:
@@ -426,11 +462,14 @@ def bound(report: Report) -> list[Evidence]:
         "bound": verdict,
         "note": row.get("bound_note") or figures["bound_note"],
         "busy_us": busy,
-        "cpu_op_us": figures["cpu_op_us_per_iter"],
+        # A trace without CPU operators did not record them: no figure, not zero.
+        "cpu_op_us": figures["cpu_op_us_per_iter"] if variant.has_cpu_ops else None,
         "wall_us": wall,
         "iterations": figures["iterations"],
         "whole_trace": True if whole else None,
-        "cpu_bound": True if verdict == BOUND_CPU else None,
+        # Advice only where the wall time is the work's: a whole trace's wall time includes
+        # waits outside it, which less CPU time does not shorten.
+        "cpu_bound": True if verdict == BOUND_CPU and not whole else None,
     }
     weight = wall - busy if verdict == BOUND_CPU else busy
     return [Evidence(weight, evidence, _path(variant))]
@@ -642,6 +681,7 @@ RULES: tuple[Rule, ...] = (
     Rule("copy_removed", VARIANTS, copy_removed, "traceanalyze memcpy {path}"),
     Rule("slowest", VARIANTS, slowest, "traceanalyze kernels {path}"),
     Rule("top_categories", SINGLE, top_categories, "traceanalyze summary {path}"),
+    Rule("top_op", SINGLE, top_op, "traceanalyze kernels {path} --by op"),
     Rule("bound", SINGLE, bound, "traceanalyze summary {path}"),
     Rule("fp32_gemm", SINGLE, fp32_gemm, "traceanalyze kernels {path}"),
     Rule("copies", ANY, copies, "traceanalyze memcpy {path}"),

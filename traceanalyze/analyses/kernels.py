@@ -81,6 +81,27 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
     )
 
 
+@per_trace
+@on_counted
+def op_table(trace: Trace) -> pl.DataFrame:
+    """GPU activity per iteration by the CPU op that launched it (``launch_op``; null for
+    activities without a launching op in the trace), most time first. Unlike the kernel table's
+    ``launch_op`` (the op most launches of one kernel name come from), every activity counts
+    for its own op, so ``us_per_iter`` adds up to the summary's ``gpu_activity_us_per_iter``."""
+    inside = in_iterations(activities(trace))
+    n = iteration_count(trace)
+    total = inside["dur_ns"].sum() or 1
+    return (
+        inside.group_by(pl.col("op_name").alias("launch_op"))
+        .agg(
+            count_per_iter=pl.len() / n,
+            us_per_iter=pl.col("dur_ns").sum() / 1e3 / n,
+            share_of_gpu_activity_pct=pl.col("dur_ns").sum() / total * 100,
+        )
+        .sort(["us_per_iter", "launch_op"], descending=[True, False], nulls_last=True)
+    )
+
+
 def occupancy_table(trace: Trace) -> pl.DataFrame:
     """Kernels with their launch footprint and occupancy, by total time."""
     kernels = kernel_table(trace).filter(pl.col("kind") == "kernel")

@@ -71,10 +71,40 @@ CAUSES: tuple[Cause, ...] = (
         r"aten::contiguous -> .*Memcpy DtoD",
         "a non-contiguous (transposed or permuted) tensor is materialised by `.contiguous()`",
     ),
+    # Traffic of torch.compile's own compilation (dynamo's frames above it): a one-off of the
+    # first call, not of the model's steps.
+    Cause(
+        r"^dynamo -> ",
+        "made while torch.compile compiles (a one-off of the first call, not of each step); "
+        "warm up before measuring",
+        actionable=False,
+    ),
+    # `.item()` (and `if tensor:`, through `aten::is_nonzero`) reads one value back; ROCm
+    # records that copy as DtoD, CUDA as DtoH: the op, not the direction, names the cause.
+    Cause(
+        r"aten::_local_scalar_dense -> Memcpy",
+        "a scalar read back by `.item()` (or `if tensor:` / `bool(tensor)`): the CPU waits for "
+        "the GPU to finish; keep the value on the GPU or read it once, later",
+    ),
+    # DDP copies each gradient bucket back into the parameters' `.grad` after its all-reduce.
+    Cause(
+        r"ddp\.reducer::copy_bucket_to_grad -> .*Memcpy DtoD",
+        "DDP copies each all-reduced gradient bucket into `.grad`; "
+        "`DistributedDataParallel(..., gradient_as_bucket_view=True)` makes the gradients "
+        "views of the buckets and removes the copy",
+    ),
+    # Pinned already: pinning is no advice there. New data each step (a training batch) must be
+    # copied each step: "move it once" holds only for data that does not change.
+    Cause(
+        r"Memcpy HtoD \(Pinned",
+        "host-to-device copy from pinned memory inside the measured region; move data that does "
+        "not change to the GPU once; for new data each step, copy with non_blocking=True ahead "
+        "of its use so it overlaps compute",
+    ),
     Cause(
         r"Memcpy HtoD",
-        "host-to-device copy inside the measured region; move inputs to the GPU once (or use "
-        "pinned memory with non_blocking=True)",
+        "host-to-device copy inside the measured region; move data that does not change to the "
+        "GPU once; for new data each step, copy from pinned memory with non_blocking=True",
     ),
     Cause(
         r"Memcpy DtoH",
@@ -105,8 +135,10 @@ CAUSES: tuple[Cause, ...] = (
         "a memory copy replayed from a CUDA graph (the op that captured it is not in the "
         "trace); run `memcpy` on the eager trace for the op that makes it and its advice",
     ),
-    Cause(r"Memset", "zero fill"),
-    Cause(r"Memcpy DtoD", "device-to-device copy"),
+    # The catch-alls name the traffic but know no cause, so they give no fix: they stay in the
+    # table, not in the findings.
+    Cause(r"Memset", "zero fill", actionable=False),
+    Cause(r"Memcpy DtoD", "device-to-device copy", actionable=False),
 )
 
 

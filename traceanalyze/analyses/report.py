@@ -24,7 +24,7 @@ from traceanalyze.analyses.expectations import Expectation, check
 from traceanalyze.analyses.explain import Explanation, explain
 from traceanalyze.analyses.findings import SDPA_MATH_OP, Finding, findings
 from traceanalyze.analyses.idle import IdleResult, idle_breakdown
-from traceanalyze.analyses.kernels import kernel_table
+from traceanalyze.analyses.kernels import kernel_table, op_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.memory import MemoryResult, memory
@@ -66,6 +66,8 @@ class VariantReport:
     path: str | None = None  # the trace (or folder of ranks), as given
     kernels: pl.DataFrame = field(default_factory=pl.DataFrame)  # every kernel (top_kernels: head)
     sdpa_math: bool = False  # the SDPA math backend ran (it upcasts to float32)
+    has_cpu_ops: bool = True  # the trace recorded CPU operators (a GPU-only trace does not)
+    launch_ops: pl.DataFrame = field(default_factory=pl.DataFrame)  # GPU activity per op
 
 
 @dataclass(frozen=True)
@@ -180,12 +182,20 @@ def _any_cpu(variant_set: VariantSet, pattern: str) -> bool:
     )
 
 
+def _has_cpu_ops(trace: Trace) -> bool:
+    return bool((trace.cpu["cat"] == "cpu_op").any())
+
+
 def workload(variant_set: VariantSet) -> str | None:
     """For a single trace: a training step (backward or optimizer ops ran) or inference (none
-    did); None for several traces."""
+    did, among the CPU operators the trace recorded); None for several traces, and for a trace
+    without CPU operators (GPU-only or CPU-less): the absence of backward ops says nothing."""
     if len(variant_set.loaded) != 1:
         return None
-    return TRAINING if _any_cpu(variant_set, TRAINING_SIGNS) else INFERENCE
+    if _any_cpu(variant_set, TRAINING_SIGNS):
+        return TRAINING
+    recorded = any(_has_cpu_ops(v.trace) for v in variant_set.loaded if v.trace is not None)
+    return INFERENCE if recorded else None
 
 
 def title(variant_set: VariantSet) -> str:
@@ -197,7 +207,9 @@ def title(variant_set: VariantSet) -> str:
         return f"{what} compared: profiling report"
     if not loaded:
         return "Profiling report"
-    kind = "A training step" if workload(variant_set) == TRAINING else "An inference trace"
+    kind = {TRAINING: "A training step", INFERENCE: "An inference trace"}.get(
+        workload(variant_set) or "", "A single trace"
+    )
     ranks = len(loaded[0].meta)
     on = f" on a folder of {ranks} ranks" if ranks > 1 else ""
     return f"{kind}{on}: profiling report"
@@ -248,6 +260,8 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         kernels=kernels,
         path=str(variant.path) if variant.path is not None else None,
         sdpa_math=bool((trace.cpu["name"] == SDPA_MATH_OP).any()),
+        has_cpu_ops=_has_cpu_ops(trace),
+        launch_ops=op_table(trace),
         memory=memory_traffic(trace),
         cudnn=cudnn,
         findings=tuple(_findings(trace, figures, row, kernels, cudnn, variant.warm_up_calls)),

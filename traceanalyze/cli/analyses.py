@@ -12,7 +12,12 @@ import polars as pl
 from traceanalyze.analyses import expectations as expect
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.iterations import iteration_notes, iteration_rows
-from traceanalyze.analyses.kernels import kernel_table, occupancy_by_category, occupancy_table
+from traceanalyze.analyses.kernels import (
+    kernel_table,
+    occupancy_by_category,
+    occupancy_table,
+    op_table,
+)
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary_with_wall
 from traceanalyze.cli.options import (
@@ -96,13 +101,15 @@ def _table_command(name: str, views: dict[str, Analysis], doc: str, empty: str) 
 
 kernels = _table_command(
     "kernels",
-    {"kernel": kernel_table},
+    {"kernel": kernel_table, "op": op_table},
     """Every distinct kernel (and memcpy/memset) with its category, count, time, launching op,
-    occupancy and GEMM precision, longest total time first.
+    occupancy and GEMM precision, longest total time first. --by op gives the GPU activity per
+    launching op (each activity counted for its own op).
 
     \b
     Example:
       traceanalyze kernels sample_traces/h200_default/sdpa_math.json.gz --top 10
+      traceanalyze kernels trace.json.gz --by op --top 5
       traceanalyze kernels trace.json.gz --format json -o kernels.json
     """,
     empty="No GPU activity in this trace: no kernels, memory copies or sets to list.",

@@ -81,12 +81,16 @@ def _known(value: Any) -> bool:
 
 def fill(template: str, clauses: Mapping[str, Clause], figures: Mapping[str, Any]) -> str:
     """``template`` with its figures and clauses; a clause with an unknown figure is its
-    fallback, or empty."""
+    fallback where the fallback's figures are known, or empty."""
+
+    def known(text: str) -> bool:
+        return all(_known(figures.get(f)) for f in fields(text))
+
     values = dict(figures)
     for name, clause in clauses.items():
         when, otherwise = clause if isinstance(clause, tuple) else (clause, "")
-        known = all(_known(figures.get(f)) for f in fields(when))
-        values[name] = _FORMATTER.format(when if known else otherwise, **figures)
+        chosen = when if known(when) else otherwise if known(otherwise) else ""
+        values[name] = _FORMATTER.format(chosen, **figures)
     return _FORMATTER.format(template, **values)
 
 
@@ -101,30 +105,35 @@ SENTENCES: dict[str, Sentence] = {
         },
     ),
     "copy_removed": Sentence(
-        "`{variant}` removes the {activity} of `{twin}` ({copies_per_iter:n} per iteration, "
+        "`{variant}` removes the {activity} of `{twin}` ({copies_per_iter:n} per iteration: "
         "{copy_us:t} µs{size}, from {chain}) and is {speedup:t}x faster on the GPU: {advice}.",
-        {"size": ", {bytes_per_call:b} each"},
+        {"size": ", {bytes_per_iter:b}"},
     ),
     "slowest": Sentence(
-        "Slowest: `{variant}`, {speedup:t}x `{baseline}` on the GPU ({busy_us:t} µs per "
+        "Slowest: `{variant}`{vs} ({busy_us:t} µs per "
         "iteration), with {kernels:n} kernels per iteration against {fastest_kernels:n} in "
         "`{fastest}`{fp32}{upcast}.",
         {
+            "vs": ", {speedup:t}x `{baseline}` on the GPU",
             "fp32": "; {fp32_gemms:n} of them are GEMMs in fp32 on CUDA cores, no tensor cores "
             "({fp32_us:t} µs, {fp32_pct:t}% of its GPU activity)",
             "upcast": ": `{upcast_op}` computes in float32",
         },
     ),
     "top_categories": Sentence(
-        "GPU activity {activity_us:t} µs per iteration ({workload:workload}); most in {items}"
-        "{top_op}.",
-        {"top_op": "; the op launching the most is `{top_op}` ({top_op_us:t} µs, {top_op_pct:t}%)"},
+        "GPU activity {activity_us:t} µs per iteration{what}; most in {items}.",
+        {"what": " ({workload:workload})"},
         item="{category} {us:t} µs ({pct:t}%)",
     ),
+    "top_op": Sentence(
+        "The op launching the most GPU activity: `{top_op}`, {top_op_us:t} µs per iteration "
+        "({top_op_pct:t}% of the GPU activity)."
+    ),
     "bound": Sentence(
-        "{bound}: {note}; per iteration {busy_us:t} µs GPU busy, {cpu_op_us:t} µs in CPU "
-        "operators, {wall_us:t} µs wall{whole}{advice}.",
+        "{bound}: {note}; per iteration {busy_us:t} µs GPU busy,{cpu} {wall_us:t} µs wall"
+        "{whole}{advice}.",
         {
+            "cpu": " {cpu_op_us:t} µs in CPU operators,",
             "whole": " (the whole trace is taken as one iteration, so its wall time includes "
             "any wait outside the work){whole_trace:flag}",
             "advice": "; a faster kernel will not help, less CPU time between GPU work "
@@ -138,12 +147,14 @@ SENTENCES: dict[str, Sentence] = {
     ),
     "copies": Sentence(
         "{where}{chain}: {copies_per_iter:n} per iteration ({copy_us:t} µs{size}): {advice}.",
-        {"where": "In `{variant}`, ", "size": ", {bytes_per_call:b} each"},
+        {"where": "In `{variant}`, ", "size": ", {bytes_per_iter:b}"},
     ),
     "cudnn_cpu": Sentence(
         "{where}{library} ops spend {cpu_us:t} µs of CPU self time per iteration ({several}"
-        "`{op}`{others}){lead}{wall}.",
+        "`{op}`{one_off}{others}){lead}{wall}.",
         {
+            "one_off": ", a mean that holds a one-off first call of {first_us:t} µs against a "
+            "steady median of {steady_us:t} µs",
             "where": "In `{variant}`, ",
             "several": "{ops:n} ops, {op_us:t} µs in ",
             "others": "; {others:pairs}",
@@ -158,8 +169,8 @@ SENTENCES: dict[str, Sentence] = {
         "shared memory, as flash attention does), theoretical occupancy of the longest "
         "kernel: {items}{more}.",
         {"more": "; {more:n} more"},
-        item="`{who}` {occupancy_pct:t}% ({limiter}: {registers:n} registers/thread, "
-        "{threads:n} threads/block{reported})",
+        item="`{who}` {occupancy_pct:t}% ({limiter}: {footprint}{threads:n} threads/block"
+        "{reported})",
         joiner="; ",
     ),
     "occupancy_accident": Sentence(
@@ -229,7 +240,14 @@ SENTENCES: dict[str, Sentence] = {
     ),
 }
 # Clauses of the items' templates.
-ITEM_CLAUSES: dict[str, Clause] = {"reported": "; the trace reports {reported_pct:pct0}%"}
+ITEM_CLAUSES: dict[str, Clause] = {
+    "reported": "; the trace reports {reported_pct:pct0}%",
+    # The footprint that binds (a design item has one of the two).
+    "footprint": (
+        "{registers:n} registers/thread, ",
+        "{shared_memory_bytes:b} shared memory/block, ",
+    ),
+}
 
 
 def sentence(finding: Finding) -> str:
