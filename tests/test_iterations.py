@@ -166,6 +166,27 @@ def test_a_repeated_region_that_misses_the_work_gives_way_to_the_sequence(
     ]
 
 
+def test_the_last_round_of_a_sequence_runs_to_the_end_of_the_cpu_activity(
+    tmp_path: Path,
+) -> None:
+    # The profiler stopped inside the last optimizer step: its annotation is 0 µs long and its
+    # add_ (and kernel) come after it (new_hta_gp100_gpu_user_annotation's last round; in
+    # new_tl_mi300x_norm_profile_memory the unannotated backward follows the last annotation).
+    cut = [
+        {**event, "dur": 0} if event.get("name") == "step" else event for event in sequence(200, 5)
+    ]
+    trace = load(tmp_path, [*sequence(0, 1), *sequence(100, 3), *cut])
+    choice = choice_of(trace)
+    assert choice.regions.iteration_source == "sequence:zero_grad"
+    assert choice.coverage_pct == 100.0
+    rows = iteration_rows(trace).select(ROWS).to_dicts()
+    assert [(r["iteration"], r["kernels"], r["gpu_busy_us"]) for r in rows] == [
+        (0, 2, 11.0),
+        (1, 2, 11.0),
+        (2, 2, 11.0),
+    ]
+
+
 def test_without_a_covering_sequence_the_whole_trace_is_one_iteration(tmp_path: Path) -> None:
     events = [
         annotation("probe", 0, 10),
@@ -284,13 +305,24 @@ def test_cold_captures_are_judged_on_their_steady_medians() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "starter", "coverage"),
+    ("name", "starter", "coverage", "kernels"),
     [
-        ("new_hta_gp100_gpu_user_annotation.json.gz", "Optimizer.zero_grad#SGD.zero_grad", 96.9),
-        ("new_tl_mi300x_norm_profile_memory.json.gz", "BatchNorm affine=True", 81.6),
+        # Recomputed from the raw JSON: 26 kernels launched from each zero_grad to the next (the
+        # last round's 4 optimizer kernels come after its 0 µs step annotation); 10 norm tests
+        # per round, 59 kernels and 1 memset a round with the unannotated work between rounds
+        # (the first round adds 3 memsets; was 81.6% and 23 kernels in the last round).
+        (
+            "new_hta_gp100_gpu_user_annotation.json.gz",
+            "Optimizer.zero_grad#SGD.zero_grad",
+            99.7,
+            [26, 26, 26, 26, 26],
+        ),
+        ("new_tl_mi300x_norm_profile_memory.json.gz", "BatchNorm affine=True", 100.0, [50, 59, 59]),
     ],
 )
-def test_corpus_regions_that_miss_the_work(name: str, starter: str, coverage: float) -> None:
+def test_corpus_regions_that_miss_the_work(
+    name: str, starter: str, coverage: float, kernels: list[int]
+) -> None:
     path = CORPUS / name
     skip_without(path)
     trace = traceanalyze.load(path)
@@ -298,6 +330,7 @@ def test_corpus_regions_that_miss_the_work(name: str, starter: str, coverage: fl
     result = summary(trace)
     assert result["iteration_source"] == f"sequence:{starter}"
     assert result["iteration_coverage_pct"] == pytest.approx(coverage, abs=0.1)
+    assert iteration_rows(trace)["kernels"].to_list() == kernels
 
 
 def test_a_lone_capture_step_is_kept_and_says_so(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from traceanalyze.perfmodel.ops import (
     NO_MODEL,
     NO_OP,
     OP_MODELS,
+    POINTWISE_ARITY,
     op_table,
     unmodelled_reason,
 )
@@ -354,9 +355,28 @@ IN_PLACE = sorted(m.name for m in OP_MODELS if m.family == MEMORY and m.like == 
 
 @pytest.mark.parametrize("name", POINTWISE)
 def test_every_pointwise_op_reads_its_inputs_and_writes_their_broadcast(name: str) -> None:
-    # The shapes of h200_train_175mb.json.gz's aten::add, for every op of the family.
+    # The shapes of h200_train_175mb.json.gz's aten::add, for every op of the family: a unary
+    # op's second tensor is its out= tensor (written, not read).
     row = model(name, "[[8, 512, 1024], [8, 512, 1024], []]", f'[{BF16}, {BF16}, "Scalar"]')
-    check(row, None, 3 * 2 * 8 * 512 * 1024, "bf16")
+    reads = min(POINTWISE_ARITY[name.removeprefix("aten::")], 2)
+    check(row, None, (reads + 1) * 2 * 8 * 512 * 1024, "bf16")
+
+
+def test_an_out_tensor_is_written_not_read() -> None:
+    # h200_backward_large/sdpa_math: _safe_softmax's where(rows all -inf, 0, softmax, out=):
+    # reads the mask and the softmax, writes out once (was counted as a read too: 82% -> 55%).
+    row = model(
+        "aten::where",
+        "[[4, 32, 2048, 1], [], [4, 32, 2048, 2048], [4, 32, 2048, 2048]]",
+        '["bool", "float", "float", "float"]',
+    )
+    check(row, None, 4 * 32 * 2048 * 1 + 4 + 2 * 4 * 4 * 32 * 2048 * 2048, "fp32")
+
+
+def test_a_bool_mask_does_not_set_the_output_type() -> None:
+    # h200_backward_large/sdpa_math: where(bool [2048, 2048], 0., 0-d float) writes floats.
+    row = model("aten::where", "[[2048, 2048], [], []]", '["bool", "Scalar", "float"]')
+    check(row, None, 2048 * 2048 * (1 + 4) + 4, "fp32")
 
 
 @pytest.mark.parametrize("name", IN_PLACE)

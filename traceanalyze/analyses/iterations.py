@@ -388,24 +388,32 @@ def _covers(trace: Trace) -> bool:
 
 def _sequence_spans(cpu: pl.DataFrame) -> tuple[str, pl.DataFrame] | None:
     """Per rank: from each start of the first repeated top-level annotation to the next (the
-    last to the end of the last repeated one)."""
+    last to the end of the rank's CPU activity, at most as long as the median round before it:
+    the work between two starts, such as a backward outside any annotation, belongs to the last
+    round too, and a round the profiler cut short still holds the kernels launched after its
+    last annotation, while work long after the rounds stays outside)."""
     roots = cpu.filter((pl.col("cat") == "user_annotation") & (pl.col("depth") == 0))
     repeated = roots.filter(pl.len().over("rank", "name") >= 2).sort("rank", "ts_ns")
     if not repeated.height:
         return None
     starters = repeated.group_by("rank").agg(pl.col("name").first())
-    ends = repeated.group_by("rank").agg(end=(pl.col("ts_ns") + pl.col("dur_ns")).max())
+    ends = cpu.group_by("rank").agg(end=(pl.col("ts_ns") + pl.col("dur_ns")).max())
     spans = (
         repeated.join(starters, on=["rank", "name"], how="semi")
         .join(ends, on="rank")
         .sort("rank", "ts_ns")
+        .with_columns(until_next=pl.col("ts_ns").shift(-1).over("rank") - pl.col("ts_ns"))
         .select(
             "rank",
             pl.int_range(pl.len(), dtype=pl.Int64).over("rank").alias("iteration"),
             "name",
             "ts_ns",
-            dur_ns=pl.coalesce(pl.col("ts_ns").shift(-1).over("rank"), pl.col("end"))
-            - pl.col("ts_ns"),
+            dur_ns=pl.coalesce(
+                "until_next",
+                pl.min_horizontal(
+                    pl.col("end") - pl.col("ts_ns"), pl.col("until_next").median().over("rank")
+                ),
+            ),
         )
     )
     return str(starters["name"][0]), spans.cast(ITERATION_SCHEMA)  # type: ignore[arg-type]

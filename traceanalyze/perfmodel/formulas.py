@@ -145,22 +145,31 @@ def _positions(frame: pl.LazyFrame, column: str) -> pl.LazyFrame:
 
 
 def _read_tensors(frame: pl.LazyFrame, args: pl.LazyFrame) -> pl.LazyFrame:
-    """The tensor arguments each call reads: the listed ``reads``, or every tensor."""
+    """The tensor arguments each call reads: the listed ``reads``, or every tensor of the
+    functional schema (an ``out=`` tensor past its ``arity`` is written, not read)."""
     listed = _positions(frame.filter(pl.col("reads").is_not_null()), "reads").join(
         args, on=["call", "pos"], how="inner"
     )
-    every = args.join(frame.filter(pl.col("reads").is_null()).select("call"), on="call")
+    every = args.join(
+        frame.filter(pl.col("reads").is_null()).select("call", "arity"), on="call"
+    ).filter(pl.col("arity").is_null() | (pl.col("pos") < pl.col("arity")))
     return pl.concat([listed, every], how="diagonal_relaxed").filter(pl.col("elsize").is_not_null())
 
 
 def _read_bytes(frame: pl.LazyFrame, args: pl.LazyFrame) -> pl.LazyFrame:
     read = _read_tensors(frame, args)
     # Type promotion: tensors with dimensions outrank 0-d ones (a float tensor minus a double
-    # scalar tensor stays float); only 0-d inputs promote among themselves.
+    # scalar tensor stays float); only 0-d inputs promote among themselves. A bool tensor is a
+    # lower category than any number: where(bool mask, 0-d float, 0-d float) writes floats.
     dimensioned = pl.col("dims").list.len() > 0
+    number = pl.col("types") != "bool"
     return read.group_by("call").agg(
         _read_bytes=(pl.col("numel") * pl.col("elsize")).sum(),
-        _widest=pl.coalesce(pl.col("elsize").filter(dimensioned).max(), pl.col("elsize").max()),
+        _widest=pl.coalesce(
+            pl.col("elsize").filter(dimensioned & number).max(),
+            pl.col("elsize").filter(number).max(),
+            pl.col("elsize").max(),
+        ),
     )
 
 

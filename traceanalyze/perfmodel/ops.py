@@ -97,6 +97,9 @@ class OpModel:
     broadcast: bool = False  # one output of the read tensors' broadcast shape
     b_is_nk: bool = False  # gemm: B is stored [N, K] (linear's weight)
     require: Requirement | None = None
+    # Arguments of the functional schema: a recorded tensor past them is an ``out=`` tensor
+    # (``where(cond, self, other, out=...)``), written by the op, not read (None: no out=).
+    arity: int | None = None
 
 
 def _gemm(name: str, a: int, b: int, reads: tuple[int, ...], *, nk: bool = False) -> OpModel:
@@ -125,9 +128,29 @@ def _conv(name: str, *, stride: int, padding: int, dilation: int, groups: int,
     return OpModel(name, CONV, roles, reads, require=require)
 
 
-def _pointwise(*names: str) -> tuple[OpModel, ...]:
-    """Out-of-place elementwise ops: read every tensor input, write their broadcast shape."""
-    return tuple(OpModel(f"aten::{n}", MEMORY, broadcast=True) for n in names)
+def _pointwise(arities: Mapping[str, int]) -> tuple[OpModel, ...]:
+    """Out-of-place elementwise ops: read every tensor input of the functional schema (its
+    argument count given), write their broadcast shape (an ``out=`` tensor is that write)."""
+    return tuple(
+        OpModel(f"aten::{n}", MEMORY, broadcast=True, arity=arity) for n, arity in arities.items()
+    )
+
+
+# The functional schemas' argument counts (native_functions.yaml): add.Tensor(self, other,
+# alpha), where.self(condition, self, other), clamp(self, min, max), gelu(self, approximate).
+POINTWISE_ARITY: Mapping[str, int] = {
+    **dict.fromkeys(("add", "sub", "where", "clamp", "threshold_backward", "gelu_backward"), 3),
+    **dict.fromkeys(("native_dropout_backward",), 3),
+    **dict.fromkeys(
+        ("mul", "div", "pow", "gelu", "clamp_min", "clamp_max", "maximum", "minimum"), 2
+    ),
+    **dict.fromkeys(("silu_backward", "sigmoid_backward", "tanh_backward"), 2),
+    **dict.fromkeys(
+        ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu"),
+        1,
+    ),
+    **dict.fromkeys(("silu", "erf"), 1),
+}
 
 
 def _in_place(*names: str) -> tuple[OpModel, ...]:
@@ -177,12 +200,7 @@ OP_MODELS: tuple[OpModel, ...] = (
           transposed=6),
     # (input, weight, bias, stride, padding, dilation, groups)
     _conv("aten::conv2d", stride=3, padding=4, dilation=5, groups=6, reads=(0, 1, 2)),
-    *_pointwise(
-        "add", "sub", "mul", "div", "where", "neg", "abs", "exp", "log", "sqrt", "rsqrt",
-        "reciprocal", "pow", "sigmoid", "tanh", "relu", "gelu", "silu", "erf", "clamp",
-        "clamp_min", "clamp_max", "maximum", "minimum", "threshold_backward", "gelu_backward",
-        "silu_backward", "sigmoid_backward", "tanh_backward", "native_dropout_backward",
-    ),
+    *_pointwise(POINTWISE_ARITY),
     *_in_place(
         "add_", "sub_", "mul_", "div_", "neg_", "exp_", "sqrt_", "rsqrt_", "pow_", "sigmoid_",
         "tanh_", "relu_", "clamp_", "clamp_min_", "clamp_max_", "addcmul_", "addcdiv_", "lerp_",
@@ -246,6 +264,7 @@ def op_table() -> pl.DataFrame:
             "require_position": None if m.require is None else m.require.position,
             "require_value": None if m.require is None else m.require.value,
             "require_reason": None if m.require is None else m.require.reason,
+            "arity": m.arity,
         }
         for m in OP_MODELS
     ]
@@ -261,6 +280,7 @@ def op_table() -> pl.DataFrame:
         "require_position": pl.Int64(),
         "require_value": pl.String(),
         "require_reason": pl.String(),
+        "arity": pl.Int64(),
     }
     return pl.DataFrame(rows, schema=schema)
 
