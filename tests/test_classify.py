@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from traceanalyze.errors import AnalysisError
 from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+# The module, not the function the package exports under the same name.
+classify_module = importlib.import_module("traceanalyze.classify.classify")
 
 # (kind, name, category, gemm_precision): names from the public traces in ../shared/traces/public,
 # the blog's six attention variants and the kernel families of ARCHITECTURE.md.
@@ -963,3 +966,41 @@ def test_corpus_kernel_families(trace: str) -> None:
     # No kernel outside attention is called attention because of "flash" in its name.
     attention = classified.filter(pl.col("category") == "fused_attention")["own"]
     assert not attention.str.contains("(?i)reshape_and_cache|kv_indices|quantiz").any()
+
+
+def test_ancestor_walk_by_rows_is_bounded() -> None:
+    # The same chain with op_id equal to the row, as linking numbers ops: the gather walk.
+    chain = [{"rank": 0, "op_id": 0, "parent_id": None, "name": "aten::contiguous"}]
+    chain += [
+        {"rank": 0, "op_id": i, "parent_id": i - 1, "name": "aten::copy_"}
+        for i in range(1, MAX_OP_ANCESTORS + 2)
+    ]
+    gpu = _gpu(
+        [
+            {"rank": 0, "kind": "kernel", "name": COPY, "op_id": MAX_OP_ANCESTORS},
+            {"rank": 0, "kind": "kernel", "name": COPY, "op_id": MAX_OP_ANCESTORS + 1},
+            {"rank": 1, "kind": "kernel", "name": COPY, "op_id": MAX_OP_ANCESTORS},  # no such op
+        ]
+    )
+    assert_frame_equal(
+        classify(gpu, _cpu(chain)).select("category"),
+        _expected([("transpose", None), ("copy", None), ("copy", None)]).select("category"),
+    )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        SAMPLES / "h200_backward_large" / "sdpa_cudnn.json.gz",
+        PUBLIC_TRACES / "hta_nccl_a100.json.gz",
+        PUBLIC_TRACES / "tl_h100_falconsai_conv.json.gz",
+    ],
+    ids=lambda p: p.name,
+)
+def test_op_context_by_rows_matches_the_joins(path: Path) -> None:
+    skip_without(path)
+    trace = load(path, cache=False)
+    by_rows = classify_module._op_context_by_rows(trace.gpu, trace.cpu)
+    by_joins = classify_module._op_context_flags(trace.gpu.lazy(), trace.cpu.lazy()).collect()
+    assert by_rows.height > 0
+    assert_frame_equal(by_rows.sort("rank", "op_id"), by_joins.sort("rank", "op_id"))

@@ -21,6 +21,7 @@ from polars.testing import assert_frame_equal
 import traceanalyze
 from tests.micro import annotation, expected, memory_event, op, span, write_trace
 from traceanalyze.analyses.memory import NO_MEMORY_EVENTS, memory
+from traceanalyze.analyses.memory_blocks import _address_key, memory_events
 from traceanalyze.load.parse import parse_file
 from traceanalyze.schema import MEMORY_SCHEMA
 
@@ -293,3 +294,25 @@ def test_events_out_of_time_order_in_the_file_give_the_same_figures(tmp_path: Pa
     reordered = memory(load(tmp_path / "shuffled", shuffled))
     assert_frame_equal(reordered.iterations, ordered.iterations)
     assert_frame_equal(reordered.peak_blocks, ordered.peak_blocks)
+
+
+def test_addresses_too_far_apart_for_one_64_bit_key_pair_the_same(tmp_path: Path) -> None:
+    # Two devices and addresses 2**62 apart: (device, address) no longer packs into 64 bits,
+    # and the frees pair on the 128-bit key with the same figures.
+    far = 1 << 62
+    events = [
+        {**e, "args": {**e["args"], "Addr": e["args"]["Addr"] + far}}
+        if e["name"] == "[memory]" and e["args"].get("Addr") == 0x40
+        else e
+        for e in two_steps()
+    ]
+    (tmp_path / "far").mkdir()
+    near_result, far_result = (
+        memory(load(tmp_path, two_steps())),
+        memory(load(tmp_path / "far", events)),
+    )
+    assert_frame_equal(far_result.iterations, near_result.iterations)
+    assert_frame_equal(far_result.peak_blocks, near_result.peak_blocks)
+    assert near_result.iterations["outliving_blocks"].sum() > 0  # pairing decides something
+    far_events = memory_events(load(tmp_path / "far", events))
+    assert far_events.select(_address_key(far_events)).dtypes == [pl.Int128]

@@ -83,7 +83,11 @@ def cpu_segments(trace: Trace) -> pl.DataFrame:
     )
     # Back along a thread, the nearest sync piece; a thread's first pieces get its first seg
     # minus one (rows are sorted by thread, so a plain forward fill cannot cross threads).
-    starts_thread = pl.struct(THREAD).is_first_distinct()
+    starts_thread = (
+        pl.col("rank").ne_missing(pl.col("rank").shift(1))
+        | pl.col("tid").ne_missing(pl.col("tid").shift(1))
+        | (pl.int_range(pl.len()) == 0)
+    )
     prev_sync = (
         pl.when(pl.col("is_sync"))
         .then(pl.col("seg"))
@@ -109,7 +113,20 @@ def _sorted_points(points: pl.DataFrame) -> pl.DataFrame:
     columns = [*THREAD, "t", "order", "key"]
     if not points.height:
         return points
-    thread = pl.struct(THREAD).rank("dense") - 1
+    # A thread's number: its dense rank on one integer (rank, tid - the lowest tid) where that
+    # fits, which ranks several times faster than a struct of the two columns.
+    low, high = points["tid"].min(), points["tid"].max()
+    packable = (
+        isinstance(low, int)
+        and isinstance(high, int)
+        and high - low < 2**31
+        and points["rank"].null_count() == 0
+    )
+    thread = (
+        (pl.col("rank").cast(pl.Int64) * 2**31 + (pl.col("tid") - low)).rank("dense")
+        if packable
+        else pl.struct(THREAD).rank("dense")
+    ) - 1
     since = pl.col("t") - pl.col("t").min()
     tie = pl.col("order") * 2 ** (_TIE_BITS - 1) + pl.col("key") + 2 ** (_TIE_BITS - 2)
     fits = points.select(

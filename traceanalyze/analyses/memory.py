@@ -96,7 +96,13 @@ def iteration_memory(trace: Trace) -> pl.DataFrame:
     """One row per (iteration, device) with the README's memory figures, the device's columns
     and ``peak_seq``, the event at which the peak is first reached (before the first event
     when the iteration never rises above its start)."""
-    inside = memory_events(trace).filter(pl.col("iteration").is_not_null())
+    # Only the columns read here are filtered (the events frame is wide).
+    inside = (
+        memory_events(trace)
+        .select(*ITERATION, "seq", "bytes", "addr", "running_bytes", "total_allocated_bytes",
+                "total_reserved_bytes")
+        .filter(pl.col("iteration").is_not_null())
+    )  # fmt: skip
     before = pl.col("total_allocated_bytes") - pl.col("bytes")
     running_before = pl.col("running_bytes") - pl.col("bytes")
     level = pl.coalesce("total_allocated_bytes", "running_bytes")
@@ -269,7 +275,10 @@ def leak_suspects(blocks: pl.DataFrame, iterations: int) -> pl.DataFrame:
             block_bytes="bytes",
             blocks_per_iter=pl.col("blocks") / iterations,
         )
-        .sort("rank", "device_name", "block_bytes", descending=[False, False, True])
+        # op_name breaks ties: the group_by's order is not fixed from run to run.
+        .sort(
+            "rank", "device_name", "block_bytes", "op_name", descending=[False, False, True, False]
+        )
     )
 
 

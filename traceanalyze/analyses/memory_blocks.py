@@ -49,15 +49,16 @@ def memory_events(trace: Trace) -> pl.DataFrame:
     memory = trace.memory
     if not memory["ts_ns"].is_sorted():  # Kineto writes them in time order; sort otherwise
         memory = memory.sort("ts_ns", maintain_order=True)  # stable: file order breaks ties
-    codes = memory_devices(trace).select(_packed_device(), "device_code")
-    events = (
-        memory.with_row_index("seq")
-        .with_columns(pl.col("seq").cast(pl.Int64), _packed_device())
-        .join(codes, on="packed_device", how="left", maintain_order="left")
-        .drop("packed_device")
-    )
+    # Each event's device code by a search over the few devices' packed keys (no join).
+    codes = memory_devices(trace).select(_packed_device(), "device_code").sort("packed_device")
+    packed = memory.select(_packed_device()).to_series()
+    events = memory.with_columns(
+        seq=pl.int_range(pl.len(), dtype=pl.Int64),
+        device_code=codes["device_code"].gather(codes["packed_device"].search_sorted(packed)),
+    ).select("seq", *memory.columns, "device_code")
+    running = pl.col("bytes").fill_null(0).cum_sum()
     events = events.with_columns(
-        running_bytes=pl.col("bytes").fill_null(0).cum_sum().over("device_code"),
+        running_bytes=running if codes.height == 1 else running.over("device_code"),
         iteration=_iteration_of(events, trace),
     )
     return _with_ops(events, trace.cpu)
@@ -67,9 +68,12 @@ def memory_events(trace: Trace) -> pl.DataFrame:
 def memory_devices(trace: Trace) -> pl.DataFrame:
     """One row per device with memory events: ``DEVICE_KEY``, ``device_code`` (0, 1, ...),
     ``device_name`` (``cuda:0``, ``cpu``) and ``on_accelerator``."""
+    # The first event of each device, found on one packed integer (cheaper than a unique
+    # over three columns of every event).
+    firsts = trace.memory.select(_packed_device().arg_unique()).to_series()
     return (
         trace.memory.select(DEVICE_KEY)
-        .unique()
+        .gather(firsts)
         .sort(DEVICE_KEY, nulls_last=True)
         .with_row_index("device_code")
         .with_columns(device_name(), is_accelerator())
@@ -83,8 +87,11 @@ def _packed_device() -> pl.Expr:
 
 
 def with_devices(frame: pl.DataFrame, trace: Trace) -> pl.DataFrame:
-    """``frame`` (with ``device_code``) plus its device's columns."""
-    return frame.join(memory_devices(trace), on="device_code", how="left")
+    """``frame`` (with ``device_code``) plus its device's columns (those it lacks). The code is
+    the device's row in :func:`memory_devices`: a gather, not a join."""
+    devices = memory_devices(trace)
+    added = [c for c in devices.columns if c not in frame.columns]
+    return frame.with_columns(devices.select(added).gather(frame["device_code"]))
 
 
 def _iteration_of(events: pl.DataFrame, trace: Trace) -> pl.Series:
@@ -135,7 +142,7 @@ def attributed_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
     """The op each event is charged to: the innermost enclosing op that is not an allocation
     helper (ALLOCATION_HELPERS), else the innermost op (a helper called directly)."""
     if not cpu.height or not events.height:
-        return pl.Series("op_id", [None] * events.height, dtype=pl.Int64)
+        return _nulls("op_id", events.height, pl.Int64)
     last = last_started(events, cpu)
     ts_ns = events["ts_ns"]
     innermost = enclosing(last, ts_ns, cpu, pl.col("cat") == "cpu_op")
@@ -178,15 +185,25 @@ def enclosing(last: pl.Series, ts_ns: pl.Series, cpu: pl.DataFrame, matches: pl.
         parent="parent_id",
     )
     hits, ends, parents = tree["hit"], tree["end"], tree["parent"]
-    cursor = last
-    found = pl.Series("op_id", [None] * len(last), dtype=pl.Int64)
+    # Only the events still walking take part in each step: most stop at the first or second
+    # interval, so the later steps gather a few rows instead of every event.
+    rows = pl.int_range(len(last), dtype=pl.UInt32, eager=True).filter(last.is_not_null())
+    cursor = last.filter(last.is_not_null())
+    stopped_rows, stopped_at = [], []
     for _ in range(_MAX_WALK):
-        if not cursor.is_not_null().any():
+        if not len(cursor):
             break
-        here = (hits.gather(cursor) & (ends.gather(cursor) >= ts_ns)).fill_null(value=False)
-        found = found.zip_with(~here, cursor)
-        cursor = parents.gather(cursor).set(here, None)
-    return found.alias("op_id")
+        here = (hits.gather(cursor) & (ends.gather(cursor) >= ts_ns.gather(rows))).fill_null(
+            value=False
+        )
+        stopped_rows.append(rows.filter(here))
+        stopped_at.append(cursor.filter(here))
+        cursor, rows = parents.gather(cursor.filter(~here)), rows.filter(~here)
+        rows, cursor = rows.filter(cursor.is_not_null()), cursor.drop_nulls()
+    found = _nulls("op_id", len(last), pl.Int64)
+    if stopped_rows:
+        found = found.scatter(pl.concat(stopped_rows), pl.concat(stopped_at))
+    return found
 
 
 @per_trace
@@ -196,10 +213,14 @@ def memory_blocks(trace: Trace) -> pl.DataFrame:
     block outlives the trace). ``lifetime_us`` is the time from allocation to free."""
     events = memory_events(trace)
     pairs = free_pairs(trace).filter(pl.col("alloc_seq").is_not_null())
-    pairs = pairs.select("alloc_seq", "free_seq", "free_ts_ns", free_iteration="iteration")
-    blocks = events.filter(pl.col("bytes") > 0).join(
-        pairs, left_on="seq", right_on="alloc_seq", how="left"
-    )
+    # An allocation is freed at most once, and ``seq`` is the event's row: its free's columns
+    # are scattered into place (no join).
+    at = pairs["alloc_seq"]
+    blocks = events.with_columns(
+        _scattered(pairs["free_seq"], at, events.height),
+        _scattered(pairs["free_ts_ns"], at, events.height),
+        _scattered(pairs["iteration"], at, events.height).alias("free_iteration"),
+    ).filter(pl.col("bytes") > 0)
     return with_devices(blocks, trace).select(
         *DEVICE_KEY,
         "device_code",
@@ -219,36 +240,51 @@ def memory_blocks(trace: Trace) -> pl.DataFrame:
     )
 
 
+def _nulls(name: str, height: int, dtype: pl.DataType | type[pl.DataType]) -> pl.Series:
+    # Built by Polars: a Python list of a million Nones costs more than the walk it starts.
+    return pl.repeat(None, height, dtype=dtype, eager=True).alias(name)
+
+
+def _scattered(values: pl.Series, at: pl.Series, height: int) -> pl.Series:
+    """``values`` at rows ``at`` of a column of ``height`` nulls."""
+    return _nulls(values.name, height, values.dtype).scatter(at, values)
+
+
 @per_trace
 def free_pairs(trace: Trace) -> pl.DataFrame:
     """Every free of a known address with the allocation it frees (``alloc_seq``; null when the
     block was allocated before the window): the latest earlier allocation at that address on
     that device. In (device, address, time) order that is the event just before the free,
     when it is an allocation; a second free of one block pairs with nothing."""
-    addressed = (
-        memory_events(trace)
-        .filter(pl.col("addr").is_not_null() & (pl.col("bytes") != 0))
-        .select("device_code", "addr", "seq", "bytes", "ts_ns", "iteration")
-        # One key, a stable sort: events keep their time order within each address.
-        .sort(
-            pl.col("device_code").cast(pl.Int128) * _ADDRESS_SPAN + pl.col("addr"),
-            maintain_order=True,
-        )
+    events = memory_events(trace)
+    addressed = events.filter(pl.col("addr").is_not_null() & (pl.col("bytes") != 0))
+    # One key, a stable sort: events keep their time order within each address. Only the
+    # three columns the pairing reads are sorted.
+    ordered = addressed.select(_address_key(addressed).alias("key"), "bytes", "seq").sort(
+        "key", maintain_order=True
     )
-    follows_allocation = (
-        (pl.col("device_code") == pl.col("device_code").shift(1))
-        & (pl.col("addr") == pl.col("addr").shift(1))
-        & (pl.col("bytes").shift(1) > 0)
-    )
-    return (
-        addressed.select(
-            "device_code",
-            "bytes",
-            "iteration",
-            alloc_seq=pl.when(follows_allocation).then(pl.col("seq").shift(1)),
-            free_seq="seq",
-            free_ts_ns="ts_ns",
-        )
-        .filter(pl.col("bytes") < 0)
-        .drop("bytes")
-    )
+    follows_allocation = (pl.col("key") == pl.col("key").shift(1)) & (pl.col("bytes").shift(1) > 0)
+    frees = ordered.select(
+        "bytes", alloc_seq=pl.when(follows_allocation).then(pl.col("seq").shift(1)), free_seq="seq"
+    ).filter(pl.col("bytes") < 0)
+    # ``seq`` is the event's row in ``events``: the free's other columns are gathered by it.
+    free = events.select("device_code", "iteration", "ts_ns").gather(frees["free_seq"])
+    return pl.DataFrame(
+        [
+            free["device_code"], free["iteration"], frees["alloc_seq"], frees["free_seq"],
+            free["ts_ns"].alias("free_ts_ns"),
+        ]
+    )  # fmt: skip
+
+
+def _address_key(events: pl.DataFrame) -> pl.Expr:
+    """(device, address) as one sortable integer: 64 bits when the addresses' span times the
+    devices fits (it sorts faster), else 128."""
+    low, high = events["addr"].min(), events["addr"].max()
+    devices = events["device_code"].max()
+    if not isinstance(low, int) or not isinstance(high, int) or not isinstance(devices, int):
+        return pl.col("addr").cast(pl.Int64)  # no addressed event: any key sorts nothing
+    span = high - low + 1
+    if (devices + 1) * span < 1 << 63:
+        return pl.col("device_code").cast(pl.Int64) * span + (pl.col("addr") - low)
+    return pl.col("device_code").cast(pl.Int128) * _ADDRESS_SPAN + pl.col("addr")

@@ -147,6 +147,44 @@ def _op_context_flags(gpu: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _op_ids_are_rows(cpu: pl.DataFrame) -> bool:
+    """Linking numbers ops by their row (``op_id`` 0, 1, ...); hand-made frames may not."""
+    ids = cpu["op_id"]
+    return ids.null_count() == 0 and (ids == pl.int_range(cpu.height, eager=True)).all()
+
+
+def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """:func:`_op_context_flags` for a cpu frame whose ``op_id`` is the row: the walk up the
+    ancestors is a gather per level over the launching ops alone (no joins)."""
+    flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
+    own = cpu.select(
+        pl.col("name").str.contains(r.op_pattern).fill_null(False).alias(f)
+        for r, f in zip(OP_REFINEMENTS, flags, strict=True)
+    )
+    launching = (
+        gpu.select("rank", "op_id")
+        .drop_nulls()
+        .unique()
+        # Only ops of the cpu frame, on the same rank (what the join of the general path keeps).
+        .filter(pl.col("op_id").is_between(0, cpu.height - 1))
+    )
+    launching = launching.filter(launching["rank"] == cpu["rank"].gather(launching["op_id"]))
+    ids = launching["op_id"]
+    found = own.gather(ids)
+    names = cpu["name"].gather(ids)
+    parents, cursor = cpu["parent_id"], cpu["parent_id"].gather(ids)
+    for _ in range(MAX_OP_ANCESTORS):
+        up = own.gather(cursor)
+        found = found.select(pl.col(f) | up[f].fill_null(False) for f in flags)
+        cursor = parents.gather(cursor)
+    launch_op = [
+        (names.str.contains(r.launch_op_pattern).fill_null(False) & found[f]).alias(f)
+        for r, f in zip(OP_REFINEMENTS, flags, strict=True)
+        if r.launch_op_pattern is not None
+    ]
+    return launching.hstack(found.with_columns(launch_op))
+
+
 def _refined_category() -> pl.Expr:
     """Apply ``OP_REFINEMENTS`` (first match wins) on top of the name-based category."""
     name_category = pl.col(_NAME_CATEGORY)
@@ -180,7 +218,11 @@ def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     by_name = (
         lazy_gpu.select("kind", "name").unique().with_columns(category_expr().alias(_NAME_CATEGORY))
     )
-    context = _op_context_flags(lazy_gpu, cpu.lazy())
+    context = (
+        _op_context_by_rows(gpu, cpu).lazy()
+        if _op_ids_are_rows(cpu)
+        else _op_context_flags(lazy_gpu, cpu.lazy())
+    )
     return (
         lazy_gpu.drop("category", "gemm_precision", strict=False)
         .join(by_name, on=["kind", "name"], how="left", nulls_equal=True, maintain_order="left")
