@@ -183,3 +183,17 @@ def test_a_report_on_one_trace_says_where_the_time_goes(tmp_path: Path) -> None:
     assert report.exit_code == 0, report.output
     assert "## Where the time goes" in report.output
     assert "| host_wait |" in report.output
+
+
+def test_idle_without_gpu_activity_says_so_instead_of_zero(tmp_path: Path) -> None:
+    # A CPU-only step: "GPU idle time 0.00 µs" would read as a busy GPU; there is no GPU at all.
+    trace = load(tmp_path, [annotation("ProfilerStep#1", 0, 100), op("aten::a", 1, 50)])
+    result = idle_breakdown(trace)
+    assert result.gpu_activities_per_iter == 0.0
+    assert result.gpu_idle_us_per_iter == 0.0
+    text = CliRunner().invoke(main, ["idle", str(tmp_path / "trace.json"), "--no-cache"]).output
+    assert text.startswith("No GPU activity (kernels, copies, memsets) in the 1 counted")
+    assert "GPU idle time" not in text
+    (tmp_path / "gpu").mkdir()
+    with_gpu = idle_breakdown(load(tmp_path / "gpu", IDLE_EVENTS))
+    assert with_gpu.gpu_activities_per_iter == 5.0

@@ -87,6 +87,9 @@ class IdleResult:
     by_stream: pl.DataFrame  # rank, device, stream, cause, us_per_iter
     largest_gaps: pl.DataFrame  # the longest gaps with the CPU ops during them
     iterations: int
+    # 0 when the counted iterations have no GPU activity: then there is no GPU timeline to be
+    # idle, and an idle time of 0 is no evidence of a busy GPU.
+    gpu_activities_per_iter: float
 
 
 def _cause() -> pl.Expr:
@@ -175,7 +178,8 @@ def idle_breakdown(trace: Trace, largest: int = LARGEST_GAPS) -> IdleResult:
         .agg(us_per_iter=pl.col("gap_ns").sum() / 1e3 / n)
         .sort(["rank", "device", "stream", "us_per_iter"], descending=[False, False, False, True])
     )
-    return IdleResult(idle_us, causes, by_stream, _largest_gaps(trace, gaps, largest), n)
+    busy = in_iterations(activities(trace)).height / n
+    return IdleResult(idle_us, causes, by_stream, _largest_gaps(trace, gaps, largest), n, busy)
 
 
 def _largest_gaps(trace: Trace, gaps: pl.DataFrame, largest: int) -> pl.DataFrame:

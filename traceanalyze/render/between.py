@@ -21,6 +21,7 @@ def idle_record(result: IdleResult) -> dict[str, Any]:
     return {
         "gpu_idle_us_per_iter": result.gpu_idle_us_per_iter,
         "iterations": result.iterations,
+        "gpu_activities_per_iter": result.gpu_activities_per_iter,
         "causes": result.causes.to_dicts(),
         "by_stream": result.by_stream.to_dicts(),
         "largest_gaps": result.largest_gaps.to_dicts(),
@@ -56,6 +57,12 @@ def idle_markdown(result: IdleResult, *, full_names: bool = False, level: int = 
     """The idle time, its causes with what each means, the split per stream where there are
     several, and the largest gaps with what the CPU did during them."""
     marks = "#" * level
+    if not result.gpu_activities_per_iter:
+        return (
+            f"No GPU activity (kernels, copies, memsets) in the {result.iterations} counted "
+            "iterations: there is no GPU timeline, so no idle time to split by cause. Record "
+            "the GPU with torch.profiler's ProfilerActivity.CUDA.\n"
+        )
     causes = result.causes.with_columns(
         meaning=pl.col("cause").replace_strict(definitions(), return_dtype=pl.String)
     )
