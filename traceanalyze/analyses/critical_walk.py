@@ -53,14 +53,16 @@ class _Rank:
             name=names.gather(syncs["owner"])
         )
         self.syncs: dict[int, tuple[int, str]] = {
-            seg: (call, name) for seg, call, name in syncs.iter_rows()
+            seg: (call, name)
+            for seg, call, name in syncs.iter_rows()  # sync calls: a few
         }
         # Per thread: the local indices of its first and last segment.
         spans = segs.group_by("tid").agg(
             first=pl.col("seg").min() - self.seg_base, last=pl.col("seg").max() - self.seg_base
         )
         self.threads: dict[int, tuple[int, int]] = {
-            tid: (first, last) for tid, first, last in spans.iter_rows()
+            tid: (first, last)
+            for tid, first, last in spans.iter_rows()  # one per thread
         }
         self.g_base = _first(gpu["g"])
         self.ts: list[int] = gpu["ts_ns"].to_list()

@@ -10,7 +10,8 @@ from traceanalyze.analyses.idle import IdleResult, definitions
 from traceanalyze.analyses.where import WhereTimeGoes
 from traceanalyze.names import with_readable_names
 from traceanalyze.render.headings import heading
-from traceanalyze.render.table import markdown_table, to_csv, to_json
+from traceanalyze.render.labelled import render_labelled
+from traceanalyze.render.table import markdown_table
 
 Labelled = list[tuple[str | None, IdleResult]]
 
@@ -31,21 +32,12 @@ def idle_record(result: IdleResult) -> dict[str, Any]:
 def render_idle(results: Labelled, fmt: str, *, full_names: bool = False) -> str:
     """JSON: one object per trace (a list for several); CSV: the causes (with a ``variant``
     column for several); markdown: one section per trace."""
-    if fmt == "json":
-        records = [
-            idle_record(r) if label is None else {"variant": label, **idle_record(r)}
-            for label, r in results
-        ]
-        return to_json(records[0] if len(records) == 1 else records)
-    if fmt == "csv":
-        frames = [
-            r.causes if label is None else r.causes.select(pl.lit(label).alias("variant"), pl.all())
-            for label, r in results
-        ]
-        return to_csv(pl.concat(frames, how="diagonal_relaxed"))
-    return "\n".join(
-        (f"## {label}\n\n" if label is not None else "") + idle_markdown(r, full_names=full_names)
-        for label, r in results
+    return render_labelled(
+        results,
+        fmt,
+        record=idle_record,
+        table=lambda r: r.causes,
+        markdown=lambda r, _nested: idle_markdown(r, full_names=full_names),
     )
 
 

@@ -10,7 +10,7 @@ import polars as pl
 from traceanalyze.analyses.memory import NO_MEMORY_EVENTS, MemoryResult
 from traceanalyze.analyses.memory_diff import MemoryChange
 from traceanalyze.render.analyses import render_table
-from traceanalyze.render.table import to_csv, to_json
+from traceanalyze.render.labelled import render_labelled
 from traceanalyze.units import byte_size
 
 # Markdown sections: (title, result attribute, line shown when it has no rows).
@@ -39,22 +39,13 @@ def memory_record(result: MemoryResult) -> dict[str, Any]:
 def render_memory(results: list[tuple[str | None, MemoryResult]], fmt: str) -> str:
     """One trace as one object (JSON) or sections (markdown); several (variants) as a list of
     objects with ``variant``, or one heading per variant. CSV is the per-iteration table."""
-    if fmt == "json":
-        records = [_labelled(label, memory_record(r)) for label, r in results]
-        return to_json(records[0] if len(records) == 1 else records)
-    if fmt == "csv":
-        frames = [
-            r.iterations.select(pl.lit(label).alias("variant"), pl.all()) if label else r.iterations
-            for label, r in results
-        ]
-        return to_csv(pl.concat(frames, how="diagonal_relaxed"))
-    if len(results) == 1:
-        return memory_markdown(results[0][1])
-    return "\n".join(f"## {label}\n\n{memory_markdown(r, level=3)}" for label, r in results)
-
-
-def _labelled(label: str | None, record: dict[str, Any]) -> dict[str, Any]:
-    return record if label is None else {"variant": label, **record}
+    return render_labelled(
+        results,
+        fmt,
+        record=memory_record,
+        table=lambda r: r.iterations,
+        markdown=lambda r, nested: memory_markdown(r, level=3 if nested else 2),
+    )
 
 
 def memory_markdown(result: MemoryResult, level: int = 2) -> str:

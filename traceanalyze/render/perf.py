@@ -11,6 +11,7 @@ from traceanalyze.analyses.explain import Explanation
 from traceanalyze.analyses.roofline import TOP_OPS, Roofline
 from traceanalyze.names import with_readable_names
 from traceanalyze.render.headings import heading
+from traceanalyze.render.labelled import render_labelled
 from traceanalyze.render.memory import memory_change_markdown
 from traceanalyze.render.table import markdown_table, to_csv, to_json
 
@@ -51,24 +52,13 @@ def render_roofline(
 ) -> str:
     """JSON: one object per trace (a list for several); CSV: the op rows (with a ``variant``
     column for several); markdown: one section per trace."""
-    if fmt == "json":
-        records = [
-            roofline_record(r) if label is None else {"variant": label, **roofline_record(r)}
-            for label, r in results
-        ]
-        return to_json(records[0] if len(records) == 1 else records)
-    if fmt == "csv":
-        frames = [
-            r.ops if label is None else r.ops.select(pl.lit(label).alias("variant"), pl.all())
-            for label, r in results
-        ]
-        return to_csv(pl.concat(frames, how="diagonal_relaxed"))
-    sections = [
-        (f"## {label}\n\n" if label is not None else "")
-        + roofline_markdown(r, top=top, full_names=full_names)
-        for label, r in results
-    ]
-    return "\n".join(sections)
+    return render_labelled(
+        results,
+        fmt,
+        record=roofline_record,
+        table=lambda r: r.ops,
+        markdown=lambda r, _nested: roofline_markdown(r, top=top, full_names=full_names),
+    )
 
 
 def roofline_markdown(result: Roofline, *, top: int | None = None, full_names: bool = False) -> str:
