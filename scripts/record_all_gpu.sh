@@ -11,6 +11,7 @@
 #   3 graphs       sample_traces/h200_graph_replay, h200_graph_capture (CUDA graphs)
 #   1b memory      sample_traces/h200_memory_check: scripts/memory_check_gpu.py (the allocator's
 #                  figures per step beside a profile_memory trace of the same steps)
+#   1c stacks      sample_traces/h200_with_stack: the default capture with with_stack=True
 #   4 roofline     gpu_run/roofline: scripts/roofline_check_gpu.py (hand TFLOP/s + a trace)
 #   5 pytest       gpu_run/pytest: pytest -m gpu tests/gpu (needs pytest; no polars needed)
 #   6 cold_more    sample_traces/h200_cold_as_found_caches (the caches the warm captures
@@ -18,7 +19,7 @@
 #                  them when the samples step does not run) and h200_cold_new_shape (a longer
 #                  sequence every 3 calls: re-planning)
 # STEPS=name,name,... runs only the named steps (samples, cold, graph_replay, graph_capture,
-# memory, roofline, pytest, warm_caches, cold_as_found, cold_new_shape).
+# memory, stacks, roofline, pytest, warm_caches, cold_as_found, cold_new_shape).
 #
 # OUT ends up holding run.log (what ran, how long, exit status, facts of every trace) and one
 # .tar per step group, paths relative to the repository root (sample_traces/..., gpu_run/...):
@@ -120,6 +121,10 @@ pack 1_samples sample_traces/h200_default sample_traces/h200_backward_large gpu_
 # 1b: the allocator's own figures beside a memory trace of the same steps.
 step memory 20 60 "$python" scripts/memory_check_gpu.py --out "$samples/h200_memory_check"
 pack 1b_memory sample_traces/h200_memory_check gpu_run/logs/memory.log
+
+# Python stacks (with_stack=True): what `stacks` attributes to the user's source lines.
+step stacks 30 90 "${capture[@]}" --with-stack --out "$samples/h200_with_stack" "${capture_args[@]}"
+pack 1c_stacks sample_traces/h200_with_stack gpu_run/logs/stacks.log
 
 # 2: every variant from a cold start, each process with its own empty caches.
 step cold 100 240 "${capture[@]}" --cold --empty-caches --process-timeout 90 \
