@@ -51,15 +51,17 @@ def _strings(names: list[str]) -> str:
 def _columns() -> str:
     tagged = [f"C_{t.c_name}" for t in TAGGED]
     raws = [f"R_{c_name}" for c_name, _ in RAW]
-    from_args = ", ".join(str(int(t.from_args)) for t in TAGGED)
+    first = next(i for i, t in enumerate(TAGGED) if t.from_args)
+    if not all(t.from_args for t in TAGGED[first:]):
+        raise SystemExit("scan_tables: the top-level tagged columns must come first")
     return (
         "/* Scalar columns, a tag per row. */\n"
         + _enum(tagged, "N_TAGGED")
         + "static const char *const TAGGED_NAMES[N_TAGGED] = {\n"
         + _strings([t.column for t in TAGGED])
         + "};\n"
-        + "/* 1: read from args (reset before each args object). */\n"
-        + f"static const unsigned char TAGGED_FROM_ARGS[N_TAGGED] = {{{from_args}}};\n"
+        + "/* Read from args (reset before each args object): C_FIRST_ARG..N_TAGGED. */\n"
+        + f"#define C_FIRST_ARG {tagged[first]}\n"
         + "/* Args kept as raw JSON text (interned). */\n"
         + _enum(raws, "N_RAW")
         + "static const char *const RAW_NAMES[N_RAW] = {\n"

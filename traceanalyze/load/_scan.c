@@ -601,8 +601,7 @@ static int args_key(Cur *c, Event *e, int kind, const char *k, size_t kn) {
 }
 
 static void reset_args(Event *e) {
-    for (int i = 0; i < N_TAGGED; i++)
-        if (TAGGED_FROM_ARGS[i]) { e->tag[i] = TAG_NULL; e->value[i] = 0; }
+    for (int i = C_FIRST_ARG; i < N_TAGGED; i++) { e->tag[i] = TAG_NULL; e->value[i] = 0; }
     for (int i = 0; i < N_RAW; i++) e->raw[i] = -1;
 }
 

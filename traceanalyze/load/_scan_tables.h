@@ -7,6 +7,7 @@
 enum {
     C_PID,
     C_TID,
+    C_ID,
     C_EXT,
     C_EXT_LEGACY,
     C_CORR,
@@ -31,7 +32,6 @@ enum {
     C_GROUP,
     C_DTYPE,
     C_SEQ,
-    C_ID,
     C_LABEL,
     C_DEVTYPE,
     C_ADDR,
@@ -42,6 +42,7 @@ enum {
 static const char *const TAGGED_NAMES[N_TAGGED] = {
     "pid",
     "tid",
+    "id",
     "external_id",
     "external_id_legacy",
     "correlation",
@@ -66,15 +67,14 @@ static const char *const TAGGED_NAMES[N_TAGGED] = {
     "comm_group_size",
     "comm_dtype",
     "sequence_number",
-    "id",
     "label",
     "device_type",
     "addr",
     "total_allocated_bytes",
     "total_reserved_bytes",
 };
-/* 1: read from args (reset before each args object). */
-static const unsigned char TAGGED_FROM_ARGS[N_TAGGED] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1};
+/* Read from args (reset before each args object): C_FIRST_ARG..N_TAGGED. */
+#define C_FIRST_ARG C_EXT
 /* Args kept as raw JSON text (interned). */
 enum {
     R_DIMS,

@@ -23,9 +23,11 @@ class Tagged:
     from_args: bool = True  # reset for every event's args (pid, tid and id are top-level keys)
 
 
+# The top-level ones first: the args' columns are then one range, reset in one sweep per event.
 TAGGED = (
     Tagged("PID", "pid", from_args=False),
     Tagged("TID", "tid", from_args=False),
+    Tagged("ID", "id", from_args=False),
     Tagged("EXT", "external_id"),
     Tagged("EXT_LEGACY", "external_id_legacy"),
     Tagged("CORR", "correlation"),
@@ -50,7 +52,6 @@ TAGGED = (
     Tagged("GROUP", "comm_group_size"),
     Tagged("DTYPE", "comm_dtype"),
     Tagged("SEQ", "sequence_number"),
-    Tagged("ID", "id", from_args=False),
     Tagged("LABEL", "label"),
     Tagged("DEVTYPE", "device_type"),
     Tagged("ADDR", "addr"),
