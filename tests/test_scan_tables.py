@@ -48,3 +48,12 @@ def test_the_part_kinds_are_the_tables_kinds() -> None:
 def test_the_scanner_is_built_where_required() -> None:
     # CI sets TRACEANALYZE_REQUIRE_SCANNER: a failed build must fail the run, not fall back.
     assert fast.AVAILABLE, "the C scanner did not build: python setup.py build_ext --inplace"
+
+
+def test_the_scaling_benchs_kinds_are_the_scanners() -> None:
+    # bench/scan_scaling.py runs without Polars, so it cannot import fast.KINDS: it copies them.
+    spec = importlib.util.spec_from_file_location("scaling", REPO / "bench/scan_scaling.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert {cat: fast.KINDS[cat] for cat in module.KINDS} == module.KINDS
