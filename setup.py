@@ -28,6 +28,8 @@ setup(
         Extension(
             "traceanalyze.load._scan",
             ["traceanalyze/load/_scan.c"],
+            # generated from traceanalyze/load/scan_tables.py by scripts/gen_scan_tables.py
+            depends=["traceanalyze/load/_scan_tables.h"],
             extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-missing-field-initializers"],
             optional=True,
         )

@@ -14,6 +14,7 @@ and as gzip, with HTA given ``--hta-timeout`` seconds.
                                                      # (or $TRACEANALYZE_SHARED/bench)
     python bench/load_bench.py TRACE --runs 5 --hta-python /path/to/venv-with-hta/bin/python
     python bench/load_bench.py --runs 5 --long 14 --hta-python .venv/bin/python
+    python bench/load_bench.py --targets --runs 5 [--long 12]   # issue 23's ratios, pass/fail
 """
 
 from __future__ import annotations
@@ -63,11 +64,12 @@ def worker_parse(path: str, native: str = "1", threads: str = "0") -> dict[str, 
         cpu_stages[stage] = now_cpu - last_cpu[0]
         last[0], last_cpu[0] = now, now_cpu
 
-    start = last[0]
+    start, start_cpu = last[0], last_cpu[0]
     trace = parse_file(Path(path), timer=mark, native=native == "1", threads=int(threads) or None)
     total = time.perf_counter() - start
     return {
         "seconds": total,
+        "cpu_seconds": time.process_time() - start_cpu,
         "stages": stages,
         "cpu_stages": cpu_stages,
         "rss_mb": _peak_rss_mb(),
@@ -125,10 +127,15 @@ def worker_bare(path: str) -> dict[str, Any]:
 
     decoder = msgspec.json.Decoder(BareDocument)
     gc.disable()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     document = decoder.decode(Path(path).read_bytes())
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "rss_mb": _peak_rss_mb(), "events": len(document.traceEvents)}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": time.process_time() - start_cpu,
+        "rss_mb": _peak_rss_mb(),
+        "events": len(document.traceEvents),
+    }
 
 
 def worker_hta(trace_dir: str) -> dict[str, Any]:
@@ -299,6 +306,76 @@ def scaling(python: str, args: argparse.Namespace, raw: Path, work: Path) -> Non
         bench_threads(python, long_raw, max(1, args.runs // 2), counts)
 
 
+# Issue 23's targets: (name, limit, "max" or "min"); a ratio passes when it is at most (max)
+# or at least (min) the limit.
+TARGETS = {
+    "175 MB load / bare msgspec decode": (0.4, "max"),
+    "175 MB speed-up over one scanner thread (main before issue 23)": (2.0, "min"),
+    "2 GB load / 175 MB load": (12.5, "max"),
+    "2 GB peak RSS / its JSON size": (1.0, "max"),
+    "2 GB .json.gz load / raw load": (1.5, "max"),
+}
+
+
+def _median(results: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in results)
+
+
+def targets(python: str, args: argparse.Namespace, raw: Path, work: Path) -> None:
+    """Every target of issue 23 as a ratio within this run (wall and CPU seconds), pass/fail.
+    The 175 MB loads (default threads, one thread) and the floor run in turns."""
+    runs: dict[str, list[dict[str, Any]]] = {"floor": [], "one": [], "all": []}
+    for _ in range(args.runs):
+        runs["floor"].append(run_worker(python, "bare", str(raw)))
+        runs["one"].append(run_worker(python, "parse", str(raw), "1", "1"))
+        runs["all"].append(run_worker(python, "parse", str(raw), "1", "0"))
+    wall = {name: _median(results, "seconds") for name, results in runs.items()}
+    cpu = {name: _median(results, "cpu_seconds") for name, results in runs.items()}
+    for label, figures in (("wall", wall), ("CPU", cpu)):
+        print(f"175 MB medians, {label} s: floor {figures['floor']:.3f}, one thread "
+              f"{figures['one']:.3f}, default threads {figures['all']:.3f}")  # fmt: skip
+    measured: dict[str, tuple[float, float | None]] = {
+        "175 MB load / bare msgspec decode": (
+            wall["all"] / wall["floor"], cpu["all"] / cpu["floor"]),
+        "175 MB speed-up over one scanner thread (main before issue 23)": (
+            wall["one"] / wall["all"], cpu["one"] / cpu["all"]),
+    }  # fmt: skip
+    t_175, cpu_175 = wall["all"], cpu["all"]
+    if args.long:
+        long_raw = work / "long" / f"long_{args.long}x.json"
+        long_raw.parent.mkdir()
+        make_long_trace(raw, long_raw, args.long)
+        long_gz = work / f"long_{args.long}x.json.gz"
+        make_long_trace(raw, long_gz, args.long, compress=True)
+        size_mb = long_raw.stat().st_size / 1e6
+        big = [run_worker(python, "parse", str(long_raw)) for _ in range(max(1, args.runs // 2))]
+        gz = [run_worker(python, "parse", str(long_gz)) for _ in range(max(1, args.runs // 2))]
+        print(f"{size_mb:.0f} MB: raw {_median(big, 'seconds'):.2f} s "
+              f"(CPU {_median(big, 'cpu_seconds'):.2f}), gzip {_median(gz, 'seconds'):.2f} s "
+              f"(CPU {_median(gz, 'cpu_seconds'):.2f})")  # fmt: skip
+        measured["2 GB load / 175 MB load"] = (
+            _median(big, "seconds") / t_175, _median(big, "cpu_seconds") / cpu_175)  # fmt: skip
+        measured["2 GB peak RSS / its JSON size"] = (max(r["rss_mb"] for r in big) / size_mb, None)
+        measured["2 GB .json.gz load / raw load"] = (
+            _median(gz, "seconds") / _median(big, "seconds"),
+            _median(gz, "cpu_seconds") / _median(big, "cpu_seconds"),
+        )
+    print_targets(measured)
+
+
+def print_targets(measured: dict[str, tuple[float, float | None]]) -> None:
+    print(f"{'target':<64} {'limit':>7} {'wall':>7} {'CPU':>7}  verdict (wall)")
+    for name, (limit, how) in TARGETS.items():
+        if name not in measured:
+            print(f"{name:<64} {limit:>7.2f} {'-':>7} {'-':>7}  not measured (--long N)")
+            continue
+        wall, cpu = measured[name]
+        ok = wall <= limit if how == "max" else wall >= limit
+        cpu_text = f"{cpu:>7.2f}" if cpu is not None else f"{'-':>7}"
+        print(f"{name:<64} {limit:>7.2f} {wall:>7.2f} {cpu_text}  {'PASS' if ok else 'FAIL'}")
+    print("64-rank folder (cold cache) 2x faster: measured by bench/ranks_bench.py, not here")
+
+
 ARGS_HTA_TIMEOUT = [600.0]
 
 
@@ -322,6 +399,9 @@ def main() -> None:
     parser.add_argument(
         "--threads", help="only the thread scaling: comma-separated counts, e.g. 1,2,4,8"
     )
+    parser.add_argument(
+        "--targets", action="store_true", help="only issue 23's targets, as ratios, pass/fail"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args.worker:
@@ -339,6 +419,9 @@ def main() -> None:
         print(f"trace: {args.trace} ({raw.stat().st_size / 1e6:.0f} MB raw), {args.runs} runs")
         if args.threads:
             scaling(python, args, raw, work)
+            return
+        if args.targets:
+            targets(python, args, raw, work)
             return
         if not args.long_only:
             rows = bench_one(python, args.trace, raw, args.runs, args.hta_python)

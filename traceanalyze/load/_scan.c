@@ -97,7 +97,7 @@ static void intern_free(Intern *t) {
 static const char *intern_str(const Intern *t, uint32_t id, size_t *n) {
     const uint64_t *off = (const uint64_t *)t->offsets.data;
     *n = off[id + 1] - off[id];
-    return t->arena.data + off[id];
+    return t->arena.data ? t->arena.data + off[id] : ""; /* no arena yet: only "" is there */
 }
 
 static int intern_grow(Intern *t) {
@@ -153,32 +153,8 @@ static int64_t intern_add(Intern *t, const char *s, size_t n, int *fresh) {
 /* Scalar columns carry a tag per row: what the JSON value was. */
 enum { TAG_NULL = 0, TAG_INT = 1, TAG_FLOAT = 2, TAG_STR = 3 };
 
-enum {
-    C_PID, C_TID, C_EXT, C_EXT_LEGACY, C_CORR, C_DEV, C_STREAM,
-    C_GX, C_GY, C_GZ, C_BX, C_BY, C_BZ,
-    C_REGS, C_SMEM, C_BPSM, C_WPSM, C_OCC, C_BYTES, C_BW,
-    C_COLL, C_IN_N, C_OUT_N, C_GROUP, C_DTYPE, /* collectives: record_param_comms, NCCL */
-    C_SEQ, C_ID, C_LABEL,
-    C_DEVTYPE, C_ADDR, C_TALLOC, C_TRES, /* [memory] events (with C_DEV and C_BYTES) */
-    N_TAGGED
-};
-static const char *TAGGED_NAMES[N_TAGGED] = {
-    "pid", "tid", "external_id", "external_id_legacy", "correlation", "device", "stream",
-    "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-    "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm",
-    "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps",
-    "comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype",
-    "sequence_number", "id", "label",
-    "device_type", "addr", "total_allocated_bytes", "total_reserved_bytes",
-};
-enum { R_DIMS, R_TYPES, R_CONCRETE, N_RAW };
-static const char *RAW_NAMES[N_RAW] = {"input_dims", "input_types", "concrete_inputs"};
-
-/* Frame kinds, as the caller classifies categories. */
-enum { K_OTHER = 0, K_GPU = 1, K_OP = 2, K_CALL = 3, K_SKIP = 4, K_FLOW = 5, K_INSTANT = 6,
-       K_META = 7, K_MEMORY = 8 };
-#define N_KINDS 16 /* part slots per category (> every kind) */
-#define KIND_LEGACY 16 /* flag: the category spells the external id "external id" */
+/* The columns, kinds and arg keys: generated from traceanalyze/load/scan_tables.py. */
+#include "_scan_tables.h"
 
 typedef struct {
     int kind;
@@ -602,99 +578,30 @@ static int dim3(Cur *c, Event *e, int first) {
     }
 }
 
-/* The key at c->p compared with a word, without escapes. */
-#define KEY_IS(k, n, word) ((n) == sizeof(word) - 1 && memcmp((k), (word), (n)) == 0)
-
-/* The args of a collective, on its record_param_comms op and (newer traces) its kernel. */
-static int comm_slot(const char *k, size_t kn) {
-    if (KEY_IS(k, kn, "Collective name")) return C_COLL;
-    if (KEY_IS(k, kn, "In msg nelems")) return C_IN_N;
-    if (KEY_IS(k, kn, "Out msg nelems")) return C_OUT_N;
-    if (KEY_IS(k, kn, "Group size")) return C_GROUP;
-    if (KEY_IS(k, kn, "dtype")) return C_DTYPE;
-    return -1;
+static int raw_arg(Cur *c, Event *e, int r) {
+    const char *start = c->p;
+    int rc, fresh;
+    if ((rc = skip_value(c, 2))) return rc;
+    int64_t id = intern_add(&c->s->raws, start, (size_t)(c->p - start), &fresh);
+    if (id < 0) FAIL(c, "out of memory");
+    e->raw[r] = (int32_t)id;
+    return 0;
 }
 
+/* One key of an args object, read as the table says for events read as ``kind``. */
 static int args_key(Cur *c, Event *e, int kind, const char *k, size_t kn) {
-    int slot = -1;
-    if (kind == K_OP || kind == K_GPU) {
-        slot = comm_slot(k, kn);
-        if (slot >= 0) return scalar(c, &e->value[slot], &e->tag[slot]);
+    int slot;
+    switch (arg_key(kind, k, kn, &slot)) {
+    case A_SCALAR: return scalar(c, &e->value[slot], &e->tag[slot]);
+    case A_DIM3: return dim3(c, e, slot);
+    case A_RAW: return raw_arg(c, e, slot);
+    case A_DECLINE: FAIL(c, DECLINE_REASONS[slot]);
+    default: return skip_value(c, 2);
     }
-    if (kind == K_OP) {
-        int r = -1;
-        if (KEY_IS(k, kn, "Input Dims")) r = R_DIMS;
-        else if (KEY_IS(k, kn, "Input type")) r = R_TYPES;
-        else if (KEY_IS(k, kn, "Concrete Inputs")) r = R_CONCRETE;
-        if (r < 0) return skip_value(c, 2);
-        const char *start = c->p;
-        int rc, fresh;
-        if ((rc = skip_value(c, 2))) return rc;
-        int64_t id = intern_add(&c->s->raws, start, (size_t)(c->p - start), &fresh);
-        if (id < 0) FAIL(c, "out of memory");
-        e->raw[r] = (int32_t)id;
-        return 0;
-    }
-    if (kind == K_MEMORY) {
-        if (KEY_IS(k, kn, "Device Type")) slot = C_DEVTYPE;
-        else if (KEY_IS(k, kn, "Device Id")) slot = C_DEV;
-        else if (KEY_IS(k, kn, "Addr")) slot = C_ADDR;
-        else if (KEY_IS(k, kn, "Bytes")) slot = C_BYTES;
-        else if (KEY_IS(k, kn, "Total Allocated")) slot = C_TALLOC;
-        else if (KEY_IS(k, kn, "Total Reserved")) slot = C_TRES;
-        if (slot < 0) return skip_value(c, 2);
-        return scalar(c, &e->value[slot], &e->tag[slot]);
-    }
-    if (kind == K_OTHER) {
-        /* Ascend device tasks: the msgspec path reads their args. */
-        if (KEY_IS(k, kn, "Task Type")) FAIL(c, "NPU task");
-        return skip_value(c, 2);
-    }
-    switch (kn) {
-    case 4:
-        if (KEY_IS(k, kn, "grid")) return dim3(c, e, C_GX);
-        if (KEY_IS(k, kn, "name")) slot = C_LABEL;
-        break;
-    case 5:
-        if (KEY_IS(k, kn, "block")) return dim3(c, e, C_BX);
-        if (KEY_IS(k, kn, "bytes")) slot = C_BYTES;
-        break;
-    case 6:
-        if (KEY_IS(k, kn, "device")) slot = C_DEV;
-        else if (KEY_IS(k, kn, "stream")) slot = C_STREAM;
-        break;
-    case 11:
-        if (KEY_IS(k, kn, "External id")) slot = C_EXT;
-        else if (KEY_IS(k, kn, "external id")) slot = C_EXT_LEGACY;
-        else if (KEY_IS(k, kn, "correlation")) slot = C_CORR;
-        break;
-    case 12:
-        if (KEY_IS(k, kn, "warps per SM")) slot = C_WPSM;
-        break;
-    case 13:
-        if (KEY_IS(k, kn, "blocks per SM")) slot = C_BPSM;
-        else if (KEY_IS(k, kn, "shared memory")) slot = C_SMEM;
-        break;
-    case 15:
-        if (KEY_IS(k, kn, "Sequence number")) slot = C_SEQ;
-        break;
-    case 20:
-        if (KEY_IS(k, kn, "registers per thread")) slot = C_REGS;
-        break;
-    case 23:
-        if (KEY_IS(k, kn, "memory bandwidth (GB/s)")) slot = C_BW;
-        break;
-    case 25:
-        if (KEY_IS(k, kn, "est. achieved occupancy %")) slot = C_OCC;
-        break;
-    }
-    if (slot < 0) return skip_value(c, 2);
-    return scalar(c, &e->value[slot], &e->tag[slot]);
 }
 
 static void reset_args(Event *e) {
-    for (int i = C_EXT; i <= C_SEQ; i++) { e->tag[i] = TAG_NULL; e->value[i] = 0; }
-    for (int i = C_LABEL; i < N_TAGGED; i++) { e->tag[i] = TAG_NULL; e->value[i] = 0; }
+    for (int i = C_FIRST_ARG; i < N_TAGGED; i++) { e->tag[i] = TAG_NULL; e->value[i] = 0; }
     for (int i = 0; i < N_RAW; i++) e->raw[i] = -1;
 }
 
@@ -771,32 +678,18 @@ static int put_tagged(Part *p, Event *e, int col) {
     return buf_put(&p->value[col], &e->value[col], 8) || buf_put(&p->tag[col], &e->tag[col], 1);
 }
 
-static const int GPU_COLS[] = {C_EXT, C_EXT_LEGACY, C_CORR, C_DEV, C_STREAM, C_GX, C_GY, C_GZ,
-                               C_BX, C_BY, C_BZ, C_REGS, C_SMEM, C_BPSM, C_WPSM, C_OCC, C_BYTES,
-                               C_BW, C_COLL, C_IN_N, C_OUT_N, C_GROUP, C_DTYPE, -1};
-static const int OP_COLS[] = {C_COLL, C_IN_N, C_OUT_N, C_GROUP, C_DTYPE, -1};
-static const int CALL_COLS[] = {C_EXT, C_EXT_LEGACY, C_CORR, -1};
-static const int NO_COLS[] = {-1};
-static const int FLOW_COLS[] = {C_ID, -1};
-static const int META_COLS[] = {C_LABEL, -1};
-static const int MEMORY_COLS[] = {C_DEVTYPE, C_DEV, C_ADDR, C_BYTES, C_TALLOC, C_TRES, -1};
-
 static int store(Scanner *s, Event *e, int kind) {
     Part *p = part_for(s, e->cat, kind);
     if (!p) return -1;
-    const int *cols = kind == K_GPU ? GPU_COLS : kind == K_OP ? OP_COLS : kind == K_CALL ? CALL_COLS
-                    : kind == K_FLOW ? FLOW_COLS : kind == K_META ? META_COLS
-                    : kind == K_MEMORY ? MEMORY_COLS : NO_COLS;
+    const int *cols = KIND_COLS[kind];
     if (buf_put(&p->name, &e->name, 4) || put_tagged(p, e, C_PID) || put_tagged(p, e, C_TID) ||
         buf_put(&p->ts, &e->ts, 8))
         return -1;
-    if (kind != K_FLOW && kind != K_INSTANT && kind != K_META && kind != K_MEMORY &&
-        buf_put(&p->dur, &e->dur, 8))
-        return -1;
-    if (kind == K_FLOW && buf_put(&p->phase, &e->phase, 4)) return -1;
+    if (KIND_DUR[kind] && buf_put(&p->dur, &e->dur, 8)) return -1;
+    if (KIND_PHASE[kind] && buf_put(&p->phase, &e->phase, 4)) return -1;
     for (int i = 0; cols[i] >= 0; i++)
         if (put_tagged(p, e, cols[i])) return -1;
-    if (kind == K_OP)
+    if (KIND_RAW[kind])
         for (int i = 0; i < N_RAW; i++)
             if (buf_put(&p->raw[i], &e->raw[i], 4)) return -1;
     p->rows++;
@@ -805,19 +698,13 @@ static int store(Scanner *s, Event *e, int kind) {
 
 /* ---- one event ---------------------------------------------------------------------------- */
 
-static int phase_is(Scanner *s, uint32_t phase, const char *word) {
-    size_t n;
-    const char *t = intern_str(&s->names, phase, &n);
-    return n == strlen(word) && memcmp(t, word, n) == 0;
-}
-
 /* Which frame an event of this category kind and phase goes to (K_SKIP: none). */
 static int destination(Scanner *s, int cat_kind, int has_cat, Event *e) {
     size_t n;
     const char *ph = intern_str(&s->names, e->phase, &n);
     char p = n == 1 ? ph[0] : 0;
     if (p == 'B' || p == 'E') return -1; /* begin/end pairs: the msgspec path pairs them */
-    int kind = cat_kind & 7;
+    int kind = cat_kind & KIND_MASK;
     if (kind == K_GPU || kind == K_OP || kind == K_CALL) return p == 'X' ? kind : K_SKIP;
     if ((p == 'i' || p == 'I') && e->name == s->memory_name) return K_MEMORY;
     if (kind == K_SKIP) return K_SKIP;
@@ -901,9 +788,8 @@ static int event(Cur *c) {
                 /* the category is known: read the args it needs on the way */
                 int32_t kind = ((int32_t *)s->cat_kinds.data)[e.cat];
                 int dest = destination(s, kind, e.has_cat, &e);
-                int want = dest == K_META ? K_GPU : dest;
-                if (want == K_GPU || want == K_CALL || want == K_OP || want == K_OTHER ||
-                    want == K_MEMORY) {
+                int want = dest < 0 ? -1 : KIND_ARGS_AS[dest];
+                if (want >= 0) {
                     if ((rc = args_object(c, &e, want))) return rc;
                     args_parsed_as = want;
                 } else if ((rc = skip_value(c, 1))) {
@@ -936,9 +822,8 @@ static int event(Cur *c) {
     int dest = destination(s, cat_kind, e.has_cat, &e);
     if (dest < 0) FAIL(c, "begin/end events");
     if (dest == K_SKIP) return 0;
-    int want = dest == K_META ? K_GPU : dest;
-    if (e.args && args_parsed_as != want && (want == K_GPU || want == K_CALL || want == K_OP ||
-                                             want == K_OTHER || want == K_MEMORY)) {
+    int want = KIND_ARGS_AS[dest];
+    if (e.args && args_parsed_as != want && want >= 0) {
         Cur again = {e.args, e.args + e.args_len, s};
         if ((rc = args_object(&again, &e, want))) return rc == -2 ? -1 : rc;
     }

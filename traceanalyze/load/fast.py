@@ -19,16 +19,14 @@ import numpy as np
 import polars as pl
 
 from traceanalyze.load.decode import TraceDocument
+from traceanalyze.load.scan_tables import KINDS as SCAN_KINDS
+from traceanalyze.load.scan_tables import category_codes
 from traceanalyze.load.scanned import (
-    CALL_CATS,
     COLUMNS,
     COMM_INTS,
     COMM_STRINGS,
     FLOATS,
-    GPU_KINDS,
     LEGACY_CATS,
-    OP_CATS,
-    SKIPPED_CATS,
     Piece,
     Scanned,
 )
@@ -41,16 +39,10 @@ except ImportError:  # not built: the msgspec path does everything
 
 AVAILABLE = _scan is not None
 
-# Category -> kind codes of _scan.c (K_GPU 1, K_OP 2, K_CALL 3, K_SKIP 4; 16 = legacy).
-_LEGACY = 16
-KINDS = {
-    **{cat: 1 for cat in GPU_KINDS},
-    **{cat: 2 for cat in OP_CATS},
-    **{cat: 3 for cat in CALL_CATS},
-    **{cat: 4 for cat in SKIPPED_CATS},
-}
-KINDS = {cat: code | (_LEGACY if cat in LEGACY_CATS else 0) for cat, code in KINDS.items()}
-_KIND_NAMES = {1: "gpu", 2: "op", 3: "call", 5: "flow", 6: "instant", 7: "meta", 8: "memory"}
+# Category -> kind code of _scan.c, and a part's kind code -> its kind; both from the table
+# _scan.c's own constants are generated from (scan_tables.py).
+KINDS = category_codes(LEGACY_CATS)
+_KIND_NAMES = {code: kind.name for code, kind in enumerate(SCAN_KINDS) if kind.kept}
 _HEADER = msgspec.json.Decoder(TraceDocument)
 _TAG_NULL, _TAG_INT, _TAG_FLOAT, _TAG_STR = 0, 1, 2, 3
 
