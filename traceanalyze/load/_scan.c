@@ -160,6 +160,7 @@ enum {
     C_COLL, C_IN_N, C_OUT_N, C_GROUP, C_DTYPE, /* collectives: record_param_comms, NCCL */
     C_SEQ, C_ID, C_LABEL,
     C_DEVTYPE, C_ADDR, C_TALLOC, C_TRES, /* [memory] events (with C_DEV and C_BYTES) */
+    C_PYID, C_PYPARENT, /* python_function events (with_stack) */
     N_TAGGED
 };
 static const char *TAGGED_NAMES[N_TAGGED] = {
@@ -170,13 +171,15 @@ static const char *TAGGED_NAMES[N_TAGGED] = {
     "comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype",
     "sequence_number", "id", "label",
     "device_type", "addr", "total_allocated_bytes", "total_reserved_bytes",
+    "python_id", "python_parent_id",
 };
 enum { R_DIMS, R_TYPES, R_CONCRETE, N_RAW };
 static const char *RAW_NAMES[N_RAW] = {"input_dims", "input_types", "concrete_inputs"};
 
 /* Frame kinds, as the caller classifies categories. */
 enum { K_OTHER = 0, K_GPU = 1, K_OP = 2, K_CALL = 3, K_SKIP = 4, K_FLOW = 5, K_INSTANT = 6,
-       K_META = 7, K_MEMORY = 8 };
+       K_META = 7, K_MEMORY = 8, K_PYTHON = 9 };
+#define KIND_MASK 15 /* the kind bits of a category's code (below KIND_LEGACY) */
 #define N_KINDS 16 /* part slots per category (> every kind) */
 #define KIND_LEGACY 16 /* flag: the category spells the external id "external id" */
 
@@ -645,6 +648,12 @@ static int args_key(Cur *c, Event *e, int kind, const char *k, size_t kn) {
         if (slot < 0) return skip_value(c, 2);
         return scalar(c, &e->value[slot], &e->tag[slot]);
     }
+    if (kind == K_PYTHON) {
+        if (KEY_IS(k, kn, "Python id")) slot = C_PYID;
+        else if (KEY_IS(k, kn, "Python parent id")) slot = C_PYPARENT;
+        if (slot < 0) return skip_value(c, 2);
+        return scalar(c, &e->value[slot], &e->tag[slot]);
+    }
     if (kind == K_OTHER) {
         /* Ascend device tasks: the msgspec path reads their args. */
         if (KEY_IS(k, kn, "Task Type")) FAIL(c, "NPU task");
@@ -780,13 +789,14 @@ static const int NO_COLS[] = {-1};
 static const int FLOW_COLS[] = {C_ID, -1};
 static const int META_COLS[] = {C_LABEL, -1};
 static const int MEMORY_COLS[] = {C_DEVTYPE, C_DEV, C_ADDR, C_BYTES, C_TALLOC, C_TRES, -1};
+static const int PYTHON_COLS[] = {C_PYID, C_PYPARENT, -1};
 
 static int store(Scanner *s, Event *e, int kind) {
     Part *p = part_for(s, e->cat, kind);
     if (!p) return -1;
     const int *cols = kind == K_GPU ? GPU_COLS : kind == K_OP ? OP_COLS : kind == K_CALL ? CALL_COLS
                     : kind == K_FLOW ? FLOW_COLS : kind == K_META ? META_COLS
-                    : kind == K_MEMORY ? MEMORY_COLS : NO_COLS;
+                    : kind == K_MEMORY ? MEMORY_COLS : kind == K_PYTHON ? PYTHON_COLS : NO_COLS;
     if (buf_put(&p->name, &e->name, 4) || put_tagged(p, e, C_PID) || put_tagged(p, e, C_TID) ||
         buf_put(&p->ts, &e->ts, 8))
         return -1;
@@ -817,8 +827,8 @@ static int destination(Scanner *s, int cat_kind, int has_cat, Event *e) {
     const char *ph = intern_str(&s->names, e->phase, &n);
     char p = n == 1 ? ph[0] : 0;
     if (p == 'B' || p == 'E') return -1; /* begin/end pairs: the msgspec path pairs them */
-    int kind = cat_kind & 7;
-    if (kind == K_GPU || kind == K_OP || kind == K_CALL) return p == 'X' ? kind : K_SKIP;
+    int kind = cat_kind & KIND_MASK;
+    if (kind == K_GPU || kind == K_OP || kind == K_CALL || kind == K_PYTHON) return p == 'X' ? kind : K_SKIP;
     if ((p == 'i' || p == 'I') && e->name == s->memory_name) return K_MEMORY;
     if (kind == K_SKIP) return K_SKIP;
     if (p == 's' || p == 'f' || p == 't') return K_FLOW;
@@ -903,7 +913,7 @@ static int event(Cur *c) {
                 int dest = destination(s, kind, e.has_cat, &e);
                 int want = dest == K_META ? K_GPU : dest;
                 if (want == K_GPU || want == K_CALL || want == K_OP || want == K_OTHER ||
-                    want == K_MEMORY) {
+                    want == K_MEMORY || want == K_PYTHON) {
                     if ((rc = args_object(c, &e, want))) return rc;
                     args_parsed_as = want;
                 } else if ((rc = skip_value(c, 1))) {
@@ -938,7 +948,8 @@ static int event(Cur *c) {
     if (dest == K_SKIP) return 0;
     int want = dest == K_META ? K_GPU : dest;
     if (e.args && args_parsed_as != want && (want == K_GPU || want == K_CALL || want == K_OP ||
-                                             want == K_OTHER || want == K_MEMORY)) {
+                                             want == K_OTHER || want == K_MEMORY ||
+                                             want == K_PYTHON)) {
         Cur again = {e.args, e.args + e.args_len, s};
         if ((rc = args_object(&again, &e, want))) return rc == -2 ? -1 : rc;
     }

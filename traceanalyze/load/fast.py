@@ -28,6 +28,7 @@ from traceanalyze.load.scanned import (
     GPU_KINDS,
     LEGACY_CATS,
     OP_CATS,
+    PYTHON_CATS,
     SKIPPED_CATS,
     Piece,
     Scanned,
@@ -41,16 +42,28 @@ except ImportError:  # not built: the msgspec path does everything
 
 AVAILABLE = _scan is not None
 
-# Category -> kind codes of _scan.c (K_GPU 1, K_OP 2, K_CALL 3, K_SKIP 4; 16 = legacy).
+# Category -> kind codes of _scan.c (K_GPU 1, K_OP 2, K_CALL 3, K_SKIP 4, K_PYTHON 9;
+# 16 = legacy).
 _LEGACY = 16
 KINDS = {
     **{cat: 1 for cat in GPU_KINDS},
     **{cat: 2 for cat in OP_CATS},
     **{cat: 3 for cat in CALL_CATS},
     **{cat: 4 for cat in SKIPPED_CATS},
+    **{cat: 9 for cat in PYTHON_CATS},
 }
 KINDS = {cat: code | (_LEGACY if cat in LEGACY_CATS else 0) for cat, code in KINDS.items()}
-_KIND_NAMES = {1: "gpu", 2: "op", 3: "call", 5: "flow", 6: "instant", 7: "meta", 8: "memory"}
+_KIND_NAMES = {
+    1: "gpu",
+    2: "op",
+    3: "call",
+    5: "flow",
+    6: "instant",
+    7: "meta",
+    8: "memory",
+    9: "python",
+}
+
 _HEADER = msgspec.json.Decoder(TraceDocument)
 _TAG_NULL, _TAG_INT, _TAG_FLOAT, _TAG_STR = 0, 1, 2, 3
 
