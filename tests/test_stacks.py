@@ -82,7 +82,7 @@ def one_step(offset: float, first_id: int, corr: int) -> list[Event]:
             corr + 1,
             cat="gpu_memcpy",
             bytes=1024,
-        ),  # fmt: skip
+        ),
         frame("typing.py(300): cast", o + 41, 4, first_id + 3, first_id),
         *launch("aten::add", o + 42, 2, "vectorized_elementwise_kernel", 2, corr + 2),
         frame("<built-in method item of Tensor object at 0x7f>", o + 50, 10, first_id + 4, 0),
