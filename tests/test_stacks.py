@@ -27,6 +27,8 @@ from polars.testing import assert_frame_equal
 import traceanalyze
 from tests.conftest import CORPUS_TRACES, SHARED, skip_without
 from tests.micro import annotation, call, expected, kernel, op, span, write_trace
+from traceanalyze.analyses.accounting import mean_per_iter
+from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.stacks import NO_FRAME, NO_STACKS, stacks, user_frames
 from traceanalyze.cli import main
 from traceanalyze.load import fast
@@ -240,7 +242,17 @@ WITH_STACK = [
 @pytest.mark.parametrize(("path", "top"), WITH_STACK, ids=[p.name for p, _ in WITH_STACK])
 def test_real_traces_with_stacks(path: Path, top: str) -> None:
     skip_without(path)
-    result = stacks(traceanalyze.load(path))
+    trace = traceanalyze.load(path)
+    result = stacks(trace)
     assert result.python_frames > 0
     assert result.rows["frame"][0] == top
     assert result.rows["share_of_gpu_activity_pct"].sum() == pytest.approx(100)
+    # The rows split the summary's figures: nothing is lost or counted twice.
+    counted_trace = counted(trace)
+    for column, figure in (
+        ("gpu_us_per_iter", "gpu_activity_us"),
+        ("cpu_us_per_iter", "cpu_op_us"),
+        ("kernels_per_iter", "kernels"),
+    ):
+        whole = mean_per_iter(counted_trace, figure)
+        assert result.rows[column].sum() == pytest.approx(whole, rel=1e-9), column
