@@ -30,7 +30,7 @@ BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")  # as parallel._BOUNDARY
 # Category -> kind code for the categories of Kineto traces (fast.KINDS, which needs Polars to
 # import; tests/test_scan_tables.py checks these against it).
 KINDS = {"kernel": 1, "gpu_memcpy": 1, "gpu_memset": 1, "cpu_op": 2, "user_annotation": 2,
-         "cuda_runtime": 3, "cuda_driver": 3, "python_function": 4, "cpu_instant_event": 4,
+         "cuda_runtime": 3, "cuda_driver": 3, "python_function": 9, "cpu_instant_event": 4,
          "Trace": 4, "overhead": 4, "gpu_user_annotation": 4}  # fmt: skip
 
 

@@ -37,6 +37,7 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("occupancy", "{t}"),
     ("cudnn", "{t}"),
     ("memcpy", "{t}"),
+    ("stacks", "{t}"),
     ("graphs", "{t}"),
     ("roofline", "{t}"),
     ("cold", "{t}"),

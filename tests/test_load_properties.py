@@ -164,10 +164,15 @@ def span_event(span: Span, draw: st.DrawFn) -> dict[str, Any]:
 
 
 def noise_events(base: int) -> st.SearchStrategy[dict[str, Any]]:
-    """Events that must change nothing: skipped categories, instants, flows, metadata,
-    events with missing fields."""
+    """Events that must change nothing but their own frames: skipped categories, Python frames,
+    instants, flows, metadata, events with missing fields."""
     return st.sampled_from([
         {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "python_function", "name": "m.py(3): f", "pid": 1, "tid": 1, "ts": 1,
+         "dur": 2, "args": {"Python id": 7, "Python parent id": None, "Ev Idx": 3}},
+        {"ph": "X", "cat": "python_function", "name": "<built-in function len>", "pid": 1,
+         "tid": 1, "ts": 2, "dur": 0, "args": {"Python id": "x", "Python parent id": 7}},
+        {"ph": "i", "cat": "python_function", "name": "g", "pid": 1, "tid": 1, "ts": 1},
         {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2},
         {"ph": "s", "cat": "ac2g", "id": 5, "pid": 1, "tid": 1, "ts": micros(base)},
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main ☃"}},

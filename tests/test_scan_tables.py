@@ -40,7 +40,7 @@ def test_every_kept_kind_stores_the_columns_the_frames_read() -> None:
 
 def test_the_part_kinds_are_the_tables_kinds() -> None:
     assert fast._KIND_NAMES == {1: "gpu", 2: "op", 3: "call", 5: "flow", 6: "instant",
-                                7: "meta", 8: "memory"}  # fmt: skip
+                                7: "meta", 8: "memory", 9: "python"}  # fmt: skip
     assert fast.KINDS["Kernel"] == 1 | 16 and fast.KINDS["cpu_op"] == 2
 
 

@@ -136,6 +136,22 @@ MEMORY_SCHEMA: dict[str, pl.DataType] = {
     "total_reserved_bytes": pl.Int64(),
 }
 
+# One row per Python frame call recorded with ``with_stack=True`` (``python_function`` events):
+# ``name`` as Kineto writes it, ``"path/to/file.py(123): function"`` (paths relative to the
+# entry of sys.path that holds them) or ``"<built-in ...>"`` / ``"nn.Module: Linear_0"``.
+# ``python_id`` numbers the call; ``python_parent_id`` is its caller's (null for a root).
+# Empty when the trace was recorded without with_stack.
+PYTHON_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "name": pl.String(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "ts_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+    "python_id": pl.Int64(),
+    "python_parent_id": pl.Int64(),
+}
+
 # One row per iteration: ProfilerStep#N, else a repeated top-level annotation, else the trace.
 ITERATION_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -175,6 +191,7 @@ TRACE_FRAMES: dict[str, dict[str, pl.DataType]] = {
     "iterations": ITERATION_SCHEMA,
     "devices": DEVICE_SCHEMA,
     "memory": MEMORY_SCHEMA,
+    "python": PYTHON_SCHEMA,
 }
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.schema import MEMORY_SCHEMA
+from traceanalyze.schema import MEMORY_SCHEMA, PYTHON_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ class Trace:
     # [memory] events (schema.MEMORY_SCHEMA); empty when the trace was recorded without
     # profile_memory. Last among the frames, with a default, so older callers still build a Trace.
     memory: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MEMORY_SCHEMA))
+    # Python frames (schema.PYTHON_SCHEMA); empty when the trace was recorded without with_stack.
+    python: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PYTHON_SCHEMA))
     # How iterations were found: "ProfilerStep", "annotation:<name>" or "whole trace".
     iteration_source: str = "whole trace"
     # Files of the loaded folder that are not traces (a README, unrelated JSON), with why.

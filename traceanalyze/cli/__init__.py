@@ -53,9 +53,21 @@ def _register() -> None:
     from traceanalyze.cli.perf import COMMANDS as PERF
     from traceanalyze.cli.ranks import ranks
     from traceanalyze.cli.report import COMMANDS as REPORTS
+    from traceanalyze.cli.stacks import COMMANDS as STACKS
     from traceanalyze.cli.timeline import COMMANDS as TIMELINE
 
-    for command in (info, *ANALYSES, *BETWEEN, *PERF, *COLD, *REPORTS, *MEMORY, ranks, *TIMELINE):
+    for command in (
+        info,
+        *ANALYSES,
+        *BETWEEN,
+        *PERF,
+        *COLD,
+        *REPORTS,
+        *MEMORY,
+        ranks,
+        *TIMELINE,
+        *STACKS,
+    ):
         main.add_command(command)
     # The capture command imports torch only when it runs, so registering it costs nothing.
     from capture.cli import capture

@@ -233,6 +233,7 @@ def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
         iterations=stack("iterations"),
         devices=stack("devices"),
         memory=stack("memory"),
+        python=stack("python"),
         iteration_source=traces[0].iteration_source,
     )
 

@@ -705,7 +705,8 @@ static int destination(Scanner *s, int cat_kind, int has_cat, Event *e) {
     char p = n == 1 ? ph[0] : 0;
     if (p == 'B' || p == 'E') return -1; /* begin/end pairs: the msgspec path pairs them */
     int kind = cat_kind & KIND_MASK;
-    if (kind == K_GPU || kind == K_OP || kind == K_CALL) return p == 'X' ? kind : K_SKIP;
+    if (kind == K_GPU || kind == K_OP || kind == K_CALL || kind == K_PYTHON)
+        return p == 'X' ? kind : K_SKIP;
     if ((p == 'i' || p == 'I') && e->name == s->memory_name) return K_MEMORY;
     if (kind == K_SKIP) return K_SKIP;
     if (p == 's' || p == 'f' || p == 't') return K_FLOW;

@@ -37,6 +37,8 @@ enum {
     C_ADDR,
     C_TALLOC,
     C_TRES,
+    C_PYID,
+    C_PYPARENT,
     N_TAGGED
 };
 static const char *const TAGGED_NAMES[N_TAGGED] = {
@@ -72,6 +74,8 @@ static const char *const TAGGED_NAMES[N_TAGGED] = {
     "addr",
     "total_allocated_bytes",
     "total_reserved_bytes",
+    "python_id",
+    "python_parent_id",
 };
 /* Read from args (reset before each args object): C_FIRST_ARG..N_TAGGED. */
 #define C_FIRST_ARG C_EXT
@@ -99,6 +103,7 @@ enum {
     K_INSTANT,
     K_META,
     K_MEMORY,
+    K_PYTHON,
     N_KIND_CODES
 };
 
@@ -114,13 +119,14 @@ static const int COLS_FLOW[] = {C_ID, -1};
 static const int COLS_INSTANT[] = {-1};
 static const int COLS_META[] = {C_LABEL, -1};
 static const int COLS_MEMORY[] = {C_DEVTYPE, C_DEV, C_ADDR, C_BYTES, C_TALLOC, C_TRES, -1};
+static const int COLS_PYTHON[] = {C_PYID, C_PYPARENT, -1};
 /* Per kind: the tagged columns stored; whether dur, ph and the raw args are stored;
  * which kind's arg keys its args are read with (-1: args skipped). */
-static const int *const KIND_COLS[N_KIND_CODES] = {COLS_OTHER, COLS_GPU, COLS_OP, COLS_CALL, COLS_SKIP, COLS_FLOW, COLS_INSTANT, COLS_META, COLS_MEMORY};
-static const unsigned char KIND_DUR[N_KIND_CODES] = {0, 1, 1, 1, 0, 0, 0, 0, 0};
-static const unsigned char KIND_PHASE[N_KIND_CODES] = {0, 0, 0, 0, 0, 1, 0, 0, 0};
-static const unsigned char KIND_RAW[N_KIND_CODES] = {0, 0, 1, 0, 0, 0, 0, 0, 0};
-static const int KIND_ARGS_AS[N_KIND_CODES] = {K_OTHER, K_GPU, K_OP, K_CALL, -1, -1, -1, K_GPU, K_MEMORY};
+static const int *const KIND_COLS[N_KIND_CODES] = {COLS_OTHER, COLS_GPU, COLS_OP, COLS_CALL, COLS_SKIP, COLS_FLOW, COLS_INSTANT, COLS_META, COLS_MEMORY, COLS_PYTHON};
+static const unsigned char KIND_DUR[N_KIND_CODES] = {0, 1, 1, 1, 0, 0, 0, 0, 0, 1};
+static const unsigned char KIND_PHASE[N_KIND_CODES] = {0, 0, 0, 0, 0, 1, 0, 0, 0, 0};
+static const unsigned char KIND_RAW[N_KIND_CODES] = {0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+static const int KIND_ARGS_AS[N_KIND_CODES] = {K_OTHER, K_GPU, K_OP, K_CALL, -1, -1, -1, K_GPU, K_MEMORY, K_PYTHON};
 
 /* How an args key is read: skipped, a scalar, [x, y, z], raw JSON text, or declined. */
 enum {
@@ -289,6 +295,19 @@ static int arg_key_memory(const char *k, size_t kn, int *slot) {
     return A_SKIP;
 }
 
+static int arg_key_python(const char *k, size_t kn, int *slot) {
+    switch (kn) {
+    case 9:
+        if (KEY_IS(k, kn, "Python id")) { *slot = C_PYID; return A_SCALAR; }
+        break;
+    case 16:
+        if (KEY_IS(k, kn, "Python parent id")) { *slot = C_PYPARENT; return A_SCALAR; }
+        break;
+    }
+    *slot = -1;
+    return A_SKIP;
+}
+
 /* The reader of key k[0:kn] in the args of an event read as `kind`; *slot: its
  * column (A_SCALAR, A_DIM3: x), raw column (A_RAW) or DECLINE_REASONS index. */
 static int arg_key(int kind, const char *k, size_t kn, int *slot) {
@@ -298,6 +317,7 @@ static int arg_key(int kind, const char *k, size_t kn, int *slot) {
     case K_OP: return arg_key_op(k, kn, slot);
     case K_CALL: return arg_key_call(k, kn, slot);
     case K_MEMORY: return arg_key_memory(k, kn, slot);
+    case K_PYTHON: return arg_key_python(k, kn, slot);
     }
     *slot = -1;
     return A_SKIP;

@@ -90,6 +90,14 @@ class MemoryArgs(msgspec.Struct, gc=False, frozen=True):
     total_reserved_bytes: Scalar = msgspec.field(default=None, name="Total Reserved")
 
 
+class PythonArgs(msgspec.Struct, gc=False, frozen=True):
+    """The args of a ``python_function`` event (``with_stack=True``): the frame's id and its
+    caller's."""
+
+    python_id: Scalar = msgspec.field(default=None, name="Python id")
+    python_parent_id: Scalar = msgspec.field(default=None, name="Python parent id")
+
+
 class NpuArgs(msgspec.Struct, gc=False, frozen=True):
     """The args of an Ascend NPU task (torch_npu / msprof ``trace_view.json``): a device-side
     activity, told apart from host events by its ``Task Type``."""
@@ -181,6 +189,7 @@ _ARGS = msgspec.json.Decoder(Args)
 _OP_ARGS = msgspec.json.Decoder(OpArgs)
 _NPU_ARGS = msgspec.json.Decoder(NpuArgs)
 _MEMORY_ARGS = msgspec.json.Decoder(MemoryArgs)
+_PYTHON_ARGS = msgspec.json.Decoder(PythonArgs)
 _EVENT_ARRAY = msgspec.json.Decoder(list[Event])
 _LENIENT_DOCUMENT = msgspec.json.Decoder(LenientDocument)
 _LENIENT_EVENT_ARRAY = msgspec.json.Decoder(list[LenientEvent])
@@ -202,11 +211,16 @@ def gc_paused() -> Iterator[None]:
 
 
 def decode_args(
-    events: list[Event], path: Path, *, ops: bool = False, memory: bool = False
+    events: list[Event],
+    path: Path,
+    *,
+    ops: bool = False,
+    memory: bool = False,
+    python: bool = False,
 ) -> list[Any]:
     """The typed args of ``events``, in order: :class:`Args`, or :class:`OpArgs` for cpu ops,
-    or :class:`MemoryArgs` for ``[memory]`` events."""
-    decoder = _OP_ARGS if ops else _MEMORY_ARGS if memory else _ARGS
+    :class:`MemoryArgs` for ``[memory]`` events, :class:`PythonArgs` for Python frames."""
+    decoder = _OP_ARGS if ops else _MEMORY_ARGS if memory else _PYTHON_ARGS if python else _ARGS
     try:
         return list(map(decoder.decode, map(_raw_args, events)))
     except msgspec.ValidationError as exc:

@@ -34,6 +34,8 @@ from traceanalyze.load.scanned import (
     MEMORY_ARGS,
     MEMORY_EVENT,
     OP_CATS,
+    PYTHON_ARGS,
+    PYTHON_CATS,
     RAW_JSON,
     SKIPPED_CATS,
     STRINGS,
@@ -57,7 +59,7 @@ _EVENT_FIELDS = {"name", "pid", "tid", "id", "phase"}
 _ARG_FIELDS = {
     "external_id", "correlation", "device", "stream", "registers_per_thread", "shared_memory",
     "blocks_per_sm", "warps_per_sm", "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps",
-    "label",
+    "label", *PYTHON_ARGS,
 }  # fmt: skip
 _KIND_COLUMNS = {
     "gpu": ("name", "pid", "tid", "ts_ns", "dur_ns", "external_id", "correlation", "device",
@@ -69,6 +71,7 @@ _KIND_COLUMNS = {
     "flow": ("id", "phase", "pid", "tid", "ts_ns"),
     "instant": ("name", "pid", "tid", "ts_ns"),
     "meta": ("name", "pid", "tid", "label"),
+    "python": ("name", "pid", "tid", "ts_ns", "dur_ns", *PYTHON_ARGS),
 }  # fmt: skip
 _ARG_ATTRIBUTE = {"label": "name"}
 
@@ -106,6 +109,8 @@ def extract(events: list[Event], scanned: Scanned, chunk: Chunk, *, count: bool 
             _add(scanned, "op", cat, _phase(bucket, _COMPLETE), legacy, events, chunk)
         elif cat in CALL_CATS:
             _add(scanned, "call", cat, _phase(bucket, _COMPLETE), legacy, events, chunk)
+        elif cat in PYTHON_CATS:
+            _add(scanned, "python", cat, _phase(bucket, _COMPLETE), False, events, chunk)
         else:
             memory, instants = _memory_events(_phase(bucket, INSTANT_PHASES))
             _add_memory(scanned, cat, memory, events, chunk)
@@ -145,7 +150,7 @@ def _add(
     columns = _KIND_COLUMNS[kind]
     args: list[Any] = []
     if any(c in _ARG_FIELDS or c in DIMS for c in columns):
-        args = decode_args(events, chunk.path)
+        args = decode_args(events, chunk.path, python=kind == "python")
     op_args = decode_args(events, chunk.path, ops=True) if kind == "op" else []
     pieces: dict[str, Piece] = {}
     for column in columns:

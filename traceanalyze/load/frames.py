@@ -21,7 +21,14 @@ from traceanalyze.load.scanned import (
     Scanned,
     times_ns,
 )
-from traceanalyze.schema import CPU_SCHEMA, FLOW_SCHEMA, GPU_SCHEMA, INSTANT_SCHEMA, MEMORY_SCHEMA
+from traceanalyze.schema import (
+    CPU_SCHEMA,
+    FLOW_SCHEMA,
+    GPU_SCHEMA,
+    INSTANT_SCHEMA,
+    MEMORY_SCHEMA,
+    PYTHON_SCHEMA,
+)
 
 __all__ = ["BadTimestampError", "Frames", "build_frames"]
 
@@ -67,6 +74,7 @@ class Frames:
     flows: pl.DataFrame
     instants: pl.DataFrame
     memory: pl.DataFrame
+    python: pl.DataFrame
     thread_names: dict[str, str]
     npu_devices: list[int]  # devices of Ascend NPU tasks (named in the device frame)
 
@@ -101,6 +109,7 @@ def build_frames(scanned: Scanned, rank: int) -> Frames:
         flows=_conform(_stack(scanned, "flow", None, ids, rank), FLOW_SCHEMA),
         instants=_conform(_stack(scanned, "instant", None, ids, rank), INSTANT_SCHEMA),
         memory=_conform(_stack(scanned, "memory", None, ids, rank), MEMORY_SCHEMA),
+        python=_conform(_stack(scanned, "python", None, ids, rank), PYTHON_SCHEMA),
         thread_names=_thread_names(scanned),
         npu_devices=npu_devices,
     )

@@ -98,6 +98,7 @@ def _parse(
         iterations=linked.iterations,
         devices=devices,
         memory=built.memory,
+        python=built.python,
         iteration_source=linked.iteration_source,
     )
 

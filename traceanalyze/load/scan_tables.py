@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traceanalyze.load.scanned import CALL_CATS, GPU_KINDS, OP_CATS, SKIPPED_CATS
+from traceanalyze.load.scanned import CALL_CATS, GPU_KINDS, OP_CATS, PYTHON_CATS, SKIPPED_CATS
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ TAGGED = (
     Tagged("ADDR", "addr"),
     Tagged("TALLOC", "total_allocated_bytes"),
     Tagged("TRES", "total_reserved_bytes"),
+    Tagged("PYID", "python_id"),
+    Tagged("PYPARENT", "python_parent_id"),
 )
 
 # Args kept as their raw JSON text (interned), on CPU ops: (C enum constant R_<name>, column).
@@ -101,6 +103,8 @@ KINDS = (
     Kind("instant"),
     Kind("meta", ("label",), args_as="gpu"),
     Kind("memory", _MEMORY_COLUMNS, args_as="memory"),
+    # with_stack's python_function events: kept like ops, with their frame ids
+    Kind("python", ("python_id", "python_parent_id"), dur=True, args_as="python"),
 )
 KIND_CODES = {kind.name: code for code, kind in enumerate(KINDS)}
 # Part slots per category in the scanner (more than every kind), and the flag a category's
@@ -114,6 +118,7 @@ CATEGORY_KINDS = {
     **{cat: "op" for cat in OP_CATS},
     **{cat: "call" for cat in CALL_CATS},
     **{cat: "skip" for cat in SKIPPED_CATS},
+    **{cat: "python" for cat in PYTHON_CATS},
 }
 
 
@@ -144,6 +149,8 @@ ARG_KEYS = (
     ArgKey("Bytes", "bytes", ("memory",)),
     ArgKey("Total Allocated", "total_allocated_bytes", ("memory",)),
     ArgKey("Total Reserved", "total_reserved_bytes", ("memory",)),
+    ArgKey("Python id", "python_id", ("python",)),
+    ArgKey("Python parent id", "python_parent_id", ("python",)),
     ArgKey("Task Type", "NPU task", ("other",), "decline"),  # the msgspec path reads those
     ArgKey("grid", "grid_x", _KINETO, "dim3"),
     ArgKey("block", "block_x", _KINETO, "dim3"),

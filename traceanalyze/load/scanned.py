@@ -42,13 +42,13 @@ CALL_CATS = {
     "cuda_driver": "cuda_driver",
     "Driver": "cuda_driver",
 }
+# with_stack's Python frames: kept as the python part (pid, tid, times, name, their ids).
+PYTHON_CATS = frozenset({"python_function"})
 # Old traces spell the external id "external id"; newer ones "External id".
 LEGACY_CATS = frozenset({"Kernel", "Memcpy", "Memset", "Operator", "Runtime", "Driver"})
 # Counted but not kept: large, and no analysis reads them; but the profile_memory events
 # (MEMORY_EVENT, in cpu_instant_event) are kept, as the memory part, from any category.
-SKIPPED_CATS = frozenset(
-    {"python_function", "cpu_instant_event", "Trace", "overhead", "gpu_user_annotation"}
-)
+SKIPPED_CATS = frozenset({"cpu_instant_event", "Trace", "overhead", "gpu_user_annotation"})
 FLOW_PHASES = frozenset({"s", "f", "t"})
 INSTANT_PHASES = frozenset({"i", "I"})
 # The name of the instant events profile_memory records (an allocation or a free each).
@@ -56,6 +56,9 @@ MEMORY_EVENT = "[memory]"
 MEMORY_ARGS = (
     "device_type", "device", "addr", "bytes", "total_allocated_bytes", "total_reserved_bytes"
 )  # fmt: skip
+
+# A Python frame's args "Python id" and "Python parent id" (null for a thread's root frame).
+PYTHON_ARGS = ("python_id", "python_parent_id")
 
 # The columns of each part kind, in the order the frames list them.
 SPAN = ("name", "pid", "tid", "ts_ns", "dur_ns")
@@ -80,6 +83,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "meta": ("name", "pid", "tid", "label"),
     "npu": (*SPAN, "device", "stream", "correlation", "kind"),
     "memory": ("pid", "tid", "ts_ns", *MEMORY_ARGS),
+    "python": (*SPAN, *PYTHON_ARGS),
 }
 FLOATS = frozenset(
     {"blocks_per_sm", "warps_per_sm", "est_achieved_occupancy_pct", "bandwidth_gbps"}
