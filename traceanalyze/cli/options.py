@@ -17,7 +17,7 @@ import click
 from traceanalyze.analyses.compare import steady_median_ms
 from traceanalyze.analyses.iterations import Selection, counted
 from traceanalyze.cli.progress import loading, loading_file
-from traceanalyze.load import load
+from traceanalyze.load import InputKind, load, resolve
 from traceanalyze.load.parallel import THREADS_ENV
 from traceanalyze.load.variants import VariantSet, capture_entry, load_variants
 from traceanalyze.render.table import FORMATS
@@ -147,8 +147,8 @@ class Loader:
         """The traces a single-trace command runs on: one for a file or a folder of ranks,
         one per variant (with its label) for a folder of separate traces; each with the
         capture's steady median time where a manifest gives one (for the bound verdict)."""
-        if not path.is_dir():
-            known = capture_entry(path) if path.is_file() else None
+        if resolve(path).kind is InputKind.TRACE:
+            known = capture_entry(path)
             median = steady_median_ms(known) if known else None
             return [Subject(None, self.trace(path), median)]
         variants = self.variants([path]).loaded

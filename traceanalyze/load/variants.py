@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any, overload
 
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError, UsageError
-from traceanalyze.load import are_ranks, combine_ranks, is_trace_name, load_each
-from traceanalyze.load.folder import load_dropping, sort_files
+from traceanalyze.load import are_ranks, combine_ranks, load_each
+from traceanalyze.load.folder import load_dropping
+from traceanalyze.load.inputs import MANIFEST, Input, InputKind, manifest_beside, resolve
 from traceanalyze.trace import Skipped, Trace
-
-MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
@@ -87,11 +86,12 @@ def load_variants(
             f"{len(labels)} label(s) for {len(paths)} path(s)",
             fix="Give one --label per path, in the same order.",
         )
+    inputs = [resolve(raw) for raw in paths]  # every path decided before any is parsed
     planned: list[Variant] = []
     manifests: list[dict[str, Any]] = []
     skipped: list[Skipped] = []
-    for index, raw in enumerate(paths):
-        found = _plan(Path(raw), manifests, skipped)
+    for index, given in enumerate(inputs):
+        found = _plan(given, manifests, skipped)
         if labels is not None:
             found = [replace(v, label=f"{labels[index]}/{v.label}") for v in found]
         planned += found
@@ -114,8 +114,8 @@ def load_variants(
             Path(paths[0]) if len(paths) == 1 else None,
             "Pass trace files, or folders that hold them.",
         )
-    if len(paths) == 1 and Path(paths[0]).is_dir() and not manifests:
-        loaded = _ranks_as_one(loaded, Path(paths[0]))
+    if len(inputs) == 1 and inputs[0].kind is InputKind.RANK_FOLDER:
+        loaded = _ranks_as_one(loaded, inputs[0].path)
     return VariantSet(
         tuple(loaded), tuple(manifests), tuple(Path(p) for p in paths), tuple(skipped)
     )
@@ -129,32 +129,29 @@ def _ranks_as_one(variants: list[Variant], folder: Path) -> list[Variant]:
     return [Variant(folder.name or str(folder), folder, combine_ranks(traces, folder))]
 
 
-def _plan(path: Path, manifests: list[dict[str, Any]], skipped: list[Skipped]) -> list[Variant]:
-    """The variants ``path`` holds, not loaded yet (a manifest found is added to
+def _plan(found: Input, manifests: list[dict[str, Any]], skipped: list[Skipped]) -> list[Variant]:
+    """The variants ``found`` holds, not loaded yet (a manifest found is added to
     ``manifests``, files of a folder that are not traces to ``skipped``)."""
-    if path.is_dir():
-        manifest = read_manifest(path)
-        if manifest is None:
-            files, passed_over = sort_files(path)
-            skipped += passed_over
-            return [Variant(label_of(p), p, listed=True) for p in files]
+    path = found.path
+    if found.kind is InputKind.TRACE:
+        # A file of a capture folder keeps what its manifest says (median time, warm-up).
+        known = capture_entry(path)
+        return [replace(known, label=label_of(path)) if known else Variant(label_of(path), path)]
+    if found.manifest is not None:
+        manifest = _read(found.manifest)
         manifests.append(manifest)
         return _from_manifest(path, manifest)
-    if path.is_file() or is_trace_name(path):
-        # A file of a capture folder keeps what its manifest says (median time, warm-up).
-        known = capture_entry(path) if path.is_file() else None
-        return [replace(known, label=label_of(path)) if known else Variant(label_of(path), path)]
-    raise TraceReadError("no such file or folder", path, "Check the path.")
+    skipped += found.skipped
+    return [Variant(label_of(p), p, listed=True) for p in found.files]
 
 
 def capture_entry(trace_file: Path) -> Variant | None:
     """The manifest's variant for a trace file inside a capture folder (not loaded), or None
     when no manifest beside it lists the file."""
-    folder = trace_file.parent
-    if not (folder / MANIFEST).is_file():
+    beside = manifest_beside(trace_file)
+    if beside is None:
         return None
-    manifest = read_manifest(folder)
-    assert manifest is not None
+    manifest = _read(beside)
     for name, entry in manifest["variants"].items():
         if entry.get("trace") == trace_file.name:
             return Variant(
@@ -167,19 +164,20 @@ def capture_entry(trace_file: Path) -> Variant | None:
 def capture_config(trace_file: Path) -> dict[str, Any] | None:
     """The capture configuration of a trace file inside a capture folder (its manifest's
     ``config``), or None when there is no manifest beside it."""
-    folder = trace_file.parent
-    if not (folder / MANIFEST).is_file():
+    beside = manifest_beside(trace_file)
+    if beside is None:
         return None
-    manifest = read_manifest(folder)
-    assert manifest is not None
-    config: dict[str, Any] = manifest.get("config", {})
+    config: dict[str, Any] = _read(beside).get("config", {})
     return config
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The capture manifest of ``folder``, or None when it has none."""
     file = folder / MANIFEST
-    if not file.is_file():
-        return None
+    return _read(file) if file.is_file() else None
+
+
+def _read(file: Path) -> dict[str, Any]:
     try:
         manifest = json.loads(file.read_text())
     except (OSError, ValueError) as exc:
