@@ -13,7 +13,7 @@ from traceanalyze.cli.analyses import _table_command, trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
 from traceanalyze.errors import AnalysisError
 from traceanalyze.load import InputKind, resolve
-from traceanalyze.load.variants import Variant, capture_config, capture_entry, label_of
+from traceanalyze.load.variants import Variant, capture_entry, capture_manifest, label_of
 from traceanalyze.render.cold import VIEWS, render_cold
 
 
@@ -65,11 +65,11 @@ def cold(
 def _cold(path: Path, loader: Loader, baseline: str | None) -> ColdSet:
     if resolve(path).kind is not InputKind.TRACE:
         found = loader.variants([path])
-        config = found.manifests[0].get("config") if found.manifests else None
-        result = cold_set(found.variants, baseline, config=config)
+        manifest = found.manifests[0] if found.manifests else None
+        result = cold_set(found.variants, baseline, manifest=manifest)
     else:
         variant = _beside_its_manifest(path, loader)
-        result = cold_set([variant], baseline, config=capture_config(path), single=True)
+        result = cold_set([variant], baseline, manifest=capture_manifest(path), single=True)
     if not result.rows.height:
         reasons = "; ".join(n for n in result.summary["note"].drop_nulls().unique())
         raise AnalysisError(
