@@ -13,7 +13,7 @@ from polars.testing import assert_frame_equal
 
 import traceanalyze
 from capture.manifest import VariantResult, manifest_from_dict
-from tests.micro import annotation, call, kernel, op, write_trace
+from tests.micro import annotation, call, kernel, load, op, write_trace
 from traceanalyze.analyses.calls import find_calls
 from traceanalyze.analyses.cold import cold_start
 from traceanalyze.analyses.cold_context import (
@@ -33,10 +33,6 @@ CUDNN_SDPA = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7
 SDPA = "aten::scaled_dot_product_attention"
 WRAPPER = "aten::_scaled_dot_product_cudnn_attention"
 CUDNN_FWD = "aten::_cudnn_attention_forward"
-
-
-def load(folder: Path, events: list[Event], name: str = "trace.json") -> traceanalyze.Trace:
-    return traceanalyze.load(write_trace(folder, events, name), cache=False)
 
 
 def sdpa_call(i: int, start: float, span: float, fwd: float, launch: float) -> list[Event]:

@@ -12,7 +12,10 @@ and ``load_each(paths)`` loads separate traces in order.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+import sys
+import types
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -287,6 +290,19 @@ def _load_file(
     if cache:
         write_entry(entry_for(path, _cache_folder(cache_dir)), trace)
     return trace
+
+
+class _CallableModule(types.ModuleType):
+    """``traceanalyze.load`` is this module (so ``import traceanalyze.load`` and
+    ``traceanalyze.load.fast`` work) and, called, :func:`load`: ``traceanalyze.load(path)``
+    stays the package's entry point without a function shadowing the module."""
+
+    __call__ = staticmethod(load)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+# inspect.signature (help, IDEs) of the module: load's, with its path.
+__signature__ = inspect.signature(load)
 
 
 __all__ = [
