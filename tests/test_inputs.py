@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 import traceanalyze
+from capture.manifest import VariantResult
 from tests.micro import document, kernel, write, write_trace
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
 from traceanalyze.load import Input, InputKind, SeparateTracesError, rank_files, resolve
+from traceanalyze.load.variants import read_manifest
 from traceanalyze.trace import Skipped
 
 EVENTS = [kernel("k", 0, 5, 1)]
@@ -119,3 +121,91 @@ def test_a_manifest_that_is_not_json_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match="is not a readable capture manifest") as caught:
         traceanalyze.load_variants([tmp_path])
     assert "\n" not in str(caught.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# the manifest, read through capture's Manifest
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+SAMPLE_MANIFESTS = sorted(SAMPLES.glob("*/manifest.json"))
+
+
+@pytest.mark.parametrize("file", SAMPLE_MANIFESTS, ids=lambda f: f.parent.name)
+def test_every_sample_manifest_reads_whole(file: Path) -> None:
+    raw = json.loads(file.read_text())
+    manifest = read_manifest(file)
+    # Nothing dropped: every value the file states reads back the same (older samples lack
+    # call1_ms_per_process, which reads as none).
+    assert missing(raw, json.loads(json.dumps(manifest.to_dict()))) == []
+    assert list(manifest.variants) == list(raw["variants"])
+
+
+def missing(stated: object, read: object, where: str = "") -> list[str]:
+    """Where ``read`` differs from what ``stated`` states (keys it adds are not counted)."""
+    if isinstance(stated, dict) and isinstance(read, dict):
+        return [
+            fault
+            for key, value in stated.items()
+            for fault in missing(value, read.get(key, "<absent>"), f"{where}.{key}")
+        ]
+    if isinstance(stated, list) and isinstance(read, list) and len(stated) == len(read):
+        return [
+            f
+            for i, (a, b) in enumerate(zip(stated, read, strict=True))
+            for f in missing(a, b, f"{where}[{i}]")
+        ]
+    return [] if stated == read else [where]
+
+
+def test_the_sample_manifests_say_what_the_analyses_use() -> None:
+    cold = read_manifest(SAMPLES / "h200_cold" / "manifest.json")
+    assert (cold.warm_up_calls, cold.call_seqs) == (0, (1024,) * 10)
+    entry = cold.variants["sdpa_cudnn"]
+    assert entry.cold is not None and entry.cold.cache_state == "empty"
+    assert {p.role for p in entry.cold.processes} == {"profile", "time"}
+    warm = read_manifest(SAMPLES / "h200_default" / "manifest.json")
+    assert (warm.warm_up_calls, warm.call_seqs) == (1, None)
+    assert warm.entry_for("sdpa_flash.json.gz") == ("sdpa_flash", warm.variants["sdpa_flash"])
+
+
+def test_an_older_manifest_reads_with_what_it_states(tmp_path: Path) -> None:
+    # No schema, created, command or environment; one warm-up described in `method.warm_up`;
+    # a variant entry with a field this version does not know.
+    file = write(
+        tmp_path,
+        "manifest.json",
+        {
+            "method": {"warm_up": "one untimed call"},
+            "variants": {"naive": {"trace": "naive.json", "median_ms": 2.5, "gpu": "H100"}},
+        },
+    )
+    manifest = read_manifest(file)
+    assert (manifest.schema, manifest.created, manifest.warm_up_calls) == (0, None, 1)
+    assert manifest.variants["naive"] == VariantResult("ok", "", trace="naive.json", median_ms=2.5)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ({"variants": []}, "is not a capture manifest (no 'variants' object)"),
+        (
+            {"variants": {"a": 3}},
+            "is not a capture manifest (variant 'a': VariantResult is not an object)",
+        ),
+        (
+            {"config": [], "variants": {}},
+            "is not a capture manifest (Manifest.config is not an object)",
+        ),
+        ({"variants": {"a": {"cold": {"processes": 5}}}}, "variant 'a': processes is not a list"),
+    ],
+)
+def test_a_manifest_that_is_not_one_is_one_line(
+    tmp_path: Path, content: object, problem: str
+) -> None:
+    file = write(tmp_path, "manifest.json", content)
+    with pytest.raises(TraceFormatError) as caught:
+        read_manifest(file)
+    assert problem in str(caught.value)
+    assert str(caught.value).endswith(
+        "Re-run the capture, or delete the manifest to compare the traces without it."
+    )
