@@ -71,7 +71,7 @@ def label_of(path: Path) -> str:
 
 
 def load_variants(
-    paths: Sequence[str | os.PathLike[str]],
+    paths: Sequence[str | os.PathLike[str] | Input],
     *,
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -87,7 +87,8 @@ def load_variants(
             f"{len(labels)} label(s) for {len(paths)} path(s)",
             fix="Give one --label per path, in the same order.",
         )
-    inputs = [resolve(raw) for raw in paths]  # every path decided before any is parsed
+    # Every path decided before any is parsed (an Input given was resolved already).
+    inputs = [raw if isinstance(raw, Input) else resolve(raw) for raw in paths]
     planned: list[Variant] = []
     manifests: list[Manifest] = []
     skipped: list[Skipped] = []
@@ -112,13 +113,13 @@ def load_variants(
     if not loaded:
         raise EmptyTraceError(
             "no traces among the paths given",
-            Path(paths[0]) if len(paths) == 1 else None,
+            inputs[0].path if len(inputs) == 1 else None,
             "Pass trace files, or folders that hold them.",
         )
     if len(inputs) == 1 and inputs[0].kind is InputKind.RANK_FOLDER:
         loaded = _ranks_as_one(loaded, inputs[0].path)
     return VariantSet(
-        tuple(loaded), tuple(manifests), tuple(Path(p) for p in paths), tuple(skipped)
+        tuple(loaded), tuple(manifests), tuple(i.path for i in inputs), tuple(skipped)
     )
 
 
