@@ -13,7 +13,7 @@ import click
 
 from capture.config import CUDA_GRAPH_MODES, DTYPE_ALIASES, TOLERANCE, CaptureConfig, ColdConfig
 from capture.errors import CaptureError
-from capture.manifest import Manifest, VariantResult
+from capture.manifest import MANIFEST_FILE, Manifest, VariantResult
 from capture.variants import VARIANTS
 
 DEFAULTS = CaptureConfig(device="cpu")
@@ -192,7 +192,7 @@ def capture(ctx: click.Context, /, out_dir: Path, cold: bool, **options: object)
         manifest = _run(ctx, out_dir, config, cold_options if cold else None)
     except CaptureError as exc:
         raise CaptureFailed(ctx, str(exc)) from exc
-    click.echo(f"wrote {out_dir / 'manifest.json'}", err=True)
+    click.echo(f"wrote {out_dir / MANIFEST_FILE}", err=True)
     if manifest.failed:
         raise CaptureFailed(
             ctx,

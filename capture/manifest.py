@@ -17,6 +17,8 @@ from typing import Any, Literal, TypeVar
 from capture.caches import CacheState
 
 SCHEMA = 1
+# The manifest's file name in a capture folder: capture writes it, traceanalyze looks for it.
+MANIFEST_FILE = "manifest.json"
 Status = Literal["ok", "skipped", "failed"]
 T = TypeVar("T")
 

@@ -21,12 +21,13 @@ from pathlib import Path
 
 import msgspec
 
+from capture.manifest import MANIFEST_FILE
 from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceAnalyzeError, TraceReadError
 from traceanalyze.load.chunks import first_look
 from traceanalyze.trace import Skipped
 
-# The file a capture (python -m capture) writes beside its traces: named here only.
-MANIFEST = "manifest.json"
+# The file a capture (python -m capture) writes beside its traces, as capture names it.
+MANIFEST = MANIFEST_FILE
 # Files of a folder known not to be traces, passed over without a warning.
 KNOWN_NOT_TRACES = frozenset({MANIFEST})
 TRACE_SUFFIXES = (".json", ".json.gz")
