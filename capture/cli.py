@@ -13,7 +13,7 @@ import click
 
 from capture.config import CUDA_GRAPH_MODES, DTYPE_ALIASES, TOLERANCE, CaptureConfig, ColdConfig
 from capture.errors import CaptureError
-from capture.manifest import Manifest, VariantResult
+from capture.manifest import MANIFEST_FILE, Manifest, VariantResult
 from capture.variants import VARIANTS
 
 DEFAULTS = CaptureConfig(device="cpu")
@@ -191,15 +191,29 @@ def capture(ctx: click.Context, /, out_dir: Path, cold: bool, **options: object)
         config = CaptureConfig(**options)  # type: ignore[arg-type]
         manifest = _run(ctx, out_dir, config, cold_options if cold else None)
     except CaptureError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(f"wrote {out_dir / 'manifest.json'}", err=True)
+        raise CaptureFailed(ctx, str(exc)) from exc
+    click.echo(f"wrote {out_dir / MANIFEST_FILE}", err=True)
     if manifest.failed:
-        click.echo(
-            f"Error: {len(manifest.failed)} variant(s) failed: "
+        raise CaptureFailed(
+            ctx,
+            f"{len(manifest.failed)} variant(s) failed: "
             f"{', '.join(manifest.failed)} (reasons in the manifest)",
-            err=True,
         )
-        ctx.exit(1)
+
+
+class CaptureFailed(click.ClickException):
+    """The one place a `CaptureError` (or a failed variant) becomes one line on stderr and exit
+    status 1, named after the program that ran (``traceanalyze`` or ``capture``), as
+    traceanalyze's own errors are."""
+
+    exit_code = CaptureError.exit_code
+
+    def __init__(self, ctx: click.Context, message: str) -> None:
+        super().__init__(message)
+        self.program = ctx.find_root().info_name or "capture"
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"{self.program}: error: {self.format_message()}", err=True)
 
 
 def _run(

@@ -31,7 +31,14 @@ from typing import Any
 
 from capture.caches import CACHES, NOT_CONTROLLED, cache_states, cold_cost_env, fresh_cache_env
 from capture.config import ColdConfig
-from capture.manifest import ColdResult, Manifest, ProcessRecord, VariantResult, write_manifest
+from capture.manifest import (
+    MANIFEST_FILE,
+    ColdResult,
+    Manifest,
+    ProcessRecord,
+    VariantResult,
+    write_manifest,
+)
 from capture.measure import UNRELATED_OP
 from capture.run import ProgressCallback, check_device, import_torch, prepare_out_dir
 from capture.tracing import BACKEND_SOURCE
@@ -128,7 +135,7 @@ def run_cold(
     }
     environment = environments[0] if environments else {"device": cold.capture.device}
     manifest = Manifest(created, tuple(command), environment, config, cold_method(cold), results)
-    write_manifest(manifest, out / "manifest.json")
+    write_manifest(manifest, out / MANIFEST_FILE)
     return manifest
 
 

@@ -17,7 +17,7 @@ from capture.environment import describe_environment
 from capture.errors import CaptureError
 from capture.graphs import METHOD as GRAPH_METHOD
 from capture.graphs import measure_graphed
-from capture.manifest import Manifest, VariantResult, write_manifest
+from capture.manifest import MANIFEST_FILE, Manifest, VariantResult, write_manifest
 from capture.measure import (
     Inputs,
     Measured,
@@ -86,7 +86,7 @@ def run_capture(
     manifest = Manifest(
         created, tuple(command), environment, config.to_dict(), capture_method(config), results
     )
-    write_manifest(manifest, out / "manifest.json")
+    write_manifest(manifest, out / MANIFEST_FILE)
     return manifest
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import polars as pl
 
+import traceanalyze
+
 Event = dict[str, Any]
 Micros = float | Decimal  # a Decimal for digits a float cannot hold
 _EXACT = "exact-number:"
@@ -144,6 +146,14 @@ def write_trace(
 ) -> Path:
     """Write a micro trace of ``events`` (see :func:`document` for ``doc``) and return its path."""
     return write(folder, name, document(events, **doc))
+
+
+def load(
+    folder: Path, events: Sequence[Event], name: str = "trace.json", **doc: Any
+) -> traceanalyze.Trace:
+    """Write a micro trace of ``events`` (see :func:`document` for ``doc``) and load it,
+    bypassing the cache: the one way tests turn events into a Trace."""
+    return traceanalyze.load(write_trace(folder, events, name, **doc), cache=False)
 
 
 def expected(schema: Mapping[str, pl.DataType], header: str, *rows: Iterable[Any]) -> pl.DataFrame:

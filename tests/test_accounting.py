@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 import traceanalyze
 from tests.conftest import public_trace_files
-from tests.micro import annotation, call, kernel, op, write_trace
+from tests.micro import annotation, call, kernel, load, op
 from traceanalyze.analyses.accounting import DEFINITIONS, iteration_times
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.report import build_report
@@ -22,10 +21,6 @@ from traceanalyze.cli import main
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((REPO / "sample_traces").glob("*/*.json.gz"))
 GEMM = "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT"
-
-
-def load(folder: Path, events: list[dict[str, Any]], **top: Any) -> traceanalyze.Trace:
-    return traceanalyze.load(write_trace(folder, events, **top), cache=False)
 
 
 def test_per_iteration_frame(tmp_path: Path) -> None:

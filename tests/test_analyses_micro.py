@@ -12,8 +12,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-import traceanalyze
-from tests.micro import annotation, call, kernel, op, write_trace
+from tests.micro import annotation, call, kernel, load, op
 from traceanalyze.analyses import expectations as expect
 from traceanalyze.analyses.accounting import busy_and_span
 from traceanalyze.analyses.cudnn import cudnn_table
@@ -29,10 +28,6 @@ CUDNN_SDPA = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7
 CONVERT_DQ = "void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*)"
 DTOD = "Memcpy DtoD (Device -> Device)"
 MEMSET = "Memset (Device)"
-
-
-def load(folder: Path, events: list[Event]) -> traceanalyze.Trace:
-    return traceanalyze.load(write_trace(folder, events), cache=False)
 
 
 def memcpy(name: str, ts: float, dur: float, correlation: int, nbytes: int, **kw: Any) -> Event:

@@ -14,8 +14,7 @@ import polars as pl
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
-import traceanalyze
-from tests.micro import annotation, call, kernel, op, write_trace
+from tests.micro import annotation, call, kernel, load, op, write_trace
 from traceanalyze.analyses.accounting import mean_per_iter
 from traceanalyze.analyses.idle import device_gaps, idle_breakdown
 from traceanalyze.analyses.kernels import kernel_table
@@ -26,10 +25,6 @@ from traceanalyze.cli import main
 from traceanalyze.render.between import where_time_goes_markdown
 
 Event = dict[str, Any]
-
-
-def load(folder: Path, events: list[Event]) -> traceanalyze.Trace:
-    return traceanalyze.load(write_trace(folder, events), cache=False)
 
 
 # One step of 200 us on stream 7, four gaps, one of each cause:

@@ -280,7 +280,7 @@ def test_cli_without_torch_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path
     result = CliRunner().invoke(capture, ["--out", str(tmp_path), "--device", "cpu"])
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
-        "Error: torch is not installed; capture needs it: install the capture extra "
+        "capture: error: torch is not installed; capture needs it: install the capture extra "
         "(pip install 'traceanalyze[capture]')"
     ]
 

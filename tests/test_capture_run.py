@@ -245,7 +245,8 @@ def test_unwritable_out_dir_is_one_line(tmp_path: Path) -> None:
         capture, ["--out", str(blocker / "sub"), "--device", "cpu", "--variants", "naive"]
     )
     assert result.exit_code == 1
-    assert result.output.startswith(f"Error: {blocker / 'sub'}: cannot write the output folder")
+    expected = f"capture: error: {blocker / 'sub'}: cannot write the output folder"
+    assert result.output.startswith(expected)
 
 
 def test_progress_line_per_variant(tmp_path: Path) -> None:
@@ -306,5 +307,5 @@ def test_cuda_graph_on_cpu_is_one_line(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
-        "Error: --cuda-graph replay needs CUDA; run on a GPU machine or drop --cuda-graph"
+        "capture: error: --cuda-graph replay needs CUDA; run on a GPU machine or drop --cuda-graph"
     ]

@@ -12,7 +12,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import traceanalyze
-from tests.micro import annotation, call, kernel, op, write_trace
+from capture.manifest import VariantResult, manifest_from_dict
+from tests.micro import annotation, call, kernel, load, op, write_trace
 from traceanalyze.analyses.calls import find_calls
 from traceanalyze.analyses.cold import cold_start
 from traceanalyze.analyses.cold_context import (
@@ -32,10 +33,6 @@ CUDNN_SDPA = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7
 SDPA = "aten::scaled_dot_product_attention"
 WRAPPER = "aten::_scaled_dot_product_cudnn_attention"
 CUDNN_FWD = "aten::_cudnn_attention_forward"
-
-
-def load(folder: Path, events: list[Event], name: str = "trace.json") -> traceanalyze.Trace:
-    return traceanalyze.load(write_trace(folder, events, name), cache=False)
 
 
 def sdpa_call(i: int, start: float, span: float, fwd: float, launch: float) -> list[Event]:
@@ -376,9 +373,14 @@ def cold_entry(
 
 
 def test_context_from_a_manifest_entry() -> None:
-    context = ColdContext.from_entry(
-        cold_entry(1.2, 0.1, "x.json"), {"cold": {"call_seqs": [1024, 1024]}}
+    # Hand-written and partial, as older manifests are: read through capture's Manifest.
+    manifest = manifest_from_dict(
+        {
+            "config": {"cold": {"call_seqs": [1024, 1024]}},
+            "variants": {"x": cold_entry(1.2, 0.1, "x.json")},
+        }
     )
+    context = ColdContext.from_entry(manifest.variants["x"], manifest)
     assert context.cache_state == "as_found"
     assert context.trace_caches == "cuda_jit 12 files, triton empty, inductor absent"
     assert (context.timed_first_call_us, context.timed_steady_us) == (1200.0, 100.0)
@@ -388,7 +390,8 @@ def test_context_from_a_manifest_entry() -> None:
         "the profiled process started with caches cuda_jit 12 files, triton empty, inductor "
         "absent, the timing process with cuda_jit 12 files"
     )
-    assert ColdContext.from_entry({"status": "ok"}) == ColdContext()
+    assert ColdContext.from_entry(VariantResult.from_dict({"status": "ok"})) == ColdContext()
+    assert ColdContext.from_entry(None) == ColdContext()
 
 
 def test_payback() -> None:
@@ -438,7 +441,7 @@ def cold_folder(folder: Path) -> Path:
 
 def test_break_even_across_a_capture_folder(tmp_path: Path) -> None:
     variants = traceanalyze.load_variants([cold_folder(tmp_path)], cache=False)
-    result = cold_set(variants.variants, config={"cold": {"call_seqs": [1024, 1024, 1024]}})
+    result = cold_set(variants.variants, manifest=variants.manifests[0])
     assert result.baseline == "naive"
     summary = result.summary.select(
         "variant", "status", "first_call_us", "steady_us", "excess_us", "timed_excess_us",

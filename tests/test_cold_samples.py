@@ -21,7 +21,7 @@ AGREEMENT_PCT = 20.0
 @pytest.fixture(scope="module")
 def cold_summary() -> pl.DataFrame:
     found = traceanalyze.load_variants([SAMPLES / "h200_cold"])
-    return cold_set(found.variants, config=found.manifests[0]["config"]).summary
+    return cold_set(found.variants, manifest=found.manifests[0]).summary
 
 
 def test_cudnn_first_call_excess_agrees_with_the_timing(cold_summary: pl.DataFrame) -> None:

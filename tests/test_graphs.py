@@ -8,8 +8,7 @@ from typing import Any
 
 import polars as pl
 
-import traceanalyze
-from tests.micro import annotation, call, kernel, op, write_trace
+from tests.micro import annotation, call, kernel, load, op
 from traceanalyze.analyses.graphs import (
     GRAPH_ID,
     GRAPH_NODE_ID,
@@ -53,10 +52,6 @@ EVENTS: list[Event] = [
     *replay(2, 100, 10, 10),
     *replay(3, 200, 11, 12),
 ]
-
-
-def load(folder: Path, events: list[Event]) -> traceanalyze.Trace:
-    return traceanalyze.load(write_trace(folder, events), cache=False)
 
 
 def test_replayed_kernels_are_attributed_to_the_captured_ops(tmp_path: Path) -> None:

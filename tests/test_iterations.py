@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import traceanalyze
 from tests.conftest import SHARED, skip_without
-from tests.micro import annotation, call, kernel, op, write_trace
+from tests.micro import annotation, call, kernel, load, op, write_trace
 from traceanalyze.analyses.cold_context import FROM_TIMING, Payback
 from traceanalyze.analyses.compare import comparison
 from traceanalyze.analyses.iterations import (
@@ -34,10 +34,6 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 CORPUS = SHARED / "traces" / "corpus"
 PUBLIC = SHARED / "traces" / "public"
 ROWS = ["iteration", "kind", "flag", "counted", "kernels", "memcpy", "gpu_busy_us"]
-
-
-def load(folder: Path, events: list[Event]) -> traceanalyze.Trace:
-    return traceanalyze.load(write_trace(folder, events), cache=False)
 
 
 def step(number: int, start: float, dur: float, correlation: int, kernel_us: float) -> list[Event]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "traceanalyze"
 RULES = [
     ("load", ("analyses", "render", "cli")),
     ("classify", ("analyses", "render", "cli")),
+    ("perfmodel", ("analyses", "render", "cli")),
     ("analyses", ("render", "cli")),
     ("render", ("cli",)),
 ]
@@ -31,10 +33,88 @@ def imported(path: Path) -> set[str]:
 def test_a_layer_imports_nothing_above_it(layer: str, above: tuple[str, ...]) -> None:
     faults = {
         f"{path.relative_to(PACKAGE.parent)} imports {name}"
-        for path in sorted((PACKAGE / layer).glob("*.py"))
+        for path in sorted((PACKAGE / layer).rglob("*.py"))
         for name in imported(path)
         if any(
             name == f"traceanalyze.{up}" or name.startswith(f"traceanalyze.{up}.") for up in above
         )
+    }
+    assert not faults
+
+
+def test_the_layers_cover_every_subpackage() -> None:
+    # A new subpackage (say analyses/ grouped into capability packages) is scanned by rglob;
+    # a new top-level package must be given a rule here.
+    packages = {p.parent.relative_to(PACKAGE).parts[0] for p in PACKAGE.rglob("*/__init__.py")}
+    ruled = {layer for layer, _ in RULES} | {up for _, above in RULES for up in above}
+    assert packages <= ruled, packages - ruled
+
+
+# Only the input resolver lists a folder to decide what an input is; anything else that lists
+# files says why here.
+RESOLVER = PACKAGE / "load" / "inputs.py"
+LISTING_CALLS = {"iterdir", "glob", "rglob", "listdir", "scandir", "walk"}
+ALLOWED_LISTING = {
+    # The cache key hashes the package's own loader sources, not an input.
+    PACKAGE / "load" / "cache.py": "hashes traceanalyze's own sources for the cache key",
+}
+
+
+def listing_calls(path: Path) -> list[str]:
+    return [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.func.attr}"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in LISTING_CALLS
+    ]
+
+
+def test_only_the_resolver_lists_folders() -> None:
+    faults = [
+        call
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != RESOLVER and path not in ALLOWED_LISTING
+        for call in listing_calls(path)
+    ]
+    assert not faults
+    assert listing_calls(RESOLVER), "the resolver itself lists folders: the scan must see it"
+    assert all(listing_calls(path) for path in ALLOWED_LISTING), "an allowance no longer used"
+
+
+def test_manifest_json_is_named_in_one_module() -> None:
+    naming = [
+        str(path.relative_to(PACKAGE.parent))
+        for path in sorted([*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "capture").rglob("*.py")])
+        if any(
+            isinstance(node, ast.Constant) and node.value == "manifest.json"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    ]
+    assert naming == ["capture/manifest.py"]
+
+
+# capture/ runs on a GPU box with torch and the standard library only (click for its
+# command line): the manifest that traceanalyze reads must import nothing else.
+CAPTURE = PACKAGE.parent / "capture"
+
+
+def test_the_manifest_module_needs_only_the_standard_library() -> None:
+    third_party = {
+        name
+        for module in ("manifest.py", "caches.py", "errors.py")
+        for name in imported(CAPTURE / module)
+        if name.split(".")[0] not in {"__future__", "capture", *sys.stdlib_module_names}
+    }
+    assert not third_party
+
+
+def test_traceanalyze_reads_capture_only_through_the_manifest_and_its_error() -> None:
+    faults = {
+        f"{path.relative_to(PACKAGE.parent)} imports {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name in imported(path)
+        if name.startswith("capture")
+        and name not in {"capture.manifest", "capture.caches", "capture.errors", "capture.cli"}
     }
     assert not faults

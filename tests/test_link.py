@@ -8,14 +8,10 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 import traceanalyze
-from tests.micro import actual, annotation, call, expected, kernel, op, span, write_trace
+from tests.micro import actual, annotation, call, expected, kernel, load, op, span, write_trace
 from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA, ITERATION_SCHEMA
 
 CPU_TREE = {**CPU_SCHEMA, "parent": pl.String()}
-
-
-def load(folder: Path, events: list[dict[str, object]]) -> traceanalyze.Trace:
-    return traceanalyze.load(write_trace(folder, events), cache=False)
 
 
 def with_parent_names(cpu: pl.DataFrame) -> pl.DataFrame:

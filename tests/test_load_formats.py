@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import importlib
 import os
 import shutil
 from decimal import Decimal
@@ -433,7 +432,7 @@ def test_large_loads_run_in_worker_processes(
     write_trace(tmp_path, STEP, name="r0.json", rank=0)
     write_trace(tmp_path, STEP, name="r1.json.gz", rank=5)
     serial = traceanalyze.load(tmp_path, cache=False)
-    monkeypatch.setattr(importlib.import_module("traceanalyze.load"), "_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(traceanalyze.load, "_PARALLEL_MIN_BYTES", 0)
     assert_traces_equal(traceanalyze.load(tmp_path, cache=False), serial)
     bad = write(tmp_path, "r2.json", b'{"traceEvents": [')
     with pytest.raises(TraceFormatError) as error:  # raised in a worker, re-raised here whole
@@ -448,7 +447,7 @@ def test_large_loads_run_in_worker_processes(
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The files actually parsed (cache misses) during the test."""
     seen: list[Path] = []
-    loader = importlib.import_module("traceanalyze.load")  # the package, not its load()
+    loader = traceanalyze.load  # the module (callable as load(), not shadowed by it)
     parse = loader.parse_file
 
     def counting(path: Path, *args: object, **kwargs: object) -> traceanalyze.Trace:
@@ -493,7 +492,7 @@ def test_changing_a_linking_rule_invalidates_the_cache(
 ) -> None:
     # A copy of the sources that build a Trace stands in for the package; editing its linker
     # must give new cache keys, so a cached Trace is never one the changed code would not build.
-    cache = importlib.import_module("traceanalyze.load.cache")
+    cache = traceanalyze.load.cache
     package = tmp_path / "package"
     shutil.copytree(Path(cache.__file__).parent.parent, package)
     monkeypatch.setattr(cache, "_PACKAGE", package)

@@ -19,7 +19,7 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 import traceanalyze
-from tests.micro import annotation, expected, memory_event, op, span, write_trace
+from tests.micro import annotation, expected, load, memory_event, op, span, write_trace
 from traceanalyze.analyses.memory import NO_MEMORY_EVENTS, memory
 from traceanalyze.analyses.memory_blocks import _address_key, memory_events
 from traceanalyze.load.parse import parse_file
@@ -52,10 +52,6 @@ def two_steps() -> list[Event]:
         memory_event(150, 0x20, -512, 512, 4096),
         memory_event(180, 0x40, -512, 0, 4096),
     ]
-
-
-def load(folder: Path, events: list[Event]) -> traceanalyze.Trace:
-    return traceanalyze.load(write_trace(folder, events), cache=False)
 
 
 ITERATION_TYPES: dict[str, pl.DataType] = {

@@ -12,7 +12,7 @@ import pytest
 
 import traceanalyze
 from tests.conftest import PUBLIC_TRACES
-from tests.micro import annotation, call, kernel, op, span, write_trace
+from tests.micro import annotation, call, kernel, load, op, span
 from traceanalyze.analyses.roofline import ROOFLINE_COLUMNS, UNMODELLED_COLUMNS, roofline
 from traceanalyze.analyses.waves import wave_table
 from traceanalyze.perfmodel.formulas import NO_SHAPES
@@ -74,10 +74,6 @@ def step(offset: float, index: int, *, shapes: bool = True) -> list[Event]:
         call("cudaLaunchKernel", t + 262, 3, c + 4),
         kernel(CAT, t + 340, 5, c + 4, **footprint(132, 32, 256)),
     ]  # fmt: skip
-
-
-def load(folder: Path, events: list[Event], **doc: Any) -> traceanalyze.Trace:
-    return traceanalyze.load(write_trace(folder, events, **doc), cache=False)
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@
 # Before the imports: the cache key (load/cache.py) reads it while the package is importing.
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING
+
 from traceanalyze.errors import (
     AnalysisError,
     CaptureError,
@@ -10,7 +12,14 @@ from traceanalyze.errors import (
     TraceAnalyzeError,
     TraceFormatError,
 )
-from traceanalyze.load import SeparateTracesError, load, load_each
+from traceanalyze.load import SeparateTracesError, load_each
+
+if TYPE_CHECKING:  # type checkers see the function; at run time it is the callable module
+    from traceanalyze.load import load as load
+else:
+    # ``traceanalyze.load`` is the module traceanalyze/load/, callable as load(path): the
+    # function does not shadow the module, so ``import traceanalyze.load`` works too.
+    from traceanalyze import load
 from traceanalyze.load.variants import Variant, VariantSet, load_variants
 from traceanalyze.trace import Trace, TraceMeta
 

@@ -89,7 +89,7 @@ def rank_folder(
     """The `ranks` analysis of a folder of the ranks of one job (or of one trace file), each
     rank converted and analysed as a task of ``engine``."""
     source = Path(path)
-    files, skipped = rank_files(source) if source.is_dir() else ([source], [])
+    files, skipped = rank_files(source)
     folder_cache = str(Path(cache_dir).resolve()) if cache_dir is not None else None
     works = run_tasks(RankTask(cache, folder_cache), files, engine, address, workers)
     check_ranks([meta for work in works for meta in work.meta], source)

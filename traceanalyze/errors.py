@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Recording traces on the GPU failed: capture's own error, the one class (capture runs where
+# traceanalyze may be absent, so it cannot derive from TraceAnalyzeError); capture's command
+# turns it into one line in one place (capture.cli.CaptureFailed).
+from capture.errors import CaptureError
+
 
 class TraceAnalyzeError(Exception):
     """Base of every error traceanalyze raises on purpose."""
@@ -46,10 +51,6 @@ class EmptyTraceError(TraceAnalyzeError):
     """The input holds no trace events (or a folder holds no traces)."""
 
 
-class CaptureError(TraceAnalyzeError):
-    """Recording traces on the GPU failed."""
-
-
 class AnalysisError(TraceAnalyzeError):
     """An analysis cannot answer for this trace (for example a needed column is absent)."""
 
@@ -66,3 +67,17 @@ class UsageError(TraceAnalyzeError):
     """What the user asked for cannot be done as asked (an unknown name, a bad option value)."""
 
     exit_code = 2
+
+
+__all__ = [
+    "AnalysisError",
+    "CaptureError",
+    "EmptyTraceError",
+    "EngineError",
+    "ExpectationFailed",
+    "NotATraceError",
+    "TraceAnalyzeError",
+    "TraceFormatError",
+    "TraceReadError",
+    "UsageError",
+]

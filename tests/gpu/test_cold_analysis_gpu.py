@@ -37,7 +37,7 @@ def cold(tmp_path_factory: pytest.TempPathFactory) -> ColdSet:
     config = capture.CaptureConfig(repeats=5, variants=VARIANTS)  # the blog's shapes
     capture.run_cold(capture.ColdConfig(config, calls=6, empty_caches=True), out)
     found = traceanalyze.load_variants([out])
-    return cold_set(found.variants, config=found.manifests[0]["config"])
+    return cold_set(found.variants, manifest=found.manifests[0])
 
 
 def test_every_variant_is_compared(cold: ColdSet) -> None:

@@ -12,9 +12,11 @@ kernel caches; "as_found": the caches were used as they were), ``call1_ms`` and
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from capture.caches import CacheState
+from capture.manifest import Manifest, VariantResult
 
 UNKNOWN_CACHES = "unknown (no capture manifest says)"
 FROM_TIMING = "capture timing"
@@ -36,29 +38,24 @@ class ColdContext:
 
     @classmethod
     def from_entry(
-        cls, entry: Mapping[str, Any], config: Mapping[str, Any] | None = None
+        cls, entry: VariantResult | None, manifest: Manifest | None = None
     ) -> ColdContext:
-        """From a manifest's variant entry and its ``config`` (whose ``cold.call_seqs`` give
-        each call's shape); without a ``cold`` object in the entry nothing is known."""
-        cold = entry.get("cold")
-        if not isinstance(cold, Mapping):
+        """From a manifest's variant entry and the manifest (whose ``config.cold.call_seqs``
+        give each call's shape); without a ``cold`` record in the entry nothing is known."""
+        cold = entry.cold if entry is not None else None
+        if cold is None:
             return cls()
-        seqs = ((config or {}).get("cold") or {}).get("call_seqs")
-        caches = {
-            p.get("role"): _caches(p.get("caches_before") or ())
-            for p in cold.get("processes") or ()
-            if isinstance(p, Mapping)
-        }
+        caches = {p.role: _caches(p.caches_before) for p in cold.processes}
         return cls(
-            cache_state=cold.get("cache_state"),
+            cache_state=cold.cache_state,
             trace_caches=caches.get("profile"),
             timing_caches=caches.get("time"),
-            timed_first_call_us=_us(cold.get("call1_ms")),
-            timed_steady_us=_us(cold.get("steady_median_ms")),
+            timed_first_call_us=_us(cold.call1_ms),
+            timed_steady_us=_us(cold.steady_median_ms),
             timed_first_call_runs_us=tuple(
-                us for us in map(_us, cold.get("call1_ms_per_process") or ()) if us is not None
+                us for us in map(_us, cold.call1_ms_per_process) if us is not None
             ),
-            call_shapes=tuple(seqs) if isinstance(seqs, list) else None,
+            call_shapes=manifest.call_seqs if manifest is not None else None,
         )
 
     @property
@@ -86,23 +83,21 @@ class ColdContext:
         return None
 
 
-def _us(ms: Any) -> float | None:
+def _us(ms: float | None) -> float | None:
     return float(ms) * 1e3 if isinstance(ms, (int, float)) else None
 
 
-def _caches(states: Any) -> str:
+def _caches(states: Sequence[CacheState]) -> str:
     """``cuda_jit 12 files, triton empty, inductor absent``: one process's caches."""
     parts = []
     for state in states:
-        if not isinstance(state, Mapping):
-            continue
-        if not state.get("exists"):
+        if not state.exists:
             held = "absent"
-        elif state.get("empty"):
+        elif state.empty:
             held = "empty"
         else:
-            held = f"{state.get('files', 0):,} files"
-        parts.append(f"{state.get('name')} {held}")
+            held = f"{state.files:,} files"
+        parts.append(f"{state.name} {held}")
     return ", ".join(parts)
 
 

@@ -12,12 +12,12 @@ advantage, on the ``cpu`` side only (the call's wall time; GPU time overlaps it)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 
+from capture.manifest import Manifest
 from traceanalyze.analyses.cold import FIRST, ColdStart, cold_start, share_of_excess
 from traceanalyze.analyses.cold_context import (
     FROM_TIMING,
@@ -116,13 +116,13 @@ def cold_set(
     variants: Sequence[Variant],
     baseline: str | None = None,
     *,
-    config: Mapping[str, Any] | None = None,
+    manifest: Manifest | None = None,
     single: bool = False,
 ) -> ColdSet:
-    """The cold-start comparison of ``variants``; ``config``: their capture manifest's
+    """The cold-start comparison of ``variants``; ``manifest``: their capture manifest
     (each call's shape); ``single``: one trace given alone (no baseline to pay back against
     unless ``baseline`` names it)."""
-    found = [_cold_variant(v, config) for v in variants]
+    found = [_cold_variant(v, manifest) for v in variants]
     label = None if single and baseline is None else _baseline(found, baseline)
     reference = next((v for v in found if v.label == label), None)
     paybacks = {v.label: _payback(v, reference) for v in found}
@@ -148,8 +148,8 @@ def cold_set(
     )
 
 
-def _cold_variant(variant: Variant, config: Mapping[str, Any] | None) -> ColdVariant:
-    context = ColdContext.from_entry(variant.manifest_entry, config)
+def _cold_variant(variant: Variant, manifest: Manifest | None) -> ColdVariant:
+    context = ColdContext.from_entry(variant.manifest_entry, manifest)
     trace = variant.trace
     start = cold_start(trace, context.call_shapes) if trace is not None else None
     return ColdVariant(

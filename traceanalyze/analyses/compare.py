@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from capture.manifest import VariantResult
 from traceanalyze.analyses.activities import activities, in_iterations
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.memory import memory_figures
@@ -103,12 +104,27 @@ def steady_median_ms(variant: Variant) -> float | None:
     trace starts with the one-off first call) the median of its steady calls
     (``cold.steady_median_ms``), else none."""
     entry = variant.manifest_entry
+    if entry is None:
+        return None
     if variant.warm_up_calls == 0:
-        steady = (entry.get("cold") or {}).get("steady_median_ms")
-        if steady is None:
-            return None
-        return SteadyMedianMs(steady)
-    return entry.get("median_ms")
+        steady = entry.cold.steady_median_ms if entry.cold is not None else None
+        return None if steady is None else SteadyMedianMs(steady)
+    return entry.median_ms
+
+
+def _manifest_columns(entry: VariantResult | None) -> dict[str, Any]:
+    """What the capture manifest says of a variant (all None without an entry)."""
+    if entry is None:
+        return dict.fromkeys(
+            ("median_ms", "steady_median_ms", "sdpa_backend", "relative_error", "description")
+        )
+    return {
+        "median_ms": entry.median_ms,
+        "steady_median_ms": entry.cold.steady_median_ms if entry.cold is not None else None,
+        "sdpa_backend": entry.backend,
+        "relative_error": entry.relative_error,
+        "description": entry.description,
+    }
 
 
 def comparison(variants: Sequence[Variant], baseline: str | None = None) -> pl.DataFrame:
@@ -116,15 +132,10 @@ def comparison(variants: Sequence[Variant], baseline: str | None = None) -> pl.D
     ``speedup_wall`` the same for wall time (see :func:`baseline_label` for the baseline)."""
     rows = []
     for variant in variants:
-        entry = variant.manifest_entry
         row: dict[str, Any] = {
             "variant": variant.label,
             "status": variant.status,
-            "median_ms": entry.get("median_ms"),
-            "steady_median_ms": (entry.get("cold") or {}).get("steady_median_ms"),
-            "sdpa_backend": entry.get("backend"),
-            "relative_error": entry.get("relative_error"),
-            "description": entry.get("description"),
+            **_manifest_columns(variant.manifest_entry),
         }
         if variant.trace is not None:
             row |= variant_row(variant.trace, steady_median_ms(variant))

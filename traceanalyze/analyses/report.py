@@ -151,7 +151,10 @@ def rank_results(variant_set: VariantSet) -> tuple[tuple[str, RanksResult], ...]
 def cold_part(variant_set: VariantSet, baseline: str | None) -> ColdSet | None:
     """The cold-start comparison, for a capture whose traces start before the first call
     (the manifest says so, or the traces hold ``call<i>`` regions); None otherwise."""
-    cold = any("cold" in v.manifest_entry for v in variant_set.variants) or any(
+    cold = any(
+        v.manifest_entry is not None and v.manifest_entry.cold is not None
+        for v in variant_set.variants
+    ) or any(
         v.trace.cpu["name"].str.contains(CALL_REGION).any()
         for v in variant_set.loaded
         if v.trace is not None
@@ -159,8 +162,8 @@ def cold_part(variant_set: VariantSet, baseline: str | None) -> ColdSet | None:
     if not cold:
         return None
     # Each call's shape is in the manifest; with several manifests it is read from the traces.
-    config = variant_set.manifests[0].get("config") if len(variant_set.manifests) == 1 else None
-    return cold_set(variant_set.variants, baseline, config=config)
+    manifest = variant_set.manifests[0] if len(variant_set.manifests) == 1 else None
+    return cold_set(variant_set.variants, baseline, manifest=manifest)
 
 
 # CPU ops or annotations that say a trace profiles attention.
@@ -220,12 +223,11 @@ def header(variant_set: VariantSet) -> dict[str, Any]:
     info: dict[str, Any] = {}
     if variant_set.manifests:
         manifest = variant_set.manifests[0]
-        environment = manifest.get("environment", {})
         for key in ENVIRONMENT_KEYS:
-            if environment.get(key):
-                info[key] = environment[key]
-        info["config"] = manifest.get("config", {})
-        info["captured"] = manifest.get("created")
+            if manifest.environment.get(key):
+                info[key] = manifest.environment[key]
+        info["config"] = manifest.config
+        info["captured"] = manifest.created
     traces = [v.trace for v in variant_set.loaded if v.trace is not None]
     if traces and "gpu" not in info:
         devices = pl.concat([t.devices for t in traces]).get_column("name").unique().sort()

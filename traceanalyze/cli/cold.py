@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -12,7 +12,8 @@ from traceanalyze.analyses.graphs import graph_table
 from traceanalyze.cli.analyses import _table_command, trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
 from traceanalyze.errors import AnalysisError
-from traceanalyze.load.variants import Variant, label_of, read_manifest, warm_up_calls
+from traceanalyze.load import InputKind, resolve
+from traceanalyze.load.variants import Variant, capture_entry, capture_manifest, label_of
 from traceanalyze.render.cold import VIEWS, render_cold
 
 
@@ -62,15 +63,13 @@ def cold(
 
 
 def _cold(path: Path, loader: Loader, baseline: str | None) -> ColdSet:
-    if path.is_dir():
+    if resolve(path).kind is not InputKind.TRACE:
         found = loader.variants([path])
-        config = found.manifests[0].get("config") if found.manifests else None
-        result = cold_set(found.variants, baseline, config=config)
+        manifest = found.manifests[0] if found.manifests else None
+        result = cold_set(found.variants, baseline, manifest=manifest)
     else:
-        manifest = read_manifest(path.parent) if path.is_file() else None
-        variant = _beside_its_manifest(path, manifest, loader)
-        config = manifest.get("config") if manifest else None
-        result = cold_set([variant], baseline, config=config, single=True)
+        variant = _beside_its_manifest(path, loader)
+        result = cold_set([variant], baseline, manifest=capture_manifest(path), single=True)
     if not result.rows.height:
         reasons = "; ".join(n for n in result.summary["note"].drop_nulls().unique())
         raise AnalysisError(
@@ -82,13 +81,10 @@ def _cold(path: Path, loader: Loader, baseline: str | None) -> ColdSet:
     return result
 
 
-def _beside_its_manifest(path: Path, manifest: dict[str, Any] | None, loader: Loader) -> Variant:
+def _beside_its_manifest(path: Path, loader: Loader) -> Variant:
     """The trace as a variant, with its entry in the capture manifest beside it if any."""
-    entries = (manifest or {}).get("variants", {})
-    named = {e.get("trace"): (name, e) for name, e in entries.items() if isinstance(e, dict)}
-    label, entry = named.get(path.name, (label_of(path), {}))
-    warm_up = warm_up_calls(manifest) if manifest else None
-    return Variant(label, path, loader.trace(path), manifest_entry=entry, warm_up_calls=warm_up)
+    known = capture_entry(path) or Variant(label_of(path), path)
+    return replace(known, trace=loader.trace(path))
 
 
 graphs = _table_command(

@@ -17,7 +17,7 @@ import click
 from traceanalyze.analyses.compare import steady_median_ms
 from traceanalyze.analyses.iterations import Selection, counted
 from traceanalyze.cli.progress import loading, loading_file
-from traceanalyze.load import load
+from traceanalyze.load import Input, InputKind, load, resolve
 from traceanalyze.load.parallel import THREADS_ENV
 from traceanalyze.load.variants import VariantSet, capture_entry, load_variants
 from traceanalyze.render.table import FORMATS
@@ -147,19 +147,22 @@ class Loader:
         """The traces a single-trace command runs on: one for a file or a folder of ranks,
         one per variant (with its label) for a folder of separate traces; each with the
         capture's steady median time where a manifest gives one (for the bound verdict)."""
-        if not path.is_dir():
-            known = capture_entry(path) if path.is_file() else None
+        found = resolve(path)
+        if found.kind is InputKind.TRACE:
+            known = capture_entry(path)
             median = steady_median_ms(known) if known else None
             return [Subject(None, self.trace(path), median)]
-        variants = self.variants([path]).loaded
+        variants = self.variants([found]).loaded
         if len(variants) == 1 and variants[0].path == path:  # the ranks of one job
             return [Subject(None, variants[0].trace, None)]  # type: ignore[arg-type]
         return [
             Subject(v.label, v.trace, steady_median_ms(v)) for v in variants if v.trace is not None
         ]
 
-    def variants(self, paths: Sequence[Path], labels: Sequence[str] | None = None) -> VariantSet:
-        with loading(list(paths)):
+    def variants(
+        self, paths: Sequence[Path | Input], labels: Sequence[str] | None = None
+    ) -> VariantSet:
+        with loading([p.path if isinstance(p, Input) else p for p in paths]):
             found = load_variants(
                 paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels or None
             )

@@ -12,7 +12,10 @@ and ``load_each(paths)`` loads separate traces in order.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+import sys
+import types
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -22,16 +25,24 @@ from pathlib import Path
 
 import polars as pl
 
-from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
+from traceanalyze.errors import TraceFormatError, TraceReadError
 from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
-from traceanalyze.load.folder import KNOWN_NOT_TRACES, listing, load_traces, sort_files
+from traceanalyze.load.folder import load_traces
+from traceanalyze.load.inputs import (
+    KNOWN_NOT_TRACES,
+    MANIFEST,
+    TRACE_SUFFIXES,
+    Input,
+    InputKind,
+    is_trace_name,
+    no_traces,
+    resolve,
+)
 from traceanalyze.load.parallel import default_threads
 from traceanalyze.load.parse import StageTimer, parse_file
 from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Skipped, Trace, TraceMeta
 
-TRACE_SUFFIXES = (".json", ".json.gz")
-CAPTURE_MANIFEST = "manifest.json"
 # Files in a trace folder that are known not to be traces (capture writes a manifest).
 NOT_TRACES = KNOWN_NOT_TRACES
 # Below this many bytes in all, starting worker processes costs more than it saves.
@@ -65,34 +76,48 @@ def load(
     a folder that are not traces are skipped, each named with why in ``Trace.skipped``.
     ``threads``: how many threads scan a file (default ``$TRACEANALYZE_THREADS``, else the
     cores this process may use)."""
-    source = Path(path)
-    if source.is_dir():
-        traces, skipped = load_traces(
-            source,
-            lambda files: load_each(files, cache=cache, cache_dir=cache_dir, threads=threads),
-        )
-        refuse_capture_folder(source)
-        return replace(combine_ranks(traces, source), skipped=tuple(skipped))
-    return _load_file(source, cache, cache_dir, timer, progress, threads)
+    found = resolve(path)
+    if found.kind is InputKind.TRACE:
+        return _load_file(found.path, cache, cache_dir, timer, progress, threads)
+    refuse_variant_set(found)
+    traces, skipped = load_traces(
+        found, lambda files: load_each(files, cache=cache, cache_dir=cache_dir, threads=threads)
+    )
+    return replace(combine_ranks(traces, found.path), skipped=tuple(skipped))
 
 
-def rank_files(folder: Path) -> tuple[list[Path], list[Skipped]]:
-    """The trace files of a folder that may hold the ranks of one job, and the files skipped
-    as not traces, each with why (a capture folder is a :class:`SeparateTracesError`)."""
-    files, skipped = sort_files(folder)
-    refuse_capture_folder(folder)
-    return files, skipped
+def rank_files(path: str | os.PathLike[str]) -> tuple[list[Path], list[Skipped]]:
+    """The trace files of ``path`` (a trace file, or a folder that may hold the ranks of one
+    job), and the files skipped as not traces, each with why; a variant set is a
+    :class:`SeparateTracesError`, found before any trace is parsed."""
+    found = resolve(path)
+    refuse_variant_set(found)
+    return list(found.files), list(found.skipped)
 
 
-def refuse_capture_folder(folder: Path) -> None:
-    """A capture folder (manifest.json) holds variants: a :class:`SeparateTracesError`."""
-    if (folder / CAPTURE_MANIFEST).is_file():
-        raise SeparateTracesError(
-            "is a capture folder (manifest.json): its traces are variants of one "
-            "experiment, not the ranks of one job",
-            folder,
-            _FIX_SEPARATE,
-        )
+def refuse_variant_set(found: Input) -> None:
+    """A :class:`SeparateTracesError` when ``found`` is a variant set (a capture folder, or
+    a folder whose traces state the same rank twice), not the ranks of one job."""
+    if found.kind is not InputKind.VARIANT_SET:
+        return
+    if found.manifest is not None and not found.files:
+        raise no_traces(found.path, list(found.skipped))
+    if found.manifest is not None:
+        problem = f"is a capture folder ({MANIFEST}): its traces are variants of one experiment"
+    else:
+        problem = f"holds {len(found.files)} separate traces ({_repeated_rank(found)})"
+    raise SeparateTracesError(f"{problem}, not the ranks of one job", found.path, _FIX_SEPARATE)
+
+
+def _repeated_rank(found: Input) -> str:
+    """Which two files of ``found`` state the same rank in their heads."""
+    seen: dict[int, Path] = {}
+    for file, rank in zip(found.files, found.ranks, strict=True):
+        if rank is not None and rank in seen:
+            return f"{file.name} and {seen[rank].name} are both rank {rank}"
+        if rank is not None:
+            seen[rank] = file
+    return "they do not state distinct ranks"
 
 
 def are_ranks(traces: Sequence[Trace]) -> bool:
@@ -187,24 +212,6 @@ def _parse_in_workers(
                 progress(files[index])
 
 
-def trace_files(folder: Path) -> list[Path]:
-    """The trace files directly inside ``folder``, sorted by name."""
-    files = [
-        p for p in listing(folder) if p.is_file() and is_trace_name(p) and p.name not in NOT_TRACES
-    ]
-    if not files:
-        raise EmptyTraceError(
-            "the folder holds no trace files (*.json, *.json.gz)",
-            folder,
-            "Point at the folder torch.profiler wrote, or at a trace file.",
-        )
-    return files
-
-
-def is_trace_name(path: Path) -> bool:
-    return path.name.endswith(TRACE_SUFFIXES)
-
-
 def combine_ranks(traces: Iterable[Trace], folder: Path) -> Trace:
     """One Trace from the ranks of one job (see :func:`are_ranks`); separate traces are a
     :class:`SeparateTracesError`."""
@@ -286,12 +293,29 @@ def _load_file(
     return trace
 
 
+class _CallableModule(types.ModuleType):
+    """``traceanalyze.load`` is this module (so ``import traceanalyze.load`` and
+    ``traceanalyze.load.fast`` work) and, called, :func:`load`: ``traceanalyze.load(path)``
+    stays the package's entry point without a function shadowing the module."""
+
+    __call__ = staticmethod(load)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+# inspect.signature (help, IDEs) of the module: load's, with its path.
+__signature__ = inspect.signature(load)
+
+
 __all__ = [
+    "TRACE_SUFFIXES",
+    "Input",
+    "InputKind",
     "SeparateTracesError",
     "are_ranks",
     "check_ranks",
+    "is_trace_name",
     "load",
     "load_each",
     "rank_files",
-    "trace_files",
+    "resolve",
 ]

@@ -74,23 +74,36 @@ def scan_document(path: Path, progress: ByteProgress | None = None) -> Scanned:
         return _scan(buffer, path)
 
 
-def first_look(path: Path) -> None:
+def first_look(path: Path) -> bytes | None:
     """Raise NotATraceError when the start of ``path`` shows it is not a Chrome trace (not
-    JSON, or a JSON object without traceEvents); reads at most the first chunk or two."""
+    JSON, or a JSON object without traceEvents); reads at most the first chunk or two.
+
+    Returns the head of the document, everything up to and including the ``[`` that opens
+    ``traceEvents`` (None when that was not reached, or the document is a bare array)."""
     buffer = _Buffer(chunks(path))
     buffer.fill(CHUNK_BYTES)
     if not buffer.data.strip():
         raise NotATraceError("is empty or blank", path, FIX_NOT_A_TRACE)
     if bytes(buffer.data.lstrip()[:1]) not in (b"{", b"["):
         raise _not_a_trace(buffer, path)
-    while (found := _find_events(bytes(buffer.data))) == "more":
+    while (found := _find_events(_whole(buffer))) == "more":
         if buffer.eof or len(buffer.data) >= 2 * CHUNK_BYTES:
-            return  # a long head, or a cut-off one: loading tells which
+            return None  # a long head, or a cut-off one: loading tells which
         buffer.fill(2 * len(buffer.data) + CHUNK_BYTES)
     if found is None:
         raise NotATraceError(
             "is JSON but not a Chrome trace: it has no traceEvents list", path, FIX_NOT_A_TRACE
         )
+    if not isinstance(found, tuple) or found[1]:
+        return None  # a bare array has no head
+    return bytes(buffer.data[: found[0]])
+
+
+def _whole(buffer: _Buffer) -> bytes:
+    """The data read; at the end of the file with a space after it, so that the tokenizer
+    knows its last token is whole (a small JSON object without traceEvents is then told
+    from a trace by its head alone)."""
+    return bytes(buffer.data) + (b" " if buffer.eof else b"")
 
 
 def _scan(buffer: _Buffer, path: Path) -> Scanned:

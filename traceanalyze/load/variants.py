@@ -8,16 +8,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, overload
+from typing import overload
 
+from capture.manifest import Manifest, ManifestError, VariantResult, manifest_from_dict
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError, UsageError
-from traceanalyze.load import are_ranks, combine_ranks, is_trace_name, load_each
-from traceanalyze.load.folder import load_dropping, sort_files
+from traceanalyze.load import are_ranks, combine_ranks, load_each
+from traceanalyze.load.folder import load_dropping
+from traceanalyze.load.inputs import Input, InputKind, manifest_beside, resolve
 from traceanalyze.trace import Skipped, Trace
-
-MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Variant:
     trace: Trace | None = None
     status: str = "ok"  # ok | skipped | failed (from the manifest)
     reason: str | None = None
-    manifest_entry: dict[str, Any] = field(default_factory=dict)
+    manifest_entry: VariantResult | None = None  # its entry in the capture manifest
     # Calls made before profiling started, as the manifest says (None: not known). With one or
     # more, one-off work (plan building, autotuning, compiling) ran before the trace began.
     warm_up_calls: int | None = None
@@ -43,7 +43,7 @@ class VariantSet(Sequence[Variant]):
     ``variants``, so every library function that takes variants takes the set itself."""
 
     variants: tuple[Variant, ...]
-    manifests: tuple[dict[str, Any], ...] = ()
+    manifests: tuple[Manifest, ...] = ()
     sources: tuple[Path, ...] = ()
     skipped: tuple[Skipped, ...] = ()  # files of a folder that are not traces, with why
 
@@ -71,7 +71,7 @@ def label_of(path: Path) -> str:
 
 
 def load_variants(
-    paths: Sequence[str | os.PathLike[str]],
+    paths: Sequence[str | os.PathLike[str] | Input],
     *,
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -87,11 +87,13 @@ def load_variants(
             f"{len(labels)} label(s) for {len(paths)} path(s)",
             fix="Give one --label per path, in the same order.",
         )
+    # Every path decided before any is parsed (an Input given was resolved already).
+    inputs = [raw if isinstance(raw, Input) else resolve(raw) for raw in paths]
     planned: list[Variant] = []
-    manifests: list[dict[str, Any]] = []
+    manifests: list[Manifest] = []
     skipped: list[Skipped] = []
-    for index, raw in enumerate(paths):
-        found = _plan(Path(raw), manifests, skipped)
+    for index, given in enumerate(inputs):
+        found = _plan(given, manifests, skipped)
         if labels is not None:
             found = [replace(v, label=f"{labels[index]}/{v.label}") for v in found]
         planned += found
@@ -111,13 +113,13 @@ def load_variants(
     if not loaded:
         raise EmptyTraceError(
             "no traces among the paths given",
-            Path(paths[0]) if len(paths) == 1 else None,
+            inputs[0].path if len(inputs) == 1 else None,
             "Pass trace files, or folders that hold them.",
         )
-    if len(paths) == 1 and Path(paths[0]).is_dir() and not manifests:
-        loaded = _ranks_as_one(loaded, Path(paths[0]))
+    if len(inputs) == 1 and inputs[0].kind is InputKind.RANK_FOLDER:
+        loaded = _ranks_as_one(loaded, inputs[0].path)
     return VariantSet(
-        tuple(loaded), tuple(manifests), tuple(Path(p) for p in paths), tuple(skipped)
+        tuple(loaded), tuple(manifests), tuple(i.path for i in inputs), tuple(skipped)
     )
 
 
@@ -129,102 +131,79 @@ def _ranks_as_one(variants: list[Variant], folder: Path) -> list[Variant]:
     return [Variant(folder.name or str(folder), folder, combine_ranks(traces, folder))]
 
 
-def _plan(path: Path, manifests: list[dict[str, Any]], skipped: list[Skipped]) -> list[Variant]:
-    """The variants ``path`` holds, not loaded yet (a manifest found is added to
+def _plan(found: Input, manifests: list[Manifest], skipped: list[Skipped]) -> list[Variant]:
+    """The variants ``found`` holds, not loaded yet (a manifest found is added to
     ``manifests``, files of a folder that are not traces to ``skipped``)."""
-    if path.is_dir():
-        manifest = read_manifest(path)
-        if manifest is None:
-            files, passed_over = sort_files(path)
-            skipped += passed_over
-            return [Variant(label_of(p), p, listed=True) for p in files]
+    path = found.path
+    if found.kind is InputKind.TRACE:
+        # A file of a capture folder keeps what its manifest says (median time, warm-up).
+        known = capture_entry(path)
+        return [replace(known, label=label_of(path)) if known else Variant(label_of(path), path)]
+    if found.manifest is not None:
+        manifest = read_manifest(found.manifest)
         manifests.append(manifest)
         return _from_manifest(path, manifest)
-    if path.is_file() or is_trace_name(path):
-        # A file of a capture folder keeps what its manifest says (median time, warm-up).
-        known = capture_entry(path) if path.is_file() else None
-        return [replace(known, label=label_of(path)) if known else Variant(label_of(path), path)]
-    raise TraceReadError("no such file or folder", path, "Check the path.")
+    skipped += found.skipped
+    return [Variant(label_of(p), p, listed=True) for p in found.files]
 
 
 def capture_entry(trace_file: Path) -> Variant | None:
     """The manifest's variant for a trace file inside a capture folder (not loaded), or None
     when no manifest beside it lists the file."""
-    folder = trace_file.parent
-    if not (folder / MANIFEST).is_file():
+    manifest = capture_manifest(trace_file)
+    found = manifest.entry_for(trace_file.name) if manifest is not None else None
+    if manifest is None or found is None:
         return None
-    manifest = read_manifest(folder)
-    assert manifest is not None
-    for name, entry in manifest["variants"].items():
-        if entry.get("trace") == trace_file.name:
-            return Variant(
-                name, trace_file, None, entry.get("status", "ok"), entry.get("reason"), entry,
-                warm_up_calls(manifest),
-            )  # fmt: skip
-    return None
+    name, entry = found
+    return Variant(
+        name, trace_file, None, entry.status, entry.reason, entry, manifest.warm_up_calls
+    )  # fmt: skip
 
 
-def capture_config(trace_file: Path) -> dict[str, Any] | None:
+def capture_manifest(trace_file: Path) -> Manifest | None:
+    """The manifest of the capture folder that holds ``trace_file`` (None: it has none)."""
+    beside = manifest_beside(trace_file)
+    return None if beside is None else read_manifest(beside)
+
+
+def capture_config(trace_file: Path) -> dict[str, object] | None:
     """The capture configuration of a trace file inside a capture folder (its manifest's
     ``config``), or None when there is no manifest beside it."""
-    folder = trace_file.parent
-    if not (folder / MANIFEST).is_file():
-        return None
-    manifest = read_manifest(folder)
-    assert manifest is not None
-    config: dict[str, Any] = manifest.get("config", {})
-    return config
+    manifest = capture_manifest(trace_file)
+    return None if manifest is None else manifest.config
 
 
-def read_manifest(folder: Path) -> dict[str, Any] | None:
-    file = folder / MANIFEST
-    if not file.is_file():
-        return None
+def read_manifest(file: Path) -> Manifest:
+    """The capture manifest ``file`` (any schema so far, see :mod:`capture.manifest`); one
+    that cannot be read, or is not a manifest, is a :class:`TraceFormatError`."""
     try:
-        manifest = json.loads(file.read_text())
-    except (OSError, ValueError) as exc:
+        return manifest_from_dict(json.loads(file.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:  # ManifestError is a ValueError
+        problem = "is not a capture manifest" if isinstance(exc, ManifestError) else (
+            "is not a readable capture manifest"
+        )  # fmt: skip
         raise TraceFormatError(
-            f"is not a readable capture manifest ({exc})",
+            f"{problem} ({exc})",
             file,
             "Re-run the capture, or delete the manifest to compare the traces without it.",
         ) from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("variants"), dict):
-        raise TraceFormatError(
-            "is not a capture manifest (no 'variants' object)",
-            file,
-            "Re-run the capture, or delete the manifest to compare the traces without it.",
-        )
-    return manifest
 
 
-def _from_manifest(folder: Path, manifest: dict[str, Any]) -> list[Variant]:
+def _from_manifest(folder: Path, manifest: Manifest) -> list[Variant]:
     variants = []
-    for name, entry in manifest["variants"].items():
-        trace = entry.get("trace")
-        status = entry.get("status", "ok")
-        path = folder / trace if trace else None
-        if status == "ok" and (path is None or not path.is_file()):
+    for name, entry in manifest.variants.items():
+        path = folder / entry.trace if entry.trace else None
+        if entry.status == "ok" and (path is None or not path.is_file()):
             raise TraceReadError(
-                f"the manifest lists {trace or 'no trace'} for variant {name}, but it is missing",
+                f"the manifest lists {entry.trace or 'no trace'} for variant {name}, but it is "
+                "missing",
                 folder,
                 "Copy the whole capture folder, or re-run the capture.",
             )
-        warm_up = warm_up_calls(manifest)
-        variants.append(Variant(name, path, None, status, entry.get("reason"), entry, warm_up))
+        variants.append(
+            Variant(name, path, None, entry.status, entry.reason, entry, manifest.warm_up_calls)
+        )
     return variants
-
-
-def warm_up_calls(manifest: dict[str, Any]) -> int | None:
-    """How many calls of each variant ran before profiling started, per the manifest.
-
-    Manifests state it as ``method.warm_up_calls`` (0 for cold captures); older ones describe
-    one warm-up call in ``method.warm_up`` only.
-    """
-    method = manifest.get("method", {})
-    for stated in (method.get("warm_up_calls"), manifest.get("config", {}).get("warm_up_calls")):
-        if isinstance(stated, int):
-            return stated
-    return 1 if "warm_up" in method else None
 
 
 def _check_unique(variants: list[Variant]) -> None:

@@ -1,0 +1,91 @@
+"""The cold, report and perf renderers, line by line, on results of micro traces whose figures
+are worked out by hand in the comments (the analyses' own tests check the frames)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import traceanalyze
+from tests.micro import kernel, load
+from tests.test_cold import cold_folder
+from tests.test_roofline import GEMM, footprint, step
+from traceanalyze.analyses.cold_variants import cold_set
+from traceanalyze.analyses.compare import comparison
+from traceanalyze.analyses.roofline import roofline
+from traceanalyze.load.variants import VariantSet
+from traceanalyze.render.cold import render_cold
+from traceanalyze.render.perf import roofline_markdown
+from traceanalyze.render.report import render_comparison
+
+
+@pytest.fixture
+def capture(tmp_path: Path) -> VariantSet:
+    """naive (call 1 500 µs, call 2 300 µs; timed 0.6 ms / 0.25 ms) and sdpa_cudnn (call 1
+    1,000 µs, steady median 100 µs; timed 1.2 ms / 0.09 ms), flex_attention skipped."""
+    return traceanalyze.load_variants([cold_folder(tmp_path)], cache=False)
+
+
+def test_cold_markdown(capture: VariantSet) -> None:
+    result = cold_set(capture.variants, manifest=capture.manifests[0])
+    lines = render_cold(result, "md").splitlines()
+    # excess vs timed: (200 - 350) / 350 = -42.86%, (900 - 1,110) / 1,110 = -18.92%; the
+    # advantage is the steady timings' difference, 250 - 90 = 160 µs, and cuDNN's extra
+    # one-off work, 1,110 - 350 = 760 µs, is paid back after ceil(760 / 160) = 5 calls.
+    for line in [
+        "| naive | as_found | 2 | 500 | 300 | 200 | 0 |  | cublas_init |",
+        "| sdpa_cudnn | as_found | 3 | 1,000 | 100 | 900 | 0 | 645 | cudnn_plan |",
+        "| naive | 600 | 250 | 350 | -42.86 |  |  |  | the baseline itself |",
+        "| sdpa_cudnn | 1,200 | 90 | 1,110 | -18.92 | 160 | capture timing | 5 |  |",
+        "3 calls (annotations call<i>); caches: as_found. The first call took 1 ms on the CPU "
+        "against 100 µs for the median steady call: 900 µs of one-off work; paid back after 5 "
+        "calls. Timed without the profiler: 1.2 ms against 90 µs, 1.11 ms of one-off work.",
+        "| cpu | 2 | cudnn_plan | 700 | 55 | 645 | 71.67 | 5 |",
+        "- the manifest lists 3 calls, the trace holds 2: shapes are read from the trace.",
+        "- the profiled process started with caches cuda_jit 12 files, triton empty, inductor "
+        "absent, the timing process with cuda_jit 12 files.",
+        "No comparison: needs CUDA. Caches: unknown (no capture manifest says).",
+    ]:
+        assert line in lines, line
+    assert lines.count("### `naive`") == 1
+
+
+def test_comparison_markdown(capture: VariantSet) -> None:
+    lines = render_comparison(comparison(capture.variants), "md").splitlines()
+    # GPU busy 120 and 180 µs per iteration: cuDNN's speed-up is 120 / 180 = 0.667.
+    assert lines[:4] == [
+        "| variant | GPU busy µs/iter | speed-up | speed-up wall | bound | kernels/iter | "
+        "memcpy/iter | fused kernel |",
+        "|---|---:|---:|---:|---|---:|---:|---|",
+        "| naive | 120 | 1.00 | 1.00 | CPU-bound | 2 | 0 | — |",
+        "| sdpa_cudnn | 180 | 0.667 | 0.584 | CPU-bound | 3 | 0 | "
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fpr… |",
+    ]
+    assert "- `naive`: GPU busy time 15% of the wall time (the trace's iteration span)" in lines
+
+
+def test_roofline_markdown(tmp_path: Path) -> None:
+    trace = load(
+        tmp_path, [*step(0, 1), *step(1000, 2), kernel(GEMM, 5, 50, 999, **footprint(300))]
+    )
+    lines = roofline_markdown(roofline(trace)).splitlines()
+    # copy_: 2 x 2 MiB in 1 µs = 4.19 TB/s, 87.38% of 4.8 TB/s; addmm: 2 x 64 x 256 x 128
+    # FLOP in 10 µs = 0.419 TFLOP/s. 300 GEMM blocks over 264 per wave: 1.14 waves.
+    assert lines[0].startswith(
+        "Peaks: H200 SXM: bf16 989.4 TFLOP/s, fp32 67 TFLOP/s, 4.8 TB/s (NVIDIA H200 Tensor "
+        "Core GPU datasheet (SXM), dense). 3 op shapes modelled, 86.1% of the GPU activity time "
+        "(36.0 µs per iteration)."
+    )
+    for line in [
+        "| aten::addmm | [[256],[64,128],[128,256]] | bf16 | 1 | 10 | 10 | 27.78 | 0.419 | "
+        "0.0115 | 36.41 | 989.40 | 0.24 | memory |",
+        "| aten::copy_ | [[1024,1024],[1024,1024]] | bf16 | 1 | 1 | 1 | 2.78 |  | 4.19 |  |  | "
+        "87.38 | memory |",
+        "| aten::copy_ | [[1024,1024],[1024,1024]] | memory-bound, 87% of the roofline: near "
+        "the roofline |",
+        "| aten::cat | no FLOP/byte model for this op | 1 | 5 | 13.89 |",
+        "| sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64 | 1 | 10 | 300 | 264 | "
+        "1.14 | 13.64 | 56.82 |",
+    ]:
+        assert line in lines, line
