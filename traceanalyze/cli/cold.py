@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
-from traceanalyze.analyses.cold_variants import ColdSet, cold_set
-from traceanalyze.analyses.graphs import graph_table
+from traceanalyze import api
 from traceanalyze.cli.analyses import _table_command, trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.errors import AnalysisError
-from traceanalyze.load.variants import Variant, label_of, read_manifest, warm_up_calls
 from traceanalyze.render.cold import VIEWS, render_cold
 
 
@@ -57,43 +53,12 @@ def cold(
       traceanalyze cold traces/cold/sdpa_cudnn.json.gz
       traceanalyze cold traces/cold --by variant --format json
     """
-    result = _cold(trace, loader, baseline)
+    result = api.cold(trace, baseline=baseline, loading=loader)
     out.write(render_cold(result, out.format, view=view, full_names=full_names), inputs=[trace])
-
-
-def _cold(path: Path, loader: Loader, baseline: str | None) -> ColdSet:
-    if path.is_dir():
-        found = loader.variants([path])
-        config = found.manifests[0].get("config") if found.manifests else None
-        result = cold_set(found.variants, baseline, config=config)
-    else:
-        manifest = read_manifest(path.parent) if path.is_file() else None
-        variant = _beside_its_manifest(path, manifest, loader)
-        config = manifest.get("config") if manifest else None
-        result = cold_set([variant], baseline, config=config, single=True)
-    if not result.rows.height:
-        reasons = "; ".join(n for n in result.summary["note"].drop_nulls().unique())
-        raise AnalysisError(
-            f"no first call to compare with steady calls ({reasons or 'no calls found'})",
-            path,
-            "Profile from before the first call and several calls after it, each in "
-            "record_function('call<i>') (python -m capture --cold does), or in profiler steps.",
-        )
-    return result
-
-
-def _beside_its_manifest(path: Path, manifest: dict[str, Any] | None, loader: Loader) -> Variant:
-    """The trace as a variant, with its entry in the capture manifest beside it if any."""
-    entries = (manifest or {}).get("variants", {})
-    named = {e.get("trace"): (name, e) for name, e in entries.items() if isinstance(e, dict)}
-    label, entry = named.get(path.name, (label_of(path), {}))
-    warm_up = warm_up_calls(manifest) if manifest else None
-    return Variant(label, path, loader.trace(path), manifest_entry=entry, warm_up_calls=warm_up)
 
 
 graphs = _table_command(
     "graphs",
-    {"node": graph_table},
     """CUDA graph replays: per graph and position, the replayed kernel (or copy), the op
     captured there when the trace also holds the capture, replays and time per iteration.
 
