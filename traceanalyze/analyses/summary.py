@@ -34,7 +34,8 @@ WALL_FROM_MEDIAN = "capture median"
 WALL_FROM_STEADY = "cold capture's steady median (one-off first calls left out)"
 
 
-@dataclass(frozen=True, kw_only=True, repr=False)
+# eq=False: compared as a Mapping (equal to the dict of the same keys and values).
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
 class Summary(Shown, Mapping[str, Any]):
     """The `summary` command's record: one field per stable key of the README, in the JSON's
     order. Frozen (it is memoised per Trace and shared) and read like the JSON object too:
