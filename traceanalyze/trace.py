@@ -64,6 +64,20 @@ class Trace:
     # Files of the loaded folder that are not traces (a README, unrelated JSON), with why.
     skipped: tuple[Skipped, ...] = ()
 
+    def __repr__(self) -> str:
+        """One line: the file, ranks, event counts and how iterations were found (the frames
+        themselves are a print away: ``trace.gpu``, ``trace.cpu``)."""
+        where = (
+            str(self.path)
+            if len(self.meta) == 1
+            else f"{self.path.parent} ({len(self.meta)} ranks)"
+        )
+        steps = self.iterations["iteration"].n_unique() if self.iterations.height else 0
+        return (
+            f"Trace({where!r}, gpu={self.gpu.height}, cpu={self.cpu.height}, "
+            f"iterations={steps} by {self.iteration_source!r})"
+        )
+
     @property
     def path(self) -> Path:
         """The file of the first (usually only) rank."""

@@ -27,6 +27,7 @@ from traceanalyze.analyses.cold_context import (
     payback,
 )
 from traceanalyze.analyses.compare import pick_baseline
+from traceanalyze.display import Shown
 from traceanalyze.load.variants import Variant
 
 GPU_BREAK_EVEN = "counted on the call's wall time (side cpu)"
@@ -100,8 +101,8 @@ class ColdVariant:
     warm_up_calls: int | None = None  # calls before profiling, as the manifest says
 
 
-@dataclass(frozen=True)
-class ColdSet:
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class ColdSet(Shown):
     """The cold-start comparison of a set of variants (or of one trace)."""
 
     summary: pl.DataFrame  # SUMMARY_COLUMNS, one row per variant

@@ -25,6 +25,7 @@ from traceanalyze.analyses.comms_rules import (
 )
 from traceanalyze.analyses.cputree import op_chains
 from traceanalyze.analyses.iterations import on_counted
+from traceanalyze.display import Shown
 from traceanalyze.trace import Trace
 
 COMMUNICATION = "communication"
@@ -48,8 +49,8 @@ NO_ARGS = (
 NO_CALLS = "no collective calls in this trace (no NCCL/RCCL kernels or record_param_comms ops)"
 
 
-@dataclass(frozen=True)
-class Comms:
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class Comms(Shown):
     """The collective calls of a trace and their summary per kind and size bucket."""
 
     calls: pl.DataFrame  # CALL_COLUMNS, one row per call, in time order

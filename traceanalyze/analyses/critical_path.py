@@ -35,6 +35,7 @@ from traceanalyze.analyses.critical_graph import (
 )
 from traceanalyze.analyses.critical_walk import Runs, walk
 from traceanalyze.analyses.iterations import on_counted
+from traceanalyze.display import Shown
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
@@ -57,8 +58,8 @@ _SEGMENT_SCHEMA = {
 }
 
 
-@dataclass(frozen=True)
-class CriticalPath:
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class CriticalPath(Shown):
     """The critical path of a trace's iterations, as means per iteration."""
 
     span_us_per_iter: float

@@ -11,6 +11,7 @@ from traceanalyze.analyses.activities import activities, in_iterations, iteratio
 from traceanalyze.analyses.configuration import configuration, differences
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.summary import summary
+from traceanalyze.display import Shown
 from traceanalyze.trace import Trace
 
 # Summary figures compared between the two traces.
@@ -32,8 +33,8 @@ FIGURES = (
 )
 
 
-@dataclass(frozen=True)
-class TraceDiff:
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class TraceDiff(Shown):
     figures: pl.DataFrame  # figure, base, new, change, change_pct
     categories: pl.DataFrame  # category, base_us, new_us, change_us
     kernels: pl.DataFrame  # name, category, status (added/removed/changed), counts and times

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,7 +92,7 @@ def _is_numeric(key: str, value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def measure(metric: str, summary: dict[str, Any]) -> float:
+def measure(metric: str, summary: Mapping[str, Any]) -> float:
     """The measured value of ``metric`` (NaN where the trace gives it no value, which breaks
     any expectation); a valid category or API absent from the trace is 0."""
     group, _, member = metric.partition(":")
@@ -125,7 +125,7 @@ def measure(metric: str, summary: dict[str, Any]) -> float:
     return float("nan") if value is None else float(value)
 
 
-def check(expectations: Iterable[Expectation], summary: dict[str, Any]) -> pl.DataFrame:
+def check(expectations: Iterable[Expectation], summary: Mapping[str, Any]) -> pl.DataFrame:
     """One row per expectation: the expectation, the measured value and whether it held."""
     rows = []
     for expectation in expectations:  # a handful of user-written lines, not trace rows

@@ -34,6 +34,7 @@ from traceanalyze.analyses.iterations import choice_of, counted
 from traceanalyze.analyses.memcpy import number_text, size_expr, transfers
 from traceanalyze.analyses.memory_diff import MemoryChange, memory_change
 from traceanalyze.analyses.summary import summary
+from traceanalyze.display import Shown
 from traceanalyze.trace import Trace
 
 # A part whose change is smaller than this share of BASE's GPU span per iteration is lumped
@@ -56,8 +57,8 @@ _SPAN_FIGURES = ("gpu_span_us_per_iter", "gpu_busy_us_per_iter", "gpu_activity_u
                  "gpu_idle_us_per_iter", "wall_us_per_iter")  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Explanation:
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class Explanation(Shown):
     base: str
     new: str
     total_us_per_iter_delta: float  # Δ GPU span per iteration = the sum of the parts

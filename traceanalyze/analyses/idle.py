@@ -18,6 +18,7 @@ import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.iterations import on_counted
+from traceanalyze.display import Shown
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
 
@@ -78,8 +79,8 @@ CAUSES: tuple[IdleCause, ...] = (
 CAUSE_NAMES = tuple(c.cause for c in CAUSES)
 
 
-@dataclass(frozen=True)
-class IdleResult:
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class IdleResult(Shown):
     """Idle time per iteration split by cause; ``causes`` adds up to ``gpu_idle_us_per_iter``."""
 
     gpu_idle_us_per_iter: float

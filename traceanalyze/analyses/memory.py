@@ -24,6 +24,7 @@ from traceanalyze.analyses.memory_blocks import (
     op_details,
     with_devices,
 )
+from traceanalyze.display import Shown
 from traceanalyze.trace import Trace
 
 # Rows kept per (iteration, device): the largest blocks at the peak and the top allocating ops.
@@ -35,8 +36,8 @@ NO_MEMORY_EVENTS = (
 )
 
 
-@dataclass(frozen=True)
-class MemoryResult:
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class MemoryResult(Shown):
     """What ``memory`` shows. Frames are empty when the trace has no memory events."""
 
     iterations: pl.DataFrame

@@ -30,6 +30,7 @@ from traceanalyze.analyses.skew import (
     collective_skew,
     collective_starts,
 )
+from traceanalyze.display import Shown
 from traceanalyze.errors import UsageError
 from traceanalyze.trace import Skipped, Trace, TraceMeta
 
@@ -65,8 +66,8 @@ class RankWork:
     collectives: pl.DataFrame  # see skew.collective_starts
 
 
-@dataclass(frozen=True)
-class RanksResult:
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class RanksResult(Shown):
     ranks: pl.DataFrame  # one row per rank, RANK_COLUMNS
     collectives: pl.DataFrame  # one row per collective run on two or more ranks, widest first
     median_wall_us_per_iter: float | None

@@ -6,7 +6,7 @@ its total (GPU activity time, CPU operator time or wall time).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,7 +49,7 @@ class VariantReport:
     label: str
     status: str
     reason: str | None
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Mapping[str, Any] = field(default_factory=dict)
     row: dict[str, Any] = field(default_factory=dict)  # the variant's comparison row
     categories: pl.DataFrame = field(default_factory=pl.DataFrame)
     top_kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
@@ -320,7 +320,7 @@ def categories(trace: Trace) -> pl.DataFrame:
 
 def _findings(
     trace: Trace,
-    figures: dict[str, Any],
+    figures: Mapping[str, Any],
     row: dict[str, Any],
     kernels: pl.DataFrame,
     cudnn: pl.DataFrame,
@@ -432,7 +432,7 @@ def _cudnn_findings(cudnn: pl.DataFrame, warm_up_calls: int | None) -> list[str]
     ]
 
 
-def _bound_findings(figures: dict[str, Any], row: dict[str, Any]) -> list[str]:
+def _bound_findings(figures: Mapping[str, Any], row: dict[str, Any]) -> list[str]:
     if row.get("bound") != BOUND_CPU:
         return []
     advice = (

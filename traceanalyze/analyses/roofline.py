@@ -34,6 +34,7 @@ from traceanalyze.analyses.activities import activities, in_iterations, iteratio
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.summary import WALL_FROM_TRACE
 from traceanalyze.analyses.waves import wave_table, with_waves
+from traceanalyze.display import Shown
 from traceanalyze.link import nearest_ancestor
 from traceanalyze.occupancy import duration_weighted_mean
 from traceanalyze.perfmodel.formulas import model_calls
@@ -62,8 +63,8 @@ UNMODELLED_COLUMNS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Roofline:
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class Roofline(Shown):
     """Everything `roofline` reports for one trace."""
 
     ops: pl.DataFrame  # ROOFLINE_COLUMNS, most GPU time per iteration first

@@ -30,6 +30,7 @@ from traceanalyze.analyses.cputree import outermost_ops
 from traceanalyze.analyses.graphs import with_captured_ops
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.memcpy import transfers
+from traceanalyze.display import Shown
 from traceanalyze.link import RUNTIME_CATS, THREAD, nearest_ancestor, with_call_tree
 from traceanalyze.trace import Trace
 
@@ -80,8 +81,8 @@ TABLE_COLUMNS = (
 COPY_COLUMNS = ("frame", "chain", "count_per_iter", "us_per_iter", "bytes_per_iter")
 
 
-@dataclass(frozen=True)
-class StacksResult:
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class StacksResult(Shown):
     """What ``stacks`` shows: ``rows`` (``TABLE_COLUMNS``), the memory copies and sets by user
     frame and op chain (``COPY_COLUMNS``), and how many Python frames the trace holds (0: it
     was recorded without with_stack, and the frames are empty)."""

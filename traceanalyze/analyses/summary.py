@@ -6,6 +6,8 @@ ranks every figure is the mean per rank and iteration.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import polars as pl
@@ -22,6 +24,7 @@ from traceanalyze.analyses.cputree import VIEW_OPS
 from traceanalyze.analyses.cudnn import cudnn_cpu_us_per_iter
 from traceanalyze.analyses.graphs import graph_launches_per_iter
 from traceanalyze.analyses.iterations import NOISE_PCT, choice_of, counted
+from traceanalyze.display import Shown
 from traceanalyze.link import nearest_ancestor
 from traceanalyze.trace import Trace
 
@@ -31,8 +34,77 @@ WALL_FROM_MEDIAN = "capture median"
 WALL_FROM_STEADY = "cold capture's steady median (one-off first calls left out)"
 
 
+# eq=False: compared as a Mapping (equal to the dict of the same keys and values).
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Summary(Shown, Mapping[str, Any]):
+    """The `summary` command's record: one field per stable key of the README, in the JSON's
+    order. Frozen (it is memoised per Trace and shared) and read like the JSON object too:
+    ``s["kernels_per_iter"]``, ``dict(s)``. ``variant`` names the trace of a variant set and
+    leads the record; it is left out for a single trace."""
+
+    variant: str | None = None
+    iterations: int
+    ranks: int
+    iteration_source: str
+    iteration_note: str | None
+    iterations_left_out: int
+    iteration_coverage_pct: float | None
+    kernels_per_iter: float
+    memcpy_per_iter: float
+    memset_per_iter: float
+    gpu_activity_us_per_iter: float
+    gpu_kernel_us_per_iter: float
+    gpu_memcpy_us_per_iter: float
+    gpu_memset_us_per_iter: float
+    gpu_busy_us_per_iter: float
+    gpu_span_us_per_iter: float
+    gpu_idle_us_per_iter: float
+    cpu_op_us_per_iter: float
+    launch_us_per_iter: float
+    cpu_span_us_per_iter: float
+    wall_us_per_iter: float
+    spread_per_iter: dict[str, float]
+    wall_source: str
+    gpu_busy_pct_of_wall: float | None
+    bound: str | None
+    bound_note: str | None
+    transpose_ops_per_iter: float
+    graph_launches_per_iter: float
+    cudnn_cpu_us_per_iter: float
+    category_us: dict[str, float]
+    category_count: dict[str, float]
+    launch_apis: dict[str, float]
+    gpu_activities_outside_iterations_total: int
+    cpu_ops_outside_iterations_total: int
+
+    def __iter__(self) -> Iterator[str]:
+        return (f.name for f in fields(self) if f.name != "variant" or self.variant is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in _SUMMARY_KEYS or (key == "variant" and self.variant is None):
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __repr__(self) -> str:
+        """The headline figures; every key is ``dict(summary)`` away."""
+        named = f"variant={self.variant!r}, " if self.variant is not None else ""
+        return (
+            f"Summary({named}kernels_per_iter={self.kernels_per_iter:g}, "
+            f"gpu_busy_us_per_iter={self.gpu_busy_us_per_iter:.1f}, "
+            f"cpu_op_us_per_iter={self.cpu_op_us_per_iter:.1f}, bound={self.bound!r}, "
+            f"iterations={self.iterations}, ... {len(self)} keys)"
+        )
+
+    def of_variant(self, label: str | None) -> Summary:
+        """The same record, named as a variant's (``label`` None: as a single trace's)."""
+        return replace(self, variant=label)
+
+
 @per_trace
-def summary(trace: Trace) -> dict[str, Any]:
+def summary(trace: Trace) -> Summary:
     """The per-iteration summary (keys are a public contract, listed in the README), over the
     iterations that count (:func:`~traceanalyze.analyses.iterations.counted`)."""
     trace = counted(trace)
@@ -42,7 +114,7 @@ def summary(trace: Trace) -> dict[str, Any]:
     gpu = in_iterations(activities(trace))
     # One launch call per correlation: a graph launch starts many activities.
     launches = gpu.filter(pl.col("linked")).unique(["rank", "correlation"], keep="first")
-    return {
+    return Summary(**{
         "iterations": trace.iterations["iteration"].n_unique(),
         "ranks": len(trace.meta),
         "iteration_source": trace.iteration_source,
@@ -62,7 +134,10 @@ def summary(trace: Trace) -> dict[str, Any]:
         "cpu_ops_outside_iterations_total": int(
             trace.cpu.filter(pl.col("cat") == "cpu_op")["iteration"].null_count()
         ),
-    }
+    })  # fmt: skip
+
+
+_SUMMARY_KEYS = frozenset(f.name for f in fields(Summary))
 
 
 def iteration_note(trace: Trace) -> str | None:
@@ -140,7 +215,7 @@ class SteadyMedianMs(float):
     left out): a capture median whose source the wall figures name differently."""
 
 
-def wall_verdict(figures: dict[str, Any], median_ms: float | None) -> dict[str, Any]:
+def wall_verdict(figures: Mapping[str, Any], median_ms: float | None) -> dict[str, Any]:
     """``wall_source``, ``gpu_busy_pct_of_wall``, ``bound`` and ``bound_note`` of a summary,
     against one wall time: the capture's median (the measured truth, without the profiler)
     where given, else the trace's. A profiled run's GPU busy time can exceed the unprofiled
@@ -168,8 +243,8 @@ def _median_source(median_ms: float) -> str:
     return WALL_FROM_STEADY if isinstance(median_ms, SteadyMedianMs) else WALL_FROM_MEDIAN
 
 
-def summary_with_wall(trace: Trace, median_ms: float | None) -> dict[str, Any]:
+def summary_with_wall(trace: Trace, median_ms: float | None) -> Summary:
     """The summary, its wall share and bound verdict against the capture's median where
     given (``wall_source`` says which): what the summary and check commands report."""
     figures = summary(trace)
-    return {**figures, **wall_verdict(figures, median_ms)}
+    return replace(figures, **wall_verdict(figures, median_ms))

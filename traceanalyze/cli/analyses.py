@@ -7,23 +7,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import polars as pl
 
+from traceanalyze import api
 from traceanalyze.analyses import expectations as expect
-from traceanalyze.analyses.cudnn import cudnn_table
-from traceanalyze.analyses.iterations import iteration_notes, iteration_rows
-from traceanalyze.analyses.kernels import (
-    kernel_table,
-    occupancy_by_category,
-    occupancy_table,
-    op_table,
-)
-from traceanalyze.analyses.memcpy import memory_traffic
-from traceanalyze.analyses.summary import summary_with_wall
 from traceanalyze.cli.options import (
     Loader,
     Output,
-    Subject,
     cache_options,
     iteration_options,
     output_options,
@@ -35,7 +24,6 @@ from traceanalyze.render.analyses import (
     render_records,
     render_table,
 )
-from traceanalyze.trace import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,29 +32,11 @@ def trace_argument(func: F) -> F:
     return click.argument("trace", type=click.Path(path_type=Path))(func)
 
 
-Analysis = Callable[[Trace], pl.DataFrame]
-
-
-def _per_variant(
-    loaded: list[Subject], analysis: Callable[[Subject], pl.DataFrame], top: int | None
-) -> pl.DataFrame:
-    """``analysis`` of each trace; for a folder of variants, with a leading ``variant`` column."""
-    frames = []
-    for subject in loaded:
-        label = subject.label
-        frame = analysis(subject)
-        if top is not None:
-            frame = frame.head(top)
-        if label is not None:
-            frame = frame.select(pl.lit(label).alias("variant"), pl.all())
-        frames.append(frame)
-    return pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
-
-
-def _table_command(name: str, views: dict[str, Analysis], doc: str, empty: str) -> click.Command:
-    """A command that loads TRACE, runs one table analysis and renders it. With several views
-    (e.g. per kernel, per category) a --by option picks one; the first is the default.
-    ``empty`` is the line shown instead of a table with no rows."""
+def _table_command(name: str, doc: str, empty: str) -> click.Command:
+    """A command that renders the library's table of the same name (:data:`api.VIEWS`). With
+    several views (e.g. per kernel, per category) a --by option picks one; the first is the
+    default. ``empty`` is the line shown instead of a table with no rows."""
+    views = api.VIEWS[name]
     by_option = click.option(
         "--by",
         type=click.Choice(list(views)),
@@ -92,7 +62,7 @@ def _table_command(name: str, views: dict[str, Analysis], doc: str, empty: str) 
         out: Output,
         loader: Loader,
     ) -> None:
-        table = _per_variant(loader.each(trace), lambda s: views[by](s.trace), top)
+        table = api.table(name, trace, by, top, loader)
         text = render_table(table, out.format, full_names=full_names, empty=empty)
         out.write(text, inputs=[trace])
 
@@ -101,7 +71,6 @@ def _table_command(name: str, views: dict[str, Analysis], doc: str, empty: str) 
 
 kernels = _table_command(
     "kernels",
-    {"kernel": kernel_table, "op": op_table},
     """Every distinct kernel (and memcpy/memset) with its category, count, time, launching op,
     occupancy and GEMM precision, longest total time first. --by op gives the GPU activity per
     launching op (each activity counted for its own op).
@@ -116,7 +85,6 @@ kernels = _table_command(
 )
 occupancy = _table_command(
     "occupancy",
-    {"kernel": occupancy_table, "category": occupancy_by_category},
     """Theoretical occupancy of each kernel from its footprint (registers, shared memory, block
     size) and the GPU's limits, with the limiting resource, beside the occupancy the trace itself
     reports (blank where Kineto wrote none or 0). --by category gives duration-weighted means.
@@ -130,7 +98,6 @@ occupancy = _table_command(
 )
 cudnn = _table_command(
     "cudnn",
-    {"op": cudnn_table},
     """CPU self time of the ops that call into cuDNN, per iteration and as a share of the CPU
     operator time, the first call in the trace against the steady median, and the launch API.
     (The one-off plan build is only in a trace that starts before it: see `cold`.)
@@ -143,7 +110,6 @@ cudnn = _table_command(
 )
 memcpy = _table_command(
     "memcpy",
-    {"chain": memory_traffic},
     """Every memory copy and set grouped by the CPU op chain that caused it, with bytes, time
     and what to change.
 
@@ -173,12 +139,8 @@ def summary(
     Example:
       traceanalyze summary sample_traces/h200_default/sdpa_cudnn.json.gz --format json
     """
-    records = [
-        summary_with_wall(s.trace, s.median_ms) | ({} if s.label is None else {"variant": s.label})
-        for s in loader.each(trace)
-    ]
-    records = [({"variant": r.pop("variant")} | r) if "variant" in r else r for r in records]
-    out.write(render_records(records, out.format), inputs=[trace])
+    records = api.labelled(api.summary(trace, loading=loader))
+    out.write(render_records([r for _, r in records], out.format), inputs=[trace])
 
 
 @click.command()
@@ -226,11 +188,7 @@ def check(
         parsed += expect.read_file(path)
     if not parsed:
         raise click.UsageError("give at least one expectation with -e/--expect or -f/--file")
-    results = _per_variant(
-        loader.each(trace),
-        lambda s: expect.check(parsed, summary_with_wall(s.trace, s.median_ms)),
-        top=None,
-    )
+    results = api.check(trace, parsed, loading=loader)
     out.write(render_check(results, out.format), inputs=[trace])
     broken = int((~results["held"]).sum())
     if broken:
@@ -253,14 +211,9 @@ def iterations(trace: Path, out: Output, loader: Loader) -> None:
       traceanalyze iterations sample_traces/h200_graph_capture/naive.json.gz
       traceanalyze iterations trace.json.gz --skip 1 --format json
     """
-    subjects = loader.each(trace)
-    table = _per_variant(subjects, lambda s: iteration_rows(s.trace), top=None)
-    notes = [
-        (f"{s.label}: " if s.label is not None else "") + line
-        for s in subjects
-        for line in iteration_notes(s.trace)
-    ]
-    out.write(render_iterations(table, notes, out.format), inputs=[trace])
+    subjects = api.subjects(trace, loader)  # loaded once for the table and its notes
+    table = api.iterations(subjects)
+    out.write(render_iterations(table, api.notes(subjects), out.format), inputs=[trace])
 
 
 COMMANDS = (kernels, summary, iterations, occupancy, cudnn, memcpy, check)

@@ -6,16 +6,14 @@ from pathlib import Path
 
 import click
 
-from traceanalyze.analyses.idle import LARGEST_GAPS, idle_breakdown
-from traceanalyze.analyses.launches import launch_by_category, launch_outliers, launch_table
-from traceanalyze.analyses.streams import stream_iterations, stream_table
+from traceanalyze import api
+from traceanalyze.analyses.idle import LARGEST_GAPS
 from traceanalyze.cli.analyses import _table_command, trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
 from traceanalyze.render.between import render_idle
 
 streams = _table_command(
     "streams",
-    {"stream": stream_table, "iteration": stream_iterations},
     """Each GPU stream per iteration: kernels, copies and sets, activity, busy, span and idle
     time (a stream's own gaps; `idle` splits the device's idle time). --by iteration gives one
     row per stream and iteration.
@@ -28,7 +26,6 @@ streams = _table_command(
 )
 launches = _table_command(
     "launches",
-    {"kernel": launch_table, "category": launch_by_category, "outlier": launch_outliers},
     """Whether launches keep up: per kernel name (or category) the launch call's CPU time, the
     launch delay (kernel start minus launch call start) and the queue of work ahead of it on
     its stream (median, p90, max), and the short kernels (GPU time under their own launch
@@ -65,7 +62,7 @@ def idle(trace: Path, largest: int, full_names: bool, out: Output, loader: Loade
       traceanalyze idle sample_traces/h200_default/naive.json.gz
       traceanalyze idle trace.json.gz --format json -o idle.json
     """
-    results = [(s.label, idle_breakdown(s.trace, largest)) for s in loader.each(trace)]
+    results = api.labelled(api.idle(trace, largest=largest, loading=loader))
     out.write(render_idle(results, out.format, full_names=full_names), inputs=[trace])
 
 

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from traceanalyze.analyses.cold_variants import ColdSet, cold_set
-from traceanalyze.analyses.graphs import graph_table
+from traceanalyze import api
 from traceanalyze.cli.analyses import _table_command, trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.errors import AnalysisError
-from traceanalyze.load import InputKind, resolve
-from traceanalyze.load.variants import Variant, capture_entry, capture_manifest, label_of
 from traceanalyze.render.cold import VIEWS, render_cold
 
 
@@ -58,38 +53,12 @@ def cold(
       traceanalyze cold traces/cold/sdpa_cudnn.json.gz
       traceanalyze cold traces/cold --by variant --format json
     """
-    result = _cold(trace, loader, baseline)
+    result = api.cold(trace, baseline=baseline, loading=loader)
     out.write(render_cold(result, out.format, view=view, full_names=full_names), inputs=[trace])
-
-
-def _cold(path: Path, loader: Loader, baseline: str | None) -> ColdSet:
-    if resolve(path).kind is not InputKind.TRACE:
-        found = loader.variants([path])
-        manifest = found.manifests[0] if found.manifests else None
-        result = cold_set(found.variants, baseline, manifest=manifest)
-    else:
-        variant = _beside_its_manifest(path, loader)
-        result = cold_set([variant], baseline, manifest=capture_manifest(path), single=True)
-    if not result.rows.height:
-        reasons = "; ".join(n for n in result.summary["note"].drop_nulls().unique())
-        raise AnalysisError(
-            f"no first call to compare with steady calls ({reasons or 'no calls found'})",
-            path,
-            "Profile from before the first call and several calls after it, each in "
-            "record_function('call<i>') (python -m capture --cold does), or in profiler steps.",
-        )
-    return result
-
-
-def _beside_its_manifest(path: Path, loader: Loader) -> Variant:
-    """The trace as a variant, with its entry in the capture manifest beside it if any."""
-    known = capture_entry(path) or Variant(label_of(path), path)
-    return replace(known, trace=loader.trace(path))
 
 
 graphs = _table_command(
     "graphs",
-    {"node": graph_table},
     """CUDA graph replays: per graph and position, the replayed kernel (or copy), the op
     captured there when the trace also holds the capture, replays and time per iteration.
 

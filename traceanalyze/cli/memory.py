@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from traceanalyze.analyses.memory import memory as memory_of
+from traceanalyze import api
 from traceanalyze.cli.analyses import trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
 from traceanalyze.render.memory import render_memory
@@ -33,7 +33,7 @@ def memory(trace: Path, out: Output, loader: Loader) -> None:
     chart = f"{out.path.stem}_memory.png" if out.path is not None and out.format == "md" else None
     if chart is not None:
         out.check_free(out.path.parent / chart)  # type: ignore[union-attr]
-    results = [(s.label, memory_of(s.trace)) for s in loader.each(trace)]
+    results = api.labelled(api.memory(trace, loading=loader))
     out.write(render_memory(results, out.format), inputs=[trace])
     drawn = [(label, r) for label, r in results if not r.empty]
     if chart is not None and len(drawn) == 1:

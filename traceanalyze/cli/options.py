@@ -8,18 +8,18 @@ import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import click
 
-from traceanalyze.analyses.compare import steady_median_ms
-from traceanalyze.analyses.iterations import Selection, counted
+from traceanalyze.analyses.iterations import Selection
+from traceanalyze.api import Loading
 from traceanalyze.cli.progress import loading, loading_file
-from traceanalyze.load import Input, InputKind, load, resolve
+from traceanalyze.load import Input, load
 from traceanalyze.load.parallel import THREADS_ENV
-from traceanalyze.load.variants import VariantSet, capture_entry, load_variants
+from traceanalyze.load.variants import VariantSet, load_variants
 from traceanalyze.render.table import FORMATS
 from traceanalyze.trace import Skipped, Trace
 
@@ -117,61 +117,24 @@ def _writing(path: Path) -> Iterator[None]:
         ) from None
 
 
-class Subject(NamedTuple):
-    """One trace a single-trace command reports on."""
-
-    label: str | None  # the variant, for a folder of separate traces
-    trace: Trace
-    median_ms: float | None  # the capture's steady median time per call, where known
-
-
 @dataclass(frozen=True)
-class Loader:
-    """Loads traces for a command, with the cache options given and progress on a terminal,
-    restricted to the iterations that count (the default rule, or the user's ``selection``)."""
+class Loader(Loading):
+    """The library's loading with progress on a terminal and one warning line per file of a
+    folder that is not a trace."""
 
-    cache: bool
-    cache_dir: Path | None
-    selection: Selection | None = None
-
-    def choosing(self, selection: Selection | None) -> Loader:
-        return replace(self, selection=selection)
-
-    def trace(self, path: Path) -> Trace:
+    def load_trace(self, path: Path) -> Trace:
         with loading_file(path) as progress:
             trace = load(path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
         warn_skipped(trace.skipped)
-        return counted(trace, self.selection)
+        return trace
 
-    def each(self, path: Path) -> list[Subject]:
-        """The traces a single-trace command runs on: one for a file or a folder of ranks,
-        one per variant (with its label) for a folder of separate traces; each with the
-        capture's steady median time where a manifest gives one (for the bound verdict)."""
-        found = resolve(path)
-        if found.kind is InputKind.TRACE:
-            known = capture_entry(path)
-            median = steady_median_ms(known) if known else None
-            return [Subject(None, self.trace(path), median)]
-        variants = self.variants([found]).loaded
-        if len(variants) == 1 and variants[0].path == path:  # the ranks of one job
-            return [Subject(None, variants[0].trace, None)]  # type: ignore[arg-type]
-        return [
-            Subject(v.label, v.trace, steady_median_ms(v)) for v in variants if v.trace is not None
-        ]
-
-    def variants(
-        self, paths: Sequence[Path | Input], labels: Sequence[str] | None = None
+    def load_variants(
+        self, paths: Sequence[Path | Input], labels: Sequence[str] | None
     ) -> VariantSet:
         with loading([p.path if isinstance(p, Input) else p for p in paths]):
-            found = load_variants(
-                paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels or None
-            )
+            found = load_variants(paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels)
         warn_skipped(found.skipped)
-        chosen = tuple(
-            v if v.trace is None else replace(v, trace=counted(v.trace, self.selection))
-            for v in found.variants
-        )
-        return replace(found, variants=chosen)
+        return found
 
 
 def warn_skipped(skipped: Sequence[Skipped]) -> None:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from traceanalyze.analyses.explain import explain as explain_traces
-from traceanalyze.analyses.roofline import roofline as roofline_of
+from traceanalyze import api
 from traceanalyze.cli.analyses import trace_argument
 from traceanalyze.cli.options import (
     Loader,
@@ -16,8 +15,6 @@ from traceanalyze.cli.options import (
     iteration_options,
     output_options,
 )
-from traceanalyze.load.variants import label_of
-from traceanalyze.perfmodel.peaks import PeakOverride
 from traceanalyze.render.perf import explain_markdown, render_explain, render_roofline
 from traceanalyze.render.waterfall import waterfall
 
@@ -61,8 +58,9 @@ def roofline(
       traceanalyze roofline trace.json.gz --top 10
       traceanalyze roofline trace.json.gz --peak-tflops 989.4 --peak-tbps 4.8 --format json
     """  # fmt: skip
-    override = PeakOverride(peak_tflops, peak_tbps)
-    results = [(s.label, roofline_of(s.trace, override)) for s in loader.each(trace)]
+    results = api.labelled(
+        api.roofline(trace, peak_tflops=peak_tflops, peak_tbps=peak_tbps, loading=loader)
+    )
     out.write(render_roofline(results, out.format, top=top, full_names=full_names),
               inputs=[trace])  # fmt: skip
 
@@ -89,7 +87,7 @@ def explain(base: Path, new: Path, out: Output, loader: Loader) -> None:
     )
     if chart is not None:
         out.check_free(out.path.parent / chart)  # type: ignore[union-attr]
-    result = explain_traces(loader.trace(base), loader.trace(new), label_of(base), label_of(new))
+    result = api.explain(base, new, loading=loader)
     text = (
         explain_markdown(result, charts=[chart] if chart else [])
         if out.format == "md"

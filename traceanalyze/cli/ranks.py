@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
+from traceanalyze import api
 from traceanalyze.analyses.ranks import DEFAULT_STRAGGLER_PCT
 from traceanalyze.analyses.skew import ALIGN_ENDS, ALIGNMENTS
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options, warn_skipped
 from traceanalyze.cli.progress import loading
-from traceanalyze.engine import ENGINE_LOCAL, ENGINES, rank_folder
+from traceanalyze.engine import ENGINE_LOCAL, ENGINES
 from traceanalyze.render.ranks import render_ranks
 
 
@@ -76,15 +77,14 @@ def ranks(
       traceanalyze ranks /shared/job42 --engine dask --address tcp://scheduler:8786 -o ranks.json
     """
     with loading([folder]):
-        result = rank_folder(
+        result = api.ranks(
             folder,
+            straggler_pct=straggler_pct,
+            align=align,
             engine=engine,
             address=address,
             workers=workers,
-            cache=loader.cache,
-            cache_dir=loader.cache_dir,
-            straggler_pct=straggler_pct,
-            align=align,
+            loading=loader,
         )
     warn_skipped(result.skipped)
     out.write(render_ranks(result, out.format, full_names=full_names), inputs=[folder])

@@ -9,13 +9,9 @@ import click
 import polars as pl
 from click.core import ParameterSource
 
-from traceanalyze import __version__
+from traceanalyze import api
 from traceanalyze.analyses import expectations as expect
-from traceanalyze.analyses.compare import comparison
-from traceanalyze.analyses.diff import diff as diff_traces
-from traceanalyze.analyses.hta_breakdown import failures, hta_breakdown, require_hta
-from traceanalyze.analyses.report import build_report
-from traceanalyze.analyses.where import where_time_goes_of
+from traceanalyze.analyses.hta_breakdown import failures, require_hta
 from traceanalyze.cli.options import (
     Loader,
     Output,
@@ -23,16 +19,7 @@ from traceanalyze.cli.options import (
     iteration_options,
     output_options,
 )
-from traceanalyze.load.variants import capture_config
-from traceanalyze.render.between import where_time_goes_markdown
-from traceanalyze.render.hta import hta_markdown
-from traceanalyze.render.report import (
-    chart_files,
-    charts,
-    render_comparison,
-    render_diff,
-    render_report,
-)
+from traceanalyze.render.report import chart_files, charts, render_comparison, render_diff
 
 paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 baseline_option = click.option(
@@ -102,25 +89,25 @@ def report(
     files = chart_files(out.path.stem) if out.path is not None else {}
     for name in files.values():
         out.check_free(out.path.parent / name)  # type: ignore[union-attr]
-    variants = loader.variants(paths, labels)
-    built = build_report(variants, baseline, guesses)
-    breakdown = hta_breakdown(variants) if with_hta else None
-    extra = tuple(map(where_time_goes_markdown, where_time_goes_of(variants)))
-    extra += (hta_markdown(breakdown),) if breakdown is not None else ()
-    images = charts(built) if out.path is not None else {}
-    text = render_report(
-        built,
+    result = api.report(
+        paths,
+        baseline=baseline,
+        labels=labels,
+        expectations=guesses,
+        hta=with_hta,
+        loading=loader,
+    )
+    images = charts(result.report) if out.path is not None else {}
+    text = result.markdown(
         command=_command_line(ctx),
-        version=__version__,
         charts={chart: files[chart] for chart in images},
-        extra_sections=extra,
         full_names=full_names,
     )
     out.write(text, inputs=paths)
     for chart, data in images.items():
         out.write_beside(files[chart], data)
-    if breakdown is not None:
-        _warn_of_hta_failures(breakdown)
+    if result.hta is not None:
+        _warn_of_hta_failures(result.hta)
 
 
 def _warn_of_hta_failures(breakdown: pl.DataFrame) -> None:
@@ -157,7 +144,7 @@ def compare(
       traceanalyze compare sample_traces/h200_default
       traceanalyze compare a.json.gz b.json.gz --format csv -o table.csv
     """
-    table = comparison(loader.variants(paths, labels).variants, baseline)
+    table = api.compare(paths, baseline=baseline, labels=labels, loading=loader)
     out.write(render_comparison(table, out.format, full_names=full_names), inputs=paths)
 
 
@@ -183,9 +170,7 @@ def diff(
       traceanalyze diff sample_traces/h200_default/naive.json.gz \\
           sample_traces/h200_default/naive_inplace.json.gz
     """
-    result = diff_traces(
-        loader.trace(base), loader.trace(new), capture_config(base), capture_config(new)
-    )
+    result = api.diff(base, new, loading=loader)
     if out.path is not None or out.format != "md":  # markdown on the terminal shows them
         for warning in result.warnings:
             click.echo(f"traceanalyze: warning: {warning}", err=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from traceanalyze.analyses.stacks import stacks as stacks_of
+from traceanalyze import api
 from traceanalyze.classify import CATEGORIES
 from traceanalyze.cli.analyses import trace_argument
 from traceanalyze.cli.options import (
@@ -59,11 +59,10 @@ def stacks(
       traceanalyze stacks trace.json.gz --full-stack --format json -o stacks.json
       traceanalyze stacks trace.json.gz --category memcpy
     """
-    results = [
-        (s.label, stacks_of(s.trace, full_stack=full_stack, category=category, exclude=exclude))
-        for s in loader.each(trace)
-    ]
-    out.write(render_stacks(results, out.format), inputs=[trace])
+    result = api.stacks(
+        trace, full_stack=full_stack, category=category, exclude=exclude, loading=loader
+    )
+    out.write(render_stacks(api.labelled(result), out.format), inputs=[trace])
 
 
 COMMANDS = (stacks,)

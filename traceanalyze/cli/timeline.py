@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from traceanalyze.analyses.comms import comms as comms_of
-from traceanalyze.analyses.critical_path import critical_path as critical_path_of
+from traceanalyze import api
 from traceanalyze.cli.analyses import trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
 from traceanalyze.render.critical_path import (
@@ -37,7 +36,7 @@ def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> 
     chart = f"{out.path.stem}_path.png" if out.path is not None and out.format == "md" else None
     if chart is not None:
         out.check_free(out.path.parent / chart)  # type: ignore[union-attr]
-    path = critical_path_of(loader.trace(trace))
+    path = api.critical_path(trace, loading=loader)
     text = render_critical_path(path, out.format, top=top)
     if chart is not None:
         text += f"\n![Critical path]({chart})\n"
@@ -70,7 +69,7 @@ def comms(trace: Path, by: str, top: int | None, out: Output, loader: Loader) ->
       traceanalyze comms rank0.json.gz --by kind
       traceanalyze comms rank0.json.gz --format json -o comms.json
     """
-    result = comms_of(loader.trace(trace))
+    result = api.comms(trace, loading=loader)
     out.write(render_comms(result, by, out.format, top=top), inputs=[trace])
 
 

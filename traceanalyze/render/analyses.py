@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -26,7 +27,7 @@ def render_table(
     return markdown_table(shown.rename({c: heading(c) for c in shown.columns}))
 
 
-def render_record(record: dict[str, Any], fmt: str) -> str:
+def render_record(record: Mapping[str, Any], fmt: str) -> str:
     if fmt == "json":
         return to_json(record)
     if fmt == "csv":
@@ -34,7 +35,7 @@ def render_record(record: dict[str, Any], fmt: str) -> str:
     return markdown_record(record)
 
 
-def render_records(records: list[dict[str, Any]], fmt: str) -> str:
+def render_records(records: Sequence[Mapping[str, Any]], fmt: str) -> str:
     """One record as it is; several (one per variant) as a JSON list, or one markdown section
     per variant."""
     if len(records) == 1:

@@ -269,7 +269,7 @@ def _roofline_part(variant: VariantReport, full_names: bool) -> list[str]:
     return ["**Roofline**\n", roofline_markdown(result, top=TOP_OPS, full_names=full_names)]
 
 
-def _headline(figures: dict[str, Any], row: dict[str, Any]) -> str:
+def _headline(figures: Mapping[str, Any], row: dict[str, Any]) -> str:
     """The section's first line: counts, the accounting's times and the verdict."""
     counts = (
         f"{_count(figures['kernels_per_iter'], 'kernel')}, {figures['memcpy_per_iter']:g} memcpy "

@@ -1,0 +1,114 @@
+"""The library is the command line's twin: the facade's doctests, the README's notebook cells,
+and each function's answer equal to what its command writes."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+import traceanalyze
+import traceanalyze.api
+from traceanalyze.cli import main
+from traceanalyze.display import markdown_html
+from traceanalyze.render.table import to_json
+
+REPO = Path(__file__).resolve().parents[1]
+FLASH = "sample_traces/h200_default/sdpa_flash.json.gz"
+NAIVE = "sample_traces/h200_default/naive.json.gz"
+PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
+@pytest.fixture(autouse=True)
+def _at_the_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # the examples name sample traces from the repository's root
+
+
+def test_the_facade_doctests_pass() -> None:
+    failed, attempted = doctest.testmod(traceanalyze.api, optionflags=doctest.ELLIPSIS)
+    assert attempted >= 15
+    assert failed == 0
+
+
+def test_the_readme_notebook_section_runs() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## In a notebook", 1)[1].split("\n## ", 1)[0]
+    cells = PYTHON_BLOCK.findall(section)
+    assert len(cells) >= 5
+    namespace: dict[str, object] = {}
+    for cell in cells:
+        exec(compile(cell, "README.md (In a notebook)", "exec"), namespace)
+    assert isinstance(namespace["trace"], traceanalyze.Trace)
+
+
+def test_every_analysing_command_has_its_function() -> None:
+    not_functions = {"capture", "info"}  # capture records; info describes the file
+    for name in main.commands:
+        if name not in not_functions:
+            assert name.replace("-", "_") in traceanalyze.__all__, name
+            assert callable(getattr(traceanalyze, name.replace("-", "_")))
+    assert "memory_traffic" not in traceanalyze.__all__
+    assert "comparison" not in traceanalyze.__all__
+
+
+def _cli_json(*args: str) -> object:
+    result = CliRunner().invoke(main, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize(
+    "command", ["kernels", "occupancy", "memcpy", "streams", "launches", "iterations"]
+)
+def test_a_table_function_has_the_commands_json_keys_and_rows(command: str) -> None:
+    frame = getattr(traceanalyze, command)(NAIVE)
+    assert isinstance(frame, pl.DataFrame)
+    assert json.loads(to_json(frame)) == _cli_json(command, NAIVE)
+
+
+def test_summary_is_a_frozen_record_of_the_commands_keys() -> None:
+    record = traceanalyze.summary(NAIVE)
+    assert isinstance(record, traceanalyze.api.Summary)
+    assert json.loads(to_json(record)) == _cli_json("summary", NAIVE)
+    assert list(record)[:3] == ["iterations", "ranks", "iteration_source"]
+    with pytest.raises(AttributeError):
+        record.kernels_per_iter = 0.0  # type: ignore[misc]
+
+
+def test_a_capture_folder_gives_one_summary_per_variant_named_first() -> None:
+    records = traceanalyze.summary("sample_traces/h200_default")
+    assert isinstance(records, traceanalyze.PerVariant)
+    assert records["sdpa_flash"].kernels_per_iter == 1.0
+    assert next(iter(records["sdpa_flash"])) == "variant"
+
+
+def test_reprs_are_short_and_results_show_as_tables() -> None:
+    trace = traceanalyze.load(NAIVE)
+    assert repr(trace) == (f"Trace('{NAIVE}', gpu=23, cpu=145, iterations=3 by 'ProfilerStep')")
+    idle = traceanalyze.idle(trace)
+    assert len(repr(idle)) < 300
+    assert "largest_gaps=<" in repr(idle)
+    assert idle._repr_markdown_().startswith("GPU idle time")
+    assert "<table>" in idle._repr_html_()
+    assert len(repr(traceanalyze.summary(trace))) < 200
+
+
+def test_markdown_tables_become_html_tables() -> None:
+    html = markdown_html("## a & b\n\n| x | y |\n|---|--:|\n| 1 | <2> |\n\nafter\n")
+    assert html == (
+        "<h2>a &amp; b</h2>\n"
+        "<table><thead><tr><th>x</th><th>y</th></tr></thead>"
+        "<tbody><tr><td>1</td><td>&lt;2&gt;</td></tr></tbody></table>\n"
+        "<p>after</p>"
+    )
+
+
+def test_an_unknown_view_is_a_usage_error() -> None:
+    with pytest.raises(traceanalyze.TraceAnalyzeError, match="no view 'bogus'") as caught:
+        traceanalyze.kernels(FLASH, by="bogus")
+    assert caught.value.exit_code == 2

@@ -1,0 +1,637 @@
+"""The library as the command line's twin: one function per command, with the command's name.
+
+Each takes what the command takes (a trace file, a folder of ranks, a capture folder of
+variants; or an already loaded :class:`~traceanalyze.trace.Trace` or
+:class:`~traceanalyze.load.variants.VariantSet`) and returns what the command prints, before
+it is rendered: a ``polars.DataFrame`` whose columns are the command's JSON keys, or a small
+frozen result whose fields are. Results show as the command's tables in Jupyter.
+
+>>> import traceanalyze as ta
+>>> ta.summary("sample_traces/h200_default/sdpa_flash.json.gz").kernels_per_iter
+1.0
+>>> ta.kernels("sample_traces/h200_default/sdpa_flash.json.gz")["category"].to_list()
+['fused_attention']
+
+The commands call these same functions; they add only parsing, progress and writing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Generic, NamedTuple, Self, TypeVar
+
+import polars as pl
+
+from traceanalyze import __version__, display
+from traceanalyze.analyses import expectations as expect
+from traceanalyze.analyses.cold_variants import ColdSet, cold_set
+from traceanalyze.analyses.comms import Comms
+from traceanalyze.analyses.comms import comms as comms_of
+from traceanalyze.analyses.compare import comparison, steady_median_ms
+from traceanalyze.analyses.critical_path import CriticalPath
+from traceanalyze.analyses.critical_path import critical_path as critical_path_of
+from traceanalyze.analyses.cudnn import cudnn_table
+from traceanalyze.analyses.diff import TraceDiff
+from traceanalyze.analyses.diff import diff as diff_traces
+from traceanalyze.analyses.explain import Explanation
+from traceanalyze.analyses.explain import explain as explain_traces
+from traceanalyze.analyses.graphs import graph_table
+from traceanalyze.analyses.hta_breakdown import hta_breakdown, require_hta
+from traceanalyze.analyses.idle import LARGEST_GAPS, IdleResult, idle_breakdown
+from traceanalyze.analyses.iterations import Selection, counted, iteration_notes, iteration_rows
+from traceanalyze.analyses.kernels import (
+    kernel_table,
+    occupancy_by_category,
+    occupancy_table,
+    op_table,
+)
+from traceanalyze.analyses.launches import launch_by_category, launch_outliers, launch_table
+from traceanalyze.analyses.memcpy import memory_traffic
+from traceanalyze.analyses.memory import MemoryResult
+from traceanalyze.analyses.memory import memory as memory_of
+from traceanalyze.analyses.ranks import DEFAULT_STRAGGLER_PCT, RanksResult
+from traceanalyze.analyses.report import Report, build_report
+from traceanalyze.analyses.roofline import Roofline
+from traceanalyze.analyses.roofline import roofline as roofline_of
+from traceanalyze.analyses.skew import ALIGN_ENDS
+from traceanalyze.analyses.stacks import StacksResult
+from traceanalyze.analyses.stacks import stacks as stacks_of
+from traceanalyze.analyses.streams import stream_iterations, stream_table
+from traceanalyze.analyses.summary import Summary, summary_with_wall
+from traceanalyze.analyses.where import WhereTimeGoes, where_time_goes_of
+from traceanalyze.engine import ENGINE_LOCAL, rank_folder
+from traceanalyze.errors import AnalysisError, UsageError
+from traceanalyze.load import Input as ResolvedInput
+from traceanalyze.load import InputKind, load, resolve
+from traceanalyze.load.variants import (
+    Variant,
+    VariantSet,
+    capture_config,
+    capture_entry,
+    capture_manifest,
+    label_of,
+    load_variants,
+)
+from traceanalyze.perfmodel.peaks import PeakOverride
+from traceanalyze.render.analyses import render_records
+from traceanalyze.render.between import render_idle, where_time_goes_markdown
+from traceanalyze.render.cold import render_cold
+from traceanalyze.render.critical_path import render_comms, render_critical_path
+from traceanalyze.render.hta import hta_markdown
+from traceanalyze.render.memory import render_memory
+from traceanalyze.render.perf import explain_markdown, render_roofline
+from traceanalyze.render.ranks import render_ranks
+from traceanalyze.render.report import render_diff, render_report
+from traceanalyze.render.stacks import render_stacks
+from traceanalyze.trace import Trace
+
+R = TypeVar("R")
+PathLike = str | Path
+
+
+class Subject(NamedTuple):
+    """One trace a single-trace command reports on."""
+
+    label: str | None  # the variant, for a folder of separate traces
+    trace: Trace
+    median_ms: float | None  # the capture's steady median time per call, where known
+
+
+# What a single-trace function takes: a path (a trace file, a folder of ranks, a capture
+# folder), a loaded Trace or VariantSet, or the subjects a Loading already resolved.
+Input = str | Path | Trace | VariantSet | Sequence[Subject]
+
+
+@dataclass(frozen=True)
+class Loading:
+    """How paths load: the Parquet cache (``cache``, ``cache_dir``) and which iterations
+    count (``selection``; None: the default rule). The command line's loader adds progress
+    and warnings by overriding :meth:`load_trace` and :meth:`load_variants`."""
+
+    cache: bool = True
+    cache_dir: Path | None = None
+    selection: Selection | None = None
+
+    def choosing(self, selection: Selection | None) -> Self:
+        return replace(self, selection=selection)
+
+    def load_trace(self, path: Path) -> Trace:
+        return load(path, cache=self.cache, cache_dir=self.cache_dir)
+
+    def load_variants(
+        self, paths: Sequence[Path | ResolvedInput], labels: Sequence[str] | None
+    ) -> VariantSet:
+        return load_variants(paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels)
+
+    def trace(self, path: PathLike) -> Trace:
+        return counted(self.load_trace(Path(path)), self.selection)
+
+    def variants(
+        self, paths: Sequence[PathLike | ResolvedInput], labels: Sequence[str] | None = None
+    ) -> VariantSet:
+        given = [p if isinstance(p, ResolvedInput) else Path(p) for p in paths]
+        return self.counting(self.load_variants(given, labels or None))
+
+    def counting(self, found: VariantSet) -> VariantSet:
+        """``found`` restricted to the iterations that count."""
+        chosen = tuple(
+            v if v.trace is None else replace(v, trace=counted(v.trace, self.selection))
+            for v in found.variants
+        )
+        return replace(found, variants=chosen)
+
+    def each(self, path: Path) -> list[Subject]:
+        """The traces a single-trace command runs on: one for a file or a folder of ranks,
+        one per variant (with its label) for a folder of separate traces; each with the
+        capture's steady median time where a manifest gives one (for the bound verdict)."""
+        found = resolve(path)
+        if found.kind is InputKind.TRACE:
+            known = capture_entry(path)
+            median = steady_median_ms(known) if known else None
+            return [Subject(None, self.trace(path), median)]
+        variants = self.variants([found]).loaded
+        if found.kind is InputKind.RANK_FOLDER and len(variants) == 1:  # the ranks of one job
+            return [Subject(None, variants[0].trace, None)]  # type: ignore[arg-type]
+        return [
+            Subject(v.label, v.trace, steady_median_ms(v)) for v in variants if v.trace is not None
+        ]
+
+
+def subjects(x: Input, loading: Loading | None = None) -> list[Subject]:
+    """The traces a single-trace function reports on, from whatever it was given."""
+    loading = loading or Loading()
+    if isinstance(x, Trace):
+        return [Subject(None, counted(x, loading.selection), None)]
+    if isinstance(x, VariantSet):
+        chosen = loading.counting(x).loaded
+        return [Subject(v.label, v.trace, steady_median_ms(v)) for v in chosen if v.trace]
+    if isinstance(x, (str, Path)):
+        return loading.each(Path(x))
+    return list(x)
+
+
+def one_trace(x: PathLike | Trace, loading: Loading | None = None) -> Trace:
+    """One trace (for the commands that compare or walk exactly one)."""
+    loading = loading or Loading()
+    return counted(x, loading.selection) if isinstance(x, Trace) else loading.trace(x)
+
+
+def per_variant(
+    loaded: Sequence[Subject], analysis: Callable[[Subject], pl.DataFrame], top: int | None
+) -> pl.DataFrame:
+    """``analysis`` of each trace; for a folder of variants, with a leading ``variant`` column."""
+    frames = []
+    for subject in loaded:
+        frame = analysis(subject)
+        if top is not None:
+            frame = frame.head(top)
+        if subject.label is not None:
+            frame = frame.select(pl.lit(subject.label).alias("variant"), pl.all())
+        frames.append(frame)
+    return pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+
+
+@dataclass(frozen=True, repr=False)
+class PerVariant(display.Shown, Generic[R]):
+    """One result per variant of a capture folder (``label`` None: a single trace)."""
+
+    results: tuple[tuple[str | None, R], ...]
+
+    def __getitem__(self, label: str) -> R:
+        for name, result in self.results:
+            if name == label:
+                return result
+        raise KeyError(label)
+
+    @property
+    def labels(self) -> list[str | None]:
+        return [label for label, _ in self.results]
+
+
+def labelled(result: R | PerVariant[R]) -> list[tuple[str | None, R]]:
+    """A function's answer as (label, result) pairs, the renderers' input."""
+    return list(result.results) if isinstance(result, PerVariant) else [(None, result)]
+
+
+def _each(x: Input, loading: Loading | None, analysis: Callable[[Subject], R]) -> R | PerVariant[R]:
+    """``analysis`` of each trace: the result itself for one unlabelled trace."""
+    results = tuple((s.label, analysis(s)) for s in subjects(x, loading))
+    if len(results) == 1 and results[0][0] is None:
+        return results[0][1]
+    return PerVariant(results)
+
+
+# The table commands' views (--by), the first the default: the data behind `--by`.
+VIEWS: dict[str, dict[str, Callable[[Trace], pl.DataFrame]]] = {
+    "kernels": {"kernel": kernel_table, "op": op_table},
+    "occupancy": {"kernel": occupancy_table, "category": occupancy_by_category},
+    "cudnn": {"op": cudnn_table},
+    "memcpy": {"chain": memory_traffic},
+    "streams": {"stream": stream_table, "iteration": stream_iterations},
+    "launches": {
+        "kernel": launch_table,
+        "category": launch_by_category,
+        "outlier": launch_outliers,
+    },
+    "graphs": {"node": graph_table},
+}
+
+
+def table(
+    command: str,
+    x: Input,
+    by: str | None = None,
+    top: int | None = None,
+    loading: Loading | None = None,
+) -> pl.DataFrame:
+    """The table of ``command`` (one of :data:`VIEWS`), one row per ``by``."""
+    views = VIEWS[command]
+    view = by or next(iter(views))
+    if view not in views:
+        raise UsageError(
+            f"{command} has no view {view!r}", None, f"Use one of: {', '.join(views)}."
+        )
+    return per_variant(subjects(x, loading), lambda s: views[view](s.trace), top)
+
+
+def kernels(
+    x: Input, *, by: str = "kernel", top: int | None = None, loading: Loading | None = None
+) -> pl.DataFrame:
+    """Every distinct kernel (and memcpy/memset): ``name``, ``category``, ``count``,
+    ``total_us``, ``mean_us``, occupancy, ``launch_op``, ...; ``by="op"``: per launching op.
+
+    >>> k = kernels("sample_traces/h200_default/naive.json.gz", top=2)
+    >>> k.select("category", "count").rows()
+    [('mask', 3), ('softmax', 4)]
+    """
+    return table("kernels", x, by, top, loading)
+
+
+def occupancy(
+    x: Input, *, by: str = "kernel", top: int | None = None, loading: Loading | None = None
+) -> pl.DataFrame:
+    """Theoretical occupancy of each kernel and its limiting resource (``by="category"``:
+    duration-weighted means).
+
+    >>> occupancy("sample_traces/h200_default/sdpa_flash.json.gz")[
+    ...     "theoretical_occupancy_pct"].to_list()
+    [12.5]
+    """
+    return table("occupancy", x, by, top, loading)
+
+
+def cudnn(x: Input, *, top: int | None = None, loading: Loading | None = None) -> pl.DataFrame:
+    """CPU self time of the ops that call into cuDNN, per iteration.
+
+    >>> cudnn("sample_traces/h200_default/sdpa_cudnn.json.gz").height
+    1
+    """
+    return table("cudnn", x, None, top, loading)
+
+
+def memcpy(x: Input, *, top: int | None = None, loading: Loading | None = None) -> pl.DataFrame:
+    """Every memory copy and set grouped by the CPU op chain that caused it.
+
+    >>> memcpy("sample_traces/h200_default/naive.json.gz")["kind"].to_list()
+    ['memcpy', 'memset']
+    """
+    return table("memcpy", x, None, top, loading)
+
+
+def streams(
+    x: Input, *, by: str = "stream", top: int | None = None, loading: Loading | None = None
+) -> pl.DataFrame:
+    """Each GPU stream per iteration (``by="iteration"``: per stream and iteration).
+
+    >>> streams("sample_traces/h200_default/sdpa_flash.json.gz").height
+    1
+    """
+    return table("streams", x, by, top, loading)
+
+
+def launches(
+    x: Input, *, by: str = "kernel", top: int | None = None, loading: Loading | None = None
+) -> pl.DataFrame:
+    """Launch call CPU time, launch delay and queue per kernel name (``by="category"``,
+    ``by="outlier"``).
+
+    >>> "launch_delay_us_median" in launches("sample_traces/h200_default/sdpa_flash.json.gz")
+    True
+    """
+    return table("launches", x, by, top, loading)
+
+
+def graphs(x: Input, *, top: int | None = None, loading: Loading | None = None) -> pl.DataFrame:
+    """CUDA graph replays per graph and position.
+
+    >>> graphs("sample_traces/h200_default/sdpa_flash.json.gz").height
+    0
+    """
+    return table("graphs", x, None, top, loading)
+
+
+def iterations(x: Input, *, loading: Loading | None = None) -> pl.DataFrame:
+    """One row per iteration: its kind, flag, whether it counts, its GPU and CPU figures.
+
+    >>> iterations("sample_traces/h200_default/sdpa_flash.json.gz")["counted"].to_list()
+    [True, True, True]
+    """
+    return per_variant(subjects(x, loading), lambda s: iteration_rows(s.trace), top=None)
+
+
+def notes(x: Input, *, loading: Loading | None = None) -> list[str]:
+    """What `iterations` says under its table (how iterations were found, which left out)."""
+    return [
+        (f"{s.label}: " if s.label is not None else "") + line
+        for s in subjects(x, loading)
+        for line in iteration_notes(s.trace)
+    ]
+
+
+def summary(x: Input, *, loading: Loading | None = None) -> Summary | PerVariant[Summary]:
+    """Per-iteration figures as a frozen :class:`~traceanalyze.analyses.summary.Summary`
+    (fields: the README's stable keys); one per variant for a capture folder.
+
+    >>> s = summary("sample_traces/h200_default/naive.json.gz")
+    >>> s.kernels_per_iter, s.memcpy_per_iter, s["iteration_source"]
+    (5.0, 1.0, 'ProfilerStep')
+    """
+    return _each(x, loading, lambda s: summary_with_wall(s.trace, s.median_ms).of_variant(s.label))
+
+
+def check(
+    x: Input, expectations: Sequence[str | expect.Expectation], *, loading: Loading | None = None
+) -> pl.DataFrame:
+    """Each expectation (``'kernels_per_iter <= 1'``) against the summary: ``expectation``,
+    ``measured``, ``held``.
+
+    >>> check("sample_traces/h200_default/sdpa_flash.json.gz", ["kernels_per_iter <= 1"])[
+    ...     "held"].to_list()
+    [True]
+    """
+    parsed = [expect.parse(e) if isinstance(e, str) else e for e in expectations]
+    return per_variant(
+        subjects(x, loading),
+        lambda s: expect.check(parsed, summary_with_wall(s.trace, s.median_ms)),
+        top=None,
+    )
+
+
+def idle(
+    x: Input, *, largest: int = LARGEST_GAPS, loading: Loading | None = None
+) -> IdleResult | PerVariant[IdleResult]:
+    """The GPU's idle time per iteration split by cause, per stream, and the largest gaps."""
+    return _each(x, loading, lambda s: idle_breakdown(s.trace, largest))
+
+
+def stacks(
+    x: Input,
+    *,
+    full_stack: bool = False,
+    category: str | None = None,
+    exclude: Sequence[str] = (),
+    loading: Loading | None = None,
+) -> StacksResult | PerVariant[StacksResult]:
+    """GPU, kernel and CPU time per iteration by the innermost Python frame of the user's own
+    code, and the memory copies by line (traces recorded with ``with_stack=True``; without
+    stacks ``python_frames`` is 0 and the tables are empty).
+
+    >>> ta_stacks = stacks("sample_traces/h200_with_stack/naive.json.gz")
+    >>> ta_stacks.python_frames > 0, "gpu_us_per_iter" in ta_stacks.rows.columns
+    (True, True)
+    """
+    return _each(
+        x,
+        loading,
+        lambda s: stacks_of(s.trace, full_stack=full_stack, category=category, exclude=exclude),
+    )
+
+
+def roofline(
+    x: Input,
+    *,
+    peak_tflops: float | None = None,
+    peak_tbps: float | None = None,
+    loading: Loading | None = None,
+) -> Roofline | PerVariant[Roofline]:
+    """FLOPs, bytes and % of the roofline of each op (needs ``record_shapes=True``)."""
+    override = PeakOverride(peak_tflops, peak_tbps)
+    return _each(x, loading, lambda s: roofline_of(s.trace, override))
+
+
+def memory(x: Input, *, loading: Loading | None = None) -> MemoryResult | PerVariant[MemoryResult]:
+    """Allocated bytes per iteration and device, the blocks at the peak, the top ops (needs
+    ``profile_memory=True``)."""
+    return _each(x, loading, lambda s: memory_of(s.trace))
+
+
+def critical_path(x: PathLike | Trace, *, loading: Loading | None = None) -> CriticalPath:
+    """The chain of work that sets each iteration's length, by kind, with slack.
+
+    >>> path = critical_path("sample_traces/h200_default/naive.json.gz")
+    >>> path.iterations.height
+    3
+    """
+    return critical_path_of(one_trace(x, loading))
+
+
+def comms(x: PathLike | Trace, *, loading: Loading | None = None) -> Comms:
+    """Every collective call with its size and bus bandwidth, and per kind."""
+    return comms_of(one_trace(x, loading))
+
+
+def explain(
+    base: PathLike | Trace, new: PathLike | Trace, *, loading: Loading | None = None
+) -> Explanation:
+    """Why ``new``'s GPU time per iteration differs from ``base``'s, in parts that add up.
+
+    >>> e = explain("sample_traces/h200_default/naive.json.gz",
+    ...             "sample_traces/h200_default/naive_inplace.json.gz")
+    >>> e.base, e.new, e.total_us_per_iter_delta < 0
+    ('naive', 'naive_inplace', True)
+    """
+    return explain_traces(
+        one_trace(base, loading), one_trace(new, loading), _label(base), _label(new)
+    )
+
+
+def diff(
+    base: PathLike | Trace, new: PathLike | Trace, *, loading: Loading | None = None
+) -> TraceDiff:
+    """What changed from ``base`` to ``new``: figures, time per category, kernels."""
+    return diff_traces(
+        one_trace(base, loading), one_trace(new, loading), _config(base), _config(new)
+    )
+
+
+def _label(x: PathLike | Trace) -> str:
+    return label_of(x.path if isinstance(x, Trace) else Path(x))
+
+
+def _config(x: PathLike | Trace) -> dict[str, Any] | None:
+    return None if isinstance(x, Trace) else capture_config(Path(x))
+
+
+def variant_set(
+    paths: PathLike | VariantSet | Sequence[PathLike],
+    labels: Sequence[str] | None = None,
+    loading: Loading | None = None,
+) -> VariantSet:
+    """The variants of ``paths`` (files or folders), restricted to the iterations that count."""
+    loading = loading or Loading()
+    if isinstance(paths, VariantSet):
+        return loading.counting(paths)
+    listed = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    return loading.variants(listed, labels)
+
+
+def compare(
+    paths: PathLike | VariantSet | Sequence[PathLike],
+    *,
+    baseline: str | None = None,
+    labels: Sequence[str] | None = None,
+    loading: Loading | None = None,
+) -> pl.DataFrame:
+    """The comparison table: one row per variant, speed-ups against ``baseline``.
+
+    >>> compare("sample_traces/h200_default")["variant"].head(3).to_list()
+    ['naive', 'naive_inplace', 'sdpa_math']
+    """
+    return comparison(variant_set(paths, labels, loading).variants, baseline)
+
+
+@dataclass(frozen=True, repr=False)
+class ReportResult(display.Shown):
+    """What `report` writes: the report, the where-time-goes sections (a single trace) and
+    Holistic Trace Analysis's breakdown (with ``hta=True``)."""
+
+    report: Report
+    where: tuple[WhereTimeGoes, ...] = ()
+    hta: pl.DataFrame | None = None
+
+    def markdown(
+        self, *, command: str = "", charts: dict[str, str] | None = None, full_names: bool = False
+    ) -> str:
+        """The report's markdown (``charts``: chart -> file name beside it)."""
+        extra = tuple(map(where_time_goes_markdown, self.where))
+        extra += (hta_markdown(self.hta),) if self.hta is not None else ()
+        return render_report(
+            self.report,
+            command=command,
+            version=__version__,
+            charts=charts or {},
+            extra_sections=extra,
+            full_names=full_names,
+        )
+
+
+def report(
+    paths: PathLike | VariantSet | Sequence[PathLike],
+    *,
+    baseline: str | None = None,
+    labels: Sequence[str] | None = None,
+    expectations: Sequence[str | expect.Expectation] = (),
+    hta: bool = False,
+    loading: Loading | None = None,
+) -> ReportResult:
+    """The report comparing the variants of ``paths``; in Jupyter it shows as markdown."""
+    if hta:
+        require_hta()  # before the slow part, not after it
+    guesses = [expect.parse(e) if isinstance(e, str) else e for e in expectations]
+    variants = variant_set(paths, labels, loading)
+    built = build_report(variants, baseline, guesses)
+    breakdown = hta_breakdown(variants) if hta else None
+    return ReportResult(built, where_time_goes_of(variants), breakdown)
+
+
+def cold(
+    x: PathLike | Trace, *, baseline: str | None = None, loading: Loading | None = None
+) -> ColdSet:
+    """The first call against the median steady call, by cause and operator; on a capture
+    folder per variant, with the calls to break even."""
+    loading = loading or Loading()
+    if isinstance(x, Trace):
+        variant = Variant(label_of(x.path), x.path, counted(x, loading.selection))
+        return _some_calls(cold_set([variant], baseline, single=True), x.path)
+    path = Path(x)
+    found = resolve(path)
+    if found.kind is not InputKind.TRACE:
+        loaded = loading.variants([found])
+        manifest = loaded.manifests[0] if loaded.manifests else None
+        return _some_calls(cold_set(loaded.variants, baseline, manifest=manifest), path)
+    variant = _beside_its_manifest(path, loading)
+    result = cold_set([variant], baseline, manifest=capture_manifest(path), single=True)
+    return _some_calls(result, path)
+
+
+def _some_calls(result: ColdSet, path: Path) -> ColdSet:
+    if not result.rows.height:
+        reasons = "; ".join(n for n in result.summary["note"].drop_nulls().unique())
+        raise AnalysisError(
+            f"no first call to compare with steady calls ({reasons or 'no calls found'})",
+            path,
+            "Profile from before the first call and several calls after it, each in "
+            "record_function('call<i>') (python -m capture --cold does), or in profiler steps.",
+        )
+    return result
+
+
+def _beside_its_manifest(path: Path, loading: Loading) -> Variant:
+    """The trace as a variant, with its entry in the capture manifest beside it if any."""
+    known = capture_entry(path) or Variant(label_of(path), path)
+    return replace(known, trace=loading.trace(path))
+
+
+def ranks(
+    folder: PathLike,
+    *,
+    straggler_pct: float = DEFAULT_STRAGGLER_PCT,
+    align: str = ALIGN_ENDS,
+    engine: str = ENGINE_LOCAL,
+    address: str | None = None,
+    workers: int | None = None,
+    loading: Loading | None = None,
+) -> RanksResult:
+    """One row per rank of the job in ``folder``, the stragglers and collective skew."""
+    loading = loading or Loading()
+    return rank_folder(
+        folder,
+        engine=engine,
+        address=address,
+        workers=workers,
+        cache=loading.cache,
+        cache_dir=loading.cache_dir,
+        straggler_pct=straggler_pct,
+        align=align,
+    )
+
+
+# Each result's markdown, as its command writes it by default (what Jupyter shows). Results a
+# capture folder gives one per variant are rendered as a list of (label, result) pairs.
+_LABELLED: dict[type, Callable[[list[tuple[str | None, Any]]], str]] = {
+    Summary: lambda rs: render_records([s for _, s in rs], "md"),
+    IdleResult: lambda rs: render_idle(rs, "md"),
+    Roofline: lambda rs: render_roofline(rs, "md"),
+    MemoryResult: lambda rs: render_memory(rs, "md"),
+    StacksResult: lambda rs: render_stacks(rs, "md"),
+}
+display.MARKDOWN.update({
+    CriticalPath: lambda r: render_critical_path(r, "md"),
+    Comms: lambda r: render_comms(r, "call", "md"),
+    Explanation: explain_markdown,
+    TraceDiff: lambda r: render_diff(r, "md"),
+    ColdSet: lambda r: render_cold(r, "md"),
+    RanksResult: lambda r: render_ranks(r, "md"),
+    ReportResult: lambda r: r.markdown(),
+    PerVariant: lambda r: _LABELLED[type(r.results[0][1])](list(r.results)),
+})  # fmt: skip
+
+
+def _alone(kind: type) -> Callable[[Any], str]:
+    """The markdown of one unlabelled result of a type rendered as labelled pairs."""
+    return lambda result: _LABELLED[kind]([(None, result)])
+
+
+display.MARKDOWN.update({kind: _alone(kind) for kind in _LABELLED})
