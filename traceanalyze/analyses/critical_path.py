@@ -1,10 +1,12 @@
 """`critical-path`: per iteration, the chain of work that set its length, and what freeing an
 item of it would buy.
 
-The path is walked back from the iteration's end (the later of its CPU end and its last GPU
-activity's end) through each node's last-arriving predecessor (:mod:`critical_graph`,
-:mod:`critical_walk`) to the iteration's start. Its segments tile the iteration, so the path's
-length equals the span by construction (a test checks it on every trace).
+The path is walked back from the end of the iteration's window (the span of its slower side:
+the step, or its GPU span on its longest device, whichever is longer, so the window's length
+is the accounting's ``wall_us``; :func:`critical_graph.iteration_bounds`) through each node's
+last-arriving predecessor (:mod:`critical_graph`, :mod:`critical_walk`) to the window's start.
+Its segments tile the window, so the path's length equals the span, and the span the wall
+time, by construction (a test checks both on every trace).
 
 *Slack* of an item (a kernel, copy, op or call name): how much the iteration would shrink if
 every piece of it on the path took no time: a first-order estimate that keeps the path. Each
