@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 import traceanalyze
-from tests.conftest import PUBLIC_TRACES, skip_without
+from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, skip_without
 from tests.micro import annotation, call, kernel, op, span, write_trace
 from tests.test_load_properties import load_all_ways
-from traceanalyze.analyses.comms import NO_ARGS, NO_CALLS, comms
+from traceanalyze.analyses.comms import NO_ARGS, NO_CALLS, NO_GROUP, comms, comms_verdict
 from traceanalyze.cli import main
 
 Event = dict[str, Any]
@@ -157,3 +157,81 @@ def test_public_nccl_trace() -> None:
     assert counts == [("all_reduce", 15), ("broadcast", 6)]
     assert result.calls["bytes"].null_count() == 0
     assert result.by_kind["link_peak_gbps"].unique().to_list() == [300.0]
+
+
+def shapes(dims: list[list[int]], types: list[str]) -> Event:
+    return {"Input Dims": dims, "Input type": types}
+
+
+# Older traces (PyTorch < 2.1, as hta_nccl_128rank_sampled): no msg nelems anywhere; the sizes
+# are in the recorded shapes of the c10d op, record_param_comms or the nccl: annotation inside.
+SHAPED: list[Event] = [
+    annotation("ProfilerStep#1", 0, 1000),
+    # all_reduce: the ops record a TensorList (no shape); nccl:all_reduce has 1 MiB of floats.
+    span("cpu_op", "c10d::allreduce_", 10, 30,
+         **shapes([[], [], [], []], ["TensorList", "", "", "Scalar"])),
+    span("cpu_op", "record_param_comms", 11, 28, **shapes([[], []], ["TensorList", "Scalar"])),
+    span("user_annotation", "nccl:all_reduce", 12, 20, **shapes([[262144]], ["float"])),
+    call("cudaLaunchKernel", 13, 2, 1),
+    kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", 50, 10, 1),
+    # all_gather launched by the c10d op itself: its output (1 MiB of bf16) is the message.
+    span("cpu_op", "c10d::_allgather_base_", 100, 30,
+         **shapes([[524288], [131072], []], ["c10::BFloat16", "c10::BFloat16", ""])),
+    span("user_annotation", "nccl:_all_gather_base", 102, 20,
+         **shapes([[131072]], ["c10::BFloat16"])),
+    call("cudaLaunchKernel", 103, 2, 2),
+    kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", 150, 10, 2),
+    # all_to_all: record_param_comms has the input (1 MiB of longs); its parent's larger side
+    # is the same size, so the op nearer the collective is named.
+    span("cpu_op", "c10d::alltoall_base_", 200, 30,
+         **shapes([[65536], [131072], []], ["long", "long", ""])),
+    span("cpu_op", "record_param_comms", 201, 28, **shapes([[131072], []], ["long", "Scalar"])),
+    call("cudaLaunchKernel", 203, 2, 3),
+    kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", 250, 10, 3),
+    # An op with args keeps them: 2 MiB from msg nelems, though its shapes say 1 MiB.
+    *collective(300, 4, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 10, None,
+                **comm_args("allreduce", 524288, 524288, "Float", 4),
+                **shapes([[262144]], ["float"])),
+]  # fmt: skip
+
+
+def test_sizes_from_recorded_shapes(tmp_path: Path) -> None:
+    result = comms(traceanalyze.load(write_trace(tmp_path, SHAPED), cache=False))
+    got = result.calls.select("collective", "dtype", "bytes", "algbw_gbps", "bytes_source")
+    a = MIB_IN_10_US
+    expected = pl.DataFrame(
+        [
+            ("all_reduce", "Float", 2**20, a, "nccl_annotation_dims"),
+            ("all_gather", "BFloat16", 2**20, a, "launch_op_dims"),
+            ("all_to_all", "Long", 2**20, a, "launch_op_dims"),
+            ("all_reduce", "Float", 2**21, 2 * a, "msg_nelems"),
+        ],
+        schema=got.schema,
+        orient="row",
+    )
+    assert_frame_equal(got, expected)
+    # Three calls without a group size: their bus bandwidth is unknown, and the note says why.
+    assert result.calls["busbw_gbps"].null_count() == 3
+    assert result.notes == ()
+
+
+def test_sizes_from_shapes_alone_say_the_group_is_missing(tmp_path: Path) -> None:
+    result = comms(traceanalyze.load(write_trace(tmp_path, SHAPED[:-3]), cache=False))
+    assert result.notes == (NO_GROUP,)
+    assert "group sizes" in comms_verdict(result)
+
+
+def test_shapes_on_the_128_rank_sample() -> None:
+    path = CORPUS_TRACES / "hta_nccl_128rank_sampled_rank0.json.gz"
+    skip_without(path)
+    calls = comms(traceanalyze.load(path)).calls
+    # Every call has a size now; the all_reduces only from their nccl: annotation (float).
+    assert calls["bytes"].null_count() == 0
+    sources = calls.group_by("collective", "bytes_source").len().sort("collective").rows()
+    assert sources == [
+        ("all_gather", "launch_op_dims", 2),
+        ("all_reduce", "nccl_annotation_dims", 4),
+        ("all_to_all", "launch_op_dims", 4),
+    ]
+    # The all_gather's message is its output, 1 GiB (64 x the 16 MiB input).
+    assert calls.filter(pl.col("collective") == "all_gather")["bytes"].to_list() == [2**30] * 2

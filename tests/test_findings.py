@@ -379,7 +379,15 @@ def test_h200_first_section_states_the_articles_conclusions(h200: Report) -> Non
 
     # The CPU-bound variants' critical path, as `critical-path` prints it for each.
     on_cpu = {i["who"]: i for i in found["critical_cpu"].figures["items"]}
-    assert set(on_cpu) == set(cpu_bound)
+    path_cpu = {
+        variant
+        for variant, file in paths.items()
+        if path_shares(critical_path(load_trace(file)))[1] >= 50
+    }
+    # Every variant compare calls CPU-bound (capture medians) has its path through the CPU;
+    # sdpa_flash's too, from its first profiled step (225 us on the CPU; README, "Critical
+    # path"), although its capture median calls it GPU-bound.
+    assert set(on_cpu) == path_cpu >= set(cpu_bound)
     cudnn_path = critical_path(load_trace(paths["sdpa_cudnn"]))
     said = on_cpu["sdpa_cudnn"]
     assert said["length_us"] == cudnn_path.length_us_per_iter

@@ -18,14 +18,18 @@ import polars as pl
 from traceanalyze.analyses.activities import activities, iteration_count, per_trace
 from traceanalyze.analyses.comms_rules import (
     BUS_FACTORS,
+    BYTES_SOURCES,
     DTYPE_BYTES,
+    INPUT_TYPE_DTYPES,
     KIND_RULES,
     LINK_PEAKS,
+    NCCL_ANNOTATION_PREFIX,
     SIZE_BUCKETS,
 )
 from traceanalyze.analyses.cputree import op_chains
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.display import Shown
+from traceanalyze.perfmodel.formulas import SHAPES_PATTERN, STRINGS_PATTERN
 from traceanalyze.trace import Trace
 
 COMMUNICATION = "communication"
@@ -39,12 +43,17 @@ ARGS = {
 }
 CALL_COLUMNS = (
     "collective", "dtype", "group_size", "bytes", "us", "algbw_gbps", "busbw_gbps", "iteration",
-    "rank", "name", "on", "size_bucket", "ts_ns",
+    "rank", "name", "on", "size_bucket", "bytes_source", "ts_ns",
 )  # fmt: skip
 NO_ARGS = (
     "this trace does not record the collectives' sizes (the `In msg nelems`, `Out msg "
     "nelems`, `dtype` and `Group size` args of record_param_comms ops or NCCL kernels, written "
     "by PyTorch 2.1 and later): bandwidths are unknown"
+)
+NO_GROUP = (
+    "this trace does not record the collectives' group sizes (the `Group size` arg, written by "
+    "PyTorch 2.1 and later): bus bandwidths are unknown; sizes come from the recorded shapes "
+    "(`bytes_source`)"
 )
 NO_CALLS = "no collective calls in this trace (no NCCL/RCCL kernels or record_param_comms ops)"
 
@@ -62,13 +71,18 @@ class Comms(Shown):
 @on_counted
 def comms(trace: Trace) -> Comms:
     """Collective calls and their bandwidth (README, "Collectives")."""
-    calls = _with_bandwidth(pl.concat([_gpu_calls(trace), _cpu_calls(trace)]))
+    calls = pl.concat([_gpu_calls(trace), _cpu_calls(trace)])
+    calls = _with_bandwidth(
+        calls.join(_sizes_from_shapes(trace, calls["op_id"]), on="op_id", how="left")
+    )
     calls = calls.filter(pl.col("collective") != "").sort("rank", "ts_ns")
     notes = []
     if not calls.height:
         notes.append(NO_CALLS)
     elif calls["bytes"].is_null().all():
         notes.append(NO_ARGS)
+    elif calls["group_size"].is_null().all():
+        notes.append(NO_GROUP)
     return Comms(
         calls=calls.select(CALL_COLUMNS),
         by_kind=_by_kind(calls, _link_peaks(trace), iteration_count(trace)),
@@ -99,6 +113,7 @@ def _gpu_calls(trace: Trace) -> pl.DataFrame:
     kernels = kernels.with_columns(c10d=c10d.list.last())
     return kernels.select(
         "rank",
+        "op_id",
         "iteration",
         "ts_ns",
         "dur_ns",
@@ -117,6 +132,7 @@ def _cpu_calls(trace: Trace) -> pl.DataFrame:
     ).join(launched, on="op_id", how="anti")
     return ops.select(
         "rank",
+        "op_id",
         "iteration",
         "ts_ns",
         "dur_ns",
@@ -124,6 +140,67 @@ def _cpu_calls(trace: Trace) -> pl.DataFrame:
         *(pl.col(a).alias(name) for a, name in ARGS.items()),
         raw="comm_name",
         on=pl.lit("cpu"),
+    )
+
+
+def _sizes_from_shapes(trace: Trace, op_ids: pl.Series) -> pl.DataFrame:
+    """Per launching op (``op_id``): the bytes and dtype of the largest tensor among the
+    recorded shapes of the op, its parent and its ``nccl:`` annotation, and which of them gave
+    it (``shape_source``, comms_rules.BYTES_SOURCES). For traces whose collectives carry no
+    ``In/Out msg nelems``."""
+    cpu = trace.cpu
+    launch = op_ids.drop_nulls().unique().to_frame("op_id")
+    parents = launch.join(cpu.select("op_id", "parent_id"), on="op_id").drop_nulls()
+    annotations = cpu.filter(
+        pl.col("name").str.starts_with(NCCL_ANNOTATION_PREFIX)
+        & pl.col("parent_id").is_in(launch["op_id"].implode())
+    )
+    shapes = cpu.select("op_id", "input_dims", "input_types")
+    candidates = pl.concat(
+        [
+            launch.join(shapes, on="op_id").with_columns(source=pl.lit(BYTES_SOURCES[1])),
+            parents.join(shapes, left_on="parent_id", right_on="op_id")
+            .drop("parent_id")
+            .with_columns(source=pl.lit(BYTES_SOURCES[2])),
+            annotations.select(
+                pl.col("parent_id").alias("op_id"),
+                "input_dims",
+                "input_types",
+                source=pl.lit(BYTES_SOURCES[3]),
+            ),
+        ]
+    )
+    readable = pl.col("input_dims").str.contains(SHAPES_PATTERN) & pl.col(
+        "input_types"
+    ).str.contains(STRINGS_PATTERN)
+    tensors = (
+        candidates.filter(readable)
+        .with_columns(
+            dims=pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))),
+            types=pl.col("input_types").str.json_decode(pl.List(pl.String)),
+        )
+        .filter(pl.col("dims").list.len() == pl.col("types").list.len())
+        .explode("dims", "types")
+        .with_columns(
+            shape_dtype=pl.col("types").replace_strict(
+                INPUT_TYPE_DTYPES, default=None, return_dtype=pl.String
+            )
+        )
+        .filter(pl.col("shape_dtype").is_not_null())
+        .with_columns(
+            shape_bytes=pl.col("dims").list.eval(pl.element().product()).list.first()
+            * pl.col("shape_dtype").replace_strict(DTYPE_BYTES, return_dtype=pl.Int64),
+            priority=pl.col("source").replace_strict(
+                {s: i for i, s in enumerate(BYTES_SOURCES)}, return_dtype=pl.Int64
+            ),
+        )
+    )
+    # The largest tensor; of equal ones, the source nearest the collective's own args.
+    return (
+        tensors.sort(["op_id", "shape_bytes", "priority"], descending=[False, True, False])
+        .group_by("op_id", maintain_order=True)
+        .first()
+        .select("op_id", "shape_bytes", "shape_dtype", shape_source="source")
     )
 
 
@@ -155,10 +232,15 @@ def _with_bandwidth(calls: pl.DataFrame) -> pl.DataFrame:
     element = pl.col("dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
     # Bytes per nanosecond are GB/s.
     algbw = pl.col("bytes") / pl.col("dur_ns")
+    from_args = (nelems * element).alias("bytes")
     return (
         calls.with_columns(
             collective=_kind(pl.col("raw")),
-            bytes=nelems * element,
+            bytes_source=pl.when(from_args.is_not_null())
+            .then(pl.lit(BYTES_SOURCES[0]))
+            .otherwise("shape_source"),
+            bytes=pl.coalesce(from_args, "shape_bytes"),
+            dtype=pl.coalesce("dtype", "shape_dtype"),
             us=pl.col("dur_ns") / 1e3,
         )
         .with_columns(
@@ -226,7 +308,8 @@ def comms_verdict(result: Comms) -> str:
     total, top = busiest_collective(result)
     said = f"Collectives take {total:,.1f} µs per iteration, most of it {top['collective']}"
     if top["busbw"] is None:
-        return f"{said}; its bus bandwidth is unknown ({NO_ARGS.split(':', maxsplit=1)[0]})."
+        missing = NO_GROUP if NO_GROUP in result.notes else NO_ARGS
+        return f"{said}; its bus bandwidth is unknown ({missing.split(':', maxsplit=1)[0]})."
     said += f" at a median bus bandwidth of {top['busbw']:,.1f} GB/s"
     if top["peak"] is None:
         return f"{said} (no link peak known for this GPU)."

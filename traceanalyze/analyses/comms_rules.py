@@ -61,6 +61,33 @@ DTYPE_BYTES: dict[str, int] = {
     "UInt16": 2, "UInt32": 4, "UInt64": 8,
 }  # fmt: skip
 
+# Where a call's message size comes from, in the order a tie is settled (the
+# ``bytes_source`` column): the collective's own args (``In/Out msg nelems`` x ``dtype``), else
+# the largest tensor among the recorded shapes (``Input Dims`` x ``Input type``) of the op that
+# launched it (record_param_comms, or the c10d op where none sits between), of that op's
+# parent (the c10d op: an all-gather's output, an all-to-all's larger side), and of the
+# ``nccl:<collective>`` annotation inside it (the only place older traces give an all-reduce's
+# size: its ops record a TensorList without shapes).
+BYTES_SOURCES: tuple[str, ...] = (
+    "msg_nelems",
+    "launch_op_dims",
+    "parent_op_dims",
+    "nccl_annotation_dims",
+)
+# The annotation NCCL's process group records inside a collective's op.
+NCCL_ANNOTATION_PREFIX = "nccl:"
+
+# ``Input type`` strings (as ELEMENT_TYPES of perfmodel names them) as the c10 scalar type
+# names that ``dtype`` uses, so that one column speaks one language whatever the source.
+INPUT_TYPE_DTYPES: dict[str, str] = {
+    "float": "Float", "double": "Double", "c10::Half": "Half", "c10::BFloat16": "BFloat16",
+    "long int": "Long", "long": "Long", "int": "Int", "short int": "Short", "short": "Short",
+    "signed char": "Char", "unsigned char": "Byte", "bool": "Bool",
+    "c10::complex<float>": "ComplexFloat", "c10::complex<double>": "ComplexDouble",
+    "c10::Float8_e4m3fn": "Float8_e4m3fn", "c10::Float8_e5m2": "Float8_e5m2",
+    "c10::Float8_e4m3fnuz": "Float8_e4m3fnuz", "c10::Float8_e5m2fnuz": "Float8_e5m2fnuz",
+}  # fmt: skip
+
 # Message-size buckets: (label, lower bound in bytes); a message falls in the last bucket whose
 # bound it reaches.
 SIZE_BUCKETS: tuple[tuple[str, int], ...] = (

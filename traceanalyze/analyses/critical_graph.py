@@ -44,6 +44,7 @@ KIND_COPY = "copy"  # memory copies and sets on the GPU
 KIND_GAP = "gap"  # nothing recorded: an idle thread or stream on the path
 _OWNER_KINDS = {"cpu_op": KIND_CPU_OP, "user_annotation": KIND_ANNOTATION}
 
+ITERATION_KEY = ["rank", "iteration"]
 THREAD = ["rank", "tid"]
 STREAM = ["rank", "device", "stream"]
 
@@ -214,31 +215,61 @@ def _first_g(nodes: pl.DataFrame) -> int:
 
 
 def iteration_bounds(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, iteration): ``lo_ns`` (its start), ``cpu_end_ns``, ``gpu_end_ns`` and ``last_g``
-    (its last-ending GPU activity; null without any), ``hi_ns`` (the later end) and
-    ``cpu_tid``, the thread of the latest-ending CPU event inside the iteration."""
+    """Per (rank, iteration) the window its path covers, ``lo_ns`` to ``hi_ns``: the span of
+    the slower side, whose length the accounting calls ``wall_us`` (the iteration's period).
+    That is the step on the CPU, or, where the GPU span of the iteration's activities on its
+    longest device is longer, that span (first start to last end on that device). So the
+    path's length, which equals its window, is ``wall_us`` of the same iteration, and a
+    GPU-bound step's window leaves out the time its kernels queue behind the previous step's.
+
+    Also ``cpu_end_ns``, ``gpu_end_ns`` and ``last_g`` (the last GPU activity to end inside the
+    window; null without any) and ``cpu_tid``, the thread of the latest-ending CPU event
+    inside the step: where the walk back starts."""
     steps = trace.iterations.select(
-        "rank", "iteration", lo_ns="ts_ns", cpu_end_ns=pl.col("ts_ns") + pl.col("dur_ns")
+        "rank", "iteration", step_ns="ts_ns", cpu_end_ns=pl.col("ts_ns") + pl.col("dur_ns")
+    )
+    mine = gpu.filter(pl.col("iteration").is_not_null())
+    # The longest device's span (accounting.busy_and_span's span, per device); ties: the
+    # lowest device.
+    longest = (
+        mine.group_by("rank", "iteration", "device")
+        .agg(first_ns=pl.col("ts_ns").min(), last_ns=pl.col("end_ns").max())
+        .sort(pl.col("last_ns") - pl.col("first_ns"), "device", descending=[True, False])
+        .group_by("rank", "iteration", maintain_order=True)
+        .first()
+    )
+    windows = (
+        steps.join(longest, on=ITERATION_KEY, how="left")
+        .with_columns(
+            on_gpu=(pl.col("last_ns") - pl.col("first_ns")).fill_null(0)
+            > pl.col("cpu_end_ns") - pl.col("step_ns")
+        )
+        .select(
+            *ITERATION_KEY,
+            "cpu_end_ns",
+            lo_ns=pl.when("on_gpu").then("first_ns").otherwise("step_ns"),
+            hi_ns=pl.when("on_gpu").then("last_ns").otherwise("cpu_end_ns"),
+        )
     )
     last_gpu = (
-        gpu.filter(pl.col("iteration").is_not_null())
+        mine.join(windows.select(*ITERATION_KEY, "hi_ns"), on=ITERATION_KEY)
+        .filter(pl.col("end_ns") <= pl.col("hi_ns"))
         .sort("end_ns", "g")
-        .group_by("rank", "iteration")
+        .group_by(ITERATION_KEY)
         .agg(gpu_end_ns=pl.col("end_ns").last(), last_g=pl.col("g").last())
     )
     cpu = trace.cpu.filter(pl.col("iteration").is_not_null()).select(
         "rank", "iteration", "tid", "depth", end_ns=pl.col("ts_ns") + pl.col("dur_ns")
     )
     inside = (
-        cpu.join(steps, on=["rank", "iteration"])
+        cpu.join(steps, on=ITERATION_KEY)
         .filter(pl.col("end_ns") <= pl.col("cpu_end_ns"))
         .sort("end_ns", -pl.col("depth"))
-        .group_by("rank", "iteration")
+        .group_by(ITERATION_KEY)
         .agg(cpu_tid=pl.col("tid").last())
     )
     return (
-        steps.join(last_gpu, on=["rank", "iteration"], how="left")
-        .join(inside, on=["rank", "iteration"], how="left")
-        .with_columns(hi_ns=pl.max_horizontal("cpu_end_ns", "gpu_end_ns"))
-        .sort("rank", "iteration")
+        windows.join(last_gpu, on=ITERATION_KEY, how="left")
+        .join(inside, on=ITERATION_KEY, how="left")
+        .sort(ITERATION_KEY)
     )

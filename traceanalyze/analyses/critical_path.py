@@ -1,10 +1,12 @@
 """`critical-path`: per iteration, the chain of work that set its length, and what freeing an
 item of it would buy.
 
-The path is walked back from the iteration's end (the later of its CPU end and its last GPU
-activity's end) through each node's last-arriving predecessor (:mod:`critical_graph`,
-:mod:`critical_walk`) to the iteration's start. Its segments tile the iteration, so the path's
-length equals the span by construction (a test checks it on every trace).
+The path is walked back from the end of the iteration's window (the span of its slower side:
+the step, or its GPU span on its longest device, whichever is longer, so the window's length
+is the accounting's ``wall_us``; :func:`critical_graph.iteration_bounds`) through each node's
+last-arriving predecessor (:mod:`critical_graph`, :mod:`critical_walk`) to the window's start.
+Its segments tile the window, so the path's length equals the span, and the span the wall
+time, by construction (a test checks both on every trace).
 
 *Slack* of an item (a kernel, copy, op or call name): how much the iteration would shrink if
 every piece of it on the path took no time: a first-order estimate that keeps the path. Each
@@ -144,16 +146,20 @@ def path_segments(
         f.select(list(_SEGMENT_SCHEMA)).cast(pl.Schema(_SEGMENT_SCHEMA))
         for f in (cpu, on_gpu, single)
     ]
-    backward = pl.concat(frames).sort([*ITERATION, "seq", "sub"])
-    # Walk order is backward in time: each segment ends where the one before it started.
-    later_start = pl.col("start_ns").shift(1).cum_min().over(ITERATION)
-    trimmed = backward.with_columns(
+    # Walk order (seq, and within a run sub) is backward in time, so its reverse is forward:
+    # one sort. The rows come mostly in that order already, which Polars' sort is quick on.
+    forward = pl.concat(frames).sort(
+        [*ITERATION, "seq", "sub"], descending=[False, False, True, True]
+    )
+    # Each segment ends where the next one starts (the earliest start after it, walked back).
+    later_start = pl.col("start_ns").shift(-1).cum_min(reverse=True).over(ITERATION)
+    trimmed = forward.with_columns(
         end_ns=pl.min_horizontal("end_ns", later_start.fill_null(pl.col("end_ns")))
     ).with_columns(start_ns=pl.min_horizontal("start_ns", "end_ns"))
-    return (
-        trimmed.filter(pl.col("end_ns") > pl.col("start_ns"))
-        .sort([*ITERATION, "start_ns"])
-        .select(*ITERATION, "kind", "name", "lane", "start_ns", "end_ns", "margin_ns", "tau_ns")
+    # Trimmed, non-empty segments do not overlap, so they are in start order already: no
+    # second sort.
+    return trimmed.filter(pl.col("end_ns") > pl.col("start_ns")).select(
+        *ITERATION, "kind", "name", "lane", "start_ns", "end_ns", "margin_ns", "tau_ns"
     )
 
 

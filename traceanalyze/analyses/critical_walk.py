@@ -2,7 +2,7 @@
 
 Following "which predecessor arrived last" from an iteration's end back to its start is a
 pointer chase (each step depends on the one before), which no columnar operation expresses.
-So this module holds the one Python loop of the analysis, over plain lists, and keeps it short:
+So this module holds the one Python loop of the analysis, over lists and arrays, and keeps it short:
 every per-node decision is precomputed in columns (:mod:`critical_graph`), and the loop moves
 in *runs*: a stretch of one CPU thread up to the previous sync call, or a chain of stream-order
 GPU activities, costs one step however many segments it spans. It emits the runs; the frame
@@ -14,10 +14,12 @@ Cost: one step per switch between CPU and GPU on the path, each with a binary se
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from traceanalyze.analyses.critical_graph import KIND_GAP, KIND_LAUNCH, KIND_SYNC
@@ -44,9 +46,11 @@ class _Rank:
 
     def __init__(self, segs: pl.DataFrame, gpu: pl.DataFrame, names: pl.Series) -> None:
         self.seg_base = _first(segs["seg"])
-        self.seg_start: list[int] = segs["start_ns"].to_list()
-        self.seg_end: list[int] = segs["end_ns"].to_list()
-        self.prev_sync: list[int] = segs["prev_sync"].to_list()
+        # Arrays (no copy), not lists: a walk reads a few of a thread's many segments, and
+        # turning every segment into a Python int cost more than the walk.
+        self.seg_start = _ints(segs["start_ns"])
+        self.seg_end = _ints(segs["end_ns"])
+        self.prev_sync = _ints(segs["prev_sync"])
         # Sync calls are few: their start and name by local index.
         syncs = segs.filter(pl.col("is_sync"))
         syncs = syncs.select(pl.col("seg") - self.seg_base, "call_ns").with_columns(
@@ -75,6 +79,20 @@ class _Rank:
         by_end = gpu.select("end_ns", "g").sort("end_ns", "g")
         self.ends_sorted: list[int] = by_end["end_ns"].to_list()
         self.g_by_end: list[int] = by_end["g"].to_list()
+
+
+def _ints(column: pl.Series) -> npt.NDArray[np.int64]:
+    return column.cast(pl.Int64).to_numpy()
+
+
+def _left(values: npt.NDArray[np.int64], x: int, lo: int, hi: int) -> int:
+    """``bisect_left(values, x, lo, hi)``."""
+    return lo + int(np.searchsorted(values[lo:hi], x, side="left"))
+
+
+def _right(values: npt.NDArray[np.int64], x: int, lo: int, hi: int) -> int:
+    """``bisect_right(values, x, lo, hi)``."""
+    return lo + int(np.searchsorted(values[lo:hi], x, side="right"))
 
 
 def _first(rows: pl.Series) -> int:
@@ -184,19 +202,20 @@ class _Walker:
             self._single(KIND_GAP, KIND_GAP, lane, self.lo, None)
             return False
         first_seg, last_seg = thread
-        j = bisect_left(graph.seg_start, self.t, first_seg, last_seg + 1) - 1
+        j = _left(graph.seg_start, self.t, first_seg, last_seg + 1) - 1
         if j < first_seg:
             self._single(KIND_GAP, KIND_GAP, lane, self.lo, None)
             return False
-        if graph.seg_end[j] < self.t:
-            self._single(KIND_GAP, KIND_GAP, lane, graph.seg_end[j], None)
+        seg_end = int(graph.seg_end[j])
+        if seg_end < self.t:
+            self._single(KIND_GAP, KIND_GAP, lane, seg_end, None)
         if j in graph.syncs:
             self._sync(j, lane)
             return True
-        at_lo = max(bisect_right(graph.seg_start, self.lo, first_seg, j + 1) - 1, first_seg)
-        first = max(graph.prev_sync[j] + 1 - graph.seg_base, at_lo)
+        at_lo = max(_right(graph.seg_start, self.lo, first_seg, j + 1) - 1, first_seg)
+        first = max(int(graph.prev_sync[j]) + 1 - graph.seg_base, at_lo)
         self._run(self.runs.cpu, first + graph.seg_base, j + graph.seg_base)
-        self.t = max(graph.seg_start[first], self.lo)
+        self.t = max(int(graph.seg_start[first]), self.lo)
         if first == first_seg and self.t > self.lo:
             self._single(KIND_GAP, KIND_GAP, lane, self.lo, None)
             return False
@@ -215,4 +234,4 @@ class _Walker:
                 waiting.append((self.runs.single, len(self.runs.single) - 1))
             self.node = graph.g_by_end[k] - graph.g_base
         else:
-            self._single(KIND_SYNC, name, lane, graph.seg_start[j], None)
+            self._single(KIND_SYNC, name, lane, int(graph.seg_start[j]), None)
