@@ -128,9 +128,13 @@ def _gpu_times(gpu: pl.DataFrame) -> pl.DataFrame:
 def busy_and_span(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Per group of ``by``: ``busy_ns``, the length of the union of the rows' intervals
     (``ts_ns``, ``dur_ns``), and ``span_ns``, first start to last end."""
-    return busy_segments(frame, by).group_by(by).agg(
-        busy_ns=(pl.col("end") - pl.col("start")).sum(),
-        span_ns=pl.col("end").max() - pl.col("start").min(),
+    return (
+        busy_segments(frame, by)
+        .group_by(by)
+        .agg(
+            busy_ns=(pl.col("end") - pl.col("start")).sum(),
+            span_ns=pl.col("end").max() - pl.col("start").min(),
+        )
     )
 
 

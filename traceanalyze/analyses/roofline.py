@@ -127,9 +127,18 @@ def activity_rooflines(trace: Trace) -> pl.DataFrame:
     return (
         _with_peaks(modelled, peaks, None)
         .select(
-            "name", "ts_ns", "dur_ns", "shapes", "dtype", "causal", "family", "flops", "gpu",
-            op_name="model_name", bytes="op_bytes",
-        )  # fmt: skip
+            "name",
+            "ts_ns",
+            "dur_ns",
+            "shapes",
+            "dtype",
+            "causal",
+            "family",
+            "flops",
+            "gpu",
+            op_name="model_name",
+            bytes="op_bytes",
+        )
         .join(rows, on=_ROW, how="inner", nulls_equal=True, maintain_order="left")
         .select("name", "ts_ns", "dur_ns", "op_name", "pct_of_roofline", "bound")
     )
@@ -439,9 +448,11 @@ def _notes(
         )
     if judged is None:
         judged = verdict(
-            mean_per_iter(trace, "gpu_busy_us"), mean_per_iter(trace, "wall_us"),
-            mean_per_iter(trace, "cpu_op_us"), WALL_FROM_TRACE,
-        )  # fmt: skip
+            mean_per_iter(trace, "gpu_busy_us"),
+            mean_per_iter(trace, "wall_us"),
+            mean_per_iter(trace, "cpu_op_us"),
+            WALL_FROM_TRACE,
+        )
     if judged.bound == BOUND_CPU:
         notes.append(CPU_BOUND_NOTE.format(judged.note))
     return notes

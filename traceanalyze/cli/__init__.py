@@ -46,7 +46,6 @@ def main() -> None:
 
 def _register() -> None:
     from traceanalyze.cli.analyses import COMMANDS as ANALYSES
-    from traceanalyze.cli.annotate import COMMANDS as ANNOTATE
     from traceanalyze.cli.between import COMMANDS as BETWEEN
     from traceanalyze.cli.cold import COMMANDS as COLD
     from traceanalyze.cli.info import info
@@ -56,9 +55,11 @@ def _register() -> None:
     from traceanalyze.cli.report import COMMANDS as REPORTS
     from traceanalyze.cli.timeline import COMMANDS as TIMELINE
 
-    for command in (info, *ANALYSES, *BETWEEN, *PERF, *COLD, *REPORTS, *MEMORY, ranks, *TIMELINE,
-                    *ANNOTATE):
+    for command in (info, *ANALYSES, *BETWEEN, *PERF, *COLD, *REPORTS, *MEMORY, ranks, *TIMELINE):
         main.add_command(command)
+    from traceanalyze.cli.annotate import annotate
+
+    main.add_command(annotate)
     # The capture command imports torch only when it runs, so registering it costs nothing.
     from capture.cli import capture
 

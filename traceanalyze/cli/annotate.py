@@ -50,6 +50,3 @@ def annotate(trace: Path, output: Path, force: bool, loader: Loader) -> None:
         lambda path: write_annotated(trace, path, members, events), inputs=[trace]
     )
     click.echo(f"wrote {output} ({count} GPU activities annotated, {events.len()} events added)")
-
-
-COMMANDS = (annotate,)

@@ -24,6 +24,8 @@ from traceanalyze.errors import TraceFormatError, TraceReadError
 from traceanalyze.load.scanned import GPU_KINDS, times_ns
 
 GZIP_MAGIC = b"\x1f\x8b"
+# Level 3: on the 175 MB bench trace 0.9 s and 15.6 MB, against 2.4 s and 11 MB at 6.
+GZIP_LEVEL = 3
 # Events joined per write: large enough that writes are few, small enough to stay cheap.
 _BATCH = 65536
 _FIX = "Annotate a Chrome trace written by torch.profiler (a JSON object with traceEvents)."
@@ -87,13 +89,13 @@ def with_members(event: msgspec.Raw, members: str) -> bytes:
     args = bytes(fields.get("args", b"{}")).strip()
     inner = args[1:-1].strip() if args.startswith(b"{") else b""
     added = members.encode()
-    fields["args"] = msgspec.Raw(b"{" + inner + b"," + added + b"}" if inner else b"{" + added + b"}")
+    fields["args"] = msgspec.Raw(
+        b"{" + inner + b"," + added + b"}" if inner else b"{" + added + b"}"
+    )
     return msgspec.json.encode(fields)
 
 
-def write_annotated(
-    source: Path, target: Path, members: pl.DataFrame, added: Iterable[str]
-) -> int:
+def write_annotated(source: Path, target: Path, members: pl.DataFrame, added: Iterable[str]) -> int:
     """Write ``source`` to ``target`` with ``members`` (``name``, ``ts_ns``, ``dur_ns``,
     ``occurrence``, ``members``: see render/annotate.py) added to the matching GPU activities'
     args and the ``added`` events appended. Returns how many activities gained members."""
@@ -136,7 +138,9 @@ def _replacing(target: Path) -> Iterator[IO[bytes]]:
     try:
         with os.fdopen(handle, "wb") as raw:
             if target.name.endswith(".gz"):
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as zipped:
+                with gzip.GzipFile(
+                    fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0
+                ) as zipped:
                     yield zipped  # type: ignore[misc]
             else:
                 yield raw
