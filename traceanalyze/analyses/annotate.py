@@ -109,19 +109,16 @@ def copy_flows(trace: Trace) -> pl.DataFrame:
     first_id = int(trace.flows["id"].max() or 0) + 1  # type: ignore[arg-type]
     copies = transfers(trace).filter(pl.col("op_id").is_not_null())
     ops = trace.cpu.select(op_id="op_id", op_pid="pid", op_tid="tid", op_ts_ns="ts_ns")
-    return (
-        copies.join(ops, on="op_id", how="left", maintain_order="left")
-        .with_row_index("flow_id", offset=first_id)
-        .select(
-            pl.col("flow_id").cast(pl.Int64),
-            "chain",
-            "op_pid",
-            "op_tid",
-            "op_ts_ns",
-            "pid",
-            "tid",
-            "ts_ns",
-        )
+    return copies.join(ops, on="op_id", how="left", maintain_order="left").select(
+        # Kineto's ids can be as large as 64-bit times: no 32-bit row index.
+        (pl.int_range(pl.len(), dtype=pl.Int64) + first_id).alias("flow_id"),
+        "chain",
+        "op_pid",
+        "op_tid",
+        "op_ts_ns",
+        "pid",
+        "tid",
+        "ts_ns",
     )
 
 
@@ -147,8 +144,10 @@ def busy_counters(trace: Trace) -> pl.DataFrame:
 
 def memory_counters(trace: Trace) -> pl.DataFrame:
     """Per device, the allocator's total allocated bytes after each [memory] event."""
+    # The oldest traces' [memory] events have no Total Allocated: nothing to draw.
     return (
-        trace.memory.with_columns(device_name())
+        trace.memory.filter(pl.col("total_allocated_bytes").is_not_null())
+        .with_columns(device_name())
         .select(
             track=pl.format(MEMORY_TRACK, "device_name"),
             series=pl.lit("bytes"),

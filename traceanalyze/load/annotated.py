@@ -41,8 +41,9 @@ class _Event(msgspec.Struct):
     dur: msgspec.Raw = msgspec.Raw(b"null")
 
 
-def read_document(path: Path) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw]]:
-    """The top-level members of the trace at ``path`` (raw) and its events (raw)."""
+def read_document(path: Path) -> tuple[dict[str, msgspec.Raw] | None, msgspec.Raw]:
+    """The top-level members of the trace at ``path`` (None for a bare array of events, which
+    the Chrome format allows) and its traceEvents list, both raw."""
     try:
         data = path.read_bytes()
         if data.startswith(GZIP_MAGIC):
@@ -50,11 +51,12 @@ def read_document(path: Path) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw]
     except (OSError, EOFError) as exc:
         raise TraceReadError(f"cannot be read ({exc})", path, _FIX) from None
     try:
+        if data.lstrip()[:1] == b"[":
+            return None, msgspec.json.decode(data, type=msgspec.Raw)
         top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
-        events = msgspec.json.decode(top["traceEvents"], type=list[msgspec.Raw])
+        return top, top["traceEvents"]
     except (msgspec.DecodeError, KeyError):
         raise TraceFormatError("is not a JSON object with a traceEvents list", path, _FIX) from None
-    return top, events
 
 
 def activity_positions(trace_events: msgspec.Raw) -> pl.DataFrame:
@@ -99,8 +101,9 @@ def write_annotated(source: Path, target: Path, members: pl.DataFrame, added: It
     """Write ``source`` to ``target`` with ``members`` (``name``, ``ts_ns``, ``dur_ns``,
     ``occurrence``, ``members``: see render/annotate.py) added to the matching GPU activities'
     args and the ``added`` events appended. Returns how many activities gained members."""
-    top, events = read_document(source)
-    matched = activity_positions(top["traceEvents"]).join(
+    top, trace_events = read_document(source)
+    events = msgspec.json.decode(trace_events, type=list[msgspec.Raw])
+    matched = activity_positions(trace_events).join(
         members, on=["name", "ts_ns", "dur_ns", "occurrence"], how="inner", nulls_equal=True
     )
     patched: list[msgspec.Raw | bytes] = list(events)
@@ -113,21 +116,29 @@ def write_annotated(source: Path, target: Path, members: pl.DataFrame, added: It
     return matched.height
 
 
-def _write_document(out: IO[bytes], top: dict[str, msgspec.Raw], events: list[Any]) -> None:
-    """The top-level object in its own key order, traceEvents written in batches."""
+def _write_document(out: IO[bytes], top: dict[str, msgspec.Raw] | None, events: list[Any]) -> None:
+    """The top-level object in its own key order (or a bare array), traceEvents written in
+    batches."""
+    if top is None:
+        _write_events(out, events)
+        return
     out.write(b"{")
     for position, (key, value) in enumerate(top.items()):
         out.write(b"," if position else b"")
         out.write(msgspec.json.encode(key) + b":")
-        if key != "traceEvents":
+        if key == "traceEvents":
+            _write_events(out, events)
+        else:
             out.write(value)
-            continue
-        out.write(b"[")
-        for start in range(0, len(events), _BATCH):
-            out.write(b"," if start else b"")
-            out.write(b",".join(events[start : start + _BATCH]))
-        out.write(b"]")
     out.write(b"}")
+
+
+def _write_events(out: IO[bytes], events: list[Any]) -> None:
+    out.write(b"[")
+    for start in range(0, len(events), _BATCH):
+        out.write(b"," if start else b"")
+        out.write(b",".join(events[start : start + _BATCH]))
+    out.write(b"]")
 
 
 @contextlib.contextmanager
