@@ -206,6 +206,32 @@ def test_sample_loads_back_to_the_same_tables(sample: Path, tmp_path: Path) -> N
     assert len(_added(events, "i")) == len(annotate(original).findings) > 0
 
 
+def test_public_traces_load_back(public_trace: Path, tmp_path: Path) -> None:
+    """Every public trace (NVIDIA, ROCm, legacy, CPU only): each GPU activity found and
+    annotated, and the copy loads to the same frames."""
+    target = tmp_path / "annotated.json.gz"
+    result = _run(public_trace, "-o", target)
+    if result.exit_code == 1:  # bad input for every command (e.g. no events): one line
+        assert result.output.count("\n") == 1 and "Traceback" not in result.output
+        return
+    assert result.exit_code == 0, result.output
+    original = traceanalyze.load(public_trace, cache=False)
+    annotated = traceanalyze.load(target, cache=False)
+    assert f"({original.gpu.height} GPU activities annotated" in result.output
+    for name in ("gpu", "cpu", "iterations", "memory", "devices"):
+        assert_frame_equal(getattr(annotated, name), getattr(original, name)), name
+
+
+def test_bare_event_array(tmp_path: Path) -> None:
+    """A trace that is a bare array of events stays one in the copy."""
+    source = tmp_path / "bare.json"
+    source.write_text(json.dumps(_events()))
+    assert _run(source, "-o", tmp_path / "out.json").exit_code == 0
+    copy = json.loads((tmp_path / "out.json").read_text())
+    assert isinstance(copy, list) and len(copy) > len(_events())
+    assert copy[0]["args"]["traceanalyze.category"] == "other"
+
+
 def _hta_gpu_rows(trace: Path, folder: Path) -> tuple[int, int, set[str]]:
     """HTA's GPU rows of ``trace`` (``stream != -1``): count, total duration, names."""
     from hta.trace_analysis import TraceAnalysis
