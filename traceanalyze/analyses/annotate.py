@@ -4,7 +4,8 @@ them into Chrome events, load/annotated.py writes the copy).
 
 Activities are keyed by ``ACTIVITY_KEY``: name, start and duration as the trace writes them,
 plus ``occurrence`` (0 for the first activity with those three in file order, 1 for a second
-one, ...), so the writer finds each one among the file's events without an event index.
+one, ...), so the writer finds each one among the file's events without an event index (the
+loader records none, and its GPU frame keeps file order within a category).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from traceanalyze.analyses.memcpy import transfers
 from traceanalyze.analyses.memory_devices import device_name
 from traceanalyze.analyses.report import build_report
 from traceanalyze.analyses.roofline import activity_rooflines
+from traceanalyze.load.annotated import ACTIVITY_KEY, with_occurrence
 from traceanalyze.load.variants import Variant, VariantSet, label_of
 from traceanalyze.trace import Trace
 
-ACTIVITY_KEY = ["name", "ts_ns", "dur_ns", "occurrence"]
 # The figures each activity gains, in the order its args list them (null: not computed).
 ACTIVITY_COLUMNS = (
     "category", "launch_op", "iteration", "theoretical_occupancy_pct", "roofline_op",
@@ -55,14 +56,6 @@ class Annotation:
     findings: tuple[Finding, ...]  # the report's first section
     marker_pid: int  # where the findings' markers go: the main CPU process,
     marker_ts_ns: int  # at the start of the first counted iteration
-
-
-def with_occurrence(frame: pl.DataFrame) -> pl.DataFrame:
-    """``occurrence`` of each row among the rows with its name, start and duration, in frame
-    order (file order, for the loader's GPU frame)."""
-    return frame.with_columns(
-        occurrence=pl.int_range(pl.len(), dtype=pl.Int64).over("name", "ts_ns", "dur_ns")
-    )
 
 
 def annotate(trace: Trace) -> Annotation:

@@ -49,4 +49,6 @@ def annotate(trace: Path, output: Path, force: bool, loader: Loader) -> None:
     count = out.write_with(
         lambda path: write_annotated(trace, path, members, events), inputs=[trace]
     )
-    click.echo(f"wrote {output} ({count} GPU activities annotated, {events.len()} events added)")
+    click.echo(
+        f"wrote {output} ({count} GPU activities annotated, {events.len()} events added)", err=True
+    )

@@ -28,6 +28,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 GZIP_LEVEL = 3
 # Events joined per write: large enough that writes are few, small enough to stay cheap.
 _BATCH = 65536
+# How an annotation names a GPU activity (see :func:`with_occurrence`).
+ACTIVITY_KEY = ["name", "ts_ns", "dur_ns", "occurrence"]
 _FIX = "Annotate a Chrome trace written by torch.profiler (a JSON object with traceEvents)."
 
 
@@ -75,12 +77,16 @@ def activity_positions(trace_events: msgspec.Raw) -> pl.DataFrame:
     )
     # A missing time reads as the JSON null: the loader's frame has a null there too.
     frame = frame.with_columns(pl.col("ts", "dur").replace("null", None))
-    return frame.select(
-        "index",
-        "name",
-        ts_ns=times_ns(frame["ts"]),
-        dur_ns=times_ns(frame["dur"]),
-    ).with_columns(
+    return with_occurrence(
+        frame.select("index", "name", ts_ns=times_ns(frame["ts"]), dur_ns=times_ns(frame["dur"]))
+    )
+
+
+def with_occurrence(frame: pl.DataFrame) -> pl.DataFrame:
+    """``occurrence`` of each row among the rows with its name, start and duration, in frame
+    order: with them, ``ACTIVITY_KEY`` tells apart the activities of the loader's GPU frame
+    (file order within a category) and the file's events without an event index."""
+    return frame.with_columns(
         occurrence=pl.int_range(pl.len(), dtype=pl.Int64).over("name", "ts_ns", "dur_ns")
     )
 
@@ -104,7 +110,7 @@ def write_annotated(source: Path, target: Path, members: pl.DataFrame, added: It
     top, trace_events = read_document(source)
     events = msgspec.json.decode(trace_events, type=list[msgspec.Raw])
     matched = activity_positions(trace_events).join(
-        members, on=["name", "ts_ns", "dur_ns", "occurrence"], how="inner", nulls_equal=True
+        members, on=ACTIVITY_KEY, how="inner", nulls_equal=True
     )
     patched: list[msgspec.Raw | bytes] = list(events)
     for index, text in zip(matched["index"], matched["members"], strict=True):

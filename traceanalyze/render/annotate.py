@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.annotate import ACTIVITY_COLUMNS, ACTIVITY_KEY, Annotation
+from traceanalyze.analyses.annotate import ACTIVITY_COLUMNS, Annotation
+from traceanalyze.load.annotated import ACTIVITY_KEY
 from traceanalyze.render.findings import sentence
 
 # Prefix of every args key the annotation adds, and the category of every event it adds.
