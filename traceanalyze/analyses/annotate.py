@@ -59,7 +59,8 @@ class Annotation:
 
 
 def annotate(trace: Trace) -> Annotation:
-    """The annotation of one trace's counted iterations (README, "annotate")."""
+    """The annotation of one trace's counted iterations (README, "Annotated traces for
+    Perfetto")."""
     trace = counted(trace)
     pid = _main_pid(trace)
     starts = trace.iterations["ts_ns"]
