@@ -128,6 +128,19 @@ def _gpu_times(gpu: pl.DataFrame) -> pl.DataFrame:
 def busy_and_span(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Per group of ``by``: ``busy_ns``, the length of the union of the rows' intervals
     (``ts_ns``, ``dur_ns``), and ``span_ns``, first start to last end."""
+    return (
+        busy_segments(frame, by)
+        .group_by(by)
+        .agg(
+            busy_ns=(pl.col("end") - pl.col("start")).sum(),
+            span_ns=pl.col("end").max() - pl.col("start").min(),
+        )
+    )
+
+
+def busy_segments(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Per group of ``by``, the union of the rows' intervals (``ts_ns``, ``dur_ns``) as
+    disjoint segments ``start``, ``end`` (ns); intervals that touch make one segment."""
     ordered = frame.select(*by, "ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")).sort(
         [*by, "ts_ns"]
     )
@@ -135,12 +148,8 @@ def busy_and_span(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     segments = ordered.with_columns(reach=pl.col("end").cum_max().shift(1).over(by)).with_columns(
         segment=(pl.col("reach").is_null() | (pl.col("ts_ns") > pl.col("reach"))).cum_sum()
     )
-    merged = segments.group_by([*by, "segment"]).agg(
+    return segments.group_by([*by, "segment"]).agg(
         start=pl.col("ts_ns").min(), end=pl.col("end").max()
-    )
-    return merged.group_by(by).agg(
-        busy_ns=(pl.col("end") - pl.col("start")).sum(),
-        span_ns=pl.col("end").max() - pl.col("start").min(),
     )
 
 

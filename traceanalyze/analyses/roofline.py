@@ -111,6 +111,40 @@ def roofline(
     )
 
 
+# The columns that name one roofline row (an op with one set of shapes, dtype and GPU).
+_ROW = ["op_name", "shapes", "dtype", "causal", "family", "flops", "bytes", "gpu"]
+
+
+@on_counted
+def activity_rooflines(trace: Trace) -> pl.DataFrame:
+    """Each GPU activity (``name``, ``ts_ns``, ``dur_ns``) that a roofline row covers, with
+    that row's ``op_name``, ``pct_of_roofline`` and ``bound``: the figures of the op whose
+    time the activity is part of (for `annotate`)."""
+    modelled = _attributed(trace).filter(
+        pl.col("reason").is_null() & pl.col("family").is_not_null()
+    )
+    peaks = with_override(device_peaks(trace.devices), None)
+    rows = roofline(trace).ops.select(*_ROW, "pct_of_roofline", "bound")
+    return (
+        _with_peaks(modelled, peaks, None)
+        .select(
+            "name",
+            "ts_ns",
+            "dur_ns",
+            "shapes",
+            "dtype",
+            "causal",
+            "family",
+            "flops",
+            "gpu",
+            op_name="model_name",
+            bytes="op_bytes",
+        )
+        .join(rows, on=_ROW, how="inner", nulls_equal=True, maintain_order="left")
+        .select("name", "ts_ns", "dur_ns", "op_name", "pct_of_roofline", "bound")
+    )
+
+
 @per_trace
 def _attributed(trace: Trace) -> pl.DataFrame:
     """GPU activities inside the iterations with ``model_op`` (the innermost modelled op
@@ -415,9 +449,11 @@ def _notes(
         )
     if judged is None:
         judged = verdict(
-            mean_per_iter(trace, "gpu_busy_us"), mean_per_iter(trace, "wall_us"),
-            mean_per_iter(trace, "cpu_op_us"), WALL_FROM_TRACE,
-        )  # fmt: skip
+            mean_per_iter(trace, "gpu_busy_us"),
+            mean_per_iter(trace, "wall_us"),
+            mean_per_iter(trace, "cpu_op_us"),
+            WALL_FROM_TRACE,
+        )
     if judged.bound == BOUND_CPU:
         notes.append(CPU_BOUND_NOTE.format(judged.note))
     return notes

@@ -69,6 +69,9 @@ def _register() -> None:
         *STACKS,
     ):
         main.add_command(command)
+    from traceanalyze.cli.annotate import annotate
+
+    main.add_command(annotate)
     # The capture command imports torch only when it runs, so registering it costs nothing.
     from capture.cli import capture
 

@@ -24,6 +24,7 @@ from traceanalyze.render.table import FORMATS
 from traceanalyze.trace import Skipped, Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".json": "json", ".csv": "csv"}
 STDOUT = "-"  # -o - writes standard output, as the default does
 
@@ -68,6 +69,15 @@ class Output:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(text)
         click.echo(f"wrote {self.path}", err=True)
+
+    def write_with(self, write: Callable[[Path], R], inputs: Sequence[Path] = ()) -> R:
+        """Let ``write(path)`` write the -o file itself (large or binary output), with the same
+        refusals as :meth:`write`."""
+        assert self.path is not None
+        self.refuse_inputs(self.path, inputs)
+        self.check_free(self.path)
+        with _writing(self.path):
+            return write(self.path)
 
     @staticmethod
     def refuse_inputs(path: Path, inputs: Sequence[Path]) -> None:
