@@ -50,6 +50,12 @@ class CaptureError(TraceAnalyzeError):
     """Recording traces on the GPU failed."""
 
 
+class CacheSettingError(TraceAnalyzeError):
+    """A cache setting (``TRACEANALYZE_CACHE_MAX``) that cannot be understood."""
+
+    exit_code = 2
+
+
 class AnalysisError(TraceAnalyzeError):
     """An analysis cannot answer for this trace (for example a needed column is absent)."""
 

@@ -47,6 +47,7 @@ def main() -> None:
 def _register() -> None:
     from traceanalyze.cli.analyses import COMMANDS as ANALYSES
     from traceanalyze.cli.between import COMMANDS as BETWEEN
+    from traceanalyze.cli.cache import COMMANDS as CACHE
     from traceanalyze.cli.cold import COMMANDS as COLD
     from traceanalyze.cli.info import info
     from traceanalyze.cli.memory import COMMANDS as MEMORY
@@ -55,7 +56,18 @@ def _register() -> None:
     from traceanalyze.cli.report import COMMANDS as REPORTS
     from traceanalyze.cli.timeline import COMMANDS as TIMELINE
 
-    for command in (info, *ANALYSES, *BETWEEN, *PERF, *COLD, *REPORTS, *MEMORY, ranks, *TIMELINE):
+    for command in (
+        info,
+        *ANALYSES,
+        *BETWEEN,
+        *PERF,
+        *COLD,
+        *REPORTS,
+        *MEMORY,
+        ranks,
+        *TIMELINE,
+        *CACHE,
+    ):
         main.add_command(command)
     # The capture command imports torch only when it runs, so registering it costs nothing.
     from capture.cli import capture

@@ -23,7 +23,13 @@ from pathlib import Path
 import polars as pl
 
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
-from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
+from traceanalyze.load.cache import (
+    default_cache_dir,
+    entry_for,
+    max_cache_bytes,
+    read_entry,
+    write_entry,
+)
 from traceanalyze.load.folder import KNOWN_NOT_TRACES, listing, load_traces, sort_files
 from traceanalyze.load.parallel import default_threads
 from traceanalyze.load.parse import StageTimer, parse_file
@@ -255,7 +261,7 @@ def _cache_folder(cache_dir: str | os.PathLike[str] | None) -> Path:
 
 def _cached(path: Path, cache: bool, cache_dir: str | os.PathLike[str] | None) -> Trace | None:
     """The cached trace of ``path``, or None (no cache, no entry, or the file is unreadable)."""
-    if not cache:
+    if not cache or not max_cache_bytes():  # a limit of 0 bytes is no cache
         return None
     try:
         cached = read_entry(entry_for(path, _cache_folder(cache_dir)))
@@ -280,7 +286,7 @@ def _load_file(
         return cached
     # raises the precise error
     trace = parse_file(path, timer=timer, progress=progress, threads=threads)
-    if cache:
+    if cache and max_cache_bytes():
         write_entry(entry_for(path, _cache_folder(cache_dir)), trace)
     return trace
 
