@@ -3,11 +3,15 @@
 Pure: a value in, a ``str`` out. Machine-readable output keeps keys and column names exactly
 as the analyses name them; markdown rounds floats for people.
 
-CSV is for machines: plain numbers (``1075.585667``, full precision, no thousands separator),
-``true``/``false``, an empty field for a missing value. Nested values become dotted names, one
-scalar each: a record's ``{"category_us": {"mask": 367.2}}`` is the row ``category_us.mask,367.2``
-and a list ``{"devices": ["A", "B"]}`` the rows ``devices.0,A`` and ``devices.1,B``; a frame's
-struct or list column ``c`` becomes the columns ``c.<field>`` or ``c.0``, ``c.1``, ...
+CSV is for machines and sheets: plain numbers (``1075.585667``, full precision, no thousands
+separator; whole numbers as integers), ``true``/``false``, an empty field for a missing value.
+A table's columns depend on the table alone, never on the data, so every trace gives the same
+header: a frame's struct column ``c`` becomes the columns ``c.<field>`` (its fields are part of
+its type), and a list column is one field, its items joined by ``;`` (``cudaLaunchKernel;
+cudaGraphLaunch``), never ``c.0``, ``c.1`` for as many items as one trace happens to have. A
+record's nested values become dotted names on their own rows (``category_us.mask,367.2``,
+``devices.0,A``); in a table of records (one row per record) a nested value is one field:
+``A;B`` for a list, ``kernel=3;cpu_op=51`` for a mapping whose keys are data.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ import polars as pl
 from traceanalyze.units import byte_size, duration
 
 FORMATS = ("md", "json", "csv")
+# Whole floats below this are exact integers (2**53); larger ones keep their float form.
+_EXACT_INTEGERS = 2**53
+# Joins a list's items in one CSV field (a comma would need quoting in every sheet).
+LIST_SEPARATOR = ";"
 
 
 def markdown_table(frame: pl.DataFrame, digits: int = 2) -> str:
@@ -74,19 +82,26 @@ def to_csv(value: pl.DataFrame | Mapping[str, Any]) -> str:
         flat = _flat_columns(value)
         # Missing is an empty field: NaN (0/0 somewhere) is missing too, not the text "NaN".
         floats = [c for c, t in flat.schema.items() if t.is_float()]
-        return flat.with_columns(pl.col(floats).fill_nan(None)).write_csv()
+        flat = flat.with_columns(pl.col(floats).fill_nan(None))
+        return flat.with_columns(pl.col(_whole_columns(flat, floats)).cast(pl.Int64)).write_csv()
     return _write_csv(["key", "value"], [{"key": k, "value": v} for k, v in flatten(value).items()])
 
 
 def records_csv(records: Sequence[Mapping[str, Any]]) -> str:
-    """One row per record, one column per (dotted) key of any record: the columns of one key
-    together, keys in first-seen order."""
-    columns: dict[str, None] = {}
-    for key in dict.fromkeys(key for record in records for key in record):
-        for record in records:
-            if key in record:
-                columns |= dict.fromkeys(flatten({key: record[key]}))
-    return _write_csv(list(columns), [flatten(record) for record in records])
+    """One row per record, one column per key of any record (first-seen order); a nested
+    value is one field, so the header does not depend on what the records hold."""
+    columns = list(dict.fromkeys(key for record in records for key in record))
+    rows = [{key: _joined(value) for key, value in record.items()} for record in records]
+    return _write_csv(columns, rows)
+
+
+def _joined(value: Any) -> Any:
+    """A nested value as one CSV field: ``A;B`` for a list, ``k=v;k=v`` for a mapping."""
+    if isinstance(value, Mapping):
+        return LIST_SEPARATOR.join(f"{k}={_csv_scalar(_joined(v))}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return LIST_SEPARATOR.join(_csv_scalar(_joined(item)) for item in value)
+    return value
 
 
 def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -102,6 +117,18 @@ def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[name] = value
     return flat
+
+
+def _whole_columns(frame: pl.DataFrame, floats: Sequence[str]) -> list[str]:
+    """The float columns whose every value is a whole number: written as integers (``3``,
+    not ``3.0``), as a sheet shows a count."""
+    if not floats:
+        return []
+    whole = frame.select(
+        ((pl.col(c) == pl.col(c).round(0)) & (pl.col(c).abs() < _EXACT_INTEGERS)).all()
+        for c in floats
+    )
+    return [c for c in floats if whole[c].item()]
 
 
 def _write_csv(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
@@ -139,7 +166,9 @@ def _csv_scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return repr(value)
+        return (
+            str(int(value)) if value.is_integer() and abs(value) < _EXACT_INTEGERS else repr(value)
+        )
     return str(value)
 
 
@@ -153,15 +182,19 @@ def _flat_columns(frame: pl.DataFrame) -> pl.DataFrame:
                 for f in dtype.fields
             ]
         elif isinstance(dtype, (pl.List, pl.Array)):
-            items = pl.col(column).cast(pl.List(dtype.inner))
-            width = int(frame.select(items.list.len().max()).item() or 0)
-            columns += [
-                items.list.get(i, null_on_oob=True).alias(f"{column}.{i}") for i in range(width)
-            ]
+            columns.append(_list_field(column, dtype))
         else:
             columns.append(pl.col(column))
     flat = frame.select(columns)
     return flat if flat.schema == frame.schema else _flat_columns(flat)
+
+
+def _list_field(column: str, dtype: pl.List | pl.Array) -> pl.Expr:
+    """A list column as one string field, its items joined (struct items as JSON)."""
+    nested = isinstance(dtype.inner, pl.Struct)
+    item = pl.element().struct.json_encode() if nested else pl.element().cast(pl.String)
+    items = pl.col(column).cast(pl.List(dtype.inner)).list.eval(item)
+    return items.list.join(LIST_SEPARATOR).alias(column)
 
 
 def _alignment(dtype: pl.DataType) -> str:
