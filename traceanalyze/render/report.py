@@ -350,10 +350,21 @@ def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str
     return warnings + "\n".join(
         [
             "## Per-iteration figures\n",
-            markdown_table(result.figures),
+            _readable_table(result.figures.with_columns(_figure_headings(result.figures))),
             "## GPU time by category (µs per iteration)\n",
-            markdown_table(result.categories),
+            _readable_table(result.categories),
             "## Kernels added, removed or changed\n",
-            markdown_table(kernels) if kernels.height else "None.\n",
+            _readable_table(kernels) if kernels.height else "None.\n",
         ]
     )
+
+
+def _readable_table(frame: pl.DataFrame) -> str:
+    """A diff section with its columns headed as every other table's."""
+    return markdown_table(frame.rename({c: heading(c) for c in frame.columns}))
+
+
+def _figure_headings(figures: pl.DataFrame) -> pl.Expr:
+    """The figures' names (their JSON keys) spelled as the compare table heads them."""
+    names = figures["figure"].unique().to_list()
+    return pl.col("figure").replace_strict({n: heading(n) for n in names}, return_dtype=pl.String)

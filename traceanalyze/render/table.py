@@ -30,6 +30,8 @@ from traceanalyze.units import byte_size, duration
 FORMATS = ("md", "json", "csv")
 # Whole floats below this are exact integers (2**53); larger ones keep their float form.
 _EXACT_INTEGERS = 2**53
+# The most decimal places a number is written with; smaller magnitudes read as 0.000000.
+_MAX_DECIMALS = 6
 # Joins a list's items in one CSV field (a comma would need quoting in every sheet).
 LIST_SEPARATOR = ";"
 
@@ -149,14 +151,38 @@ def _record_cell(key: str, value: Any, digits: int) -> str:
 
 
 def _column_format(column: pl.Series, digits: int) -> Any:
-    """How one column's cells are written."""
+    """How one column's cells are written: one number format for the whole column (no ``1``
+    beside ``1.00``, no ``0.404`` beside ``1.13``)."""
     if "bytes" in column.name and column.dtype.is_numeric():
         return lambda value: "" if value is None else byte_size(float(value))
     if column.dtype.is_float():
         known = column.drop_nulls().drop_nans()
         if known.len() and (known == known.round(0)).all() and known.abs().max() < 1e15:  # type: ignore[operator]
             return lambda value: _cell(value if value is None else round(value), digits)
+        smallest = None if _is_share(column.name) else known.abs().filter(known != 0).min()
+        places = _decimals(smallest, digits)  # type: ignore[arg-type]
+        return lambda value: _cell(value, digits) if value is None else _fixed(value, places)
     return lambda value: _cell(value, digits)
+
+
+def _decimals(smallest: float | None, digits: int) -> int:
+    """Decimal places that show ``smallest`` (the column's smallest non-zero magnitude) with
+    two significant digits, ``digits`` at least and ``_MAX_DECIMALS`` at most: 0.095 beside
+    1.06 makes the column 1.061 and 0.095, a 0.40 speed-up keeps two places."""
+    if smallest is None or smallest >= 1:
+        return digits
+    return min(max(digits, 1 - math.floor(math.log10(smallest))), _MAX_DECIMALS)
+
+
+def _is_share(name: str) -> bool:
+    """Shares and percentages are rounded alike everywhere: ``digits`` places, whatever the
+    smallest share in the column."""
+    return "pct" in name or "%" in name or "share" in name
+
+
+def _fixed(value: float, places: int) -> str:
+    """A number in fixed notation with thousands separators (never 1.2e+15 nor 3.6e-03)."""
+    return "" if math.isnan(value) else f"{value:,.{places}f}"
 
 
 def _csv_scalar(value: Any) -> str:
@@ -212,10 +238,9 @@ def _cell(value: Any, digits: int) -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return ""
-        if abs(value) >= 1e15:
-            return f"{value:.3e}"
-        # Below 1, significant digits: 0.0964 ms or a 3.59e-03 error must not read as 0.00.
-        return f"{value:,.{digits}f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+        # Below 1, two significant digits: 0.096 ms or a 0.0036 error must not read as
+        # 0.00. Fixed notation always: a sheet or a reader takes 1.2e+15 for a typo.
+        return _fixed(value, _decimals(abs(value) or None, digits))
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
