@@ -7,7 +7,14 @@ import json
 
 import polars as pl
 
-from traceanalyze.render.table import flatten, records_csv, to_csv, to_json
+from traceanalyze.render.table import (
+    flatten,
+    markdown_record,
+    markdown_table,
+    records_csv,
+    to_csv,
+    to_json,
+)
 
 
 def test_a_record_is_key_value_rows_with_dotted_keys() -> None:
@@ -83,3 +90,17 @@ def test_flatten() -> None:
         "a.c.0": 2,
         "a.c.1.d": 3,
     }
+
+
+def test_control_characters_are_escaped_in_markdown_and_csv() -> None:
+    # A name is whatever the program said: an ESC would colour the terminal, a NUL end the text.
+    frame = pl.DataFrame({"name": ["gemm\x1b[31m", "a\x00b|c", "two\nlines"], "n": [1, 2, 3]})
+    assert markdown_table(frame).splitlines()[2:] == [
+        "| gemm\\x1b[31m | 1 |",
+        "| a\\x00b\\|c | 2 |",
+        "| two lines | 3 |",
+    ]
+    assert to_csv(frame) == 'name,n\ngemm\\x1b[31m,1\na\\x00b|c,2\n"two\nlines",3\n'
+    assert to_csv({"name": "k\x07"}) == "key,value\nname,k\\x07\n"
+    assert records_csv([{"names": ["x\x9b", "y"]}]) == "names\nx\\x9b;y\n"
+    assert markdown_record({"k\x1b": "v\x1b"}).splitlines()[2] == "| k\\x1b | v\\x1b |"

@@ -32,6 +32,14 @@ FORMATS = ("md", "json", "csv")
 _EXACT_INTEGERS = 2**53
 # The most decimal places a number is written with; smaller magnitudes read as 0.000000.
 _MAX_DECIMALS = 6
+# Control characters (C0, DEL, C1) in names (a kernel or op name is whatever the program
+# said) are written as \xNN: raw, an ESC or a NUL would drive the terminal or end the text.
+# Line breaks and tabs are left to the format (CSV quotes them; markdown makes them spaces).
+_ESCAPED = {
+    code: f"\\x{code:02x}"
+    for code in (*range(0x20), *range(0x7F, 0xA0))
+    if chr(code) not in "\n\r\t"
+}
 # Joins a list's items in one CSV field (a comma would need quoting in every sheet).
 LIST_SEPARATOR = ";"
 
@@ -56,7 +64,10 @@ def markdown_table(frame: pl.DataFrame, digits: int = 2) -> str:
 def markdown_record(record: Mapping[str, Any], digits: int = 2) -> str:
     """A two-column key/value markdown table; nested mappings are written inline."""
     lines = ["| key | value |", "|---|---|"]
-    lines += [f"| {key} | {_record_cell(key, value, digits)} |" for key, value in record.items()]
+    lines += [
+        f"| {_cell(key, digits)} | {_record_cell(key, value, digits)} |"
+        for key, value in record.items()
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -84,7 +95,7 @@ def to_csv(value: pl.DataFrame | Mapping[str, Any]) -> str:
         flat = _flat_columns(value)
         # Missing is an empty field: NaN (0/0 somewhere) is missing too, not the text "NaN".
         floats = [c for c, t in flat.schema.items() if t.is_float()]
-        flat = flat.with_columns(pl.col(floats).fill_nan(None))
+        flat = flat.with_columns(pl.col(floats).fill_nan(None), _escaped(pl.col(pl.String)))
         return flat.with_columns(pl.col(_whole_columns(flat, floats)).cast(pl.Int64)).write_csv()
     return _write_csv(["key", "value"], [{"key": k, "value": v} for k, v in flatten(value).items()])
 
@@ -195,11 +206,12 @@ def _csv_scalar(value: Any) -> str:
         return (
             str(int(value)) if value.is_integer() and abs(value) < _EXACT_INTEGERS else repr(value)
         )
-    return str(value)
+    return str(value).translate(_ESCAPED)
 
 
 def _flat_columns(frame: pl.DataFrame) -> pl.DataFrame:
-    """Struct and list columns as one column per field or position, until none is nested."""
+    """Struct columns as one column per field, list columns as one field, until none is
+    nested."""
     columns: list[pl.Expr] = []
     for column, dtype in frame.schema.items():
         if isinstance(dtype, pl.Struct):
@@ -249,7 +261,13 @@ def _cell(value: Any, digits: int) -> str:
         return ", ".join(f"{k}: {_cell(v, digits)}" for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return ", ".join(_cell(v, digits) for v in value)
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    text = str(value).translate(_ESCAPED).replace("|", "\\|")
+    return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " ")
+
+
+def _escaped(text: pl.Expr) -> pl.Expr:
+    """String columns with their control characters written as ``\\xNN``."""
+    return text.str.replace_many([chr(c) for c in _ESCAPED], list(_ESCAPED.values()))
 
 
 def _json_default(value: Any) -> Any:
