@@ -11,6 +11,7 @@ from traceanalyze.render.table import (
     flatten,
     markdown_record,
     markdown_table,
+    prose_number,
     records_csv,
     to_csv,
     to_json,
@@ -104,3 +105,13 @@ def test_control_characters_are_escaped_in_markdown_and_csv() -> None:
     assert to_csv({"name": "k\x07"}) == "key,value\nname,k\\x07\n"
     assert records_csv([{"names": ["x\x9b", "y"]}]) == "names\nx\\x9b;y\n"
     assert markdown_record({"k\x1b": "v\x1b"}).splitlines()[2] == "| k\\x1b | v\\x1b |"
+
+
+def test_prose_numbers_have_thousands_separators_and_no_exponent() -> None:
+    assert [prose_number(v) for v in (5.0, 1234567.0, 2.5, 0.0954, 12345.678)] == [
+        "5",
+        "1,234,567",
+        "2.50",
+        "0.095",
+        "12,345.68",
+    ]

@@ -244,6 +244,12 @@ def number_cell(value: float, digits: int = 2) -> str:
     return _cell(value, digits)
 
 
+def prose_number(value: float) -> str:
+    """A figure in a sentence: a whole number as an integer with thousands separators
+    (``1,234,567 kernels``, never ``1.23457e+06``), any other as the tables write it."""
+    return f"{round(value):,}" if float(value).is_integer() else number_cell(value)
+
+
 def _cell(value: Any, digits: int) -> str:
     if value is None:
         return ""
