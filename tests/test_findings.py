@@ -294,7 +294,7 @@ def test_a_clause_with_an_unknown_figure_is_left_out_or_says_its_fallback() -> N
         "1,076.00 µs, no rank"
     )
     assert fill(text, clauses, {"busy_us": 0.4061, "wall_us": 3.0, "rank": 1}) == (
-        "0.406 µs; wall 3.00 µs, rank 1"
+        "0.41 µs; wall 3.00 µs, rank 1"
     )
     assert fields("{a:t} and {b}") == {"a", "b"}
     assert set(ITEM_CLAUSES) == {"reported", "footprint"}

@@ -179,3 +179,31 @@ def test_no_two_kernels_of_a_public_trace_read_alike(public_trace: Path) -> None
     assert not shown.str.contains("…").any()
     # No wrapper is left where the kernel it wraps could be named.
     assert not shown.str.contains(r"^(\w+::)?Kernel2?$").any()
+
+
+# AMD Tensile GEMMs (from tl_mi300_bert_small): the problem and type, then ~300 characters of
+# tuning parameters among which the macro tile (MT) and matrix instruction (MI).
+TENSILE = (
+    "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT16x16x128_MI16x16x1_SN_LDSB0_AFC1_AFEM1_"
+    "AFEM1_ASEM1_CLR1_CADS0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMB_GLS0_ISA942_IU1_K1"
+)
+
+
+def test_tensile_names_read_as_problem_type_and_tile() -> None:
+    other_tile = TENSILE.replace("MT16x16x128", "MT32x64x128")
+    assert readable(
+        TENSILE, other_tile, TENSILE.replace("Cijk_Alik_Bljk_B_", "Cijk_Ailk_Bjlk_SB_")
+    ) == [
+        "Cijk_Alik_Bljk_B [tile 16x16x128]",
+        "Cijk_Alik_Bljk_B [tile 32x64x128]",
+        "Cijk_Ailk_Bjlk_SB [tile 16x16x128]",
+    ]
+    # One tile, two matrix instructions: the instruction tells them apart.
+    other_mi = TENSILE.replace("MI16x16x1", "MI32x32x2")
+    assert readable(TENSILE, other_mi) == [
+        "Cijk_Alik_Bljk_B [tile 16x16x128, MI16x16x1]",
+        "Cijk_Alik_Bljk_B [tile 16x16x128, MI32x32x2]",
+    ]
+    # Alike in both: the whole names, never two kernels that read the same.
+    other_tuning = TENSILE.replace("GRVWA8", "GRVWA4")
+    assert readable(TENSILE, other_tuning) == [TENSILE, other_tuning]

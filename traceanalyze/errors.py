@@ -51,6 +51,12 @@ class EmptyTraceError(TraceAnalyzeError):
     """The input holds no trace events (or a folder holds no traces)."""
 
 
+class CacheSettingError(TraceAnalyzeError):
+    """A cache setting (``TRACEANALYZE_CACHE_MAX``) that cannot be understood."""
+
+    exit_code = 2
+
+
 class AnalysisError(TraceAnalyzeError):
     """An analysis cannot answer for this trace (for example a needed column is absent)."""
 

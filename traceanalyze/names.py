@@ -57,6 +57,11 @@ _INNER_NOISE = _ascii(
 # Where a template names the kernel's tile, demangled or still mangled (CUTLASS's threadblock
 # GemmShape comes first): what tells two instances of one CUTLASS template apart at a glance.
 _TILES = (r"GemmShape<(\d+), (\d+), (\d+)>", r"GemmShapeILi(\d+)ELi(\d+)ELi(\d+)E")
+# AMD Tensile's kernel names: the problem (index order of C, A, B) and data type, then tuning
+# parameters, of which the macro tile (MT) and matrix instruction (MI) tell kernels apart.
+_TENSILE_PROBLEM = r"^(Cijk_A[a-z]+_B[a-z]+_[A-Z]+)_"
+_TENSILE_TILE = r"_MT(\d+x\d+x\d+)(?:_|$)"
+_TENSILE_MI = r"_(MI\d+x\d+x\d+)(?:_|$)"
 
 
 def readable_names(names: pl.Series, *, width: int | None = None) -> pl.Series:
@@ -105,9 +110,11 @@ def _forms(distinct: pl.Series) -> pl.DataFrame:
         pl.format("{}x{}x{}", *(pl.col("full").str.extract(pattern, i) for i in (1, 2, 3)))
         for pattern in _TILES
     )
+    tensile, tensile_more = _tensile_forms("full")
     return frame.select(
-        short.alias("form0"),
-        pl.when(tile.is_not_null()).then(pl.format("{} [tile {}]", short, tile)).otherwise(short)
+        pl.coalesce(tensile, short).alias("form0"),
+        pl.when(tensile_more.is_not_null()).then(tensile_more)
+        .when(tile.is_not_null()).then(pl.format("{} [tile {}]", short, tile)).otherwise(short)
         .alias("form1"),
         pl.col("template").str.replace_all(_INNER_NOISE, "").str.replace_all(" >", ">")
         .alias("form2"),
@@ -136,6 +143,21 @@ def _short_expr(column: str) -> pl.Expr:
         .otherwise(base)
     )
     return pl.when(readable.str.len_chars() == 0).then(name).otherwise(readable)
+
+
+def _tensile_forms(column: str) -> tuple[pl.Expr, pl.Expr]:
+    """AMD Tensile's GEMM kernels (``Cijk_Alik_Bljk_B_BS_..._MT16x16x128_MI16x16x1_...``, some
+    300 characters of tuning parameters) as their problem and data type with the macro tile,
+    ``Cijk_Alik_Bljk_B [tile 16x16x128]``, as CUTLASS's read with theirs; then with the
+    matrix instruction too. Null for any other name."""
+    name = pl.col(column)
+    problem = name.str.extract(_TENSILE_PROBLEM, 1)
+    tile = name.str.extract(_TENSILE_TILE, 1)
+    instruction = pl.coalesce(pl.format(", {}", name.str.extract(_TENSILE_MI, 1)), pl.lit(""))
+    return (
+        pl.format("{} [tile {}]", problem, tile),
+        pl.format("{} [tile {}{}]", problem, tile, instruction),
+    )
 
 
 def _first_unique(forms: pl.DataFrame) -> pl.Series:

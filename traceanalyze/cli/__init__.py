@@ -47,6 +47,7 @@ def main() -> None:
 def _register() -> None:
     from traceanalyze.cli.analyses import COMMANDS as ANALYSES
     from traceanalyze.cli.between import COMMANDS as BETWEEN
+    from traceanalyze.cli.cache import COMMANDS as CACHE
     from traceanalyze.cli.cold import COMMANDS as COLD
     from traceanalyze.cli.info import info
     from traceanalyze.cli.memory import COMMANDS as MEMORY
@@ -67,6 +68,7 @@ def _register() -> None:
         ranks,
         *TIMELINE,
         *STACKS,
+        *CACHE,
     ):
         main.add_command(command)
     from traceanalyze.cli.annotate import annotate

@@ -26,7 +26,13 @@ from pathlib import Path
 import polars as pl
 
 from traceanalyze.errors import TraceFormatError, TraceReadError
-from traceanalyze.load.cache import default_cache_dir, entry_for, read_entry, write_entry
+from traceanalyze.load.cache import (
+    default_cache_dir,
+    entry_for,
+    max_cache_bytes,
+    read_entry,
+    write_entry,
+)
 from traceanalyze.load.folder import load_traces
 from traceanalyze.load.inputs import (
     KNOWN_NOT_TRACES,
@@ -263,7 +269,7 @@ def _cache_folder(cache_dir: str | os.PathLike[str] | None) -> Path:
 
 def _cached(path: Path, cache: bool, cache_dir: str | os.PathLike[str] | None) -> Trace | None:
     """The cached trace of ``path``, or None (no cache, no entry, or the file is unreadable)."""
-    if not cache:
+    if not cache or not max_cache_bytes():  # a limit of 0 bytes is no cache
         return None
     try:
         cached = read_entry(entry_for(path, _cache_folder(cache_dir)))
@@ -288,7 +294,7 @@ def _load_file(
         return cached
     # raises the precise error
     trace = parse_file(path, timer=timer, progress=progress, threads=threads)
-    if cache:
+    if cache and max_cache_bytes():
         write_entry(entry_for(path, _cache_folder(cache_dir)), trace)
     return trace
 

@@ -6,22 +6,32 @@ entry's key hashes the file's absolute path, size and modification time with the
 the entry (the package version and a digest of the loader's and linker's sources) and the Polars
 version, so editing the trace or changing how traces are loaded or linked makes a new key and the
 old entry unused: a cached Trace is never one that today's code would not build.
+
+The folder is kept under a size limit (``$TRACEANALYZE_CACHE_MAX``: ``2G`` by default, ``500M``,
+a number of bytes, or ``0`` for no cache): after each write the least recently used entries go
+until the rest fit. A hit touches the entry's ``meta.json``, whose modification time is the
+entry's last use. An entry that cannot be read back whole (truncated, another schema) is removed
+and rebuilt, never trusted. Writers build an entry in a temporary folder and rename it into
+place, so concurrent processes see a whole entry or none.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import polars as pl
 
 from traceanalyze import __version__
+from traceanalyze.errors import CacheSettingError
 from traceanalyze.schema import TRACE_FRAMES
 from traceanalyze.trace import Trace, TraceMeta
 
@@ -29,6 +39,13 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 # The sources whose behaviour a cached Trace holds: loading (this folder, the C scanner included),
 # linking and the frame schemas. A change to any of them makes new keys.
 _BUILDERS = ("load/*.py", "load/*.c", "link.py", "schema.py", "trace.py")
+MAX_ENV = "TRACEANALYZE_CACHE_MAX"
+DEFAULT_MAX_BYTES = 2 * 1024**3
+# Binary multiples, as `du -h` and the cache's own `info` write sizes.
+_SIZE_SUFFIXES = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_STAGING = ".tmp-"
+# A staging folder older than this was left by a process that died mid-write.
+_ABANDONED_S = 3600.0
 
 
 @functools.cache
@@ -59,17 +76,62 @@ def entry_for(path: Path, cache_dir: Path) -> Path:
     return cache_dir / f"{path.name[:60]}-{digest}"
 
 
+def parse_size(text: str) -> int:
+    """Bytes from ``2G``, ``500M``, ``1.5G``, ``4096`` or ``0`` (binary multiples)."""
+    cleaned = text.strip().upper().removesuffix("IB").removesuffix("B")
+    number, suffix = (cleaned[:-1], cleaned[-1]) if cleaned[-1:].isalpha() else (cleaned, "")
+    try:
+        size = float(number) * _SIZE_SUFFIXES[suffix]
+    except (KeyError, ValueError):
+        size = -1.0
+    if not size >= 0:  # also refuses NaN
+        raise CacheSettingError(
+            f"{MAX_ENV}={text!r} is not a size",
+            fix="Give bytes or a size such as 500M or 2G, or 0 for no cache",
+        )
+    return int(size)
+
+
+def max_cache_bytes() -> int:
+    """The cache's size limit: ``$TRACEANALYZE_CACHE_MAX``, else 2 GiB; 0 means no cache."""
+    setting = os.environ.get(MAX_ENV, "").strip()
+    return parse_size(setting) if setting else DEFAULT_MAX_BYTES
+
+
 def read_entry(entry: Path) -> Trace | None:
-    """The cached trace, or None when there is no complete entry."""
+    """The cached trace, or None when there is no complete entry (a damaged one is removed,
+    so that the caller's rebuild replaces it)."""
     if not (entry / "meta.json").is_file():
         return None
     try:
-        stored = json.loads((entry / "meta.json").read_text())
-        frames = {name: pl.read_parquet(entry / f"{name}.parquet") for name in TRACE_FRAMES}
-    except (OSError, ValueError, pl.exceptions.PolarsError):
-        return None  # a damaged entry is simply rebuilt
+        trace = _read_whole(entry)
+    except (OSError, ValueError, TypeError, KeyError, pl.exceptions.PolarsError):
+        _remove(entry)
+        return None
+    with contextlib.suppress(OSError):  # a read-only cache still serves hits
+        os.utime(entry / "meta.json")  # the entry's last use, for eviction
+    return trace
+
+
+def _read_whole(entry: Path) -> Trace:
+    """The entry's trace; raises when a file is missing, damaged or has another schema."""
+    stored = json.loads((entry / "meta.json").read_text())
+    frames = {name: pl.read_parquet(entry / f"{name}.parquet") for name in TRACE_FRAMES}
+    for name, frame in frames.items():
+        if any(frame.schema.get(c) != t for c, t in TRACE_FRAMES[name].items()):
+            raise ValueError(f"{entry / name}.parquet has another schema")
     meta = tuple(TraceMeta(**{**m, "path": Path(m["path"])}) for m in stored["meta"])
     return Trace(meta=meta, iteration_source=stored["iteration_source"], **frames)  # type: ignore[arg-type]
+
+
+def _remove(entry: Path) -> None:
+    """Remove an entry: renamed aside first, so no reader sees it half deleted."""
+    aside = entry.parent / f"{_STAGING}gone-{entry.name}-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        os.replace(entry, aside)
+    except OSError:
+        return  # already gone (another process removed it)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def write_entry(entry: Path, trace: Trace) -> bool:
@@ -86,7 +148,89 @@ def write_entry(entry: Path, trace: Trace) -> bool:
         stored = {"meta": meta, "iteration_source": trace.iteration_source}
         (staging / "meta.json").write_text(json.dumps(stored, default=str))
         os.replace(staging, entry)  # atomic: readers see a whole entry or none
-        return True
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
         return entry.is_dir()  # another process may have won the race with the same content
+    evict(entry.parent, max_cache_bytes())
+    return entry.is_dir()
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What the cache folder holds; the keys of ``cache info --format json``."""
+
+    location: str
+    entries: int
+    size_bytes: int
+    max_bytes: int
+
+
+def cache_info(cache_dir: Path) -> CacheInfo:
+    """The cache folder's entries and their size on disk, with the size limit."""
+    entries = _entries(cache_dir)
+    size = sum(_size(e) for e in entries)
+    return CacheInfo(str(cache_dir), len(entries), size, max_cache_bytes())
+
+
+def clear_cache(cache_dir: Path) -> CacheInfo:
+    """Remove every entry (and abandoned staging folder); what was removed."""
+    removed = _entries(cache_dir)
+    size = sum(_size(e) for e in removed)
+    for entry in removed:
+        _remove(entry)
+    for staging in _abandoned(cache_dir, now=time.time() + _ABANDONED_S):
+        shutil.rmtree(staging, ignore_errors=True)
+    return CacheInfo(str(cache_dir), len(removed), size, max_cache_bytes())
+
+
+def evict(cache_dir: Path, max_bytes: int) -> list[Path]:
+    """Remove the least recently used entries until the rest hold at most ``max_bytes``; the
+    entries removed, oldest first. Staging folders abandoned by dead writers go too."""
+    for staging in _abandoned(cache_dir, now=time.time()):
+        shutil.rmtree(staging, ignore_errors=True)
+    by_use = sorted(_entries(cache_dir), key=_last_used)
+    sizes = [_size(entry) for entry in by_use]
+    total = sum(sizes)
+    removed: list[Path] = []
+    for entry, size in zip(by_use, sizes, strict=True):
+        if total <= max_bytes:
+            break
+        _remove(entry)
+        removed.append(entry)
+        total -= size
+    return removed
+
+
+def _entries(cache_dir: Path) -> list[Path]:
+    try:
+        children = list(cache_dir.iterdir())
+    except OSError:
+        return []
+    return [c for c in children if not c.name.startswith(_STAGING) and (c / "meta.json").is_file()]
+
+
+def _abandoned(cache_dir: Path, now: float) -> list[Path]:
+    try:
+        staging = [c for c in cache_dir.iterdir() if c.name.startswith(_STAGING)]
+    except OSError:
+        return []
+    return [s for s in staging if _mtime(s) < now - _ABANDONED_S]
+
+
+def _last_used(entry: Path) -> float:
+    return _mtime(entry / "meta.json")
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0  # gone meanwhile: first to evict, which is then a no-op
+
+
+def _size(entry: Path) -> int:
+    total = 0
+    for file in entry.rglob("*"):
+        with contextlib.suppress(OSError):
+            total += file.stat().st_size if file.is_file() else 0
+    return total

@@ -9,7 +9,13 @@ import polars as pl
 
 from traceanalyze.names import with_readable_names
 from traceanalyze.render.headings import heading
-from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
+from traceanalyze.render.table import (
+    markdown_record,
+    markdown_table,
+    prose_number,
+    to_csv,
+    to_json,
+)
 
 
 def render_table(
@@ -55,7 +61,11 @@ def render_check(results: pl.DataFrame, fmt: str) -> str:
         f"{'held  ' if held else 'BROKEN'}  "
         + (f"{variants[i]}: " if variants is not None else "")
         + f"{expectation}   "
-        + ("(no value in this trace)" if measured is None else f"(measured {measured:g})")
+        + (
+            "(no value in this trace)"
+            if measured is None
+            else f"(measured {prose_number(measured)})"
+        )
         for i, (expectation, measured, held) in enumerate(
             results.select("expectation", "measured", "held").rows()
         )

@@ -59,7 +59,7 @@ def idle_markdown(result: IdleResult, *, full_names: bool = False, level: int = 
         meaning=pl.col("cause").replace_strict(definitions(), return_dtype=pl.String)
     )
     parts = [
-        f"GPU idle time {result.gpu_idle_us_per_iter:.2f} µs per iteration "
+        f"GPU idle time {result.gpu_idle_us_per_iter:,.2f} µs per iteration "
         f"({result.iterations} iterations): the gaps between the iteration's first and last "
         "GPU activity when no stream runs anything, each classified by the activity that ends "
         "it.\n",
@@ -82,10 +82,10 @@ def where_time_goes_markdown(where: WhereTimeGoes) -> str:
     """The report's section: idle causes, launch health and one sentence of verdict."""
     health = where.launches
     launch_line = (
-        f"Launches: {health['launches_per_iter']:.1f} per iteration, median launch call "
-        f"{health['launch_cpu_us_median']:.1f} µs on the CPU, median launch delay "
-        f"{health['launch_delay_us_median']:.1f} µs, median queue ahead "
-        f"{health['queue_median']:.1f}; {health['short_kernels_per_iter']:.1f} short kernels "
+        f"Launches: {health['launches_per_iter']:,.1f} per iteration, median launch call "
+        f"{health['launch_cpu_us_median']:,.1f} µs on the CPU, median launch delay "
+        f"{health['launch_delay_us_median']:,.1f} µs, median queue ahead "
+        f"{health['queue_median']:,.1f}; {health['short_kernels_per_iter']:,.1f} short kernels "
         "per iteration (GPU time under their own launch call's CPU time).\n"
     )
     return "\n".join(

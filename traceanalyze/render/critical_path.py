@@ -31,8 +31,8 @@ def render_critical_path(path: CriticalPath, fmt: str, *, top: int | None = None
         return to_csv(items)
     return "\n".join(
         [
-            f"Span per iteration: {path.span_us_per_iter:.1f} µs; critical path length: "
-            f"{path.length_us_per_iter:.1f} µs.",
+            f"Span per iteration: {path.span_us_per_iter:,.1f} µs; critical path length: "
+            f"{path.length_us_per_iter:,.1f} µs.",
             "",
             path_verdict(path),
             "",

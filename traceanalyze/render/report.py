@@ -21,7 +21,13 @@ from traceanalyze.render.headings import heading
 from traceanalyze.render.memory import memory_section
 from traceanalyze.render.perf import roofline_markdown
 from traceanalyze.render.ranks import ranks_markdown
-from traceanalyze.render.table import markdown_record, markdown_table, to_csv, to_json
+from traceanalyze.render.table import (
+    markdown_record,
+    markdown_table,
+    prose_number,
+    to_csv,
+    to_json,
+)
 
 CHART_GPU = "gpu_time_by_category"
 CHART_CPU_GPU = "cpu_vs_gpu"
@@ -272,8 +278,9 @@ def _roofline_part(variant: VariantReport, full_names: bool) -> list[str]:
 def _headline(figures: Mapping[str, Any], row: dict[str, Any]) -> str:
     """The section's first line: counts, the accounting's times and the verdict."""
     counts = (
-        f"{_count(figures['kernels_per_iter'], 'kernel')}, {figures['memcpy_per_iter']:g} memcpy "
-        f"and {figures['memset_per_iter']:g} memset per iteration"
+        f"{_count(figures['kernels_per_iter'], 'kernel')}, "
+        f"{prose_number(figures['memcpy_per_iter'])} memcpy "
+        f"and {prose_number(figures['memset_per_iter'])} memset per iteration"
     )
     times = (
         f"GPU busy {figures['gpu_busy_us_per_iter']:,.1f} µs (activity "
@@ -288,7 +295,7 @@ def _headline(figures: Mapping[str, Any], row: dict[str, Any]) -> str:
 
 
 def _count(value: float, noun: str) -> str:
-    return f"{value:g} {noun}" + ("" if value == 1 else "s")
+    return f"{prose_number(value)} {noun}" + ("" if value == 1 else "s")
 
 
 def _glossary() -> str:
@@ -350,10 +357,21 @@ def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str
     return warnings + "\n".join(
         [
             "## Per-iteration figures\n",
-            markdown_table(result.figures),
+            _readable_table(result.figures.with_columns(_figure_headings(result.figures))),
             "## GPU time by category (µs per iteration)\n",
-            markdown_table(result.categories),
+            _readable_table(result.categories),
             "## Kernels added, removed or changed\n",
-            markdown_table(kernels) if kernels.height else "None.\n",
+            _readable_table(kernels) if kernels.height else "None.\n",
         ]
     )
+
+
+def _readable_table(frame: pl.DataFrame) -> str:
+    """A diff section with its columns headed as every other table's."""
+    return markdown_table(frame.rename({c: heading(c) for c in frame.columns}))
+
+
+def _figure_headings(figures: pl.DataFrame) -> pl.Expr:
+    """The figures' names (their JSON keys) spelled as the compare table heads them."""
+    names = figures["figure"].unique().to_list()
+    return pl.col("figure").replace_strict({n: heading(n) for n in names}, return_dtype=pl.String)

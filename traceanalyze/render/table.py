@@ -3,11 +3,15 @@
 Pure: a value in, a ``str`` out. Machine-readable output keeps keys and column names exactly
 as the analyses name them; markdown rounds floats for people.
 
-CSV is for machines: plain numbers (``1075.585667``, full precision, no thousands separator),
-``true``/``false``, an empty field for a missing value. Nested values become dotted names, one
-scalar each: a record's ``{"category_us": {"mask": 367.2}}`` is the row ``category_us.mask,367.2``
-and a list ``{"devices": ["A", "B"]}`` the rows ``devices.0,A`` and ``devices.1,B``; a frame's
-struct or list column ``c`` becomes the columns ``c.<field>`` or ``c.0``, ``c.1``, ...
+CSV is for machines and sheets: plain numbers (``1075.585667``, full precision, no thousands
+separator; whole numbers as integers), ``true``/``false``, an empty field for a missing value.
+A table's columns depend on the table alone, never on the data, so every trace gives the same
+header: a frame's struct column ``c`` becomes the columns ``c.<field>`` (its fields are part of
+its type), and a list column is one field, its items joined by ``;`` (``cudaLaunchKernel;
+cudaGraphLaunch``), never ``c.0``, ``c.1`` for as many items as one trace happens to have. A
+record's nested values become dotted names on their own rows (``category_us.mask,367.2``,
+``devices.0,A``); in a table of records (one row per record) a nested value is one field:
+``A;B`` for a list, ``kernel=3;cpu_op=51`` for a mapping whose keys are data.
 """
 
 from __future__ import annotations
@@ -24,6 +28,20 @@ import polars as pl
 from traceanalyze.units import byte_size, duration
 
 FORMATS = ("md", "json", "csv")
+# Whole floats below this are exact integers (2**53); larger ones keep their float form.
+_EXACT_INTEGERS = 2**53
+# The most decimal places a number is written with; smaller magnitudes read as 0.000000.
+_MAX_DECIMALS = 6
+# Control characters (C0, DEL, C1) in names (a kernel or op name is whatever the program
+# said) are written as \xNN: raw, an ESC or a NUL would drive the terminal or end the text.
+# Line breaks and tabs are left to the format (CSV quotes them; markdown makes them spaces).
+_ESCAPED = {
+    code: f"\\x{code:02x}"
+    for code in (*range(0x20), *range(0x7F, 0xA0))
+    if chr(code) not in "\n\r\t"
+}
+# Joins a list's items in one CSV field (a comma would need quoting in every sheet).
+LIST_SEPARATOR = ";"
 
 
 def markdown_table(frame: pl.DataFrame, digits: int = 2) -> str:
@@ -46,7 +64,10 @@ def markdown_table(frame: pl.DataFrame, digits: int = 2) -> str:
 def markdown_record(record: Mapping[str, Any], digits: int = 2) -> str:
     """A two-column key/value markdown table; nested mappings are written inline."""
     lines = ["| key | value |", "|---|---|"]
-    lines += [f"| {key} | {_record_cell(key, value, digits)} |" for key, value in record.items()]
+    lines += [
+        f"| {_cell(key, digits)} | {_record_cell(key, value, digits)} |"
+        for key, value in record.items()
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -74,19 +95,26 @@ def to_csv(value: pl.DataFrame | Mapping[str, Any]) -> str:
         flat = _flat_columns(value)
         # Missing is an empty field: NaN (0/0 somewhere) is missing too, not the text "NaN".
         floats = [c for c, t in flat.schema.items() if t.is_float()]
-        return flat.with_columns(pl.col(floats).fill_nan(None)).write_csv()
+        flat = flat.with_columns(pl.col(floats).fill_nan(None), _escaped(pl.col(pl.String)))
+        return flat.with_columns(pl.col(_whole_columns(flat, floats)).cast(pl.Int64)).write_csv()
     return _write_csv(["key", "value"], [{"key": k, "value": v} for k, v in flatten(value).items()])
 
 
 def records_csv(records: Sequence[Mapping[str, Any]]) -> str:
-    """One row per record, one column per (dotted) key of any record: the columns of one key
-    together, keys in first-seen order."""
-    columns: dict[str, None] = {}
-    for key in dict.fromkeys(key for record in records for key in record):
-        for record in records:
-            if key in record:
-                columns |= dict.fromkeys(flatten({key: record[key]}))
-    return _write_csv(list(columns), [flatten(record) for record in records])
+    """One row per record, one column per key of any record (first-seen order); a nested
+    value is one field, so the header does not depend on what the records hold."""
+    columns = list(dict.fromkeys(key for record in records for key in record))
+    rows = [{key: _joined(value) for key, value in record.items()} for record in records]
+    return _write_csv(columns, rows)
+
+
+def _joined(value: Any) -> Any:
+    """A nested value as one CSV field: ``A;B`` for a list, ``k=v;k=v`` for a mapping."""
+    if isinstance(value, Mapping):
+        return LIST_SEPARATOR.join(f"{k}={_csv_scalar(_joined(v))}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return LIST_SEPARATOR.join(_csv_scalar(_joined(item)) for item in value)
+    return value
 
 
 def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -102,6 +130,18 @@ def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[name] = value
     return flat
+
+
+def _whole_columns(frame: pl.DataFrame, floats: Sequence[str]) -> list[str]:
+    """The float columns whose every value is a whole number: written as integers (``3``,
+    not ``3.0``), as a sheet shows a count."""
+    if not floats:
+        return []
+    whole = frame.select(
+        ((pl.col(c) == pl.col(c).round(0)) & (pl.col(c).abs() < _EXACT_INTEGERS)).all()
+        for c in floats
+    )
+    return [c for c in floats if whole[c].item()]
 
 
 def _write_csv(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
@@ -122,14 +162,38 @@ def _record_cell(key: str, value: Any, digits: int) -> str:
 
 
 def _column_format(column: pl.Series, digits: int) -> Any:
-    """How one column's cells are written."""
+    """How one column's cells are written: one number format for the whole column (no ``1``
+    beside ``1.00``, no ``0.404`` beside ``1.13``)."""
     if "bytes" in column.name and column.dtype.is_numeric():
         return lambda value: "" if value is None else byte_size(float(value))
     if column.dtype.is_float():
         known = column.drop_nulls().drop_nans()
         if known.len() and (known == known.round(0)).all() and known.abs().max() < 1e15:  # type: ignore[operator]
             return lambda value: _cell(value if value is None else round(value), digits)
+        smallest = None if _is_share(column.name) else known.abs().filter(known != 0).min()
+        places = _decimals(smallest, digits)  # type: ignore[arg-type]
+        return lambda value: _cell(value, digits) if value is None else _fixed(value, places)
     return lambda value: _cell(value, digits)
+
+
+def _decimals(smallest: float | None, digits: int) -> int:
+    """Decimal places that show ``smallest`` (the column's smallest non-zero magnitude) with
+    two significant digits, ``digits`` at least and ``_MAX_DECIMALS`` at most: 0.095 beside
+    1.06 makes the column 1.061 and 0.095, a 0.40 speed-up keeps two places."""
+    if smallest is None or smallest >= 1:
+        return digits
+    return min(max(digits, 1 - math.floor(math.log10(smallest))), _MAX_DECIMALS)
+
+
+def _is_share(name: str) -> bool:
+    """Shares and percentages are rounded alike everywhere: ``digits`` places, whatever the
+    smallest share in the column."""
+    return "pct" in name or "%" in name or "share" in name
+
+
+def _fixed(value: float, places: int) -> str:
+    """A number in fixed notation with thousands separators (never 1.2e+15 nor 3.6e-03)."""
+    return "" if math.isnan(value) else f"{value:,.{places}f}"
 
 
 def _csv_scalar(value: Any) -> str:
@@ -139,12 +203,15 @@ def _csv_scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return repr(value)
-    return str(value)
+        return (
+            str(int(value)) if value.is_integer() and abs(value) < _EXACT_INTEGERS else repr(value)
+        )
+    return str(value).translate(_ESCAPED)
 
 
 def _flat_columns(frame: pl.DataFrame) -> pl.DataFrame:
-    """Struct and list columns as one column per field or position, until none is nested."""
+    """Struct columns as one column per field, list columns as one field, until none is
+    nested."""
     columns: list[pl.Expr] = []
     for column, dtype in frame.schema.items():
         if isinstance(dtype, pl.Struct):
@@ -153,15 +220,19 @@ def _flat_columns(frame: pl.DataFrame) -> pl.DataFrame:
                 for f in dtype.fields
             ]
         elif isinstance(dtype, (pl.List, pl.Array)):
-            items = pl.col(column).cast(pl.List(dtype.inner))
-            width = int(frame.select(items.list.len().max()).item() or 0)
-            columns += [
-                items.list.get(i, null_on_oob=True).alias(f"{column}.{i}") for i in range(width)
-            ]
+            columns.append(_list_field(column, dtype))
         else:
             columns.append(pl.col(column))
     flat = frame.select(columns)
     return flat if flat.schema == frame.schema else _flat_columns(flat)
+
+
+def _list_field(column: str, dtype: pl.List | pl.Array) -> pl.Expr:
+    """A list column as one string field, its items joined (struct items as JSON)."""
+    nested = isinstance(dtype.inner, pl.Struct)
+    item = pl.element().struct.json_encode() if nested else pl.element().cast(pl.String)
+    items = pl.col(column).cast(pl.List(dtype.inner)).list.eval(item)
+    return items.list.join(LIST_SEPARATOR).alias(column)
 
 
 def _alignment(dtype: pl.DataType) -> str:
@@ -173,16 +244,21 @@ def number_cell(value: float, digits: int = 2) -> str:
     return _cell(value, digits)
 
 
+def prose_number(value: float) -> str:
+    """A figure in a sentence: a whole number as an integer with thousands separators
+    (``1,234,567 kernels``, never ``1.23457e+06``), any other as the tables write it."""
+    return f"{round(value):,}" if float(value).is_integer() else number_cell(value)
+
+
 def _cell(value: Any, digits: int) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
         if math.isnan(value):
             return ""
-        if abs(value) >= 1e15:
-            return f"{value:.3e}"
-        # Below 1, significant digits: 0.0964 ms or a 3.59e-03 error must not read as 0.00.
-        return f"{value:,.{digits}f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+        # Below 1, two significant digits: 0.096 ms or a 0.0036 error must not read as
+        # 0.00. Fixed notation always: a sheet or a reader takes 1.2e+15 for a typo.
+        return _fixed(value, _decimals(abs(value) or None, digits))
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
@@ -191,7 +267,13 @@ def _cell(value: Any, digits: int) -> str:
         return ", ".join(f"{k}: {_cell(v, digits)}" for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return ", ".join(_cell(v, digits) for v in value)
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    text = str(value).translate(_ESCAPED).replace("|", "\\|")
+    return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " ")
+
+
+def _escaped(text: pl.Expr) -> pl.Expr:
+    """String columns with their control characters written as ``\\xNN``."""
+    return text.str.replace_many([chr(c) for c in _ESCAPED], list(_ESCAPED.values()))
 
 
 def _json_default(value: Any) -> Any:

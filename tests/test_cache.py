@@ -1,0 +1,203 @@
+"""The Parquet cache's housekeeping: the size limit and least-recently-used eviction, damaged
+entries rebuilt, concurrent writers, and the `cache info` / `cache clear` commands."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+import traceanalyze
+from tests.micro import annotation, call, kernel, op, write_trace
+from traceanalyze.cli import main
+from traceanalyze.errors import CacheSettingError
+from traceanalyze.load.cache import (
+    MAX_ENV,
+    cache_info,
+    entry_for,
+    evict,
+    parse_size,
+    read_entry,
+    write_entry,
+)
+from traceanalyze.schema import TRACE_FRAMES
+
+STEP = [
+    annotation("ProfilerStep#0", 0, 100),
+    op("aten::mm", 10, 50),
+    call("cudaLaunchKernel", 20, 5, 1),
+    kernel("gemm", 30, 10, 1, grid=[4, 2, 1], block=[128, 1, 1]),
+]
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files actually parsed (cache misses) during the test."""
+    seen: list[Path] = []
+    loader = importlib.import_module("traceanalyze.load")  # the package, not its load()
+    parse = loader.parse_file
+
+    def counting(path: Path, *args: object, **kwargs: object) -> traceanalyze.Trace:
+        seen.append(path)
+        trace: traceanalyze.Trace = parse(path, *args, **kwargs)
+        return trace
+
+    monkeypatch.setattr(loader, "parse_file", counting)
+    return seen
+
+
+def _traces(folder: Path, count: int) -> list[Path]:
+    return [write_trace(folder, STEP, name=f"t{i}.json") for i in range(count)]
+
+
+def _used(entry: Path, seconds_ago: float) -> None:
+    """Back-date an entry's last use (a coarse clock must not tie two loads)."""
+    when = time.time() - seconds_ago
+    os.utime(entry / "meta.json", (when, when))
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("0", 0), ("4096", 4096), ("500M", 500 * 2**20), ("2G", 2 * 2**30), ("1.5g", 3 * 2**29),
+     ("2GiB", 2 * 2**30), ("64KB", 64 * 1024), (" 1T ", 2**40)],
+)  # fmt: skip
+def test_cache_sizes_parse(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["abc", "-1G", "2X", "G", "nan"])
+def test_a_bad_cache_size_is_one_line_exit_2(
+    text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(CacheSettingError, match=f"{MAX_ENV}="):
+        parse_size(text)
+    monkeypatch.setenv(MAX_ENV, text)
+    result = CliRunner().invoke(main, ["summary", str(write_trace(tmp_path, STEP))])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"traceanalyze: error: {MAX_ENV}=")
+    assert "Traceback" not in result.output
+
+
+def test_the_limit_evicts_the_least_recently_used_entry(
+    tmp_path: Path, cache_dir: Path, parses: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second, third = _traces(tmp_path, 3)
+    traceanalyze.load(first)
+    one_entry = cache_info(cache_dir).size_bytes
+    # Room for two entries, not three.
+    monkeypatch.setenv(MAX_ENV, str(int(one_entry * 2.5)))
+    traceanalyze.load(second)
+    _used(entry_for(first, cache_dir), 30)
+    _used(entry_for(second, cache_dir), 20)
+    traceanalyze.load(first)  # a hit: `first` is now the most recently used
+    traceanalyze.load(third)  # over the limit: `second`, used longest ago, goes
+    assert sorted(p.name[:2] for p in cache_dir.iterdir()) == ["t0", "t2"]
+    assert cache_info(cache_dir).entries == 2
+    traceanalyze.load(first)
+    traceanalyze.load(second)
+    assert parses == [first, second, third, second]
+
+
+def test_an_entry_over_the_limit_is_not_kept(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MAX_ENV, "1K")
+    (path,) = _traces(tmp_path, 1)
+    assert traceanalyze.load(path).kernels.height == 1
+    assert list(cache_dir.iterdir()) == []
+
+
+def test_a_limit_of_zero_is_no_cache(
+    tmp_path: Path, cache_dir: Path, parses: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (path,) = _traces(tmp_path, 1)
+    traceanalyze.load(path)  # cached while the limit allows it
+    monkeypatch.setenv(MAX_ENV, "0")
+    traceanalyze.load(path)
+    traceanalyze.load_each([path])
+    assert parses == [path, path, path]  # the entry there is not read either
+
+
+def test_evict_removes_oldest_first_and_abandoned_staging(tmp_path: Path, cache_dir: Path) -> None:
+    paths = _traces(tmp_path, 3)
+    for age, path in zip((10, 30, 20), paths, strict=True):
+        traceanalyze.load(path)
+        _used(entry_for(path, cache_dir), age)
+    abandoned = cache_dir / ".tmp-dead-writer"
+    abandoned.mkdir()
+    old = time.time() - 7200
+    os.utime(abandoned, (old, old))
+    fresh = cache_dir / ".tmp-live-writer"
+    fresh.mkdir()
+    size = cache_info(cache_dir).size_bytes // 3
+    removed = evict(cache_dir, size + size // 2)
+    assert removed == [entry_for(paths[1], cache_dir), entry_for(paths[2], cache_dir)]
+    kept = entry_for(paths[0], cache_dir).name
+    assert sorted(p.name for p in cache_dir.iterdir()) == [".tmp-live-writer", kept]
+
+
+def test_a_truncated_parquet_is_rebuilt_not_trusted(
+    tmp_path: Path, cache_dir: Path, parses: list[Path]
+) -> None:
+    (path,) = _traces(tmp_path, 1)
+    reference = traceanalyze.load(path)
+    entry = entry_for(path, cache_dir)
+    gpu = entry / "gpu.parquet"
+    gpu.write_bytes(gpu.read_bytes()[: gpu.stat().st_size // 2])
+    assert read_entry(entry) is None
+    assert not entry.exists()  # removed, so the rebuild replaces it
+    rebuilt = traceanalyze.load(path)
+    assert rebuilt.gpu.equals(reference.gpu)
+    traceanalyze.load(path)  # the rebuilt entry is whole again: a hit
+    assert parses == [path, path]
+
+
+def test_an_entry_of_another_schema_is_rebuilt(tmp_path: Path, cache_dir: Path) -> None:
+    (path,) = _traces(tmp_path, 1)
+    reference = traceanalyze.load(path)
+    entry = entry_for(path, cache_dir)
+    # An entry an older release wrote under the same key: a column of another type.
+    renamed = reference.gpu.with_columns(pl.col("name").cast(pl.Categorical))
+    renamed.write_parquet(entry / "gpu.parquet")
+    assert "name" in TRACE_FRAMES["gpu"]
+    assert read_entry(entry) is None
+    assert traceanalyze.load(path).gpu.equals(reference.gpu)
+
+
+def test_concurrent_writers_leave_one_whole_entry(tmp_path: Path, cache_dir: Path) -> None:
+    (path,) = _traces(tmp_path, 1)
+    trace = traceanalyze.load(path, cache=False)
+    entry = entry_for(path, cache_dir)
+    assert write_entry(entry, trace)
+    assert write_entry(entry, trace)  # a second writer of the same key loses the race politely
+    assert [p.name for p in cache_dir.iterdir()] == [entry.name]  # no staging left behind
+    cached = read_entry(entry)
+    assert cached is not None and cached.gpu.equals(trace.gpu)
+
+
+def test_cache_info_and_clear_commands(tmp_path: Path, cache_dir: Path) -> None:
+    for path in _traces(tmp_path, 2):
+        traceanalyze.load(path)
+    runner = CliRunner()
+    info = json.loads(runner.invoke(main, ["cache", "info", "--format", "json"]).output)
+    assert info == {
+        "location": str(cache_dir),
+        "entries": 2,
+        "size_bytes": cache_info(cache_dir).size_bytes,
+        "max_bytes": 2 * 2**30,
+    }
+    text = runner.invoke(main, ["cache", "info"]).output
+    assert text.startswith(f"Cache at {cache_dir}: 2 entries in ")
+    cleared = runner.invoke(main, ["cache", "clear"])
+    assert cleared.exit_code == 0
+    assert cleared.output.startswith("Removed 2 entries (") and str(cache_dir) in cleared.output
+    assert list(cache_dir.iterdir()) == []
+    chosen = tmp_path / "elsewhere"
+    other = runner.invoke(main, ["cache", "info", "--cache-dir", str(chosen), "--format", "csv"])
+    assert other.output.splitlines()[:3] == ["key,value", f"location,{chosen}", "entries,0"]
