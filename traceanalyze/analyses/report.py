@@ -22,7 +22,13 @@ from traceanalyze.analyses.critical_path import CriticalPath, critical_path
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.expectations import Expectation, check
 from traceanalyze.analyses.explain import Explanation, explain
-from traceanalyze.analyses.findings import SDPA_MATH_OP, Finding, findings
+from traceanalyze.analyses.findings import (
+    NO_OCCUPANCY_CATEGORIES,
+    SDPA_MATH_OP,
+    Finding,
+    findings,
+    top_occupancy_kernel,
+)
 from traceanalyze.analyses.idle import IdleResult, idle_breakdown
 from traceanalyze.analyses.kernels import kernel_table, op_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
@@ -359,14 +365,9 @@ def _findings(
 
 
 def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
-    top = kernels.filter(
-        (pl.col("kind") == "kernel")
-        & pl.col("theoretical_occupancy_pct").is_not_null()
-        & (pl.col("us_per_iter") > 0)
-    ).head(1)  # the table is sorted by time per iteration
-    if not top.height:
+    row = top_occupancy_kernel(kernels)
+    if row is None:
         return []
-    row = top.row(0, named=True)
     reported = row["achieved_occupancy_pct"]
     said = (
         f"; the trace reports {reported:.0f}%"
@@ -379,8 +380,14 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
         f"{row['registers_per_thread']} registers/thread, {row['threads_per_block']} "
         f"threads/block, {byte_size(row['shared_memory_bytes'])} shared memory"
     )
+    # A longer collective was passed over (its occupancy says nothing): say the set chosen from.
+    longer = kernels.filter(
+        pl.col("category").is_in(NO_OCCUPANCY_CATEGORIES)
+        & (pl.col("us_per_iter") > row["us_per_iter"])
+    ).height
+    which = "The longest kernel outside the collectives" if longer else "The longest kernel"
     return [
-        f"The longest kernel per iteration, `{row['short_name']}` (from `{row['launch_op']}`), "
+        f"{which} per iteration, `{row['short_name']}` (from `{row['launch_op']}`), "
         f"has {row['theoretical_occupancy_pct']:.2f}% theoretical occupancy{limited} "
         f"({footprint}){said}."
     ]
