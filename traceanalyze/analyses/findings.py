@@ -373,7 +373,8 @@ def cudnn_cpu(report: Report) -> list[Evidence]:
         return []
     lead = min(users, key=lambda v: v.row.get("gpu_busy_us_per_iter") or float("inf"))
     ops = lead.cudnn.filter(pl.col("self_us_per_iter") > 0)
-    library = "MIOpen" if ops["name"].str.contains(MIOPEN_OP).any() else "cuDNN"
+    rocm = report.dnn_library == "MIOpen" or ops["name"].str.contains(MIOPEN_OP).any()
+    library = "MIOpen" if rocm else "cuDNN"
     figures: dict[str, Any] = {
         "variant": lead.label if len(_loaded(report)) > 1 else None,
         "library": library,

@@ -30,6 +30,7 @@ from traceanalyze.analyses.findings import (
     top_occupancy_kernel,
 )
 from traceanalyze.analyses.idle import IdleResult, idle_breakdown
+from traceanalyze.analyses.info import ROCM_VERSION_KEYS
 from traceanalyze.analyses.kernels import kernel_table, op_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
@@ -37,6 +38,7 @@ from traceanalyze.analyses.memory import MemoryResult, memory
 from traceanalyze.analyses.ranks import RanksResult, rank_work, ranks_analysis
 from traceanalyze.analyses.roofline import Roofline, roofline
 from traceanalyze.analyses.summary import summary, summary_with_wall
+from traceanalyze.devices import AMD_NAME
 from traceanalyze.load.variants import Variant, VariantSet
 from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
@@ -91,6 +93,8 @@ class Report:
     # *What the traces say*: ranked findings (analyses/findings.py)
     findings: tuple[Finding, ...] = ()
     guesses: pl.DataFrame | None = None  # `--expect`: variant, expectation, measured, held
+    # The DNN library the traces' ops call: cuDNN, MIOpen on ROCm, both for a mixed set.
+    dnn_library: str = "cuDNN"
 
 
 def build_report(
@@ -127,6 +131,7 @@ def build_report(
         sources=tuple(str(p) for p in variant_set.sources),
         workload=workload(variant_set),
         guesses=guesses(variant_set, expectations) if expectations else None,
+        dnn_library=dnn_library(variant_set),
     )
     return replace(built, findings=findings(built))
 
@@ -219,6 +224,26 @@ def title(variant_set: VariantSet) -> str:
     ranks = len(loaded[0].meta)
     on = f" on a folder of {ranks} ranks" if ranks > 1 else ""
     return f"{kind}{on}: profiling report"
+
+
+# The DNN library PyTorch calls on each platform (MIOpen is cuDNN's ROCm counterpart).
+DNN_LIBRARIES = {False: "cuDNN", True: "MIOpen"}
+# Signs of a ROCm trace besides its versions: MIOpen's ATen ops, an AMD device name.
+ROCM_OPS = r"^aten::miopen_"
+
+
+def _rocm(trace: Trace) -> bool:
+    return (
+        any(key in m.versions for m in trace.meta for key in ROCM_VERSION_KEYS)
+        or bool(trace.cpu["name"].str.contains(ROCM_OPS).any())
+        or bool(trace.devices["name"].str.contains(AMD_NAME).any())
+    )
+
+
+def dnn_library(variant_set: VariantSet) -> str:
+    """cuDNN, MIOpen where every trace is ROCm's, "cuDNN/MIOpen" for a mixed set."""
+    platforms = sorted({_rocm(v.trace) for v in variant_set.loaded if v.trace is not None})
+    return "/".join(DNN_LIBRARIES[rocm] for rocm in platforms) or DNN_LIBRARIES[False]
 
 
 def header(variant_set: VariantSet) -> dict[str, Any]:
@@ -334,7 +359,7 @@ def _findings(
     sentences = [*memory_findings(trace)]
     sentences += _occupancy_findings(kernels)
     sentences += _gemm_findings(trace, kernels)
-    sentences += _cudnn_findings(cudnn, warm_up_calls)
+    sentences += _cudnn_findings(cudnn, warm_up_calls, DNN_LIBRARIES[_rocm(trace)])
     sentences += _bound_findings(figures, row)
     views = figures["transpose_ops_per_iter"]
     if views:
@@ -412,7 +437,7 @@ def _gemm_findings(trace: Trace, kernels: pl.DataFrame) -> list[str]:
     ]
 
 
-def _cudnn_findings(cudnn: pl.DataFrame, warm_up_calls: int | None) -> list[str]:
+def _cudnn_findings(cudnn: pl.DataFrame, warm_up_calls: int | None, library: str) -> list[str]:
     rows = cudnn.filter(pl.col("self_us_per_iter") > 0)
     if not rows.height:
         return []
@@ -432,7 +457,8 @@ def _cudnn_findings(cudnn: pl.DataFrame, warm_up_calls: int | None) -> list[str]
             "profiling started (`traceanalyze cold` separates first-call cost)"
         )
     return [
-        f"The ops that call cuDNN spend {spent:.1f} µs of CPU self time per iteration{of_cpu}; "
+        f"The ops that call {library} spend {spent:.1f} µs of CPU self time per iteration"
+        f"{of_cpu}; "
         f"{one_off}."
     ]
 

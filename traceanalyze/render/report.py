@@ -48,10 +48,14 @@ DETAIL_COLUMNS = (
 
 
 def comparison_markdown(
-    table: pl.DataFrame, *, full_names: bool = False, fold_details: bool = False
+    table: pl.DataFrame,
+    *,
+    full_names: bool = False,
+    fold_details: bool = False,
+    library: str = "cuDNN",
 ) -> str:
     """The headline table, the CPU-bound variants, then the details table (folded in a report),
-    headings derived from the keys."""
+    headings derived from the keys; ``library`` names the DNN library (MIOpen on ROCm)."""
     shown = table.filter(pl.col("status") == "ok")
     if not full_names:
         # A narrow column: cut at 48 characters, never two kernels alike (JSON keeps them whole).
@@ -61,9 +65,11 @@ def comparison_markdown(
     if shown["speedup_wall_source"].eq_missing(shown["wall_source"]).all():
         # One wall time for the verdict and the speed-up, as in any single capture: one column.
         details = tuple(c for c in DETAIL_COLUMNS if c != "speedup_wall_source")
-    detail = _keyed_table(shown, details)
+    detail = _keyed_table(shown, details, library)
     if fold_details:
-        detail = folded_block("Details: wall time, CPU time, occupancy, cuDNN, precision", detail)
+        detail = folded_block(
+            f"Details: wall time, CPU time, occupancy, {library}, precision", detail
+        )
     parts = (_keyed_table(shown, HEADLINE_COLUMNS), _bound_lines(shown), detail)
     return "\n".join(part for part in parts if part)
 
@@ -87,10 +93,17 @@ def _bound_lines(table: pl.DataFrame) -> str:
     )
 
 
-def _keyed_table(frame: pl.DataFrame, columns: tuple[str, ...]) -> str:
-    """``columns`` of ``frame`` with readable headings; columns with no value at all left out."""
+def _keyed_table(frame: pl.DataFrame, columns: tuple[str, ...], library: str = "cuDNN") -> str:
+    """``columns`` of ``frame`` with readable headings (the DNN library by its name on this
+    platform); columns with no value at all left out."""
     kept = [c for c in columns if c in frame.columns and not frame[c].is_null().all()]
-    return markdown_table(frame.select(kept).rename({c: heading(c) for c in kept}))
+    headings = {c: _on_library(heading(c), library) for c in kept}
+    return markdown_table(frame.select(kept).rename(headings))
+
+
+def _on_library(text: str, library: str) -> str:
+    """``text`` with cuDNN named as the library the traces call (MIOpen on ROCm)."""
+    return text.replace("cuDNN", library)
 
 
 def render_comparison(table: pl.DataFrame, fmt: str, *, full_names: bool = False) -> str:
@@ -134,7 +147,12 @@ def render_report(
         guesses_section(report.guesses) if report.guesses is not None else "",
         "## Comparison\n",
         _comparison_intro(report),
-        comparison_markdown(report.comparison, full_names=full_names, fold_details=True),
+        comparison_markdown(
+            report.comparison,
+            full_names=full_names,
+            fold_details=True,
+            library=report.dnn_library,
+        ),
         _skipped(report),
     ]
     # Only the charts actually written: on standard output there are none to link to.
@@ -142,11 +160,15 @@ def render_report(
         parts.append("## Charts\n")
         parts += [f"![{CHART_TITLES[chart]}]({file})\n" for chart, file in charts.items()]
     parts += ["## Environment\n", _header(report.header)]
-    parts += [_variant_section(v, full_names) for v in report.variants if v.status == "ok"]
+    parts += [
+        _variant_section(v, full_names, report.dnn_library)
+        for v in report.variants
+        if v.status == "ok"
+    ]
     parts += [cold_section(report.cold)] if report.cold is not None else []
     parts += [_ranks_section(label, result, full_names) for label, result in report.ranks]
     parts += list(extra_sections)
-    parts.append(_glossary())
+    parts.append(_on_library(_glossary(), report.dnn_library))
     return "\n".join(p for p in parts if p)
 
 
@@ -203,7 +225,7 @@ def _skipped(report: Report) -> str:
     return "Not compared:\n\n" + "\n".join(lines) + "\n"
 
 
-def _variant_section(variant: VariantReport, full_names: bool) -> str:
+def _variant_section(variant: VariantReport, full_names: bool, library: str) -> str:
     figures = variant.summary
     # Readable names were chosen among all of the variant's kernels, as its findings name them.
     kernels = variant.top_kernels
@@ -236,8 +258,8 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
     cudnn = variant.cudnn.filter(pl.col("calls_per_iter") > 0)
     if cudnn.height:
         parts += [
-            "**CPU time in ops that call cuDNN**\n",
-            _keyed_table(cudnn, tuple(cudnn.columns)),
+            f"**CPU time in ops that call {library}**\n",
+            _keyed_table(cudnn, tuple(cudnn.columns), library),
         ]
     parts += _roofline_part(variant, full_names)
     parts += memory_section(variant.allocations)
