@@ -55,3 +55,41 @@ def test_a_mixed_set_names_both_libraries(tmp_path: Path) -> None:
     assert "cuDNN/MIOpen CPU µs/iter" in text
     assert "The ops that call MIOpen spend" in text
     assert "The ops that call cuDNN spend" in text
+
+
+def model_step(attention_us: int, gemm_us: int) -> list[dict[str, object]]:
+    """One inference step: an SDPA op's flash kernel and a linear layer's GEMM."""
+    return [
+        annotation("ProfilerStep#1", 100, 200),
+        op("aten::scaled_dot_product_attention", 110, 20),
+        op("aten::_scaled_dot_product_flash_attention", 112, 15),
+        call("cudaLaunchKernel", 114, 4, 1),
+        kernel("pytorch_flash::flash_fwd_kernel", 150, attention_us, 1),
+        op("aten::linear", 140, 10),
+        call("cudaLaunchKernel", 142, 4, 2),
+        kernel("nvjet_tst_128x64_64x8_1x1_v_bz_TNN", 150 + attention_us, gemm_us, 2),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("attention_us", "title"),
+    [
+        # Attention is most of the GPU work: attention variants.
+        (30, "Attention variants compared: profiling report"),
+        # A model whose attention is a part (BERT, ViT): named by its workload.
+        (10, "Inference traces compared: profiling report"),
+    ],
+)
+def test_several_traces_are_attention_variants_only_when_attention_is_most_of_them(
+    tmp_path: Path, attention_us: int, title: str
+) -> None:
+    paths = [write_trace(tmp_path, model_step(attention_us, 20), f"{name}.json") for name in "ab"]
+    assert build_report(load_variants(paths, cache=False)).title == title
+
+
+def test_two_bert_traces_are_inference_traces(public: Path) -> None:
+    # Attention is 12% (H100) and 29% (MI300) of their GPU activity.
+    paths = [public / "tl_h100_bert_small.json.gz", public / "tl_mi300_bert_small.json.gz"]
+    report = build_report(load_variants(paths))
+    assert report.title == "Inference traces compared: profiling report"
+    assert report.dnn_library == "cuDNN/MIOpen"

@@ -39,6 +39,7 @@ from traceanalyze.analyses.ranks import RanksResult, rank_work, ranks_analysis
 from traceanalyze.analyses.roofline import Roofline, roofline
 from traceanalyze.analyses.summary import summary, summary_with_wall
 from traceanalyze.devices import AMD_NAME
+from traceanalyze.link import nearest_ancestor
 from traceanalyze.load.variants import Variant, VariantSet
 from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
@@ -177,20 +178,18 @@ def cold_part(variant_set: VariantSet, baseline: str | None) -> ColdSet | None:
 # CPU ops or annotations that say a trace profiles attention.
 ATTENTION_SIGNS = (
     r"(?i)scaled_dot_product|flash_attention|efficient_attention|cudnn_attention|flex_attention"
-    r"|(^|[^a-z])attn|attention"
+    r"|(^|[^a-z])(attn|sdpa)|attention"
 )
+# A trace is an attention variant when at least this share of its GPU activity runs under an
+# attention op or region: a BERT or ViT model runs attention too, but among much else (12-29%
+# on the public BERT traces), and is no attention variant.
+ATTENTION_SHARE_PCT = 50.0
+# The capture configuration of an attention variant set (capture/ writes these keys).
+ATTENTION_CONFIG_KEYS = ("heads", "head_dim")
 # CPU ops that only a training step runs: autograd's backward and an optimizer step.
 TRAINING_SIGNS = r"^autograd::engine::evaluate_function|Backward\d*$|^Optimizer\.(step|zero_grad)"
 TRAINING = "training"
 INFERENCE = "inference"
-
-
-def _any_cpu(variant_set: VariantSet, pattern: str) -> bool:
-    return any(
-        v.trace.cpu["name"].str.contains(pattern).any()
-        for v in variant_set.loaded
-        if v.trace is not None
-    )
 
 
 def _has_cpu_ops(trace: Trace) -> bool:
@@ -201,20 +200,60 @@ def workload(variant_set: VariantSet) -> str | None:
     """For a single trace: a training step (backward or optimizer ops ran) or inference (none
     did, among the CPU operators the trace recorded); None for several traces, and for a trace
     without CPU operators (GPU-only or CPU-less): the absence of backward ops says nothing."""
-    if len(variant_set.loaded) != 1:
-        return None
-    if _any_cpu(variant_set, TRAINING_SIGNS):
+    loaded = [v.trace for v in variant_set.loaded if v.trace is not None]
+    return trace_workload(loaded[0]) if len(loaded) == 1 else None
+
+
+def trace_workload(trace: Trace) -> str | None:
+    """One trace's workload, as :func:`workload` decides it."""
+    if trace.cpu["name"].str.contains(TRAINING_SIGNS).any():
         return TRAINING
-    recorded = any(_has_cpu_ops(v.trace) for v in variant_set.loaded if v.trace is not None)
-    return INFERENCE if recorded else None
+    return INFERENCE if _has_cpu_ops(trace) else None
+
+
+def attention_share_pct(trace: Trace) -> float | None:
+    """The share of the trace's GPU activity (in its iterations) launched under an attention
+    op or region (:data:`ATTENTION_SIGNS`), the launching op included; None without any."""
+    gpu = in_iterations(activities(trace))
+    total = float(gpu["dur_ns"].sum())
+    if not total:
+        return None
+    sign = pl.col("name").str.contains(ATTENTION_SIGNS)
+    itself = gpu.select(
+        pl.col("op_id").is_not_null() & pl.lit(trace.cpu.select(sign).to_series()).gather("op_id")
+    ).to_series()
+    above = nearest_ancestor(trace.cpu, gpu["op_id"], sign).is_not_null()
+    return float(gpu.filter(itself.fill_null(False) | above)["dur_ns"].sum()) / total * 100
+
+
+def _attention_variants(variant_set: VariantSet, loaded: list[Trace]) -> bool:
+    """The traces compare attention implementations: captured as such (the manifest's attention
+    shape), or each one spends most of its GPU activity under attention ops or regions."""
+    if any(
+        all(key in (m.get("config") or {}) for key in ATTENTION_CONFIG_KEYS)
+        for m in variant_set.manifests
+    ):
+        return True
+    shares = [attention_share_pct(t) for t in loaded]
+    return all(s is not None and s >= ATTENTION_SHARE_PCT for s in shares)
+
+
+# What several traces are, by their common workload, when they are no attention variants.
+SET_NAMES = {TRAINING: "Training steps", INFERENCE: "Inference traces"}
 
 
 def title(variant_set: VariantSet) -> str:
     """What the traces are about, from their content: attention variants only where attention
-    ran, a training step or an inference trace, and a folder of ranks as such."""
+    is most of the GPU work (or the capture says so), else training steps or inference traces
+    (a single trace: a training step or an inference trace), and a folder of ranks as such."""
     loaded = [v.trace for v in variant_set.loaded if v.trace is not None]
     if len(loaded) > 1:
-        what = "Attention variants" if _any_cpu(variant_set, ATTENTION_SIGNS) else "Traces"
+        kinds = {trace_workload(t) or "" for t in loaded}
+        what = (
+            "Attention variants"
+            if _attention_variants(variant_set, loaded)
+            else SET_NAMES.get(kinds.pop() if len(kinds) == 1 else "", "Traces")
+        )
         return f"{what} compared: profiling report"
     if not loaded:
         return "Profiling report"
