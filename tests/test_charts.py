@@ -4,10 +4,15 @@ render/waterfall.py)."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
 
+from tests.micro import annotation, call, kernel, op, write_trace
+from traceanalyze import load
+from traceanalyze.analyses.explain import explain
 from traceanalyze.classify.rules import CATEGORIES
 from traceanalyze.render.charts import (
     CATEGORY_STYLES,
@@ -15,6 +20,7 @@ from traceanalyze.render.charts import (
     cpu_vs_gpu,
     gpu_time_by_category,
 )
+from traceanalyze.render.waterfall import waterfall
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -64,21 +70,11 @@ def comparison(cpu: list[float], gpu: list[float]) -> pl.DataFrame:
     )
 
 
-def test_cpu_vs_gpu_draws_a_linear_axis_and_a_ratio_panel(monkeypatch: pytest.MonkeyPatch) -> None:
-    from matplotlib.figure import Figure
-
-    saved: list[Figure] = []
-    original = Figure.savefig
-
-    def keep(self: Figure, *args: object, **kwargs: object) -> None:
-        saved.append(self)
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
+def test_cpu_vs_gpu_draws_a_linear_axis_and_a_ratio_panel(saved_figures: list[Any]) -> None:
     png = cpu_vs_gpu(comparison([200.0, 50.0], [1000.0, 20.0]))
 
     assert png.startswith(PNG)
-    times, ratio = saved[0].axes
+    times, ratio = saved_figures[0].axes
     assert times.get_xscale() == "linear"
     assert ratio.get_xscale() == "linear"
     # Each bar carries its value; the ratio panel its CPU ÷ GPU figure.
@@ -95,3 +91,54 @@ def test_category_chart_is_a_png() -> None:
         }
     )
     assert gpu_time_by_category(table).startswith(PNG)
+
+
+@pytest.fixture
+def saved_figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The figures the charts save, kept for a look at their axes."""
+    from matplotlib.figure import Figure
+
+    saved: list[Any] = []
+    original = Figure.savefig
+
+    def keep(self: Figure, *args: Any, **kwargs: Any) -> None:
+        saved.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return saved
+
+
+def test_the_waterfall_labels_whole_and_values_on_its_bars(
+    tmp_path: Path, saved_figures: list[Any]
+) -> None:
+    # BASE: a 10 us softmax after a long-named op's 6 us copy; NEW: the softmax alone.
+    chain = "aten::masked_fill -> aten::clone -> aten::copy_"
+    base = [
+        annotation("ProfilerStep#1", 100, 100),
+        op("aten::masked_fill", 110, 30),
+        op("aten::clone", 112, 20),
+        op("aten::copy_", 114, 10),
+        call("cudaMemcpyAsync", 115, 3, 1),
+        kernel("Memcpy DtoD (Device -> Device)", 120, 6, 1, cat="gpu_memcpy", bytes=1024),
+        op("aten::softmax", 150, 10),
+        call("cudaLaunchKernel", 151, 5, 2),
+        kernel("softmax_warp_forward", 160, 10, 2),
+    ]
+    new = [base[0], *base[6:]]
+    explanation = explain(
+        load(write_trace(tmp_path, base, "base.json"), cache=False),
+        load(write_trace(tmp_path, new, "new.json"), cache=False),
+        "base",
+        "new",
+    )
+    assert waterfall(explanation).startswith(PNG)
+
+    axes = saved_figures[0].axes[0]
+    labels = [t.get_text().replace("\n", " ") for t in axes.get_yticklabels()]
+    assert any(chain in label for label in labels), labels  # whole, not cut with "…"
+    assert not any("…" in label for label in labels)
+    values = [t.get_text() for t in axes.texts]
+    assert values[0] == f"{explanation.base_figures['gpu_span_us_per_iter']:,.1f} µs"
+    assert values[-1] == f"{explanation.new_figures['gpu_span_us_per_iter']:,.1f} µs"
+    assert "\u22126.0" in values  # the copy's part, with a minus sign
