@@ -9,7 +9,7 @@ import pytest
 from tests.micro import annotation, call, kernel, op, write_trace
 from traceanalyze.analyses.report import build_report
 from traceanalyze.load.variants import load_variants
-from traceanalyze.render.report import render_report
+from traceanalyze.render.report import _gpu_labels, render_report
 
 CONV = "miopenSp3AsmConv_v21_1_3_gfx9_fp32_stride1"
 
@@ -93,3 +93,24 @@ def test_two_bert_traces_are_inference_traces(public: Path) -> None:
     report = build_report(load_variants(paths))
     assert report.title == "Inference traces compared: profiling report"
     assert report.dnn_library == "cuDNN/MIOpen"
+    assert report.variant_gpus == {
+        "tl_h100_bert_small": "NVIDIA H100 80GB HBM3",
+        "tl_mi300_bert_small": "AMD Instinct MI300X VF",
+    }
+    text = render_report(report, command="traceanalyze report", version="test")
+    assert (
+        "These traces ran on different GPUs (`tl_h100_bert_small`: NVIDIA H100 80GB HBM3; "
+        "`tl_mi300_bert_small`: AMD Instinct MI300X VF): a speed-up compares the devices as "
+        "well as the code." in text
+    )
+    assert (
+        _gpu_labels(report)["tl_h100_bert_small"] == "tl_h100_bert_small\n(NVIDIA H100 80GB HBM3)"
+    )
+
+
+def test_one_gpu_model_is_not_repeated_in_labels(tmp_path: Path) -> None:
+    paths = [write_trace(tmp_path, model_step(30, 20), f"{name}.json") for name in "ab"]
+    report = build_report(load_variants(paths, cache=False))
+    assert len(set(report.variant_gpus.values())) == 1
+    assert _gpu_labels(report) == {}
+    assert "different GPUs" not in render_report(report, command="c", version="v")

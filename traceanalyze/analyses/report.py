@@ -96,6 +96,8 @@ class Report:
     guesses: pl.DataFrame | None = None  # `--expect`: variant, expectation, measured, held
     # The DNN library the traces' ops call: cuDNN, MIOpen on ROCm, both for a mixed set.
     dnn_library: str = "cuDNN"
+    # Each loaded variant's GPU model(s) as the trace names them, for a set that mixes devices.
+    variant_gpus: dict[str, str] = field(default_factory=dict)
 
 
 def build_report(
@@ -133,6 +135,7 @@ def build_report(
         workload=workload(variant_set),
         guesses=guesses(variant_set, expectations) if expectations else None,
         dnn_library=dnn_library(variant_set),
+        variant_gpus=variant_gpus(variant_set),
     )
     return replace(built, findings=findings(built))
 
@@ -283,6 +286,16 @@ def dnn_library(variant_set: VariantSet) -> str:
     """cuDNN, MIOpen where every trace is ROCm's, "cuDNN/MIOpen" for a mixed set."""
     platforms = sorted({_rocm(v.trace) for v in variant_set.loaded if v.trace is not None})
     return "/".join(DNN_LIBRARIES[rocm] for rocm in platforms) or DNN_LIBRARIES[False]
+
+
+def variant_gpus(variant_set: VariantSet) -> dict[str, str]:
+    """Each loaded variant's GPU model(s), by label (variants whose trace names none left out)."""
+    names = {
+        v.label: ", ".join(v.trace.devices["name"].drop_nulls().unique().sort().to_list())
+        for v in variant_set.loaded
+        if v.trace is not None
+    }
+    return {label: gpu for label, gpu in names.items() if gpu}
 
 
 def header(variant_set: VariantSet) -> dict[str, Any]:

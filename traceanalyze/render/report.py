@@ -121,13 +121,26 @@ def chart_files(stem: str) -> dict[str, str]:
 
 
 def charts(report: Report) -> dict[str, bytes]:
-    """The report's charts as PNG bytes, by chart (see :func:`chart_files` for file names)."""
+    """The report's charts as PNG bytes, by chart (see :func:`chart_files` for file names);
+    where the variants ran on different GPUs, each one's label names its GPU."""
     if not report.category_us.height:
         return {}
+    named = pl.col("variant").replace(_gpu_labels(report))
     return {
-        CHART_GPU: gpu_time_by_category(report.category_us),
-        CHART_CPU_GPU: cpu_vs_gpu(report.comparison),
+        CHART_GPU: gpu_time_by_category(report.category_us.with_columns(named)),
+        CHART_CPU_GPU: cpu_vs_gpu(report.comparison.with_columns(named)),
     }
+
+
+def _mixed_gpus(report: Report) -> bool:
+    return len(set(report.variant_gpus.values())) > 1
+
+
+def _gpu_labels(report: Report) -> dict[str, str]:
+    """Variant -> "variant (GPU)" where the set mixes GPU models; no change otherwise."""
+    if not _mixed_gpus(report):
+        return {}
+    return {label: f"{label}\n({gpu})" for label, gpu in report.variant_gpus.items()}
 
 
 def render_report(
@@ -191,8 +204,15 @@ def _comparison_intro(report: Report) -> str:
         if report.cold is not None
         else ""
     )
+    devices = (
+        " These traces ran on different GPUs ("
+        + "; ".join(f"`{label}`: {gpu}" for label, gpu in report.variant_gpus.items())
+        + "): a speed-up compares the devices as well as the code."
+        if _mixed_gpus(report)
+        else ""
+    )
     return (
-        f"{unit} *speed-up* is GPU busy time relative to `{report.baseline}`; "
+        f"{unit}{devices} *speed-up* is GPU busy time relative to `{report.baseline}`; "
         "*speed-up wall* is wall time, from the capture's median times where the manifest has "
         "them (the *wall source* column names which), else the traces' iteration wall time. "
         f"Times are defined under *How to read this* below.{cold}\n"
