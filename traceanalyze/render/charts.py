@@ -96,6 +96,7 @@ def gpu_time_by_category(category_us: pl.DataFrame) -> bytes:
     _stack(absolute, category_us, variants, lambda v, us: us)
     absolute.set_xlabel("GPU activity time per iteration (µs): kernels + memcpy + memset")
     _plain_ticks(absolute, log=False)
+    absolute.tick_params(axis="y", length=0)  # beside a two-line label a tick reads as a character
     absolute.invert_yaxis()
     if split:
         shares = panels[0][1]
