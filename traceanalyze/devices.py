@@ -18,7 +18,7 @@ AMD_ARCHES = pl.DataFrame(
         "gfx_arch": ["gfx908", "gfx90a", "gfx942", "gfx950"],
     }
 )
-_AMD_NAME = r"(?i)\b(?:AMD|Radeon|Instinct)\b"
+AMD_NAME = r"(?i)\b(?:AMD|Radeon|Instinct)\b"
 
 
 def device_label(*, rocm: pl.Expr | bool = False) -> pl.Expr:
@@ -32,7 +32,7 @@ def device_label(*, rocm: pl.Expr | bool = False) -> pl.Expr:
     name = pl.col("name")
     amd = pl.lit(rocm) if isinstance(rocm, bool) else rocm
     # A 64-wide wavefront is AMD's (NVIDIA's warps are 32): "AMD Radeon Graphics" or no name.
-    amd = amd | name.str.contains(_AMD_NAME).fill_null(False) | (pl.col("warp_size") == 64)
+    amd = amd | name.str.contains(AMD_NAME).fill_null(False) | (pl.col("warp_size") == 64)
     amd = amd.fill_null(False)
     arch = pl.coalesce(
         *(

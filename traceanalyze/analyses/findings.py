@@ -66,6 +66,9 @@ OCCUPANCY_CAUSES = (
     OccupancyCause("shared_memory", "design", "shared_memory_bytes", 48 * 1024),
     OccupancyCause("blocks", "accident"),
 )
+# Kernels whose occupancy says nothing of their speed: a collective runs one block per channel
+# by design and waits on the link and the other ranks, not on warps.
+NO_OCCUPANCY_CATEGORIES = ("communication",)
 # A GEMM precision finding below this share of the GPU activity is noise.
 MIN_FP32_SHARE_PCT = 1.0
 # The op launching the most GPU time is named only when linked kernels cover this share.
@@ -288,11 +291,17 @@ def copies(report: Report) -> list[Evidence]:
 
 
 def _top_kernel(variant: VariantReport) -> dict[str, Any] | None:
-    """The variant's longest kernel per iteration that has a theoretical occupancy."""
-    top = variant.kernels.filter(
+    return top_occupancy_kernel(variant.kernels)
+
+
+def top_occupancy_kernel(kernels: pl.DataFrame) -> dict[str, Any] | None:
+    """The longest kernel per iteration (``kernels`` as kernel_table sorts it) that has a
+    theoretical occupancy and whose speed occupancy can explain."""
+    top = kernels.filter(
         (pl.col("kind") == "kernel")
         & pl.col("theoretical_occupancy_pct").is_not_null()
         & (pl.col("us_per_iter") > 0)
+        & ~pl.col("category").is_in(NO_OCCUPANCY_CATEGORIES)
     ).head(1)
     return top.row(0, named=True) if top.height else None
 
@@ -364,7 +373,8 @@ def cudnn_cpu(report: Report) -> list[Evidence]:
         return []
     lead = min(users, key=lambda v: v.row.get("gpu_busy_us_per_iter") or float("inf"))
     ops = lead.cudnn.filter(pl.col("self_us_per_iter") > 0)
-    library = "MIOpen" if ops["name"].str.contains(MIOPEN_OP).any() else "cuDNN"
+    rocm = report.dnn_library == "MIOpen" or ops["name"].str.contains(MIOPEN_OP).any()
+    library = "MIOpen" if rocm else "cuDNN"
     figures: dict[str, Any] = {
         "variant": lead.label if len(_loaded(report)) > 1 else None,
         "library": library,

@@ -34,6 +34,14 @@ IN_PLACE_TWINS = frozenset(
 )  # fmt: skip
 
 
+# Namespaces of libraries' custom ops (torch.ops.<namespace>.<op>): a copy inside one of them
+# is the library's, not the user's.
+LIBRARY_NAMESPACES = (
+    "fbgemm", "torchrec", "vllm", "_C", "_vllm_fa2_C", "sgl_kernel", "flashinfer", "trtllm",
+    "tensorrt_llm", "xformers", "apex", "aiter", "c10d",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Cause:
     """A chain pattern and the advice it earns.
@@ -60,6 +68,14 @@ CAUSES: tuple[Cause, ...] = (
         r"(?:autograd::engine::evaluate_function: \w+|\w+Backward\d*) -> .*Memcpy DtoD",
         "made by autograd's backward formula of an op, not by your code; it goes away only "
         "with a different op or a custom backward",
+        actionable=False,
+    ),
+    # Copies and reads a library's own op makes (FBGEMM's sparse-feature permute reads a
+    # length back with `.item()`): the fix is in the library, not in the user's code.
+    Cause(
+        rf"(?:^|-> )(?:{'|'.join(LIBRARY_NAMESPACES)})::\w+ -> .*Memcpy",
+        "made inside a library's own op (see the chain), not by your code; it changes only "
+        "with the library's version or options",
         actionable=False,
     ),
     Cause(

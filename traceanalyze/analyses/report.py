@@ -22,8 +22,15 @@ from traceanalyze.analyses.critical_path import CriticalPath, critical_path
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.expectations import Expectation, check
 from traceanalyze.analyses.explain import Explanation, explain
-from traceanalyze.analyses.findings import SDPA_MATH_OP, Finding, findings
+from traceanalyze.analyses.findings import (
+    NO_OCCUPANCY_CATEGORIES,
+    SDPA_MATH_OP,
+    Finding,
+    findings,
+    top_occupancy_kernel,
+)
 from traceanalyze.analyses.idle import IdleResult, idle_breakdown
+from traceanalyze.analyses.info import ROCM_VERSION_KEYS
 from traceanalyze.analyses.kernels import kernel_table, op_table
 from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
@@ -31,6 +38,8 @@ from traceanalyze.analyses.memory import MemoryResult, memory
 from traceanalyze.analyses.ranks import RanksResult, rank_work, ranks_analysis
 from traceanalyze.analyses.roofline import Roofline, roofline
 from traceanalyze.analyses.summary import summary, summary_with_wall
+from traceanalyze.devices import AMD_NAME
+from traceanalyze.link import nearest_ancestor
 from traceanalyze.load.variants import Variant, VariantSet
 from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
@@ -85,6 +94,10 @@ class Report:
     # *What the traces say*: ranked findings (analyses/findings.py)
     findings: tuple[Finding, ...] = ()
     guesses: pl.DataFrame | None = None  # `--expect`: variant, expectation, measured, held
+    # The DNN library the traces' ops call: cuDNN, MIOpen on ROCm, both for a mixed set.
+    dnn_library: str = "cuDNN"
+    # Each loaded variant's GPU model(s) as the trace names them, for a set that mixes devices.
+    variant_gpus: dict[str, str] = field(default_factory=dict)
 
 
 def build_report(
@@ -121,6 +134,8 @@ def build_report(
         sources=tuple(str(p) for p in variant_set.sources),
         workload=workload(variant_set),
         guesses=guesses(variant_set, expectations) if expectations else None,
+        dnn_library=dnn_library(variant_set),
+        variant_gpus=variant_gpus(variant_set),
     )
     return replace(built, findings=findings(built))
 
@@ -169,20 +184,18 @@ def cold_part(variant_set: VariantSet, baseline: str | None) -> ColdSet | None:
 # CPU ops or annotations that say a trace profiles attention.
 ATTENTION_SIGNS = (
     r"(?i)scaled_dot_product|flash_attention|efficient_attention|cudnn_attention|flex_attention"
-    r"|(^|[^a-z])attn|attention"
+    r"|(^|[^a-z])(attn|sdpa)|attention"
 )
+# A trace is an attention variant when at least this share of its GPU activity runs under an
+# attention op or region: a BERT or ViT model runs attention too, but among much else (12-29%
+# on the public BERT traces), and is no attention variant.
+ATTENTION_SHARE_PCT = 50.0
+# The capture configuration of an attention variant set (capture/ writes these keys).
+ATTENTION_CONFIG_KEYS = ("heads", "head_dim")
 # CPU ops that only a training step runs: autograd's backward and an optimizer step.
 TRAINING_SIGNS = r"^autograd::engine::evaluate_function|Backward\d*$|^Optimizer\.(step|zero_grad)"
 TRAINING = "training"
 INFERENCE = "inference"
-
-
-def _any_cpu(variant_set: VariantSet, pattern: str) -> bool:
-    return any(
-        v.trace.cpu["name"].str.contains(pattern).any()
-        for v in variant_set.loaded
-        if v.trace is not None
-    )
 
 
 def _has_cpu_ops(trace: Trace) -> bool:
@@ -193,20 +206,60 @@ def workload(variant_set: VariantSet) -> str | None:
     """For a single trace: a training step (backward or optimizer ops ran) or inference (none
     did, among the CPU operators the trace recorded); None for several traces, and for a trace
     without CPU operators (GPU-only or CPU-less): the absence of backward ops says nothing."""
-    if len(variant_set.loaded) != 1:
-        return None
-    if _any_cpu(variant_set, TRAINING_SIGNS):
+    loaded = [v.trace for v in variant_set.loaded if v.trace is not None]
+    return trace_workload(loaded[0]) if len(loaded) == 1 else None
+
+
+def trace_workload(trace: Trace) -> str | None:
+    """One trace's workload, as :func:`workload` decides it."""
+    if trace.cpu["name"].str.contains(TRAINING_SIGNS).any():
         return TRAINING
-    recorded = any(_has_cpu_ops(v.trace) for v in variant_set.loaded if v.trace is not None)
-    return INFERENCE if recorded else None
+    return INFERENCE if _has_cpu_ops(trace) else None
+
+
+def attention_share_pct(trace: Trace) -> float | None:
+    """The share of the trace's GPU activity (in its iterations) launched under an attention
+    op or region (:data:`ATTENTION_SIGNS`), the launching op included; None without any."""
+    gpu = in_iterations(activities(trace))
+    total = float(gpu["dur_ns"].sum())
+    if not total:
+        return None
+    sign = pl.col("name").str.contains(ATTENTION_SIGNS)
+    itself = gpu.select(
+        pl.col("op_id").is_not_null() & pl.lit(trace.cpu.select(sign).to_series()).gather("op_id")
+    ).to_series()
+    above = nearest_ancestor(trace.cpu, gpu["op_id"], sign).is_not_null()
+    return float(gpu.filter(itself.fill_null(False) | above)["dur_ns"].sum()) / total * 100
+
+
+def _attention_variants(variant_set: VariantSet, loaded: list[Trace]) -> bool:
+    """The traces compare attention implementations: captured as such (the manifest's attention
+    shape), or each one spends most of its GPU activity under attention ops or regions."""
+    if any(
+        all(key in (m.get("config") or {}) for key in ATTENTION_CONFIG_KEYS)
+        for m in variant_set.manifests
+    ):
+        return True
+    shares = [attention_share_pct(t) for t in loaded]
+    return all(s is not None and s >= ATTENTION_SHARE_PCT for s in shares)
+
+
+# What several traces are, by their common workload, when they are no attention variants.
+SET_NAMES = {TRAINING: "Training steps", INFERENCE: "Inference traces"}
 
 
 def title(variant_set: VariantSet) -> str:
     """What the traces are about, from their content: attention variants only where attention
-    ran, a training step or an inference trace, and a folder of ranks as such."""
+    is most of the GPU work (or the capture says so), else training steps or inference traces
+    (a single trace: a training step or an inference trace), and a folder of ranks as such."""
     loaded = [v.trace for v in variant_set.loaded if v.trace is not None]
     if len(loaded) > 1:
-        what = "Attention variants" if _any_cpu(variant_set, ATTENTION_SIGNS) else "Traces"
+        kinds = {trace_workload(t) or "" for t in loaded}
+        what = (
+            "Attention variants"
+            if _attention_variants(variant_set, loaded)
+            else SET_NAMES.get(kinds.pop() if len(kinds) == 1 else "", "Traces")
+        )
         return f"{what} compared: profiling report"
     if not loaded:
         return "Profiling report"
@@ -216,6 +269,36 @@ def title(variant_set: VariantSet) -> str:
     ranks = len(loaded[0].meta)
     on = f" on a folder of {ranks} ranks" if ranks > 1 else ""
     return f"{kind}{on}: profiling report"
+
+
+# The DNN library PyTorch calls on each platform (MIOpen is cuDNN's ROCm counterpart).
+DNN_LIBRARIES = {False: "cuDNN", True: "MIOpen"}
+# Signs of a ROCm trace besides its versions: MIOpen's ATen ops, an AMD device name.
+ROCM_OPS = r"^aten::miopen_"
+
+
+def _rocm(trace: Trace) -> bool:
+    return (
+        any(key in m.versions for m in trace.meta for key in ROCM_VERSION_KEYS)
+        or bool(trace.cpu["name"].str.contains(ROCM_OPS).any())
+        or bool(trace.devices["name"].str.contains(AMD_NAME).any())
+    )
+
+
+def dnn_library(variant_set: VariantSet) -> str:
+    """cuDNN, MIOpen where every trace is ROCm's, "cuDNN/MIOpen" for a mixed set."""
+    platforms = sorted({_rocm(v.trace) for v in variant_set.loaded if v.trace is not None})
+    return "/".join(DNN_LIBRARIES[rocm] for rocm in platforms) or DNN_LIBRARIES[False]
+
+
+def variant_gpus(variant_set: VariantSet) -> dict[str, str]:
+    """Each loaded variant's GPU model(s), by label (variants whose trace names none left out)."""
+    names = {
+        v.label: ", ".join(v.trace.devices["name"].drop_nulls().unique().sort().to_list())
+        for v in variant_set.loaded
+        if v.trace is not None
+    }
+    return {label: gpu for label, gpu in names.items() if gpu}
 
 
 def header(variant_set: VariantSet) -> dict[str, Any]:
@@ -330,7 +413,7 @@ def _findings(
     sentences = [*memory_findings(trace)]
     sentences += _occupancy_findings(kernels)
     sentences += _gemm_findings(trace, kernels)
-    sentences += _cudnn_findings(cudnn, warm_up_calls)
+    sentences += _cudnn_findings(cudnn, warm_up_calls, DNN_LIBRARIES[_rocm(trace)])
     sentences += _bound_findings(figures, row)
     views = figures["transpose_ops_per_iter"]
     if views:
@@ -361,14 +444,9 @@ def _findings(
 
 
 def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
-    top = kernels.filter(
-        (pl.col("kind") == "kernel")
-        & pl.col("theoretical_occupancy_pct").is_not_null()
-        & (pl.col("us_per_iter") > 0)
-    ).head(1)  # the table is sorted by time per iteration
-    if not top.height:
+    row = top_occupancy_kernel(kernels)
+    if row is None:
         return []
-    row = top.row(0, named=True)
     reported = row["achieved_occupancy_pct"]
     said = (
         f"; the trace reports {reported:.0f}%"
@@ -381,8 +459,14 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
         f"{row['registers_per_thread']} registers/thread, {row['threads_per_block']} "
         f"threads/block, {byte_size(row['shared_memory_bytes'])} shared memory"
     )
+    # A longer collective was passed over (its occupancy says nothing): say the set chosen from.
+    longer = kernels.filter(
+        pl.col("category").is_in(NO_OCCUPANCY_CATEGORIES)
+        & (pl.col("us_per_iter") > row["us_per_iter"])
+    ).height
+    which = "The longest kernel outside the collectives" if longer else "The longest kernel"
     return [
-        f"The longest kernel per iteration, `{row['short_name']}` (from `{row['launch_op']}`), "
+        f"{which} per iteration, `{row['short_name']}` (from `{row['launch_op']}`), "
         f"has {row['theoretical_occupancy_pct']:.2f}% theoretical occupancy{limited} "
         f"({footprint}){said}."
     ]
@@ -407,7 +491,7 @@ def _gemm_findings(trace: Trace, kernels: pl.DataFrame) -> list[str]:
     ]
 
 
-def _cudnn_findings(cudnn: pl.DataFrame, warm_up_calls: int | None) -> list[str]:
+def _cudnn_findings(cudnn: pl.DataFrame, warm_up_calls: int | None, library: str) -> list[str]:
     rows = cudnn.filter(pl.col("self_us_per_iter") > 0)
     if not rows.height:
         return []
@@ -427,7 +511,8 @@ def _cudnn_findings(cudnn: pl.DataFrame, warm_up_calls: int | None) -> list[str]
             "profiling started (`traceanalyze cold` separates first-call cost)"
         )
     return [
-        f"The ops that call cuDNN spend {spent:.1f} µs of CPU self time per iteration{of_cpu}; "
+        f"The ops that call {library} spend {spent:.1f} µs of CPU self time per iteration"
+        f"{of_cpu}; "
         f"{one_off}."
     ]
 

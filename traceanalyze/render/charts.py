@@ -13,27 +13,30 @@ from typing import Any
 import polars as pl
 
 # Fixed colours per category, so a category looks the same in every chart and report. The
-# first eight are the Okabe-Ito colour-blind-safe palette, the rest Paul Tol's muted palette
-# drawn with hatching, so no two categories rely on a hue difference alone.
+# first seven are the Okabe-Ito colour-blind-safe palette; the rest were chosen so that every
+# pair of categories stays at least MIN_CATEGORY_DELTA_E apart in CIELAB (CIE76), neighbours
+# such as mask, elementwise and reduction or normalization and communication included (tests
+# check it), and are drawn with hatching too, so no two rely on a hue difference alone.
 CATEGORY_STYLES: dict[str, tuple[str, str]] = {
     "fused_attention": ("#009E73", ""),
     "gemm": ("#E69F00", ""),
     "softmax": ("#CC79A7", ""),
     "memcpy": ("#D55E00", ""),
     "mask": ("#0072B2", ""),
-    "elementwise": ("#56B4E9", ""),
+    "elementwise": ("#66CCEE", ""),
     "transpose": ("#F0E442", ""),
     "copy": ("#000000", ""),
-    "convolution": ("#332288", "//"),
-    "memset": ("#DDCC77", "//"),
-    "fill": ("#117733", "//"),
-    "reduction": ("#88CCEE", "//"),
+    "convolution": ("#8B4513", "//"),
+    "memset": ("#EE8866", "//"),
+    "fill": ("#B2DF8A", "//"),
+    "reduction": ("#6A3D9A", "//"),
     "normalization": ("#882255", "//"),
-    "indexing": ("#44AA99", "//"),
-    "optimizer": ("#999933", "//"),
-    "communication": ("#AA4499", "//"),
+    "indexing": ("#999933", "//"),
+    "optimizer": ("#4D4D4D", "//"),
+    "communication": ("#EE3377", "//"),
     "other": ("#DDDDDD", "//"),
 }
+MIN_CATEGORY_DELTA_E = 30.0
 # Values spanning at least this ratio get a log axis or a second, normalised panel.
 WIDE_RANGE = 10.0
 
@@ -93,6 +96,7 @@ def gpu_time_by_category(category_us: pl.DataFrame) -> bytes:
     _stack(absolute, category_us, variants, lambda v, us: us)
     absolute.set_xlabel("GPU activity time per iteration (µs): kernels + memcpy + memset")
     _plain_ticks(absolute, log=False)
+    absolute.tick_params(axis="y", length=0)  # beside a two-line label a tick reads as a character
     absolute.invert_yaxis()
     if split:
         shares = panels[0][1]
@@ -125,26 +129,66 @@ def _stack(axes: Any, category_us: pl.DataFrame, variants: list[str], scale: Any
 
 
 def cpu_vs_gpu(table: pl.DataFrame) -> bytes:
-    """Grouped bars per variant: CPU operator time and GPU busy time per iteration (log axis
-    when they span tenfold or more)."""
+    """Per variant: CPU operator time and GPU busy time per iteration as grouped bars on a
+    linear axis (lengths compare honestly; each bar carries its value, so a short one still
+    reads), and beside them CPU time ÷ GPU busy time, the ratio the bars show."""
     rows = table.filter(pl.col("gpu_busy_us_per_iter").is_not_null())
     variants = rows["variant"].to_list()
-    cpu = rows["cpu_op_us_per_iter"].fill_null(0.0).to_list()
+    cpu = rows["cpu_op_us_per_iter"].to_list()
     gpu = rows["gpu_busy_us_per_iter"].to_list()
+    ratios = [c / g if c is not None and g else None for c, g in zip(cpu, gpu, strict=True)]
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(8, 0.45 * len(variants) + 1.8), dpi=100)
+    figure, (times, ratio) = plt.subplots(
+        1, 2, figsize=(12, 0.5 * len(variants) + 1.8), dpi=100,
+        gridspec_kw={"width_ratios": [3, 1.3]}, sharey=True,
+    )  # fmt: skip
     positions = list(range(len(variants)))
     height = 0.4
-    axes.barh([p - height / 2 for p in positions], cpu, height, label="CPU operator time",
-              color="#0072B2")  # fmt: skip
-    axes.barh([p + height / 2 for p in positions], gpu, height, label="GPU busy time",
-              color="#E69F00")  # fmt: skip
-    axes.set_yticks(positions, variants)
-    axes.invert_yaxis()
-    log = _wide(cpu + gpu)
-    axes.set_xlabel("µs per iteration" + (" (log scale)" if log else ""))
-    _plain_ticks(axes, log)
-    axes.set_title("CPU operator time vs GPU busy time per iteration")
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    for offset, values, label, colour in (
+        (-height / 2, cpu, "CPU operator time", "#0072B2"),
+        (height / 2, gpu, "GPU busy time", "#E69F00"),
+    ):
+        shown = [v or 0.0 for v in values]
+        bars = times.barh([p + offset for p in positions], shown, height, label=label,
+                          color=colour)  # fmt: skip
+        _label_bars(times, bars, [_value(v) for v in values])
+    times.set_yticks(positions, variants)
+    times.tick_params(axis="y", length=0)  # a tick beside a two-line label reads as a character
+    times.invert_yaxis()
+    times.set_xlabel("µs per iteration")
+    _plain_ticks(times, log=False)
+    times.margins(x=0.12)  # room for the last label
+    times.set_title("CPU operator time and GPU busy time per iteration")
+    times.legend(fontsize=8, loc="best")
+    bars = ratio.barh(positions, [r or 0.0 for r in ratios], 0.6, color="#999999")
+    _label_bars(ratio, bars, [_ratio(r) for r in ratios])
+    ratio.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ratio.set_xlabel("CPU operator time ÷ GPU busy time")
+    ratio.margins(x=0.15)
+    ratio.grid(axis="x", alpha=0.3)
+    ratio.set_title("ratio (1: equal)")
     figure.tight_layout()
     return _png(plt, figure)
+
+
+def _label_bars(axes: Any, bars: Any, labels: list[str]) -> None:
+    """Each bar's value written just past its end ("" for none)."""
+    for bar, label in zip(bars, labels, strict=True):
+        if label:
+            end = (bar.get_x() + bar.get_width(), bar.get_y() + bar.get_height() / 2)
+            axes.annotate(
+                label, end, xytext=(3, 0), textcoords="offset points", va="center", fontsize=7
+            )
+
+
+def _value(us: float | None) -> str:
+    """A time as its bar's label: whole µs from 10 on, three figures below."""
+    if us is None:
+        return ""
+    return f"{us:,.0f}" if us >= 10 else f"{us:.3g}"
+
+
+def _ratio(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"

@@ -54,10 +54,14 @@ DETAIL_COLUMNS = (
 
 
 def comparison_markdown(
-    table: pl.DataFrame, *, full_names: bool = False, fold_details: bool = False
+    table: pl.DataFrame,
+    *,
+    full_names: bool = False,
+    fold_details: bool = False,
+    library: str = "cuDNN",
 ) -> str:
     """The headline table, the CPU-bound variants, then the details table (folded in a report),
-    headings derived from the keys."""
+    headings derived from the keys; ``library`` names the DNN library (MIOpen on ROCm)."""
     shown = table.filter(pl.col("status") == "ok")
     if not full_names:
         # A narrow column: cut at 48 characters, never two kernels alike (JSON keeps them whole).
@@ -67,9 +71,11 @@ def comparison_markdown(
     if shown["speedup_wall_source"].eq_missing(shown["wall_source"]).all():
         # One wall time for the verdict and the speed-up, as in any single capture: one column.
         details = tuple(c for c in DETAIL_COLUMNS if c != "speedup_wall_source")
-    detail = _keyed_table(shown, details)
+    detail = _keyed_table(shown, details, library)
     if fold_details:
-        detail = folded_block("Details: wall time, CPU time, occupancy, cuDNN, precision", detail)
+        detail = folded_block(
+            f"Details: wall time, CPU time, occupancy, {library}, precision", detail
+        )
     parts = (_keyed_table(shown, HEADLINE_COLUMNS), _bound_lines(shown), detail)
     return "\n".join(part for part in parts if part)
 
@@ -93,10 +99,17 @@ def _bound_lines(table: pl.DataFrame) -> str:
     )
 
 
-def _keyed_table(frame: pl.DataFrame, columns: tuple[str, ...]) -> str:
-    """``columns`` of ``frame`` with readable headings; columns with no value at all left out."""
+def _keyed_table(frame: pl.DataFrame, columns: tuple[str, ...], library: str = "cuDNN") -> str:
+    """``columns`` of ``frame`` with readable headings (the DNN library by its name on this
+    platform); columns with no value at all left out."""
     kept = [c for c in columns if c in frame.columns and not frame[c].is_null().all()]
-    return markdown_table(frame.select(kept).rename({c: heading(c) for c in kept}))
+    headings = {c: _on_library(heading(c), library) for c in kept}
+    return markdown_table(frame.select(kept).rename(headings))
+
+
+def _on_library(text: str, library: str) -> str:
+    """``text`` with cuDNN named as the library the traces call (MIOpen on ROCm)."""
+    return text.replace("cuDNN", library)
 
 
 def render_comparison(table: pl.DataFrame, fmt: str, *, full_names: bool = False) -> str:
@@ -114,13 +127,26 @@ def chart_files(stem: str) -> dict[str, str]:
 
 
 def charts(report: Report) -> dict[str, bytes]:
-    """The report's charts as PNG bytes, by chart (see :func:`chart_files` for file names)."""
+    """The report's charts as PNG bytes, by chart (see :func:`chart_files` for file names);
+    where the variants ran on different GPUs, each one's label names its GPU."""
     if not report.category_us.height:
         return {}
+    named = pl.col("variant").replace(_gpu_labels(report))
     return {
-        CHART_GPU: gpu_time_by_category(report.category_us),
-        CHART_CPU_GPU: cpu_vs_gpu(report.comparison),
+        CHART_GPU: gpu_time_by_category(report.category_us.with_columns(named)),
+        CHART_CPU_GPU: cpu_vs_gpu(report.comparison.with_columns(named)),
     }
+
+
+def _mixed_gpus(report: Report) -> bool:
+    return len(set(report.variant_gpus.values())) > 1
+
+
+def _gpu_labels(report: Report) -> dict[str, str]:
+    """Variant -> "variant (GPU)" where the set mixes GPU models; no change otherwise."""
+    if not _mixed_gpus(report):
+        return {}
+    return {label: f"{label}\n({gpu})" for label, gpu in report.variant_gpus.items()}
 
 
 def render_report(
@@ -140,7 +166,12 @@ def render_report(
         guesses_section(report.guesses) if report.guesses is not None else "",
         "## Comparison\n",
         _comparison_intro(report),
-        comparison_markdown(report.comparison, full_names=full_names, fold_details=True),
+        comparison_markdown(
+            report.comparison,
+            full_names=full_names,
+            fold_details=True,
+            library=report.dnn_library,
+        ),
         _skipped(report),
     ]
     # Only the charts actually written: on standard output there are none to link to.
@@ -148,11 +179,15 @@ def render_report(
         parts.append("## Charts\n")
         parts += [f"![{CHART_TITLES[chart]}]({file})\n" for chart, file in charts.items()]
     parts += ["## Environment\n", _header(report.header)]
-    parts += [_variant_section(v, full_names) for v in report.variants if v.status == "ok"]
+    parts += [
+        _variant_section(v, full_names, report.dnn_library)
+        for v in report.variants
+        if v.status == "ok"
+    ]
     parts += [cold_section(report.cold)] if report.cold is not None else []
     parts += [_ranks_section(label, result, full_names) for label, result in report.ranks]
     parts += list(extra_sections)
-    parts.append(_glossary())
+    parts.append(_on_library(_glossary(), report.dnn_library))
     return "\n".join(p for p in parts if p)
 
 
@@ -175,8 +210,15 @@ def _comparison_intro(report: Report) -> str:
         if report.cold is not None
         else ""
     )
+    devices = (
+        " These traces ran on different GPUs ("
+        + "; ".join(f"`{label}`: {gpu}" for label, gpu in report.variant_gpus.items())
+        + "): a speed-up compares the devices as well as the code."
+        if _mixed_gpus(report)
+        else ""
+    )
     return (
-        f"{unit} *speed-up* is GPU busy time relative to `{report.baseline}`; "
+        f"{unit}{devices} *speed-up* is GPU busy time relative to `{report.baseline}`; "
         "*speed-up wall* is wall time, from the capture's median times where the manifest has "
         "them (the *wall source* column names which), else the traces' iteration wall time. "
         f"Times are defined under *How to read this* below.{cold}\n"
@@ -209,7 +251,7 @@ def _skipped(report: Report) -> str:
     return "Not compared:\n\n" + "\n".join(lines) + "\n"
 
 
-def _variant_section(variant: VariantReport, full_names: bool) -> str:
+def _variant_section(variant: VariantReport, full_names: bool, library: str) -> str:
     figures = variant.summary
     # Readable names were chosen among all of the variant's kernels, as its findings name them.
     kernels = variant.top_kernels
@@ -242,8 +284,8 @@ def _variant_section(variant: VariantReport, full_names: bool) -> str:
     cudnn = variant.cudnn.filter(pl.col("calls_per_iter") > 0)
     if cudnn.height:
         parts += [
-            "**CPU time in ops that call cuDNN**\n",
-            _keyed_table(cudnn, tuple(cudnn.columns)),
+            f"**CPU time in ops that call {library}**\n",
+            _keyed_table(cudnn, tuple(cudnn.columns), library),
         ]
     parts += _roofline_part(variant, full_names)
     parts += memory_section(variant.allocations)
