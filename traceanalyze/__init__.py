@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from traceanalyze.api import (
     Loading,
     PerVariant,
+    annotate,
     check,
     cold,
     comms,
@@ -64,6 +65,7 @@ __all__ = [
     "TraceMeta",
     "Variant",
     "VariantSet",
+    "annotate",
     "check",
     "cold",
     "comms",

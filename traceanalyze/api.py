@@ -26,6 +26,8 @@ import polars as pl
 
 from traceanalyze import __version__, display
 from traceanalyze.analyses import expectations as expect
+from traceanalyze.analyses.annotate import Annotation
+from traceanalyze.analyses.annotate import annotate as annotation_of
 from traceanalyze.analyses.cold_variants import ColdSet, cold_set
 from traceanalyze.analyses.comms import Comms
 from traceanalyze.analyses.comms import comms as comms_of
@@ -65,6 +67,7 @@ from traceanalyze.engine import ENGINE_LOCAL, rank_folder
 from traceanalyze.errors import AnalysisError, UsageError
 from traceanalyze.load import Input as ResolvedInput
 from traceanalyze.load import InputKind, load, resolve
+from traceanalyze.load.annotated import write_annotated
 from traceanalyze.load.variants import (
     Variant,
     VariantSet,
@@ -76,6 +79,7 @@ from traceanalyze.load.variants import (
 )
 from traceanalyze.perfmodel.peaks import PeakOverride
 from traceanalyze.render.analyses import render_records
+from traceanalyze.render.annotate import activity_args, added_events
 from traceanalyze.render.between import render_idle, where_time_goes_markdown
 from traceanalyze.render.cold import render_cold
 from traceanalyze.render.critical_path import render_comms, render_critical_path
@@ -582,6 +586,39 @@ def _beside_its_manifest(path: Path, loading: Loading) -> Variant:
     """The trace as a variant, with its entry in the capture manifest beside it if any."""
     known = capture_entry(path) or Variant(label_of(path), path)
     return replace(known, trace=loading.trace(path))
+
+
+def annotate(
+    x: PathLike | Trace,
+    output: PathLike | None = None,
+    *,
+    force: bool = False,
+    loading: Loading | None = None,
+) -> Annotation:
+    """What ``annotate`` writes into a trace: each GPU activity's figures, the copies' arrows,
+    the counter tracks and the findings; with ``output`` (``.json`` or ``.json.gz``), the
+    annotated copy is written there too (never over the input; an existing file only with
+    ``force``).
+
+    >>> annotate("sample_traces/h200_default/naive.json.gz").activities.height
+    23
+    """
+    trace = one_trace(x, loading)
+    if output is not None:
+        _check_annotated_output(trace.path, Path(output), force)
+    annotation = annotation_of(trace)
+    if output is not None:
+        write_annotated(
+            trace.path, Path(output), activity_args(annotation), added_events(annotation)
+        )
+    return annotation
+
+
+def _check_annotated_output(source: Path, output: Path, force: bool) -> None:
+    if output.exists() and output.resolve() == source.resolve():
+        raise UsageError(f"{output} is the trace itself", output, "Write the copy elsewhere.")
+    if output.exists() and not force:
+        raise UsageError(f"{output} exists", output, "Pass force=True to overwrite it.")
 
 
 def ranks(

@@ -236,8 +236,7 @@ def _attention_variants(variant_set: VariantSet, loaded: list[Trace]) -> bool:
     """The traces compare attention implementations: captured as such (the manifest's attention
     shape), or each one spends most of its GPU activity under attention ops or regions."""
     if any(
-        all(key in (m.config or {}) for key in ATTENTION_CONFIG_KEYS)
-        for m in variant_set.manifests
+        all(key in (m.config or {}) for key in ATTENTION_CONFIG_KEYS) for m in variant_set.manifests
     ):
         return True
     shares = [attention_share_pct(t) for t in loaded]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from traceanalyze.analyses.annotate import annotate as annotation_of
+from traceanalyze import api
 from traceanalyze.cli.analyses import trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options
 from traceanalyze.load.annotated import write_annotated
@@ -44,7 +44,7 @@ def annotate(trace: Path, output: Path, force: bool, loader: Loader) -> None:
         raise click.UsageError(f"{trace} is a folder; annotate one trace file at a time.")
     out = Output("json", output, force)
     out.check_free(output)  # before the slow part
-    annotation = annotation_of(loader.trace(trace))
+    annotation = api.annotate(trace, loading=loader)
     members, events = activity_args(annotation), added_events(annotation)
     count = out.write_with(
         lambda path: write_annotated(trace, path, members, events), inputs=[trace]
