@@ -53,13 +53,13 @@ def test_cold_markdown(capture: VariantSet) -> None:
 
 def test_comparison_markdown(capture: VariantSet) -> None:
     lines = render_comparison(comparison(capture.variants), "md").splitlines()
-    # GPU busy 120 and 180 µs per iteration: cuDNN's speed-up is 120 / 180 = 0.667.
+    # GPU busy 120 and 180 µs per iteration: cuDNN's speed-up is 120 / 180 = 0.67.
     assert lines[:4] == [
         "| variant | GPU busy µs/iter | speed-up | speed-up wall | bound | kernels/iter | "
         "memcpy/iter | fused kernel |",
         "|---|---:|---:|---:|---|---:|---:|---|",
         "| naive | 120 | 1.00 | 1.00 | CPU-bound | 2 | 0 | — |",
-        "| sdpa_cudnn | 180 | 0.667 | 0.584 | CPU-bound | 3 | 0 | "
+        "| sdpa_cudnn | 180 | 0.67 | 0.58 | CPU-bound | 3 | 0 | "
         "cudnn_generated_fort_native_sdpa_sm90_flash_fpr… |",
     ]
     assert "- `naive`: GPU busy time 15% of the wall time (the trace's iteration span)" in lines
@@ -78,14 +78,14 @@ def test_roofline_markdown(tmp_path: Path) -> None:
         "(36.0 µs per iteration)."
     )
     for line in [
-        "| aten::addmm | [[256],[64,128],[128,256]] | bf16 | 1 | 10 | 10 | 27.78 | 0.419 | "
+        "| aten::addmm | [[256],[64,128],[128,256]] | bf16 | 1 | 10 | 10 | 27.78 | 0.42 | "
         "0.0115 | 36.41 | 989.40 | 0.24 | memory |",
-        "| aten::copy_ | [[1024,1024],[1024,1024]] | bf16 | 1 | 1 | 1 | 2.78 |  | 4.19 |  |  | "
+        "| aten::copy_ | [[1024,1024],[1024,1024]] | bf16 | 1 | 1 | 1 | 2.78 |  | 4.1943 |  |  | "
         "87.38 | memory |",
         "| aten::copy_ | [[1024,1024],[1024,1024]] | memory-bound, 87% of the roofline: near "
         "the roofline |",
         "| aten::cat | no FLOP/byte model for this op | 1 | 5 | 13.89 |",
         "| sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64 | 1 | 10 | 300 | 264 | "
-        "1.14 | 13.64 | 56.82 |",
+        "1.136 | 13.64 | 56.82 |",
     ]:
         assert line in lines, line
