@@ -23,7 +23,7 @@ from traceanalyze.analyses.activities import activities
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import memory_traffic
-from traceanalyze.analyses.roofline import roofline
+from traceanalyze.analyses.roofline.model import roofline
 from traceanalyze.analyses.summary import summary
 from traceanalyze.trace import Trace
 

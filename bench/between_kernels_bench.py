@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from traceanalyze import load
-from traceanalyze.analyses.idle import LAUNCH_OVERHEAD_MAX_US, idle_breakdown
-from traceanalyze.analyses.launches import launch_by_category, launch_table
+from traceanalyze.analyses.between.idle import LAUNCH_OVERHEAD_MAX_US, idle_breakdown
+from traceanalyze.analyses.between.launches import launch_by_category, launch_table
 from traceanalyze.trace import Trace
 
 DEFAULT_TRACE = (

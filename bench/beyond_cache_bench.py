@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from traceanalyze import load
-from traceanalyze.analyses.comms import comms
-from traceanalyze.analyses.critical_path import critical_path
-from traceanalyze.analyses.idle import idle_breakdown
+from traceanalyze.analyses.between.critical_path import critical_path
+from traceanalyze.analyses.between.idle import idle_breakdown
+from traceanalyze.analyses.between.launches import launch_by_category, launch_table
+from traceanalyze.analyses.distributed.comms import comms
 from traceanalyze.analyses.iterations import counted
-from traceanalyze.analyses.launches import launch_by_category, launch_table
-from traceanalyze.analyses.memory import memory
+from traceanalyze.analyses.memory.usage import memory
 from traceanalyze.trace import Trace
 
 DEFAULT_TRACE = (

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from traceanalyze import load
-from traceanalyze.analyses.comms import comms
-from traceanalyze.analyses.critical_path import critical_path
+from traceanalyze.analyses.between.critical_path import critical_path
+from traceanalyze.analyses.distributed.comms import comms
 from traceanalyze.trace import Trace
 
 DEFAULT_TRACE = (

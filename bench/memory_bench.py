@@ -28,7 +28,7 @@ from pathlib import Path
 import polars as pl
 
 from traceanalyze import load
-from traceanalyze.analyses.memory import memory
+from traceanalyze.analyses.memory.usage import memory
 
 DEFAULT_TRACE = (
     Path(os.environ.get("TRACEANALYZE_SHARED") or Path(__file__).resolve().parents[2] / "shared")

@@ -132,7 +132,7 @@ def worker(
     kind: str, folder: str, engine: str, cache_dir: str, out: str, workers: str
 ) -> dict[str, Any]:
     """One measurement, in this (fresh) process (``workers`` "0": the engine's default)."""
-    from traceanalyze.analyses.ranks import rank_work, ranks_analysis
+    from traceanalyze.analyses.distributed.ranks import rank_work, ranks_analysis
     from traceanalyze.engine import RankTask, map_files
     from traceanalyze.load import check_ranks
 
@@ -199,7 +199,7 @@ def build(folder: Path, ranks: int) -> None:
 def result_bytes(folder: Path) -> int:
     """The size of one rank's pickled result: what a worker sends back."""
     import traceanalyze
-    from traceanalyze.analyses.ranks import rank_work
+    from traceanalyze.analyses.distributed.ranks import rank_work
 
     return len(pickle.dumps(rank_work(traceanalyze.load(next(folder.iterdir()), cache=False))))
 

@@ -1,12 +1,12 @@
-"""Check traceanalyze.occupancy against CUDA's own occupancy API on the local NVIDIA GPU.
+"""Check traceanalyze.hardware.occupancy against CUDA's own occupancy API on the local NVIDIA GPU.
 
 For each (register cap, threads per block, static and dynamic shared memory) combination the
 script compiles a register-hungry CuPy RawKernel with ``--maxrregcount``, reads the registers
 and static shared memory the compiler actually gave it, asks the driver
 (``cuOccupancyMaxActiveBlocksPerMultiprocessor``) how many blocks fit on one SM, and compares
-that with :func:`traceanalyze.occupancy.theoretical_occupancy` on a kernel row built from the
-same footprint and a device row built from ``cudaGetDeviceProperties`` (the struct Kineto copies
-into a trace's deviceProperties). Nothing is launched.
+that with :func:`traceanalyze.hardware.occupancy.theoretical_occupancy` on a kernel row built
+from the same footprint and a device row built from ``cudaGetDeviceProperties`` (the struct
+Kineto copies into a trace's deviceProperties). Nothing is launched.
 
 Needs CuPy, polars and this repository on ``sys.path``::
 
@@ -26,7 +26,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from traceanalyze.occupancy import ARCH_LIMITS, theoretical_occupancy
+from traceanalyze.hardware.occupancy import ARCH_LIMITS, theoretical_occupancy
 from traceanalyze.schema import DEVICE_SCHEMA, GPU_SCHEMA
 
 KIB = 1024

@@ -14,7 +14,7 @@ from tests.conftest import public_trace_files
 from tests.micro import annotation, call, kernel, load, op
 from traceanalyze.analyses.accounting import DEFINITIONS, iteration_times
 from traceanalyze.analyses.kernels import kernel_table
-from traceanalyze.analyses.report import build_report
+from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.analyses.summary import WHOLE_TRACE_NOTE, summary
 from traceanalyze.cli import main
 

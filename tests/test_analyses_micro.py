@@ -13,11 +13,11 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tests.micro import annotation, call, kernel, load, op
-from traceanalyze.analyses import expectations as expect
 from traceanalyze.analyses.accounting import busy_and_span
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import findings, memory_traffic
+from traceanalyze.analyses.report import expectations as expect
 from traceanalyze.analyses.summary import summary
 
 Event = dict[str, Any]

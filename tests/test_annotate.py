@@ -20,7 +20,7 @@ from tests.micro import annotation, call, kernel, op, span, write_trace
 from traceanalyze.analyses.annotate import annotate
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import memory_traffic
-from traceanalyze.analyses.memory import memory_figures
+from traceanalyze.analyses.memory.usage import memory_figures
 from traceanalyze.analyses.summary import summary
 from traceanalyze.cli import main
 

@@ -16,13 +16,13 @@ from polars.testing import assert_frame_equal
 
 from tests.micro import annotation, call, kernel, load, op, write_trace
 from traceanalyze.analyses.accounting import mean_per_iter
-from traceanalyze.analyses.idle import device_gaps, idle_breakdown
+from traceanalyze.analyses.between.idle import device_gaps, idle_breakdown
+from traceanalyze.analyses.between.launches import launch_events, launch_outliers, launch_table
+from traceanalyze.analyses.between.streams import stream_table
+from traceanalyze.analyses.between.where import where_time_goes
 from traceanalyze.analyses.kernels import kernel_table
-from traceanalyze.analyses.launches import launch_events, launch_outliers, launch_table
-from traceanalyze.analyses.streams import stream_table
-from traceanalyze.analyses.where import where_time_goes
 from traceanalyze.cli import main
-from traceanalyze.render.between import where_time_goes_markdown
+from traceanalyze.render.between.idle import where_time_goes_markdown
 
 Event = dict[str, Any]
 

@@ -10,10 +10,10 @@ import pytest
 
 import traceanalyze
 from traceanalyze.analyses.accounting import mean_per_iter
-from traceanalyze.analyses.idle import idle_breakdown
+from traceanalyze.analyses.between.idle import idle_breakdown
+from traceanalyze.analyses.between.launches import launch_events, launch_table
+from traceanalyze.analyses.between.streams import stream_table
 from traceanalyze.analyses.iterations import counted
-from traceanalyze.analyses.launches import launch_events, launch_table
-from traceanalyze.analyses.streams import stream_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((ROOT / "sample_traces").glob("h200_*/*.json.gz"))

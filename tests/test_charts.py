@@ -12,7 +12,7 @@ import pytest
 
 from tests.micro import annotation, call, kernel, op, write_trace
 from traceanalyze import load
-from traceanalyze.analyses.explain import explain
+from traceanalyze.analyses.variants.explain import explain
 from traceanalyze.classify.rules import CATEGORIES
 from traceanalyze.render.charts import (
     CATEGORY_STYLES,

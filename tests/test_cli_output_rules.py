@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from traceanalyze.analyses.compare import comparison
+from traceanalyze.analyses.variants.compare import comparison
 from traceanalyze.cli import main
 from traceanalyze.load.variants import load_variants
 

@@ -15,17 +15,17 @@ import traceanalyze
 from capture.manifest import VariantResult, manifest_from_dict
 from tests.micro import annotation, call, kernel, load, op, write_trace
 from traceanalyze.analyses.calls import find_calls
-from traceanalyze.analyses.cold import cold_start
-from traceanalyze.analyses.cold_context import (
+from traceanalyze.analyses.cold.context import (
     FROM_TIMING,
     FROM_TRACE,
     NO_BASELINE,
     ColdContext,
     payback,
 )
-from traceanalyze.analyses.cold_rules import causes
-from traceanalyze.analyses.cold_variants import DEFINITIONS as COLD_DEFINITIONS
-from traceanalyze.analyses.cold_variants import cold_set
+from traceanalyze.analyses.cold.first_calls import cold_start
+from traceanalyze.analyses.cold.rules import causes
+from traceanalyze.analyses.cold.variants import DEFINITIONS as COLD_DEFINITIONS
+from traceanalyze.analyses.cold.variants import cold_set
 from traceanalyze.load.variants import Variant
 
 Event = dict[str, Any]

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 import traceanalyze
-from traceanalyze.analyses.cold_variants import cold_set
+from traceanalyze.analyses.cold.variants import cold_set
 from traceanalyze.analyses.graphs import graph_table
 from traceanalyze.analyses.summary import summary
 

@@ -16,7 +16,13 @@ import traceanalyze
 from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, skip_without
 from tests.micro import annotation, call, kernel, op, span, write_trace
 from tests.test_load_properties import load_all_ways
-from traceanalyze.analyses.comms import NO_ARGS, NO_CALLS, NO_GROUP, comms, comms_verdict
+from traceanalyze.analyses.distributed.comms import (
+    NO_ARGS,
+    NO_CALLS,
+    NO_GROUP,
+    comms,
+    comms_verdict,
+)
 from traceanalyze.cli import main
 
 Event = dict[str, Any]

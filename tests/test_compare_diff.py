@@ -18,9 +18,9 @@ from polars.testing import assert_frame_equal
 import traceanalyze
 from tests.micro import annotation, call, kernel, op, write_trace
 from tests.test_report import CAPTURE, SAMPLES, VARIANTS, check_golden, invoke
-from traceanalyze.analyses.compare import COLUMNS
-from traceanalyze.analyses.diff import diff
 from traceanalyze.analyses.summary import summary
+from traceanalyze.analyses.variants.compare import COLUMNS
+from traceanalyze.analyses.variants.diff import diff
 
 # The machine-readable contract of `compare --format json` (README, "Stable keys").
 CONTRACT_KEYS = [
@@ -350,7 +350,7 @@ def test_diff_micro_frames(tmp_path: Path) -> None:
 def test_reported_occupancy_needs_half_the_kernel_time() -> None:
     # cuDNN backward: the main kernel (driver-API launch) reports no occupancy; its small helper
     # reporting 100% must not stand for the variant.
-    from traceanalyze.occupancy import occupancy_means
+    from traceanalyze.hardware.occupancy import occupancy_means
 
     kernels = pl.DataFrame(
         {

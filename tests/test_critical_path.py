@@ -18,7 +18,7 @@ import traceanalyze
 from tests.conftest import public_trace_files
 from tests.micro import annotation, call, kernel, op, write_trace
 from traceanalyze.analyses.accounting import iteration_times, mean_per_iter
-from traceanalyze.analyses.critical_path import (
+from traceanalyze.analyses.between.critical_path import (
     NO_SYNC,
     CriticalPath,
     critical_path,

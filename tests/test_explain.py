@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import traceanalyze
 from tests.conftest import PUBLIC_TRACES
 from tests.micro import annotation, call, kernel, op, write_trace
-from traceanalyze.analyses.explain import IDLE, OVERLAP, PART_COLUMNS, explain
+from traceanalyze.analyses.variants.explain import IDLE, OVERLAP, PART_COLUMNS, explain
 from traceanalyze.cli import main
 
 Event = dict[str, Any]

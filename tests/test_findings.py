@@ -16,19 +16,19 @@ import pytest
 from tests.micro import annotation, call, kernel, memory_event, op, write_trace
 from tests.rankfolder import RankSpec, write_rank_folder
 from tests.test_report import CAPTURE, REPO, check_golden, invoke, module_cache  # noqa: F401
-from traceanalyze.analyses import findings as findings_module
-from traceanalyze.analyses.comms import busiest_collective, comms
-from traceanalyze.analyses.compare import comparison
-from traceanalyze.analyses.critical_path import critical_path, path_shares
+from traceanalyze.analyses.between.critical_path import critical_path, path_shares
+from traceanalyze.analyses.between.idle import idle_breakdown
 from traceanalyze.analyses.cudnn import cudnn_table
-from traceanalyze.analyses.findings import RULES, Finding
-from traceanalyze.analyses.idle import idle_breakdown
+from traceanalyze.analyses.distributed.comms import busiest_collective, comms
+from traceanalyze.analyses.distributed.ranks import rank_work, ranks_analysis
 from traceanalyze.analyses.kernels import kernel_table, occupancy_table, op_table
 from traceanalyze.analyses.memcpy import memory_traffic
-from traceanalyze.analyses.ranks import rank_work, ranks_analysis
-from traceanalyze.analyses.report import Report, build_report
+from traceanalyze.analyses.report import findings as findings_module
+from traceanalyze.analyses.report.contents import Report, build_report
+from traceanalyze.analyses.report.findings import RULES, Finding
+from traceanalyze.analyses.variants.compare import comparison
 from traceanalyze.load.variants import load_variants
-from traceanalyze.render.findings import (
+from traceanalyze.render.report.findings import (
     ITEM_CLAUSES,
     SENTENCES,
     Sentence,

@@ -12,10 +12,15 @@ import pytest
 
 from tests.hta_fake import Chatty, check_positive, idle_time_per_rank
 from tests.micro import call, kernel, op, write_trace
-from traceanalyze.analyses import hta_breakdown as module
-from traceanalyze.analyses.hta_breakdown import SCHEMA, describe_error, failures, hta_breakdown
+from traceanalyze.analyses.report import hta_breakdown as module
+from traceanalyze.analyses.report.hta_breakdown import (
+    SCHEMA,
+    describe_error,
+    failures,
+    hta_breakdown,
+)
 from traceanalyze.load.variants import load_variants
-from traceanalyze.render.hta import hta_markdown
+from traceanalyze.render.report.hta import hta_markdown
 
 
 def test_an_empty_assertion_is_described_by_the_check_that_failed() -> None:

@@ -37,7 +37,7 @@ import pandas
 from hta.trace_analysis import TraceAnalysis
 
 import traceanalyze
-from traceanalyze.analyses.critical_path import critical_path
+from traceanalyze.analyses.between.critical_path import critical_path
 
 pytestmark = [
     pytest.mark.hta,

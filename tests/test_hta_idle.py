@@ -41,7 +41,7 @@ import traceanalyze
 from tests.conftest import PUBLIC_TRACES, skip_without
 from tests.test_hta_crosscheck import PUBLIC_NVIDIA, hta_analysis
 from traceanalyze.analyses.activities import activities
-from traceanalyze.analyses.idle import LAUNCH_OVERHEAD_MAX_US, activity_gaps
+from traceanalyze.analyses.between.idle import LAUNCH_OVERHEAD_MAX_US, activity_gaps
 
 pytestmark = [
     pytest.mark.hta,

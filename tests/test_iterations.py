@@ -14,8 +14,7 @@ from click.testing import CliRunner
 import traceanalyze
 from tests.conftest import SHARED, skip_without
 from tests.micro import annotation, call, kernel, load, op, write_trace
-from traceanalyze.analyses.cold_context import FROM_TIMING, Payback
-from traceanalyze.analyses.compare import comparison
+from traceanalyze.analyses.cold.context import FROM_TIMING, Payback
 from traceanalyze.analyses.iterations import (
     Selection,
     choice_of,
@@ -25,6 +24,7 @@ from traceanalyze.analyses.iterations import (
 )
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import WALL_FROM_STEADY, summary, wall_verdict
+from traceanalyze.analyses.variants.compare import comparison
 from traceanalyze.cli import main
 from traceanalyze.errors import UsageError
 from traceanalyze.load.variants import load_variants

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "traceanalyze"
 RULES = [
     ("load", ("analyses", "render", "cli")),
     ("classify", ("analyses", "render", "cli")),
-    ("perfmodel", ("analyses", "render", "cli")),
+    ("hardware", ("load", "classify", "analyses", "render", "cli")),
     ("analyses", ("render", "cli")),
     ("render", ("cli",)),
 ]

@@ -20,8 +20,8 @@ from polars.testing import assert_frame_equal
 
 import traceanalyze
 from tests.micro import annotation, expected, load, memory_event, op, span, write_trace
-from traceanalyze.analyses.memory import NO_MEMORY_EVENTS, memory
-from traceanalyze.analyses.memory_blocks import _address_key, memory_events
+from traceanalyze.analyses.memory.blocks import _address_key, memory_events
+from traceanalyze.analyses.memory.usage import NO_MEMORY_EVENTS, memory
 from traceanalyze.load.parse import parse_file
 from traceanalyze.schema import MEMORY_SCHEMA
 
@@ -246,7 +246,7 @@ def test_an_allocation_helper_hands_its_block_to_the_caller(tmp_path: Path) -> N
 
 
 def test_explain_gives_the_change_in_peak_and_the_blocks_that_appear(tmp_path: Path) -> None:
-    from traceanalyze.analyses.memory_diff import memory_change
+    from traceanalyze.analyses.memory.diff import memory_change
 
     def step(extra: bool) -> list[Event]:
         events = [

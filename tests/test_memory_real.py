@@ -15,7 +15,7 @@ import traceanalyze
 from tests.conftest import SHARED, skip_without
 from tests.micro import annotation, memory_event, op, write, write_trace
 from traceanalyze.analyses.iterations import counted
-from traceanalyze.analyses.memory import memory
+from traceanalyze.analyses.memory.usage import memory
 
 CORPUS = SHARED / "traces" / "corpus"
 MEMORY_TRACES = (

@@ -11,7 +11,11 @@ from polars.testing import assert_frame_equal
 
 from traceanalyze import load
 from traceanalyze.errors import AnalysisError
-from traceanalyze.occupancy import KERNEL_COLUMNS, theoretical_occupancy, weighted_occupancy
+from traceanalyze.hardware.occupancy import (
+    KERNEL_COLUMNS,
+    theoretical_occupancy,
+    weighted_occupancy,
+)
 from traceanalyze.schema import DEVICE_SCHEMA, GPU_SCHEMA
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces" / "h200_default"

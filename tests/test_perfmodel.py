@@ -12,8 +12,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from traceanalyze.perfmodel import formulas as f
-from traceanalyze.perfmodel.ops import (
+from traceanalyze.analyses.roofline import formulas as f
+from traceanalyze.analyses.roofline.ops import (
     ATTENTION,
     GEMM,
     MEMORY,

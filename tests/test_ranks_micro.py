@@ -11,8 +11,8 @@ import pytest
 
 import traceanalyze
 from tests.micro import annotation, call, kernel, op, write_trace
-from traceanalyze.analyses.ranks import rank_rows, rank_work, ranks_analysis
-from traceanalyze.analyses.skew import ALIGN_NONE
+from traceanalyze.analyses.distributed.ranks import rank_rows, rank_work, ranks_analysis
+from traceanalyze.analyses.distributed.skew import ALIGN_NONE
 from traceanalyze.engine import rank_folder
 from traceanalyze.errors import UsageError
 

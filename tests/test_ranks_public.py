@@ -19,14 +19,14 @@ from polars.testing import assert_frame_equal
 import traceanalyze
 from tests.conftest import PUBLIC_TRACES
 from tests.rankfolder import RankSpec, ns, read_document, write_rank_folder
-from traceanalyze.analyses.ranks import (
+from traceanalyze.analyses.distributed.ranks import (
     RANK_DEFINITIONS,
     RanksResult,
     RankWork,
     rank_rows,
     ranks_analysis,
 )
-from traceanalyze.analyses.report import build_report
+from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.cli import main
 from traceanalyze.engine import InProcess, RankTask, map_files, rank_folder
 from traceanalyze.load.variants import load_variants

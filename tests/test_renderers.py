@@ -11,13 +11,13 @@ import traceanalyze
 from tests.micro import kernel, load
 from tests.test_cold import cold_folder
 from tests.test_roofline import GEMM, footprint, step
-from traceanalyze.analyses.cold_variants import cold_set
-from traceanalyze.analyses.compare import comparison
-from traceanalyze.analyses.roofline import roofline
+from traceanalyze.analyses.cold.variants import cold_set
+from traceanalyze.analyses.roofline.model import roofline
+from traceanalyze.analyses.variants.compare import comparison
 from traceanalyze.load.variants import VariantSet
 from traceanalyze.render.cold import render_cold
 from traceanalyze.render.perf import roofline_markdown
-from traceanalyze.render.report import render_comparison
+from traceanalyze.render.report.markdown import render_comparison
 
 
 @pytest.fixture

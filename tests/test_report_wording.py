@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from tests.micro import annotation, call, kernel, op, write_trace
-from traceanalyze.analyses.report import build_report
+from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.load.variants import load_variants
-from traceanalyze.render.report import _gpu_labels, render_report
+from traceanalyze.render.report.markdown import _gpu_labels, render_report
 
 CONV = "miopenSp3AsmConv_v21_1_3_gfx9_fp32_stride1"
 

@@ -13,11 +13,11 @@ import pytest
 import traceanalyze
 from tests.conftest import PUBLIC_TRACES
 from tests.micro import annotation, call, kernel, load, op, span
-from traceanalyze.analyses.roofline import ROOFLINE_COLUMNS, UNMODELLED_COLUMNS, roofline
+from traceanalyze.analyses.roofline.formulas import NO_SHAPES
+from traceanalyze.analyses.roofline.model import ROOFLINE_COLUMNS, UNMODELLED_COLUMNS, roofline
+from traceanalyze.analyses.roofline.ops import COMPOSITE, NO_MODEL
 from traceanalyze.analyses.waves import wave_table
-from traceanalyze.perfmodel.formulas import NO_SHAPES
-from traceanalyze.perfmodel.ops import COMPOSITE, NO_MODEL
-from traceanalyze.perfmodel.peaks import PEAKS, PeakOverride, device_peaks, peaks_table
+from traceanalyze.hardware.peaks import PEAKS, PeakOverride, device_peaks, peaks_table
 from traceanalyze.render.perf import render_roofline
 
 Event = dict[str, Any]

@@ -20,7 +20,7 @@ import pytest
 
 import traceanalyze
 from tests.micro import annotation, call, kernel, span, write_trace
-from traceanalyze.analyses.roofline import roofline
+from traceanalyze.analyses.roofline.model import roofline
 
 RESULT_DIR = Path(__file__).resolve().parents[1] / "sample_traces" / "h200_roofline"
 RESULT, TRACE = "roofline_check.json", "roofline_check.trace.json.gz"

@@ -5,8 +5,8 @@ __version__ = "0.1.0"
 
 from typing import TYPE_CHECKING
 
-# One function per command, with the command's name (the `occupancy` function takes the place
-# of the module's name as an attribute; `from traceanalyze.occupancy import ...` still works).
+# One function per command, with the command's name (the occupancy model is the module
+# traceanalyze.hardware.occupancy, so no function shadows a module).
 from traceanalyze.api import (
     Loading,
     PerVariant,

@@ -25,23 +25,21 @@ from typing import Any, Generic, NamedTuple, Self, TypeVar
 import polars as pl
 
 from traceanalyze import __version__, display
-from traceanalyze.analyses import expectations as expect
 from traceanalyze.analyses.annotate import Annotation
 from traceanalyze.analyses.annotate import annotate as annotation_of
-from traceanalyze.analyses.cold_variants import ColdSet, cold_set
-from traceanalyze.analyses.comms import Comms
-from traceanalyze.analyses.comms import comms as comms_of
-from traceanalyze.analyses.compare import comparison, steady_median_ms
-from traceanalyze.analyses.critical_path import CriticalPath
-from traceanalyze.analyses.critical_path import critical_path as critical_path_of
+from traceanalyze.analyses.between.critical_path import CriticalPath
+from traceanalyze.analyses.between.critical_path import critical_path as critical_path_of
+from traceanalyze.analyses.between.idle import LARGEST_GAPS, IdleResult, idle_breakdown
+from traceanalyze.analyses.between.launches import launch_by_category, launch_outliers, launch_table
+from traceanalyze.analyses.between.streams import stream_iterations, stream_table
+from traceanalyze.analyses.between.where import WhereTimeGoes, where_time_goes_of
+from traceanalyze.analyses.cold.variants import ColdSet, cold_set
 from traceanalyze.analyses.cudnn import cudnn_table
-from traceanalyze.analyses.diff import TraceDiff
-from traceanalyze.analyses.diff import diff as diff_traces
-from traceanalyze.analyses.explain import Explanation
-from traceanalyze.analyses.explain import explain as explain_traces
+from traceanalyze.analyses.distributed.comms import Comms
+from traceanalyze.analyses.distributed.comms import comms as comms_of
+from traceanalyze.analyses.distributed.ranks import DEFAULT_STRAGGLER_PCT, RanksResult
+from traceanalyze.analyses.distributed.skew import ALIGN_ENDS
 from traceanalyze.analyses.graphs import graph_table
-from traceanalyze.analyses.hta_breakdown import hta_breakdown, require_hta
-from traceanalyze.analyses.idle import LARGEST_GAPS, IdleResult, idle_breakdown
 from traceanalyze.analyses.iterations import Selection, counted, iteration_notes, iteration_rows
 from traceanalyze.analyses.kernels import (
     kernel_table,
@@ -49,22 +47,25 @@ from traceanalyze.analyses.kernels import (
     occupancy_table,
     op_table,
 )
-from traceanalyze.analyses.launches import launch_by_category, launch_outliers, launch_table
 from traceanalyze.analyses.memcpy import memory_traffic
-from traceanalyze.analyses.memory import MemoryResult
-from traceanalyze.analyses.memory import memory as memory_of
-from traceanalyze.analyses.ranks import DEFAULT_STRAGGLER_PCT, RanksResult
-from traceanalyze.analyses.report import Report, build_report
-from traceanalyze.analyses.roofline import Roofline
-from traceanalyze.analyses.roofline import roofline as roofline_of
-from traceanalyze.analyses.skew import ALIGN_ENDS
+from traceanalyze.analyses.memory.usage import MemoryResult
+from traceanalyze.analyses.memory.usage import memory as memory_of
+from traceanalyze.analyses.report import expectations as expect
+from traceanalyze.analyses.report.contents import Report, build_report
+from traceanalyze.analyses.report.hta_breakdown import hta_breakdown, require_hta
+from traceanalyze.analyses.roofline.model import Roofline
+from traceanalyze.analyses.roofline.model import roofline as roofline_of
 from traceanalyze.analyses.stacks import StacksResult
 from traceanalyze.analyses.stacks import stacks as stacks_of
-from traceanalyze.analyses.streams import stream_iterations, stream_table
 from traceanalyze.analyses.summary import Summary, summary_with_wall
-from traceanalyze.analyses.where import WhereTimeGoes, where_time_goes_of
+from traceanalyze.analyses.variants.compare import comparison, steady_median_ms
+from traceanalyze.analyses.variants.diff import TraceDiff
+from traceanalyze.analyses.variants.diff import diff as diff_traces
+from traceanalyze.analyses.variants.explain import Explanation
+from traceanalyze.analyses.variants.explain import explain as explain_traces
 from traceanalyze.engine import ENGINE_LOCAL, rank_folder
 from traceanalyze.errors import AnalysisError, UsageError
+from traceanalyze.hardware.peaks import PeakOverride
 from traceanalyze.load import Input as ResolvedInput
 from traceanalyze.load import InputKind, load, resolve
 from traceanalyze.load.annotated import write_annotated
@@ -77,17 +78,16 @@ from traceanalyze.load.variants import (
     label_of,
     load_variants,
 )
-from traceanalyze.perfmodel.peaks import PeakOverride
 from traceanalyze.render.analyses import render_records
 from traceanalyze.render.annotate import activity_args, added_events
-from traceanalyze.render.between import render_idle, where_time_goes_markdown
+from traceanalyze.render.between.critical_path import render_comms, render_critical_path
+from traceanalyze.render.between.idle import render_idle, where_time_goes_markdown
 from traceanalyze.render.cold import render_cold
-from traceanalyze.render.critical_path import render_comms, render_critical_path
-from traceanalyze.render.hta import hta_markdown
-from traceanalyze.render.memory import render_memory
+from traceanalyze.render.memory.tables import render_memory
 from traceanalyze.render.perf import explain_markdown, render_roofline
 from traceanalyze.render.ranks import render_ranks
-from traceanalyze.render.report import render_diff, render_report
+from traceanalyze.render.report.hta import hta_markdown
+from traceanalyze.render.report.markdown import render_diff, render_report
 from traceanalyze.render.stacks import render_stacks
 from traceanalyze.trace import Trace
 

@@ -4,7 +4,8 @@ An engine maps one picklable task over files and returns the results in file ord
 scheduling is the process pool's or Dask's (Ray was measured too and left out: bench/RESULTS.md,
 "Many ranks", says why). The task (:class:`RankTask`) loads one rank
 through the Parquet cache (converting it once) and returns the small frames of
-:func:`~traceanalyze.analyses.ranks.rank_work`, so the caller never holds more than the results.
+:func:`~traceanalyze.analyses.distributed.ranks.rank_work`, so the caller never holds more than
+the results.
 
 On a cluster every worker needs the same traceanalyze version installed (tasks are pickled by
 reference to this module), the trace files at the same absolute paths, and a cache folder it can
@@ -24,14 +25,14 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TypeVar
 
-from traceanalyze.analyses.ranks import (
+from traceanalyze.analyses.distributed.ranks import (
     DEFAULT_STRAGGLER_PCT,
     RanksResult,
     RankWork,
     rank_work,
     ranks_analysis,
 )
-from traceanalyze.analyses.skew import ALIGN_ENDS
+from traceanalyze.analyses.distributed.skew import ALIGN_ENDS
 from traceanalyze.errors import EngineError, TraceAnalyzeError, UsageError
 from traceanalyze.load import check_ranks, load, rank_files
 

@@ -121,7 +121,7 @@ INSTANT_SCHEMA: dict[str, pl.DataType] = {
 
 # One row per ``[memory]`` instant event (recorded with ``profile_memory=True``): an allocation
 # (``bytes`` > 0) or a free (``bytes`` < 0) on one device, in file order. ``device_type`` is
-# PyTorch's c10::DeviceType code (0 CPU, 1 CUDA, 6 HIP, ...; see analyses/memory_devices.py),
+# PyTorch's c10::DeviceType code (0 CPU, 1 CUDA, 6 HIP, ...; see analyses/memory/devices.py),
 # ``device`` its index (-1 for the CPU). The totals are the allocator's after the event.
 MEMORY_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 import traceanalyze
-from traceanalyze.analyses.cold_variants import ColdSet, cold_set
+from traceanalyze.analyses.cold.variants import ColdSet, cold_set
 from traceanalyze.analyses.graphs import graph_table, replayed_activities
 from traceanalyze.analyses.summary import summary
 

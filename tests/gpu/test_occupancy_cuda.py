@@ -1,4 +1,5 @@
-"""traceanalyze.occupancy agrees with CUDA's occupancy API on the local GPU (needs CuPy)."""
+"""traceanalyze.hardware.occupancy agrees with CUDA's occupancy API on the local GPU (needs
+CuPy)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import TypeVar
 import polars as pl
 
 from traceanalyze.classify import classify
-from traceanalyze.occupancy import theoretical_occupancy
+from traceanalyze.hardware.occupancy import theoretical_occupancy
 from traceanalyze.trace import Trace
 
 R = TypeVar("R")

@@ -16,13 +16,13 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import busy_segments
 from traceanalyze.analyses.activities import activities
-from traceanalyze.analyses.critical_path import critical_path
-from traceanalyze.analyses.findings import Finding
+from traceanalyze.analyses.between.critical_path import critical_path
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.memcpy import transfers
-from traceanalyze.analyses.memory_devices import device_name
-from traceanalyze.analyses.report import build_report
-from traceanalyze.analyses.roofline import activity_rooflines
+from traceanalyze.analyses.memory.devices import device_name
+from traceanalyze.analyses.report.contents import build_report
+from traceanalyze.analyses.report.findings import Finding
+from traceanalyze.analyses.roofline.model import activity_rooflines
 from traceanalyze.load.annotated import ACTIVITY_KEY, with_occurrence
 from traceanalyze.load.variants import Variant, VariantSet, label_of
 from traceanalyze.trace import Trace

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.devices import device_label
+from traceanalyze.hardware.devices import device_label
 from traceanalyze.trace import Trace
 
 # Versions only a ROCm trace records.

@@ -7,7 +7,7 @@ import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.iterations import on_counted
-from traceanalyze.occupancy import duration_weighted_mean, weighted_occupancy
+from traceanalyze.hardware.occupancy import duration_weighted_mean, weighted_occupancy
 from traceanalyze.trace import Trace
 
 KERNEL_TABLE_COLUMNS = (

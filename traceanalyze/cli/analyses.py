@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from traceanalyze import api
-from traceanalyze.analyses import expectations as expect
+from traceanalyze.analyses.report import expectations as expect
 from traceanalyze.cli.options import (
     Loader,
     Output,

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from traceanalyze import api
-from traceanalyze.analyses.idle import LARGEST_GAPS
+from traceanalyze.analyses.between.idle import LARGEST_GAPS
 from traceanalyze.cli.analyses import _table_command, trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.render.between import render_idle
+from traceanalyze.render.between.idle import render_idle
 
 streams = _table_command(
     "streams",

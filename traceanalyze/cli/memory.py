@@ -9,8 +9,8 @@ import click
 from traceanalyze import api
 from traceanalyze.cli.analyses import trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.render.memory import render_memory
-from traceanalyze.render.memory_chart import memory_curve
+from traceanalyze.render.memory.chart import memory_curve
+from traceanalyze.render.memory.tables import render_memory
 
 
 @click.command()

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from traceanalyze import api
-from traceanalyze.analyses.ranks import DEFAULT_STRAGGLER_PCT
-from traceanalyze.analyses.skew import ALIGN_ENDS, ALIGNMENTS
+from traceanalyze.analyses.distributed.ranks import DEFAULT_STRAGGLER_PCT
+from traceanalyze.analyses.distributed.skew import ALIGN_ENDS, ALIGNMENTS
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options, warn_skipped
 from traceanalyze.cli.progress import loading
 from traceanalyze.engine import ENGINE_LOCAL, ENGINES

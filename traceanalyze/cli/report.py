@@ -10,8 +10,8 @@ import polars as pl
 from click.core import ParameterSource
 
 from traceanalyze import api
-from traceanalyze.analyses import expectations as expect
-from traceanalyze.analyses.hta_breakdown import failures, require_hta
+from traceanalyze.analyses.report import expectations as expect
+from traceanalyze.analyses.report.hta_breakdown import failures, require_hta
 from traceanalyze.cli.options import (
     Loader,
     Output,
@@ -19,7 +19,7 @@ from traceanalyze.cli.options import (
     iteration_options,
     output_options,
 )
-from traceanalyze.render.report import chart_files, charts, render_comparison, render_diff
+from traceanalyze.render.report.markdown import chart_files, charts, render_comparison, render_diff
 
 paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 baseline_option = click.option(

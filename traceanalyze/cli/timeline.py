@@ -10,7 +10,7 @@ import click
 from traceanalyze import api
 from traceanalyze.cli.analyses import trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.render.critical_path import (
+from traceanalyze.render.between.critical_path import (
     critical_path_chart,
     render_comms,
     render_critical_path,

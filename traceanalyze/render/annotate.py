@@ -9,7 +9,7 @@ import polars as pl
 
 from traceanalyze.analyses.annotate import ACTIVITY_COLUMNS, Annotation
 from traceanalyze.load.annotated import ACTIVITY_KEY
-from traceanalyze.render.findings import sentence
+from traceanalyze.render.report.findings import sentence
 
 # Prefix of every args key the annotation adds, and the category of every event it adds.
 PREFIX = "traceanalyze."

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.cold_context import UNKNOWN_CACHES
-from traceanalyze.analyses.cold_rules import CAUSES
-from traceanalyze.analyses.cold_variants import DEFINITIONS, ColdSet
+from traceanalyze.analyses.cold.context import UNKNOWN_CACHES
+from traceanalyze.analyses.cold.rules import CAUSES
+from traceanalyze.analyses.cold.variants import DEFINITIONS, ColdSet
 from traceanalyze.names import with_readable_names
 from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_table, to_csv, to_json

@@ -7,12 +7,12 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.explain import Explanation
-from traceanalyze.analyses.roofline import TOP_OPS, Roofline
+from traceanalyze.analyses.roofline.model import TOP_OPS, Roofline
+from traceanalyze.analyses.variants.explain import Explanation
 from traceanalyze.names import with_readable_names
 from traceanalyze.render.headings import heading
 from traceanalyze.render.labelled import render_labelled
-from traceanalyze.render.memory import memory_change_markdown
+from traceanalyze.render.memory.tables import memory_change_markdown
 from traceanalyze.render.table import markdown_table, to_csv, to_json
 
 FIGURE_COLUMNS = (

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.ranks import RANK_DEFINITIONS, RanksResult
+from traceanalyze.analyses.distributed.ranks import RANK_DEFINITIONS, RanksResult
 from traceanalyze.names import with_readable_names
 from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_table, to_csv, to_json

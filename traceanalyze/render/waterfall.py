@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from traceanalyze.analyses.explain import Explanation
+from traceanalyze.analyses.variants.explain import Explanation
 
 # The charts module's helpers, shared so that every chart follows one set of conventions.
 from traceanalyze.render.charts import _plain_ticks, _png, _pyplot

@@ -1,0 +1,237 @@
+"""The walk back along the critical path: the one sequential step of the analysis.
+
+Following "which predecessor arrived last" from an iteration's end back to its start is a
+pointer chase (each step depends on the one before), which no columnar operation expresses.
+So this module holds the one Python loop of the analysis, over lists and arrays, and keeps it short:
+every per-node decision is precomputed in columns (:mod:`critical_graph`), and the loop moves
+in *runs*: a stretch of one CPU thread up to the previous sync call, or a chain of stream-order
+GPU activities, costs one step however many segments it spans. It emits the runs; the frame
+code expands them into path segments.
+
+Cost: one step per switch between CPU and GPU on the path, each with a binary search
+(O(log n)): O(switches * log n) for an iteration, O(n log n) for the trace at most.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from traceanalyze.analyses.between.critical_graph import KIND_GAP, KIND_LAUNCH, KIND_SYNC
+
+# A walk never needs more steps than this per iteration unless the graph has a cycle of
+# zero-length events; the rest of the span is then a gap rather than an endless loop.
+_MAX_STEPS = 1_000_000
+
+
+@dataclass
+class Runs:
+    """What a walk emits, each with ``seq``, its position in walk (backward) order."""
+
+    cpu: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
+    gpu: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
+    single: list[tuple[Any, ...]] = field(default_factory=list)
+    # Per iteration: its end, the margin to the other side's end and where that side's chain
+    # joins the CPU.
+    terminal: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+class _Rank:
+    """One rank's graph as Python lists, indexed by ``seg`` / ``g`` minus the rank's first."""
+
+    def __init__(self, segs: pl.DataFrame, gpu: pl.DataFrame, names: pl.Series) -> None:
+        self.seg_base = _first(segs["seg"])
+        # Arrays (no copy), not lists: a walk reads a few of a thread's many segments, and
+        # turning every segment into a Python int cost more than the walk.
+        self.seg_start = _ints(segs["start_ns"])
+        self.seg_end = _ints(segs["end_ns"])
+        self.prev_sync = _ints(segs["prev_sync"])
+        # Sync calls are few: their start and name by local index.
+        syncs = segs.filter(pl.col("is_sync"))
+        syncs = syncs.select(pl.col("seg") - self.seg_base, "call_ns").with_columns(
+            name=names.gather(syncs["owner"])
+        )
+        self.syncs: dict[int, tuple[int, str]] = {
+            seg: (call, name)
+            for seg, call, name in syncs.iter_rows()  # sync calls: a few
+        }
+        # Per thread: the local indices of its first and last segment.
+        spans = segs.group_by("tid").agg(
+            first=pl.col("seg").min() - self.seg_base, last=pl.col("seg").max() - self.seg_base
+        )
+        self.threads: dict[int, tuple[int, int]] = {
+            tid: (first, last)
+            for tid, first, last in spans.iter_rows()  # one per thread
+        }
+        self.g_base = _first(gpu["g"])
+        self.ts: list[int] = gpu["ts_ns"].to_list()
+        self.head: list[int] = gpu["head"].to_list()
+        self.choice: list[str] = gpu["choice"].to_list()
+        self.launch_ts: list[int | None] = gpu["launch_ts_ns"].to_list()
+        self.launch_tid: list[int | None] = gpu["launch_tid"].to_list()
+        self.launch_api: list[str | None] = gpu["launch_api"].to_list()
+        self.lane: list[str] = gpu.select(pl.format("stream {}", "stream"))["stream"].to_list()
+        by_end = gpu.select("end_ns", "g").sort("end_ns", "g")
+        self.ends_sorted: list[int] = by_end["end_ns"].to_list()
+        self.g_by_end: list[int] = by_end["g"].to_list()
+
+
+def _ints(column: pl.Series) -> npt.NDArray[np.int64]:
+    return column.cast(pl.Int64).to_numpy()
+
+
+def _left(values: npt.NDArray[np.int64], x: int, lo: int, hi: int) -> int:
+    """``bisect_left(values, x, lo, hi)``."""
+    return lo + int(np.searchsorted(values[lo:hi], x, side="left"))
+
+
+def _right(values: npt.NDArray[np.int64], x: int, lo: int, hi: int) -> int:
+    """``bisect_right(values, x, lo, hi)``."""
+    return lo + int(np.searchsorted(values[lo:hi], x, side="right"))
+
+
+def _first(rows: pl.Series) -> int:
+    """The first row's value (rows are sorted, so the smallest); 0 without rows."""
+    return int(rows[0]) if len(rows) else 0
+
+
+def walk(segs: pl.DataFrame, gpu: pl.DataFrame, bounds: pl.DataFrame, names: pl.Series) -> Runs:
+    """The path of every iteration in ``bounds`` (see :func:`critical_graph.iteration_bounds`);
+    ``names`` are the cpu frame's, by ``op_id``."""
+    runs = Runs()
+    for (rank,), steps in bounds.group_by(["rank"], maintain_order=True):
+        graph = _Rank(
+            segs.filter(pl.col("rank") == rank), gpu.filter(pl.col("rank") == rank), names
+        )
+        for row in steps.iter_rows(named=True):
+            _Walker(graph, cast(int, rank), row, runs).run()
+    return runs
+
+
+class _Walker:
+    """One iteration's walk: the current time ``t`` and place (a GPU activity or a thread)."""
+
+    def __init__(self, graph: _Rank, rank: int, row: dict[str, Any], runs: Runs) -> None:
+        self.graph, self.rank, self.runs = graph, rank, runs
+        self.it, self.lo, self.t = row["iteration"], row["lo_ns"], row["hi_ns"]
+        self.tid: int | None = row["cpu_tid"]
+        last_g, gpu_end, cpu_end = row["last_g"], row["gpu_end_ns"], row["cpu_end_ns"]
+        on_gpu = last_g is not None and (self.tid is None or gpu_end > cpu_end)
+        other_end = cpu_end if on_gpu else gpu_end
+        margin = None if other_end is None or self.tid is None else self.t - other_end
+        # Nodes whose other predecessor is a thread wait here for the time the path (walked
+        # backward) reaches that thread again: up to there both chains move together.
+        self.pending: dict[int, list[tuple[list[Any], int]]] = {}
+        tau = None
+        if last_g is not None and not on_gpu:
+            head = graph.head[last_g - graph.g_base] - graph.g_base
+            tau = graph.launch_ts[head]
+        runs.terminal.append((rank, self.it, self.t, margin, tau))
+        if on_gpu and self.tid is not None:
+            self.pending.setdefault(self.tid, []).append((runs.terminal, len(runs.terminal) - 1))
+        self.node: int | None = last_g - graph.g_base if on_gpu else None
+        # The last GPU activity when the path ends on the CPU: if the path passes through it
+        # (a sync), the GPU's end moves with the path up to that activity's end.
+        self.last_gpu = None if on_gpu or last_g is None else (last_g - graph.g_base, gpu_end)
+        self.seq = 0
+
+    def _reached(self, tid: int) -> None:
+        """The walk reached thread ``tid`` at ``t``: the join point of the nodes waiting on it."""
+        for records, index in self.pending.pop(tid, []):
+            records[index] = (*records[index][:-1], self.t)
+
+    def run(self) -> None:
+        steps, going = 0, True
+        while going and self.t > self.lo and steps < _MAX_STEPS:
+            steps += 1
+            going = self._gpu_step() if self.node is not None else self._cpu_step()
+        if self.t > self.lo:
+            self._single(KIND_GAP, KIND_GAP, "", self.lo, None)
+
+    def _single(
+        self,
+        kind: str,
+        name: str,
+        lane: str,
+        start: int,
+        margin: int | None,
+        tau: int | None = None,
+    ) -> None:
+        """A segment from ``start`` to the current time; the walk moves to its start."""
+        start = max(min(start, self.t), self.lo)
+        record = (self.rank, self.it, self.seq, kind, name, lane, start, self.t, margin, tau)
+        self.runs.single.append(record)
+        self.seq += 1
+        self.t = start
+
+    def _run(self, into: list[tuple[int, int, int, int, int, int, int]], a: int, b: int) -> None:
+        into.append((self.rank, self.it, self.seq, a, b, self.lo, self.t))
+        self.seq += 1
+
+    def _gpu_step(self) -> bool:
+        """Back along the stream-order run ending at the current activity, then to its launch."""
+        graph, node = self.graph, self.node
+        assert node is not None
+        head = graph.head[node] - graph.g_base
+        self._run(self.runs.gpu, head + graph.g_base, node + graph.g_base)
+        if self.last_gpu is not None and head <= self.last_gpu[0] <= node:
+            terminal = self.runs.terminal
+            terminal[-1] = (*terminal[-1][:-1], self.last_gpu[1])
+            self.last_gpu = None
+        self.t = max(min(graph.ts[head], self.t), self.lo)
+        launch_ts, launch_tid = graph.launch_ts[head], graph.launch_tid[head]
+        if graph.choice[head] != "launch" or launch_ts is None or launch_tid is None:
+            self._single(KIND_GAP, KIND_GAP, graph.lane[head], self.lo, None)
+            return False
+        api = graph.launch_api[head] or KIND_LAUNCH
+        self._single(KIND_LAUNCH, api, f"thread {launch_tid}", launch_ts, None)
+        self.tid, self.node = launch_tid, None
+        self._reached(launch_tid)
+        return True
+
+    def _cpu_step(self) -> bool:
+        """Back along the thread to the previous sync call (or the iteration's start)."""
+        graph, lane = self.graph, f"thread {self.tid}"
+        thread = None if self.tid is None else graph.threads.get(self.tid)
+        if thread is None:
+            self._single(KIND_GAP, KIND_GAP, lane, self.lo, None)
+            return False
+        first_seg, last_seg = thread
+        j = _left(graph.seg_start, self.t, first_seg, last_seg + 1) - 1
+        if j < first_seg:
+            self._single(KIND_GAP, KIND_GAP, lane, self.lo, None)
+            return False
+        seg_end = int(graph.seg_end[j])
+        if seg_end < self.t:
+            self._single(KIND_GAP, KIND_GAP, lane, seg_end, None)
+        if j in graph.syncs:
+            self._sync(j, lane)
+            return True
+        at_lo = max(_right(graph.seg_start, self.lo, first_seg, j + 1) - 1, first_seg)
+        first = max(int(graph.prev_sync[j]) + 1 - graph.seg_base, at_lo)
+        self._run(self.runs.cpu, first + graph.seg_base, j + graph.seg_base)
+        self.t = max(int(graph.seg_start[first]), self.lo)
+        if first == first_seg and self.t > self.lo:
+            self._single(KIND_GAP, KIND_GAP, lane, self.lo, None)
+            return False
+        return True
+
+    def _sync(self, j: int, lane: str) -> None:
+        """A blocking call: it waited for the GPU activity that ended last while it ran."""
+        graph = self.graph
+        call_ns, name = graph.syncs[j]
+        k = bisect_right(graph.ends_sorted, self.t) - 1
+        if k >= 0 and graph.ends_sorted[k] > call_ns:
+            end = graph.ends_sorted[k]
+            self._single(KIND_SYNC, name, lane, end, end - call_ns)
+            if self.tid is not None:
+                waiting = self.pending.setdefault(self.tid, [])
+                waiting.append((self.runs.single, len(self.runs.single) - 1))
+            self.node = graph.g_by_end[k] - graph.g_base
+        else:
+            self._single(KIND_SYNC, name, lane, int(graph.seg_start[j]), None)

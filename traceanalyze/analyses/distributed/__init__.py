@@ -1,0 +1,1 @@
+"""Many ranks: per-rank figures, stragglers, collective skew and bandwidth."""

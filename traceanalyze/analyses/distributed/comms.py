@@ -1,0 +1,316 @@
+"""`comms`: every collective call with its size, time, algorithm and bus bandwidth; per kind
+and size bucket the count, time and median bus bandwidth against the link's peak.
+
+A call is an NCCL/RCCL kernel (category ``communication``) or, for collectives that run on the
+CPU (Gloo), a ``record_param_comms`` op that launched no kernel. Its args (collective name,
+In/Out msg nelems, dtype, group size) come from the kernel (newer traces) or from the
+``record_param_comms`` op that launched it; its kind, where no args name it, from the c10d op
+above it or the kernel's name. Rules: :mod:`comms_rules`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from traceanalyze.analyses.activities import activities, iteration_count, per_trace
+from traceanalyze.analyses.cputree import op_chains
+from traceanalyze.analyses.distributed.comms_rules import (
+    BUS_FACTORS,
+    BYTES_SOURCES,
+    DTYPE_BYTES,
+    INPUT_TYPE_DTYPES,
+    KIND_RULES,
+    LINK_PEAKS,
+    NCCL_ANNOTATION_PREFIX,
+    SIZE_BUCKETS,
+)
+from traceanalyze.analyses.iterations import on_counted
+from traceanalyze.analyses.roofline.formulas import SHAPES_PATTERN, STRINGS_PATTERN
+from traceanalyze.display import Shown
+from traceanalyze.trace import Trace
+
+COMMUNICATION = "communication"
+PARAM_COMMS = "record_param_comms"
+# The trace's columns of a collective's args (schema.COMM_SCHEMA) and the names used here.
+ARGS = {
+    "comm_in_nelems": "in_msg_nelems",
+    "comm_out_nelems": "out_msg_nelems",
+    "comm_group_size": "group_size",
+    "comm_dtype": "dtype",
+}
+CALL_COLUMNS = (
+    "collective", "dtype", "group_size", "bytes", "us", "algbw_gbps", "busbw_gbps", "iteration",
+    "rank", "name", "on", "size_bucket", "bytes_source", "ts_ns",
+)  # fmt: skip
+NO_ARGS = (
+    "this trace does not record the collectives' sizes (the `In msg nelems`, `Out msg "
+    "nelems`, `dtype` and `Group size` args of record_param_comms ops or NCCL kernels, written "
+    "by PyTorch 2.1 and later): bandwidths are unknown"
+)
+NO_GROUP = (
+    "this trace does not record the collectives' group sizes (the `Group size` arg, written by "
+    "PyTorch 2.1 and later): bus bandwidths are unknown; sizes come from the recorded shapes "
+    "(`bytes_source`)"
+)
+NO_CALLS = "no collective calls in this trace (no NCCL/RCCL kernels or record_param_comms ops)"
+
+
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class Comms(Shown):
+    """The collective calls of a trace and their summary per kind and size bucket."""
+
+    calls: pl.DataFrame  # CALL_COLUMNS, one row per call, in time order
+    by_kind: pl.DataFrame  # collective, size_bucket, count, us_per_iter, busbw_gbps_median, ...
+    notes: tuple[str, ...]  # what the trace lacks, said once
+
+
+@per_trace
+@on_counted
+def comms(trace: Trace) -> Comms:
+    """Collective calls and their bandwidth (README, "Collectives")."""
+    calls = pl.concat([_gpu_calls(trace), _cpu_calls(trace)])
+    calls = _with_bandwidth(
+        calls.join(_sizes_from_shapes(trace, calls["op_id"]), on="op_id", how="left")
+    )
+    calls = calls.filter(pl.col("collective") != "").sort("rank", "ts_ns")
+    notes = []
+    if not calls.height:
+        notes.append(NO_CALLS)
+    elif calls["bytes"].is_null().all():
+        notes.append(NO_ARGS)
+    elif calls["group_size"].is_null().all():
+        notes.append(NO_GROUP)
+    return Comms(
+        calls=calls.select(CALL_COLUMNS),
+        by_kind=_by_kind(calls, _link_peaks(trace), iteration_count(trace)),
+        notes=tuple(notes),
+    )
+
+
+@on_counted
+def comm_calls(trace: Trace) -> pl.DataFrame:
+    return comms(trace).calls
+
+
+@on_counted
+def comm_summary(trace: Trace) -> pl.DataFrame:
+    return comms(trace).by_kind
+
+
+def _gpu_calls(trace: Trace) -> pl.DataFrame:
+    kernels = activities(trace).filter(pl.col("category") == COMMUNICATION)
+    launched_by = trace.cpu.select(
+        "op_id", *(pl.col(a).alias(f"op_{a}") for a in [*ARGS, "comm_name"])
+    )
+    kernels = kernels.join(launched_by, on="op_id", how="left")
+    # The c10d op above the launch names the collective where no args do.
+    c10d = op_chains(trace.cpu, kernels["op_id"]).list.eval(
+        pl.element().filter(pl.element().str.starts_with("c10d::"))
+    )
+    kernels = kernels.with_columns(c10d=c10d.list.last())
+    return kernels.select(
+        "rank",
+        "op_id",
+        "iteration",
+        "ts_ns",
+        "dur_ns",
+        "name",
+        *(pl.coalesce(a, f"op_{a}").alias(name) for a, name in ARGS.items()),
+        raw=pl.coalesce("comm_name", "op_comm_name", "c10d", "name"),
+        on=pl.lit("gpu"),
+    )
+
+
+def _cpu_calls(trace: Trace) -> pl.DataFrame:
+    """record_param_comms ops that launched no kernel: collectives run by the CPU (Gloo)."""
+    launched = activities(trace).select("op_id").drop_nulls()
+    ops = trace.cpu.filter(
+        (pl.col("name") == PARAM_COMMS) & pl.col("comm_name").is_not_null()
+    ).join(launched, on="op_id", how="anti")
+    return ops.select(
+        "rank",
+        "op_id",
+        "iteration",
+        "ts_ns",
+        "dur_ns",
+        "name",
+        *(pl.col(a).alias(name) for a, name in ARGS.items()),
+        raw="comm_name",
+        on=pl.lit("cpu"),
+    )
+
+
+def _sizes_from_shapes(trace: Trace, op_ids: pl.Series) -> pl.DataFrame:
+    """Per launching op (``op_id``): the bytes and dtype of the largest tensor among the
+    recorded shapes of the op, its parent and its ``nccl:`` annotation, and which of them gave
+    it (``shape_source``, comms_rules.BYTES_SOURCES). For traces whose collectives carry no
+    ``In/Out msg nelems``."""
+    cpu = trace.cpu
+    launch = op_ids.drop_nulls().unique().to_frame("op_id")
+    parents = launch.join(cpu.select("op_id", "parent_id"), on="op_id").drop_nulls()
+    annotations = cpu.filter(
+        pl.col("name").str.starts_with(NCCL_ANNOTATION_PREFIX)
+        & pl.col("parent_id").is_in(launch["op_id"].implode())
+    )
+    shapes = cpu.select("op_id", "input_dims", "input_types")
+    candidates = pl.concat(
+        [
+            launch.join(shapes, on="op_id").with_columns(source=pl.lit(BYTES_SOURCES[1])),
+            parents.join(shapes, left_on="parent_id", right_on="op_id")
+            .drop("parent_id")
+            .with_columns(source=pl.lit(BYTES_SOURCES[2])),
+            annotations.select(
+                pl.col("parent_id").alias("op_id"),
+                "input_dims",
+                "input_types",
+                source=pl.lit(BYTES_SOURCES[3]),
+            ),
+        ]
+    )
+    readable = pl.col("input_dims").str.contains(SHAPES_PATTERN) & pl.col(
+        "input_types"
+    ).str.contains(STRINGS_PATTERN)
+    tensors = (
+        candidates.filter(readable)
+        .with_columns(
+            dims=pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))),
+            types=pl.col("input_types").str.json_decode(pl.List(pl.String)),
+        )
+        .filter(pl.col("dims").list.len() == pl.col("types").list.len())
+        .explode("dims", "types")
+        .with_columns(
+            shape_dtype=pl.col("types").replace_strict(
+                INPUT_TYPE_DTYPES, default=None, return_dtype=pl.String
+            )
+        )
+        .filter(pl.col("shape_dtype").is_not_null())
+        .with_columns(
+            shape_bytes=pl.col("dims").list.eval(pl.element().product()).list.first()
+            * pl.col("shape_dtype").replace_strict(DTYPE_BYTES, return_dtype=pl.Int64),
+            priority=pl.col("source").replace_strict(
+                {s: i for i, s in enumerate(BYTES_SOURCES)}, return_dtype=pl.Int64
+            ),
+        )
+    )
+    # The largest tensor; of equal ones, the source nearest the collective's own args.
+    return (
+        tensors.sort(["op_id", "shape_bytes", "priority"], descending=[False, True, False])
+        .group_by("op_id", maintain_order=True)
+        .first()
+        .select("op_id", "shape_bytes", "shape_dtype", shape_source="source")
+    )
+
+
+def _kind(name: pl.Expr) -> pl.Expr:
+    lowered = name.str.to_lowercase()
+    expr: pl.Expr = pl.lit("other")
+    for rule in reversed(KIND_RULES):
+        expr = pl.when(lowered.str.contains(rule.pattern)).then(pl.lit(rule.kind)).otherwise(expr)
+    return expr
+
+
+def _bus_factor(kind: pl.Expr, n: pl.Expr) -> pl.Expr:
+    expr: pl.Expr = pl.lit(None, pl.Float64)
+    for name, (scaled, fixed) in BUS_FACTORS.items():
+        value = pl.lit(fixed, pl.Float64) if scaled is None else scaled * (n - 1) / n
+        expr = pl.when(kind == name).then(value).otherwise(expr)
+    return expr
+
+
+def _size_bucket(nbytes: pl.Expr) -> pl.Expr:
+    expr: pl.Expr = pl.lit(None, pl.String)
+    for label, low in SIZE_BUCKETS:
+        expr = pl.when(nbytes >= low).then(pl.lit(label)).otherwise(expr)
+    return expr
+
+
+def _with_bandwidth(calls: pl.DataFrame) -> pl.DataFrame:
+    nelems = pl.max_horizontal("in_msg_nelems", "out_msg_nelems")
+    element = pl.col("dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
+    # Bytes per nanosecond are GB/s.
+    algbw = pl.col("bytes") / pl.col("dur_ns")
+    from_args = (nelems * element).alias("bytes")
+    return (
+        calls.with_columns(
+            collective=_kind(pl.col("raw")),
+            bytes_source=pl.when(from_args.is_not_null())
+            .then(pl.lit(BYTES_SOURCES[0]))
+            .otherwise("shape_source"),
+            bytes=pl.coalesce(from_args, "shape_bytes"),
+            dtype=pl.coalesce("dtype", "shape_dtype"),
+            us=pl.col("dur_ns") / 1e3,
+        )
+        .with_columns(
+            algbw_gbps=pl.when(pl.col("dur_ns") > 0).then(algbw),
+            size_bucket=_size_bucket(pl.col("bytes")),
+        )
+        .with_columns(
+            busbw_gbps=pl.col("algbw_gbps")
+            * _bus_factor(pl.col("collective"), pl.col("group_size").cast(pl.Float64))
+        )
+    )
+
+
+def _link_peaks(trace: Trace) -> pl.DataFrame:
+    """Per rank: the link peak of its first GPU where the table knows the GPU."""
+    names = trace.devices.group_by("rank").agg(pl.col("name").first())
+    peak: pl.Expr = pl.lit(None, pl.Float64)
+    for row in reversed(LINK_PEAKS):
+        hit = pl.col("name").str.contains(row.name_pattern)
+        peak = pl.when(hit).then(pl.lit(row.gbps)).otherwise(peak)
+    return names.select("rank", link_peak_gbps=peak)
+
+
+def _by_kind(calls: pl.DataFrame, peaks: pl.DataFrame, n: int) -> pl.DataFrame:
+    inside = pl.col("iteration").is_not_null()
+    table = (
+        calls.join(peaks, on="rank", how="left")
+        .group_by("collective", "size_bucket", "on")
+        .agg(
+            count_per_iter=inside.sum() / n,
+            us_per_iter=pl.col("dur_ns").filter(inside).sum() / 1e3 / n,
+            bytes_median=pl.col("bytes").median(),
+            busbw_gbps_median=pl.col("busbw_gbps").median(),
+            link_peak_gbps=pl.col("link_peak_gbps").max(),
+            count=pl.len(),
+            total_us=pl.col("dur_ns").sum() / 1e3,
+        )
+    )
+    return table.with_columns(
+        busbw_pct_of_peak=pl.col("busbw_gbps_median") / pl.col("link_peak_gbps") * 100
+    ).sort(["total_us", "collective"], descending=[True, False])
+
+
+def busiest_collective(result: Comms) -> tuple[float, dict[str, Any]]:
+    """The collectives' µs per iteration, and the kind taking most of it: ``collective``,
+    ``us_per_iter``, ``count_per_iter``, ``busbw`` (median of its size buckets' medians, GB/s)
+    and ``peak`` (the link's, GB/s). For a result with calls."""
+    busiest = result.by_kind.group_by("collective").agg(
+        pl.col("us_per_iter").sum(),
+        pl.col("count_per_iter").sum(),
+        busbw=pl.col("busbw_gbps_median").median(),
+        peak=pl.col("link_peak_gbps").max(),
+    )
+    total = float(busiest["us_per_iter"].sum())
+    return total, busiest.sort(["us_per_iter", "collective"], descending=[True, False]).row(
+        0, named=True
+    )
+
+
+def comms_verdict(result: Comms) -> str:
+    """One sentence from the evidence: the collectives' time, and how fast the kind that takes
+    most of it runs against the link's peak (or what is missing to say so)."""
+    if not result.calls.height:
+        return NO_CALLS.capitalize() + "."
+    total, top = busiest_collective(result)
+    said = f"Collectives take {total:,.1f} µs per iteration, most of it {top['collective']}"
+    if top["busbw"] is None:
+        missing = NO_GROUP if NO_GROUP in result.notes else NO_ARGS
+        return f"{said}; its bus bandwidth is unknown ({missing.split(':', maxsplit=1)[0]})."
+    said += f" at a median bus bandwidth of {top['busbw']:,.1f} GB/s"
+    if top["peak"] is None:
+        return f"{said} (no link peak known for this GPU)."
+    return f"{said}, {top['busbw'] / top['peak'] * 100:.0f}% of the link's {top['peak']:.0f} GB/s."

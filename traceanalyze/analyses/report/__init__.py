@@ -1,0 +1,1 @@
+"""The report's contents: everything it shows, its findings and checked expectations."""

@@ -1,0 +1,1 @@
+"""Variants side by side: compare, explain (why one is faster), diff."""

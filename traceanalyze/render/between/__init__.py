@@ -1,0 +1,1 @@
+"""Renderers for the time between kernels."""

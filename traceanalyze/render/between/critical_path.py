@@ -1,0 +1,130 @@
+"""Renderers for `critical-path` and `comms`: a result in, text or PNG bytes out."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceanalyze.analyses.between.critical_path import CriticalPath, path_verdict
+from traceanalyze.analyses.distributed.comms import Comms, comms_verdict
+from traceanalyze.render.analyses import render_table
+from traceanalyze.render.charts import CATEGORY_STYLES, _plain_ticks, _png, _pyplot
+from traceanalyze.render.table import to_csv, to_json
+
+# Colours of the kinds that are not a kernel category (kernels take their category's).
+KIND_STYLES: dict[str, tuple[str, str]] = {
+    "cpu_op": ("#0072B2", ""),
+    "annotation": ("#56B4E9", "//"),
+    "launch": ("#E69F00", "//"),
+    "runtime": ("#999999", ""),
+    "sync_wait": ("#D55E00", "xx"),
+    "copy": CATEGORY_STYLES["memcpy"],
+    "gap": ("#FFFFFF", ".."),
+}
+
+
+def render_critical_path(path: CriticalPath, fmt: str, *, top: int | None = None) -> str:
+    """JSON: the stable object; CSV: the items; markdown: figures, verdict, both tables."""
+    items = path.items if top is None else path.items.head(top)
+    if fmt == "json":
+        return to_json(path.record())
+    if fmt == "csv":
+        return to_csv(items)
+    return "\n".join(
+        [
+            f"Span per iteration: {path.span_us_per_iter:,.1f} µs; critical path length: "
+            f"{path.length_us_per_iter:,.1f} µs.",
+            "",
+            path_verdict(path),
+            "",
+            *(f"Note: {note}.\n" for note in path.notes),
+            "Time on the path by kind (per iteration):",
+            "",
+            render_table(path.by_kind, "md"),
+            "Items on the path, longest first, with their slack (how much an iteration would "
+            "shrink if the item took no time):",
+            "",
+            render_table(items, "md", empty="No items on the path."),
+        ]
+    )
+
+
+def _style(kind: str) -> tuple[str, str]:
+    if kind.startswith("kernel:"):
+        return CATEGORY_STYLES.get(kind.removeprefix("kernel:"), CATEGORY_STYLES["other"])
+    return KIND_STYLES.get(kind, ("#DDDDDD", ""))
+
+
+def critical_path_chart(path: CriticalPath) -> bytes:
+    """The path of the longest iteration over its timeline: one lane per thread and stream,
+    each segment of the path a bar coloured by its kind."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(11, 3.5), dpi=100)
+    longest = path.iterations.sort("span_us", descending=True).head(1)
+    segments = path.segments.join(longest.select("rank", "iteration"), on=["rank", "iteration"])
+    if not segments.height:
+        axes.set_title("No critical path: no iteration with a span")
+        return _png(plt, figure)
+    origin = segments["start_ns"].min()
+    lanes = sorted(set(segments["lane"].to_list()), key=lambda lane: (lane.startswith("s"), lane))
+    shown: dict[str, object] = {}
+    frame = segments.with_columns(
+        start_us=(pl.col("start_ns") - origin) / 1e3,
+        width_us=(pl.col("end_ns") - pl.col("start_ns")) / 1e3,
+    )
+    groups = frame.group_by("kind", "lane").agg("start_us", "width_us").sort("kind", "lane")
+    for kind, lane, starts, widths in groups.rows():
+        colour, hatch = _style(kind)
+        bars = axes.broken_barh(list(zip(starts, widths, strict=True)),
+                                (lanes.index(lane) - 0.4, 0.8), facecolors=colour, hatch=hatch,
+                                edgecolor="#444444", linewidth=0.2)  # fmt: skip
+        shown.setdefault(kind, bars)
+    axes.set_yticks(range(len(lanes)), [lane or "(none)" for lane in lanes], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("time since the iteration's start (µs)")
+    _plain_ticks(axes, log=False)
+    rank, iteration = longest.row(0)[:2]
+    axes.set_title(f"Critical path of the longest iteration (rank {rank}, iteration {iteration})")
+    axes.legend(list(shown.values()), list(shown), fontsize=8, loc="upper left",
+                bbox_to_anchor=(1.01, 1.0))  # fmt: skip
+    figure.tight_layout()
+    return _png(plt, figure)
+
+
+def render_comms(result: Comms, by: str, fmt: str, *, top: int | None = None) -> str:
+    """The calls (``by="call"``) or the summary per kind; in markdown, what the trace lacks
+    first."""
+    table = result.calls if by == "call" else result.by_kind
+    if top is not None:
+        table = table.head(top)
+    if fmt != "md":
+        return render_table(table, fmt)
+    notes = "".join(f"Note: {note}.\n\n" for note in result.notes)
+    if not table.height:
+        return notes or "No collective calls.\n"
+    return notes + render_table(table.drop("ts_ns", strict=False), fmt)
+
+
+REPORT_ITEMS = 5
+
+
+def timeline_parts(path: CriticalPath | None, result: Comms | None) -> list[str]:
+    """The report's part for one trace: the critical path's verdict and top slack items, and
+    the collectives per kind where the trace has any."""
+    parts: list[str] = []
+    if path is not None and path.length_us_per_iter > 0:
+        top = path.items.sort("slack_us_per_iter", descending=True).head(REPORT_ITEMS)
+        parts += [
+            f"**Critical path** ({path.length_us_per_iter:,.2f} µs per iteration, the span): "
+            f"{path_verdict(path)}\n",
+            *(f"Note: {note}.\n" for note in path.notes),
+            render_table(top, "md"),
+        ]
+    if result is not None and result.calls.height:
+        columns = ("collective", "size_bucket", "on", "count_per_iter", "us_per_iter",
+                   "busbw_gbps_median", "link_peak_gbps", "busbw_pct_of_peak")  # fmt: skip
+        notes = "".join(f"Note: {note}.\n\n" for note in result.notes)
+        parts += [
+            f"**Collectives**: {comms_verdict(result)}\n",
+            notes + render_table(result.by_kind.select(columns), "md"),
+        ]
+    return parts

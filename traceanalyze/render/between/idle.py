@@ -1,0 +1,100 @@
+"""Renderers for the time between kernels: `idle` and the report's "Where the time goes"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceanalyze.analyses.between.idle import IdleResult, definitions
+from traceanalyze.analyses.between.where import WhereTimeGoes
+from traceanalyze.names import with_readable_names
+from traceanalyze.render.headings import heading
+from traceanalyze.render.labelled import render_labelled
+from traceanalyze.render.table import markdown_table
+
+Labelled = list[tuple[str | None, IdleResult]]
+
+
+def idle_record(result: IdleResult) -> dict[str, Any]:
+    """The JSON object: ``gpu_idle_us_per_iter`` and ``causes`` (which add up to it), the
+    split per stream and the largest gaps."""
+    return {
+        "gpu_idle_us_per_iter": result.gpu_idle_us_per_iter,
+        "iterations": result.iterations,
+        "gpu_activities_per_iter": result.gpu_activities_per_iter,
+        "causes": result.causes.to_dicts(),
+        "by_stream": result.by_stream.to_dicts(),
+        "largest_gaps": result.largest_gaps.to_dicts(),
+    }
+
+
+def render_idle(results: Labelled, fmt: str, *, full_names: bool = False) -> str:
+    """JSON: one object per trace (a list for several); CSV: the causes (with a ``variant``
+    column for several); markdown: one section per trace."""
+    return render_labelled(
+        results,
+        fmt,
+        record=idle_record,
+        table=lambda r: r.causes,
+        markdown=lambda r, _nested: idle_markdown(r, full_names=full_names),
+    )
+
+
+def _table(frame: pl.DataFrame) -> str:
+    return markdown_table(frame.rename({c: heading(c) for c in frame.columns}))
+
+
+def idle_markdown(result: IdleResult, *, full_names: bool = False, level: int = 3) -> str:
+    """The idle time, its causes with what each means, the split per stream where there are
+    several, and the largest gaps with what the CPU did during them."""
+    marks = "#" * level
+    if not result.gpu_activities_per_iter:
+        return (
+            f"No GPU activity (kernels, copies, memsets) in the {result.iterations} counted "
+            "iterations: there is no GPU timeline, so no idle time to split by cause. Record "
+            "the GPU with torch.profiler's ProfilerActivity.CUDA.\n"
+        )
+    causes = result.causes.with_columns(
+        meaning=pl.col("cause").replace_strict(definitions(), return_dtype=pl.String)
+    )
+    parts = [
+        f"GPU idle time {result.gpu_idle_us_per_iter:,.2f} µs per iteration "
+        f"({result.iterations} iterations): the gaps between the iteration's first and last "
+        "GPU activity when no stream runs anything, each classified by the activity that ends "
+        "it.\n",
+        _table(causes),
+    ]
+    if result.by_stream.select("rank", "device", "stream").n_unique() > 1:
+        parts += [f"{marks} Per stream (the stream whose activity ends the gap)\n",
+                  _table(result.by_stream)]  # fmt: skip
+    if result.largest_gaps.height:
+        gaps = result.largest_gaps.rename({"next_activity": "name"})
+        gaps = gaps if full_names else with_readable_names(gaps)
+        parts += [
+            f"{marks} Largest gaps (start from the iteration's start on the CPU)\n",
+            _table(gaps.rename({"name": "next_activity"})),
+        ]
+    return "\n".join(parts)
+
+
+def where_time_goes_markdown(where: WhereTimeGoes) -> str:
+    """The report's section: idle causes, launch health and one sentence of verdict."""
+    health = where.launches
+    launch_line = (
+        f"Launches: {health['launches_per_iter']:,.1f} per iteration, median launch call "
+        f"{health['launch_cpu_us_median']:,.1f} µs on the CPU, median launch delay "
+        f"{health['launch_delay_us_median']:,.1f} µs, median queue ahead "
+        f"{health['queue_median']:,.1f}; {health['short_kernels_per_iter']:,.1f} short kernels "
+        "per iteration (GPU time under their own launch call's CPU time).\n"
+    )
+    return "\n".join(
+        [
+            f"## Where the time goes: {where.label}\n"
+            if where.label
+            else "## Where the time goes\n",
+            f"**{where.verdict}**\n",
+            idle_markdown(where.idle, level=3),
+            launch_line,
+        ]
+    )

@@ -1,0 +1,1 @@
+"""Renderers for memory: tables and the memory curve."""

@@ -1,0 +1,1 @@
+"""The markdown report: its sections, findings and HTA's view."""
