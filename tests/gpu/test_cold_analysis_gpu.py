@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
 import pytest
 
-import traceanalyze
-from traceanalyze.analyses.cold.variants import ColdSet, cold_set
-from traceanalyze.analyses.graphs import graph_table, replayed_activities
-from traceanalyze.analyses.summary import summary
-
+pl = pytest.importorskip("polars")  # the analyses need it (carried as wheels to the GPU box)
 torch = pytest.importorskip("torch")
+
+import traceanalyze  # noqa: E402 (after the skips: it needs polars)
+from traceanalyze.analyses.cold.variants import ColdSet, cold_set  # noqa: E402
+from traceanalyze.analyses.graphs import graph_table, replayed_activities  # noqa: E402
+from traceanalyze.analyses.summary import summary  # noqa: E402
+
 capture = pytest.importorskip("capture")
 if not hasattr(capture, "run_cold"):
     pytest.skip("this capture package has no --cold", allow_module_level=True)
