@@ -9,11 +9,9 @@ import polars as pl
 from traceanalyze.analyses.between.idle import IdleResult, definitions
 from traceanalyze.analyses.between.where import WhereTimeGoes
 from traceanalyze.names import with_readable_names
+from traceanalyze.render.formats import Forms, Labelled, labelled
 from traceanalyze.render.headings import heading
-from traceanalyze.render.labelled import render_labelled
 from traceanalyze.render.table import markdown_table
-
-Labelled = list[tuple[str | None, IdleResult]]
 
 
 def idle_record(result: IdleResult) -> dict[str, Any]:
@@ -27,18 +25,6 @@ def idle_record(result: IdleResult) -> dict[str, Any]:
         "by_stream": result.by_stream.to_dicts(),
         "largest_gaps": result.largest_gaps.to_dicts(),
     }
-
-
-def render_idle(results: Labelled, fmt: str, *, full_names: bool = False) -> str:
-    """JSON: one object per trace (a list for several); CSV: the causes (with a ``variant``
-    column for several); markdown: one section per trace."""
-    return render_labelled(
-        results,
-        fmt,
-        record=idle_record,
-        table=lambda r: r.causes,
-        markdown=lambda r, _nested: idle_markdown(r, full_names=full_names),
-    )
 
 
 def _table(frame: pl.DataFrame) -> str:
@@ -98,3 +84,11 @@ def where_time_goes_markdown(where: WhereTimeGoes) -> str:
             launch_line,
         ]
     )
+
+
+# `idle`: JSON one object per trace (a list for several); CSV the causes (with a ``variant``
+# column for several); markdown one section per trace.
+IDLE: Forms[Labelled[IdleResult]] = labelled(
+    Forms(markdown=idle_markdown, json=lambda r, **_: idle_record(r)),
+    table=lambda r: r.causes,
+)
