@@ -51,12 +51,13 @@ else:
     # function does not shadow the module, so ``import traceanalyze.load`` works too.
     from traceanalyze import load
 from traceanalyze.load.variants import Variant, VariantSet, load_variants
-from traceanalyze.trace import Trace, TraceMeta
+from traceanalyze.trace import IterationSource, Trace, TraceMeta
 
 __all__ = [
     "AnalysisError",
     "CaptureError",
     "EmptyTraceError",
+    "IterationSource",
     "Loading",
     "PerVariant",
     "SeparateTracesError",

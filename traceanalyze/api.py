@@ -236,7 +236,7 @@ def info(
     trace; a capture folder gives one per variant, ``variant`` first.
 
     >>> info("sample_traces/h200_default/sdpa_flash.json.gz")[0]["iteration_source"]
-    'ProfilerStep'
+    <IterationSource.PROFILER_STEP: 'ProfilerStep'>
     """
     listed = [paths] if isinstance(paths, (str, Path, Trace)) else list(paths)
     return [
@@ -379,7 +379,7 @@ def summary(x: Input, *, loading: Loading | None = None) -> Summary | PerVariant
 
     >>> s = summary("sample_traces/h200_default/naive.json.gz")
     >>> s.kernels_per_iter, s.memcpy_per_iter, s["iteration_source"]
-    (5.0, 1.0, 'ProfilerStep')
+    (5.0, 1.0, <IterationSource.PROFILER_STEP: 'ProfilerStep'>)
     """
     return _each(x, loading, lambda s: summary_with_wall(s.trace, s.median_ms).of_variant(s.label))
 

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.between.critical_path import CriticalPath, path_verdict
-from traceanalyze.analyses.distributed.comms import Comms, comms_verdict
+from traceanalyze.analyses.between.critical_path import BOUND_MIN_PCT, CriticalPath, path_shares
+from traceanalyze.analyses.distributed.comms import (
+    NO_ARGS,
+    NO_CALLS,
+    NO_GROUP,
+    Comms,
+    busiest_collective,
+)
+from traceanalyze.names import readable_names
 from traceanalyze.render.charts import CATEGORY_STYLES, _plain_ticks, _png, _pyplot
 from traceanalyze.render.formats import Forms, shown_table
 
@@ -54,6 +61,41 @@ CRITICAL_PATH: Forms[CriticalPath] = Forms(
     json=lambda path, **_: path.record(),
     csv=lambda path, *, top=None, **_: path.items if top is None else path.items.head(top),
 )
+
+
+def path_verdict(path: CriticalPath) -> str:
+    """One sentence from the path's time by kind: which side the path runs through, and the
+    item whose freeing would buy most."""
+    if path.length_us_per_iter <= 0:
+        return "No iterations with a span: no critical path."
+    gpu_pct, cpu_pct = path_shares(path)
+    if gpu_pct >= BOUND_MIN_PCT:
+        side = f"GPU-bound: {gpu_pct:.0f}% of the critical path is GPU work"
+    elif cpu_pct >= BOUND_MIN_PCT:
+        side = f"CPU-bound: {cpu_pct:.0f}% of the critical path is CPU time (ops, launches, calls)"
+    else:
+        side = f"mixed: the critical path is {gpu_pct:.0f}% GPU work and {cpu_pct:.0f}% CPU time"
+    best = path.items.sort("slack_us_per_iter", descending=True).head(1)
+    if not best.height or best["slack_us_per_iter"][0] <= 0:
+        return side + "."
+    name, slack = readable_names(best["name"])[0], best["slack_us_per_iter"][0]
+    return f"{side}; freeing `{name}` would shorten an iteration by at most {slack:.1f} µs."
+
+
+def comms_verdict(result: Comms) -> str:
+    """One sentence from the evidence: the collectives' time, and how fast the kind that takes
+    most of it runs against the link's peak (or what is missing to say so)."""
+    if not result.calls.height:
+        return NO_CALLS.capitalize() + "."
+    total, top = busiest_collective(result)
+    said = f"Collectives take {total:,.1f} µs per iteration, most of it {top['collective']}"
+    if top["busbw"] is None:
+        missing = NO_GROUP if NO_GROUP in result.notes else NO_ARGS
+        return f"{said}; its bus bandwidth is unknown ({missing.split(':', maxsplit=1)[0]})."
+    said += f" at a median bus bandwidth of {top['busbw']:,.1f} GB/s"
+    if top["peak"] is None:
+        return f"{said} (no link peak known for this GPU)."
+    return f"{said}, {top['busbw'] / top['peak'] * 100:.0f}% of the link's {top['peak']:.0f} GB/s."
 
 
 def _style(kind: str) -> tuple[str, str]:

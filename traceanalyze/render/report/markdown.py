@@ -22,11 +22,13 @@ from traceanalyze.render.memory.tables import memory_section
 from traceanalyze.render.perf import roofline_markdown
 from traceanalyze.render.ranks import ranks_markdown
 from traceanalyze.render.report.findings import findings_section, guesses_section
+from traceanalyze.render.report.variant_findings import variant_findings
 from traceanalyze.render.table import (
     markdown_record,
     markdown_table,
     prose_number,
 )
+from traceanalyze.trace import IterationSource
 
 CHART_GPU = "gpu_time_by_category"
 CHART_CPU_GPU = "cpu_vs_gpu"
@@ -183,7 +185,7 @@ def _ranks_section(label: str, result: RanksResult, full_names: bool) -> str:
 
 def _comparison_intro(report: Report) -> str:
     sources = {v.summary.get("iteration_source") for v in report.variants if v.summary}
-    if sources == {"ProfilerStep"}:
+    if sources == {IterationSource.PROFILER_STEP}:
         unit = "Per iteration (one profiler step), means over the profiled iterations."
     else:
         unit = "Per iteration (see each trace's section for how its iterations were found)."
@@ -252,8 +254,9 @@ def _variant_section(variant: VariantReport, full_names: bool, library: str) -> 
     if variant.row.get("description"):
         parts.append(f"*{variant.row['description']}.*\n")
     parts += [_headline(figures, variant.row), *_why(variant)]
-    if variant.findings:
-        parts.append("**Findings**\n\n" + "\n".join(f"- {s}" for s in variant.findings) + "\n")
+    said = variant_findings(variant)
+    if said:
+        parts.append("**Findings**\n\n" + "\n".join(f"- {s}" for s in said) + "\n")
     if variant.categories.height:
         total = figures["gpu_activity_us_per_iter"]
         parts += [
