@@ -20,8 +20,7 @@ from traceanalyze.cli.progress import loading, loading_file
 from traceanalyze.load import Input, load
 from traceanalyze.load.parallel import THREADS_ENV
 from traceanalyze.load.variants import VariantSet, load_variants
-from traceanalyze.render.formats import FOR_PEOPLE, MARKDOWN
-from traceanalyze.render.table import FORMATS
+from traceanalyze.render.formats import FOR_PEOPLE, FORMATS, MARKDOWN
 from traceanalyze.trace import Skipped, Trace
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -21,7 +21,7 @@ import polars as pl
 from traceanalyze.errors import UsageError
 from traceanalyze.names import with_readable_names
 from traceanalyze.render.headings import heading
-from traceanalyze.render.table import FORMATS, markdown_table, to_csv, to_json
+from traceanalyze.render.table import markdown_table, to_csv, to_json
 
 R = TypeVar("R")
 # A result's CSV: a frame (its table), a record (key,value rows), or text already written
@@ -57,14 +57,13 @@ def _csv_text(value: CsvValue) -> str:
     return value if isinstance(value, str) else to_csv(value)
 
 
-# Format -> how a result's Forms become that format's text. The format names are those of
-# traceanalyze.render.table.FORMATS, the --format choices.
+# Format -> how a result's Forms become that format's text; its keys are --format's choices.
 WRITERS: dict[str, Callable[[Forms[Any], Any, dict[str, Any]], str]] = {
     "md": lambda forms, result, options: forms.markdown(result, **options),
     "json": lambda forms, result, options: to_json(forms.json(result, **options)),
     "csv": lambda forms, result, options: _csv_text(forms.csv(result, **options)),
 }
-assert tuple(WRITERS) == FORMATS, "one writer per --format choice"
+FORMATS = tuple(WRITERS)
 
 # The format for people: a terminal's default, and what a notebook shows.
 MARKDOWN = "md"
