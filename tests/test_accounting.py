@@ -17,6 +17,7 @@ from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.analyses.summary import WHOLE_TRACE_NOTE, summary
 from traceanalyze.cli import main
+from traceanalyze.render.report.variant_findings import variant_findings
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((REPO / "sample_traces").glob("*/*.json.gz"))
@@ -100,7 +101,7 @@ def test_cpu_bound_advice_follows_the_trace(tmp_path: Path) -> None:
     trace = load(tmp_path, events)
     report = build_report(traceanalyze.load_variants([trace.path], cache=False))
     (section,) = report.variants
-    [bound] = [s for s in section.findings if s.startswith("CPU-bound")]
+    [bound] = [s for s in variant_findings(section) if s.startswith("CPU-bound")]
     assert "fewer launches" not in bound  # the only launch call took no time
     assert "less CPU work between GPU activities" in bound
 
@@ -206,4 +207,4 @@ def test_degenerate_public_traces_get_no_verdict(public: Path, name: str, note: 
     assert (result["bound"], result["bound_note"]) == (None, note)
     report = build_report(traceanalyze.load_variants([public / name]))
     (section,) = report.variants
-    assert not [s for s in section.findings if "bound" in s or "launches" in s]
+    assert not [s for s in variant_findings(section) if "bound" in s or "launches" in s]

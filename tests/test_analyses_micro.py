@@ -16,9 +16,10 @@ from tests.micro import annotation, call, kernel, load, op
 from traceanalyze.analyses.accounting import busy_and_span
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table
-from traceanalyze.analyses.memcpy import findings, memory_traffic
+from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.report import expectations as expect
 from traceanalyze.analyses.summary import summary
+from traceanalyze.render.report.variant_findings import memory_findings
 
 Event = dict[str, Any]
 SGEMM = "ampere_sgemm_128x64_nn"
@@ -333,7 +334,7 @@ def test_memcpy_chains_and_advice(tmp_path: Path) -> None:
         }
     )
     assert_frame_equal(table.select(want.columns), want)
-    sentences = findings(trace)
+    sentences = memory_findings(memory_traffic(trace))
     assert (
         f"aten::masked_fill -> aten::clone -> aten::copy_ -> {DTOD}: 1 per iteration (10 µs), "
         f"1 MiB each; {MASKED_FILL_ADVICE}." in sentences
@@ -351,7 +352,7 @@ def test_memcpy_in_place_has_no_traffic(tmp_path: Path) -> None:
         ],
     )
     assert memory_traffic(trace).is_empty()
-    assert findings(trace) == []
+    assert memory_findings(memory_traffic(trace)) == []
 
 
 # ---------------------------------------------------------------------------------------------

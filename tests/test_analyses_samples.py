@@ -34,8 +34,9 @@ import pytest
 import traceanalyze
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table, occupancy_table
-from traceanalyze.analyses.memcpy import findings, memory_traffic
+from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary
+from traceanalyze.render.report.variant_findings import memory_findings
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 DEFAULT = SAMPLES / "h200_default"
@@ -115,14 +116,18 @@ def test_naive_memcpy_finding_names_masked_fill_and_its_in_place_twin() -> None:
     assert traffic["chain"].to_list() == [
         "aten::masked_fill -> aten::clone -> aten::copy_ -> Memcpy DtoD (Device -> Device)"
     ]
-    [sentence] = [s for s in findings(trace(DEFAULT, "naive")) if "Memcpy" in s]
+    [sentence] = [
+        s for s in memory_findings(memory_traffic(trace(DEFAULT, "naive"))) if "Memcpy" in s
+    ]
     assert "`masked_fill`" in sentence
     assert "use `masked_fill_`" in sentence
     assert "256 MiB each" in sentence  # B8 x H16 x 1024 x 1024 bf16 scores, copied once a forward
 
 
 def test_naive_inplace_has_no_memcpy_finding() -> None:
-    assert not [s for s in findings(trace(DEFAULT, "naive_inplace")) if "Memcpy" in s]
+    assert not [
+        s for s in memory_findings(memory_traffic(trace(DEFAULT, "naive_inplace"))) if "Memcpy" in s
+    ]
 
 
 def test_sdpa_math_gemms_run_fp32_on_cuda_cores() -> None:

@@ -21,9 +21,9 @@ from traceanalyze.analyses.distributed.comms import (
     NO_CALLS,
     NO_GROUP,
     comms,
-    comms_verdict,
 )
 from traceanalyze.cli import main
+from traceanalyze.render.between.critical_path import comms_verdict
 
 Event = dict[str, Any]
 

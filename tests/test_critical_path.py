@@ -22,10 +22,10 @@ from traceanalyze.analyses.between.critical_path import (
     NO_SYNC,
     CriticalPath,
     critical_path,
-    path_verdict,
 )
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.cli import main
+from traceanalyze.render.between.critical_path import path_verdict
 
 Event = dict[str, Any]
 SGEMM = "ampere_sgemm_128x64_nn"

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 import traceanalyze
 from tests.conftest import CORPUS_TRACES, MISSING_SHARED, PUBLIC_TRACES
 from traceanalyze.cli import main, options
-from traceanalyze.render.table import FORMATS
+from traceanalyze.render.formats import FORMATS
 
 
 def _traces() -> list[Path]:

@@ -37,6 +37,7 @@ from traceanalyze.render.report.findings import (
     findings_section,
     sentence,
 )
+from traceanalyze.render.report.variant_findings import variant_findings
 from traceanalyze.render.table import number_cell
 
 DTOD = "Memcpy DtoD (Device -> Device)"
@@ -855,7 +856,7 @@ def test_a_collective_gets_no_occupancy_finding(tmp_path: Path) -> None:
 
     assert "occupancy_design" not in found
     assert found["occupancy_accident"].figures["items"][0]["who"] == SOFTMAX
-    said = [s for s in report.variants[0].findings if "theoretical occupancy" in s]
+    said = [s for s in variant_findings(report.variants[0]) if "theoretical occupancy" in s]
     assert said == [
         f"The longest kernel outside the collectives per iteration, `{SOFTMAX}` (from "
         "`aten::softmax`), has 50.00% theoretical occupancy, limited by blocks (16 "

@@ -28,6 +28,7 @@ from traceanalyze.analyses.variants.compare import comparison
 from traceanalyze.cli import main
 from traceanalyze.errors import UsageError
 from traceanalyze.load.variants import load_variants
+from traceanalyze.trace import IterationSource
 
 Event = dict[str, Any]
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -349,3 +350,24 @@ def test_no_verdict_when_busy_time_is_not_the_medians_work() -> None:
     # A few percent over an unprofiled median is the profiler's own cost: capped, judged.
     close = wall_verdict(figures | {"gpu_busy_us_per_iter": 1_567.0}, 1.4925)
     assert (close["bound"], close["gpu_busy_pct_of_wall"]) == ("GPU-bound", 100.0)
+
+
+def test_iteration_source_is_an_enum_whose_json_is_its_text(tmp_path: Path) -> None:
+    events = [*sequence(0, 1), *sequence(100, 3), *sequence(200, 5)]
+    linked = load(tmp_path, events)  # the linker's repeated annotation, then the sequence
+    assert (linked.iteration_source.kind, linked.iteration_source.region) == (
+        IterationSource.ANNOTATION,
+        "step",
+    )
+    figures = summary(linked)
+    assert figures.iteration_source.kind is IterationSource.SEQUENCE
+    assert isinstance(figures.iteration_source, IterationSource)
+    path = write_trace(tmp_path, events, name="sequence.json")
+    for command in ("summary", "info"):
+        result = CliRunner().invoke(main, [command, str(path), "--format", "json", "--no-cache"])
+        record = json.loads(result.stdout)
+        record = record[0] if isinstance(record, list) else record
+        assert record["iteration_source"] == "sequence:zero_grad"
+    naive = summary(traceanalyze.load(SAMPLES / "h200_default" / "naive.json.gz"))
+    assert naive.iteration_source is IterationSource.PROFILER_STEP
+    assert IterationSource("whole trace") is IterationSource.WHOLE_TRACE

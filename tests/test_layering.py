@@ -118,3 +118,76 @@ def test_traceanalyze_reads_capture_only_through_the_manifest_and_its_error() ->
         and name not in {"capture.manifest", "capture.caches", "capture.errors", "capture.cli"}
     }
     assert not faults
+
+
+# The format names (--format's choices): only the renderer registry chooses by them.
+FORMAT_REGISTRY = PACKAGE / "render" / "formats.py"
+FORMAT_NAMES = {"md", "json", "csv"}
+FORMAT_VARIABLES = {"fmt", "format"}
+
+
+def _format_name(node: ast.expr) -> bool:
+    """A format's name: a literal (``"json"``), a collection of them, or a constant that holds
+    one (``MARKDOWN``)."""
+    if isinstance(node, ast.Constant):
+        return node.value in FORMAT_NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(map(_format_name, node.elts))
+    return isinstance(node, ast.Name) and node.id.isupper()
+
+
+def _format_variable(node: ast.expr) -> bool:
+    """``fmt``, ``format`` or ``out.format``."""
+    if isinstance(node, ast.Name):
+        return node.id in FORMAT_VARIABLES
+    return isinstance(node, ast.Attribute) and node.attr in FORMAT_VARIABLES
+
+
+def _branches_on_format(node: ast.AST) -> bool:
+    if isinstance(node, ast.Match):
+        return _format_variable(node.subject)
+    if not isinstance(node, ast.Compare):
+        return False
+    operands = [node.left, *node.comparators]
+    literal = any(isinstance(o, ast.Constant) and _format_name(o) for o in operands)
+    collection = any(isinstance(o, (ast.Tuple, ast.List, ast.Set)) and _format_name(o)
+                     for o in operands)  # fmt: skip
+    named = any(map(_format_variable, operands)) and any(map(_format_name, operands))
+    return literal or collection or named
+
+
+def format_branches(source: str) -> list[str]:
+    """Comparisons with a format's name (``fmt == "json"``, ``out.format != "md"``,
+    ``fmt in ("json", "csv")``, ``fmt == MARKDOWN``) and ``match fmt`` statements: branches on
+    the output format, as ``line: code``. (Whether a format was given, ``fmt is None``, is no
+    branch on which one.)"""
+    return [
+        f"{node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(source))
+        if _branches_on_format(node)
+    ]
+
+
+def test_only_the_renderer_registry_branches_on_the_format() -> None:
+    # One row per format in render/formats.py's WRITERS, one Forms per result: an `if fmt ==`
+    # elsewhere is a renderer or command choosing by format on its own again.
+    faults = [
+        f"{path.relative_to(PACKAGE.parent)}:{branch}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != FORMAT_REGISTRY
+        for branch in format_branches(path.read_text(encoding="utf-8"))
+    ]
+    assert not faults
+
+
+def test_the_format_branch_check_finds_each_kind_of_branch() -> None:
+    source = (
+        "def render(fmt, out, name):\n"
+        "    if fmt == 'json':\n        return 1\n"
+        "    if out.format in ('csv', 'md'):\n        return 2\n"
+        "    match fmt:\n        case _:\n            return 3\n"
+        "    if fmt == MARKDOWN:\n        return 4\n"
+        "    if name == 'md5' or name in ('.md', 'csv_file') or fmt is None or a != fmt:\n"
+        "        return 5\n"
+    )
+    assert sorted(b.split(":")[0] for b in format_branches(source)) == ["2", "4", "6", "9"]

@@ -30,7 +30,7 @@ from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.cli import main
 from traceanalyze.engine import InProcess, RankTask, map_files, rank_folder
 from traceanalyze.load.variants import load_variants
-from traceanalyze.render.ranks import ranks_markdown, render_ranks
+from traceanalyze.render.ranks import RANKS, ranks_markdown
 
 NCCL = "hta_nccl_a100.json.gz"
 SPECS = (
@@ -233,7 +233,7 @@ def test_cli_formats(job: Path, job_cache: Path, result: RanksResult) -> None:
     assert record["stragglers"] == [2] and record["clock_alignment"] == "collective-ends"
     assert [r["rank"] for r in record["ranks"]] == [0, 1, 2]
     assert record["collectives_matched"] == 21 == len(record["collectives"])
-    csv = pl.read_csv(render_ranks(result, "csv").encode())
+    csv = pl.read_csv(RANKS.render(result, "csv").encode())
     assert csv["rank"].to_list() == [0, 1, 2] and csv.columns == list(record["ranks"][0])
     text = ranks_markdown(result)
     assert "| rank | iterations | wall µs/iter |" in text and "## Collective skew" in text

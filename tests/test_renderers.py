@@ -15,9 +15,9 @@ from traceanalyze.analyses.cold.variants import cold_set
 from traceanalyze.analyses.roofline.model import roofline
 from traceanalyze.analyses.variants.compare import comparison
 from traceanalyze.load.variants import VariantSet
-from traceanalyze.render.cold import render_cold
+from traceanalyze.render.cold import COLD
 from traceanalyze.render.perf import roofline_markdown
-from traceanalyze.render.report.markdown import render_comparison
+from traceanalyze.render.report.markdown import COMPARISON
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def capture(tmp_path: Path) -> VariantSet:
 
 def test_cold_markdown(capture: VariantSet) -> None:
     result = cold_set(capture.variants, manifest=capture.manifests[0])
-    lines = render_cold(result, "md").splitlines()
+    lines = COLD.render(result, "md").splitlines()
     # excess vs timed: (200 - 350) / 350 = -42.86%, (900 - 1,110) / 1,110 = -18.92%; the
     # advantage is the steady timings' difference, 250 - 90 = 160 µs, and cuDNN's extra
     # one-off work, 1,110 - 350 = 760 µs, is paid back after ceil(760 / 160) = 5 calls.
@@ -52,7 +52,7 @@ def test_cold_markdown(capture: VariantSet) -> None:
 
 
 def test_comparison_markdown(capture: VariantSet) -> None:
-    lines = render_comparison(comparison(capture.variants), "md").splitlines()
+    lines = COMPARISON.render(comparison(capture.variants), "md").splitlines()
     # GPU busy 120 and 180 µs per iteration: cuDNN's speed-up is 120 / 180 = 0.67.
     assert lines[:4] == [
         "| variant | GPU busy µs/iter | speed-up | speed-up wall | bound | kernels/iter | "

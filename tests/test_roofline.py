@@ -18,7 +18,7 @@ from traceanalyze.analyses.roofline.model import ROOFLINE_COLUMNS, UNMODELLED_CO
 from traceanalyze.analyses.roofline.ops import COMPOSITE, NO_MODEL
 from traceanalyze.analyses.waves import wave_table
 from traceanalyze.hardware.peaks import PEAKS, PeakOverride, device_peaks, peaks_table
-from traceanalyze.render.perf import render_roofline
+from traceanalyze.render.perf import ROOFLINE
 
 Event = dict[str, Any]
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
@@ -330,7 +330,7 @@ def test_h100_convolution_trace() -> None:
 def test_every_public_trace_gives_a_roofline_and_valid_json(public_trace: Path) -> None:
     trace = traceanalyze.load(public_trace)
     result = roofline(trace)
-    record = json.loads(render_roofline([(None, result)], "json"))
+    record = json.loads(ROOFLINE.render([(None, result)], "json"))
     assert set(record) >= {"ops", "unmodelled", "waves", "devices", "notes"}
     # Every GPU activity in the iterations is in a row or in the unmodelled list.
     rows = result.ops["gpu_us_per_iter"].sum() + result.unmodelled["gpu_us_per_iter"].sum()
@@ -347,7 +347,7 @@ def test_zero_length_kernels_give_no_infinite_throughput(tmp_path: Path) -> None
     result = roofline(load(tmp_path, events))
     row = result.ops.row(0, named=True)
     assert (row["tflops"], row["tbps"], row["pct_of_roofline"]) == (None, None, None)
-    json.loads(render_roofline([(None, result)], "json"))
+    json.loads(ROOFLINE.render([(None, result)], "json"))
 
 
 def test_activity_launched_outside_every_op_is_listed_as_such(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from traceanalyze.api import (
     explain,
     graphs,
     idle,
+    info,
     iterations,
     kernels,
     launches,
@@ -50,12 +51,13 @@ else:
     # function does not shadow the module, so ``import traceanalyze.load`` works too.
     from traceanalyze import load
 from traceanalyze.load.variants import Variant, VariantSet, load_variants
-from traceanalyze.trace import Trace, TraceMeta
+from traceanalyze.trace import IterationSource, Trace, TraceMeta
 
 __all__ = [
     "AnalysisError",
     "CaptureError",
     "EmptyTraceError",
+    "IterationSource",
     "Loading",
     "PerVariant",
     "SeparateTracesError",
@@ -76,6 +78,7 @@ __all__ = [
     "explain",
     "graphs",
     "idle",
+    "info",
     "iterations",
     "kernels",
     "launches",

@@ -40,6 +40,7 @@ from traceanalyze.analyses.distributed.comms import comms as comms_of
 from traceanalyze.analyses.distributed.ranks import DEFAULT_STRAGGLER_PCT, RanksResult
 from traceanalyze.analyses.distributed.skew import ALIGN_ENDS
 from traceanalyze.analyses.graphs import graph_table
+from traceanalyze.analyses.info import trace_info
 from traceanalyze.analyses.iterations import Selection, counted, iteration_notes, iteration_rows
 from traceanalyze.analyses.kernels import (
     kernel_table,
@@ -78,17 +79,18 @@ from traceanalyze.load.variants import (
     label_of,
     load_variants,
 )
-from traceanalyze.render.analyses import render_records
+from traceanalyze.render.analyses import SUMMARIES
 from traceanalyze.render.annotate import activity_args, added_events
-from traceanalyze.render.between.critical_path import render_comms, render_critical_path
-from traceanalyze.render.between.idle import render_idle, where_time_goes_markdown
-from traceanalyze.render.cold import render_cold
-from traceanalyze.render.memory.tables import render_memory
-from traceanalyze.render.perf import explain_markdown, render_roofline
-from traceanalyze.render.ranks import render_ranks
+from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH
+from traceanalyze.render.between.idle import IDLE, where_time_goes_markdown
+from traceanalyze.render.cold import COLD
+from traceanalyze.render.formats import FOR_PEOPLE, MARKDOWN, Forms
+from traceanalyze.render.memory.tables import MEMORY
+from traceanalyze.render.perf import EXPLAIN, ROOFLINE
+from traceanalyze.render.ranks import RANKS
 from traceanalyze.render.report.hta import hta_markdown
-from traceanalyze.render.report.markdown import render_diff, render_report
-from traceanalyze.render.stacks import render_stacks
+from traceanalyze.render.report.markdown import DIFF, render_report
+from traceanalyze.render.stacks import STACKS
 from traceanalyze.trace import Trace
 
 R = TypeVar("R")
@@ -227,6 +229,23 @@ def _each(x: Input, loading: Loading | None, analysis: Callable[[Subject], R]) -
     return PerVariant(results)
 
 
+def info(
+    paths: PathLike | Trace | Sequence[PathLike], *, loading: Loading | None = None
+) -> list[dict[str, Any]]:
+    """Device, versions, time span, event counts, iterations and linking: one record per
+    trace; a capture folder gives one per variant, ``variant`` first.
+
+    >>> info("sample_traces/h200_default/sdpa_flash.json.gz")[0]["iteration_source"]
+    <IterationSource.PROFILER_STEP: 'ProfilerStep'>
+    """
+    listed = [paths] if isinstance(paths, (str, Path, Trace)) else list(paths)
+    return [
+        trace_info(s.trace) if s.label is None else {"variant": s.label, **trace_info(s.trace)}
+        for given in listed
+        for s in subjects(given, loading)
+    ]
+
+
 # The table commands' views (--by), the first the default: the data behind `--by`.
 VIEWS: dict[str, dict[str, Callable[[Trace], pl.DataFrame]]] = {
     "kernels": {"kernel": kernel_table, "op": op_table},
@@ -360,7 +379,7 @@ def summary(x: Input, *, loading: Loading | None = None) -> Summary | PerVariant
 
     >>> s = summary("sample_traces/h200_default/naive.json.gz")
     >>> s.kernels_per_iter, s.memcpy_per_iter, s["iteration_source"]
-    (5.0, 1.0, 'ProfilerStep')
+    (5.0, 1.0, <IterationSource.PROFILER_STEP: 'ProfilerStep'>)
     """
     return _each(x, loading, lambda s: summary_with_wall(s.trace, s.median_ms).of_variant(s.label))
 
@@ -531,6 +550,17 @@ class ReportResult(display.Shown):
         )
 
 
+# `report` writes markdown only (`compare` is its table for programs).
+REPORT: Forms[ReportResult] = Forms(
+    markdown=lambda result, **options: result.markdown(**options),
+    refused={
+        fmt: "report writes markdown; use `compare` for JSON or CSV"
+        for fmt, for_people in FOR_PEOPLE.items()
+        if not for_people
+    },
+)
+
+
 def report(
     paths: PathLike | VariantSet | Sequence[PathLike],
     *,
@@ -645,30 +675,37 @@ def ranks(
     )
 
 
-# Each result's markdown, as its command writes it by default (what Jupyter shows). Results a
+# Each result's renderers, as its command writes it (Jupyter shows the markdown). Results a
 # capture folder gives one per variant are rendered as a list of (label, result) pairs.
-_LABELLED: dict[type, Callable[[list[tuple[str | None, Any]]], str]] = {
-    Summary: lambda rs: render_records([s for _, s in rs], "md"),
-    IdleResult: lambda rs: render_idle(rs, "md"),
-    Roofline: lambda rs: render_roofline(rs, "md"),
-    MemoryResult: lambda rs: render_memory(rs, "md"),
-    StacksResult: lambda rs: render_stacks(rs, "md"),
+_LABELLED: dict[type, Forms[Any]] = {
+    Summary: SUMMARIES,
+    IdleResult: IDLE,
+    Roofline: ROOFLINE,
+    MemoryResult: MEMORY,
+    StacksResult: STACKS,
 }
-display.MARKDOWN.update({
-    CriticalPath: lambda r: render_critical_path(r, "md"),
-    Comms: lambda r: render_comms(r, "call", "md"),
-    Explanation: explain_markdown,
-    TraceDiff: lambda r: render_diff(r, "md"),
-    ColdSet: lambda r: render_cold(r, "md"),
-    RanksResult: lambda r: render_ranks(r, "md"),
-    ReportResult: lambda r: r.markdown(),
-    PerVariant: lambda r: _LABELLED[type(r.results[0][1])](list(r.results)),
-})  # fmt: skip
+_ONE: dict[type, Forms[Any]] = {
+    CriticalPath: CRITICAL_PATH,
+    Comms: COMMS,
+    Explanation: EXPLAIN,
+    TraceDiff: DIFF,
+    ColdSet: COLD,
+    RanksResult: RANKS,
+    ReportResult: REPORT,
+}
 
 
-def _alone(kind: type) -> Callable[[Any], str]:
+def _markdown(forms: Forms[Any]) -> Callable[[Any], str]:
+    return lambda result: forms.render(result, MARKDOWN)
+
+
+def _alone(forms: Forms[Any]) -> Callable[[Any], str]:
     """The markdown of one unlabelled result of a type rendered as labelled pairs."""
-    return lambda result: _LABELLED[kind]([(None, result)])
+    return lambda result: forms.render([(None, result)], MARKDOWN)
 
 
-display.MARKDOWN.update({kind: _alone(kind) for kind in _LABELLED})
+display.MARKDOWN.update({kind: _markdown(forms) for kind, forms in _ONE.items()})
+display.MARKDOWN.update({kind: _alone(forms) for kind, forms in _LABELLED.items()})
+display.MARKDOWN[PerVariant] = lambda r: _LABELLED[type(r.results[0][1])].render(
+    list(r.results), MARKDOWN
+)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA, ITERATION_SCHEMA
+from traceanalyze.trace import IterationSource
 
 THREAD = ["rank", "pid", "tid"]
 # A dense number per thread (rank, pid, tid), kept while linking and dropped by the final
@@ -52,7 +53,7 @@ class Linked:
     cpu: pl.DataFrame
     gpu: pl.DataFrame
     iterations: pl.DataFrame
-    iteration_source: str
+    iteration_source: IterationSource
 
 
 def link(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> Linked:
@@ -174,7 +175,9 @@ def _parent_ids(cpu: pl.DataFrame) -> pl.Series:
     ).to_series()
 
 
-def find_iterations(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, str]:
+def find_iterations(
+    cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int
+) -> tuple[pl.DataFrame, IterationSource]:
     """Iteration spans and how they were found (see the module docstring)."""
     steps = cpu.filter(pl.col("cat").is_in(STEP_CATS) & _is_profiler_step())
     if steps.height:
@@ -185,7 +188,7 @@ def find_iterations(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> tuple[pl
             "ts_ns",
             "dur_ns",
         )
-        return _iteration_frame(frame), "ProfilerStep"
+        return _iteration_frame(frame), IterationSource.PROFILER_STEP
     repeated = _repeated_top_annotation(cpu)
     if repeated is not None:
         name, spans = repeated
@@ -196,8 +199,8 @@ def find_iterations(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> tuple[pl
             "ts_ns",
             "dur_ns",
         )
-        return _iteration_frame(frame), f"annotation:{name}"
-    return _whole_trace(cpu, gpu, rank), "whole trace"
+        return _iteration_frame(frame), IterationSource.named(IterationSource.ANNOTATION, name)
+    return _whole_trace(cpu, gpu, rank), IterationSource.WHOLE_TRACE
 
 
 def _is_profiler_step() -> pl.Expr:
@@ -241,9 +244,9 @@ def _whole_trace(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> pl.DataFram
     return frame.cast(ITERATION_SCHEMA)  # type: ignore[arg-type]
 
 
-def _iteration_of(ts_ns: pl.Series, iterations: pl.DataFrame, source: str) -> pl.Series:
+def _iteration_of(ts_ns: pl.Series, iterations: pl.DataFrame, source: IterationSource) -> pl.Series:
     """The iteration whose span holds each timestamp (null outside every span)."""
-    if source == "whole trace":
+    if source is IterationSource.WHOLE_TRACE:
         return pl.Series("iteration", [0] * len(ts_ns), dtype=pl.Int64).set(ts_ns.is_null(), None)
     # Spans are sorted by start: the candidate is the last one starting at or before ts.
     slot = iterations["ts_ns"].search_sorted(ts_ns, side="right").cast(pl.Int64) - 1
@@ -259,7 +262,7 @@ def _iteration_of(ts_ns: pl.Series, iterations: pl.DataFrame, source: str) -> pl
 
 
 def link_gpu(
-    gpu: pl.DataFrame, cpu: pl.DataFrame, iterations: pl.DataFrame, source: str
+    gpu: pl.DataFrame, cpu: pl.DataFrame, iterations: pl.DataFrame, source: IterationSource
 ) -> pl.DataFrame:
     """Join GPU activities to their launch call, launching op, annotation and iteration."""
     # The few columns first: filtering and deduplicating every column of the CPU frame took
@@ -288,7 +291,7 @@ def link_gpu(
         op_name=cpu["name"].gather(ops),
         annotation=outermost_annotation(cpu, gpu["call_id"]),
     )
-    if source == "whole trace":
+    if source is IterationSource.WHOLE_TRACE:
         iteration = pl.Series("iteration", [0] * gpu.height, dtype=pl.Int64)
     else:
         iteration = _iteration_of(gpu["launch_ts_ns"], iterations, source)

@@ -3,12 +3,61 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import polars as pl
 
 from traceanalyze.schema import MEMORY_SCHEMA, PYTHON_SCHEMA
+
+
+class IterationSource(StrEnum):
+    """How a trace's iterations were found; its value is what `summary` and `info` write.
+
+    A source found from a named region is a member of its kind carrying the name:
+    ``IterationSource.named(IterationSource.ANNOTATION, "step")`` is ``"annotation:step"``,
+    with ``kind`` ``ANNOTATION`` and ``region`` ``"step"``.
+
+    >>> source = IterationSource("annotation:step")
+    >>> source.kind is IterationSource.ANNOTATION, source.region, source == "annotation:step"
+    (True, 'step', True)
+    """
+
+    PROFILER_STEP = "ProfilerStep"
+    WHOLE_TRACE = "whole trace"
+    # The repeated top-level annotation: "annotation:<name>".
+    ANNOTATION = "annotation:"
+    # A repeated sequence of top-level annotations: "sequence:<name of the first>".
+    SEQUENCE = "sequence:"
+
+    @classmethod
+    def named(cls, kind: IterationSource, region: str) -> Self:
+        """The source of iterations found as the region ``region`` of ``kind``."""
+        return cls(kind.value + region)
+
+    @classmethod
+    def _missing_(cls, value: object) -> IterationSource | None:
+        # A named region's source: a member of its kind (ANNOTATION, SEQUENCE) whose value
+        # carries the name, made here since names are the trace's, not a fixed list.
+        for kind in (cls.ANNOTATION, cls.SEQUENCE):
+            if isinstance(value, str) and value.startswith(kind.value):
+                member = str.__new__(cls, value)
+                member._name_ = kind.name
+                member._value_ = value
+                return member
+        return None
+
+    @property
+    def kind(self) -> IterationSource:
+        """The member this source is one of (itself, but for a named region's)."""
+        return type(self)[self.name]
+
+    @property
+    def region(self) -> str | None:
+        """The region's name of an ANNOTATION or SEQUENCE source (None for the others)."""
+        kind = self.kind
+        return self.value.removeprefix(kind.value) if self is not kind else None
 
 
 @dataclass(frozen=True)
@@ -59,10 +108,14 @@ class Trace:
     memory: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MEMORY_SCHEMA))
     # Python frames (schema.PYTHON_SCHEMA); empty when the trace was recorded without with_stack.
     python: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PYTHON_SCHEMA))
-    # How iterations were found: "ProfilerStep", "annotation:<name>" or "whole trace".
-    iteration_source: str = "whole trace"
+    # How iterations were found (a plain string given is read as its IterationSource).
+    iteration_source: IterationSource = IterationSource.WHOLE_TRACE
     # Files of the loaded folder that are not traces (a README, unrelated JSON), with why.
     skipped: tuple[Skipped, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Callers may give the source as its text (e.g. the cache's stored copy).
+        object.__setattr__(self, "iteration_source", IterationSource(self.iteration_source))
 
     def __repr__(self) -> str:
         """One line: the file, ranks, event counts and how iterations were found (the frames
@@ -75,7 +128,7 @@ class Trace:
         steps = self.iterations["iteration"].n_unique() if self.iterations.height else 0
         return (
             f"Trace({where!r}, gpu={self.gpu.height}, cpu={self.cpu.height}, "
-            f"iterations={steps} by {self.iteration_source!r})"
+            f"iterations={steps} by {str(self.iteration_source)!r})"
         )
 
     @property

@@ -25,7 +25,7 @@ import polars as pl
 
 from traceanalyze.analyses.cputree import outermost_ops
 from traceanalyze.link import PROFILER_STEP, STEP_CATS
-from traceanalyze.trace import Trace
+from traceanalyze.trace import IterationSource, Trace
 
 CALL_REGION = r"^call(\d+)$"
 # Longest call, in outermost operators, that a repeated operator sequence is searched for.
@@ -87,13 +87,13 @@ def _call_regions(trace: Trace) -> Found:
 
 
 def _iteration_calls(trace: Trace) -> Found:
-    if trace.iteration_source == "whole trace" or trace.iterations.height < 2:
+    if trace.iteration_source is IterationSource.WHOLE_TRACE or trace.iterations.height < 2:
         return None
     regions = trace.cpu.filter(pl.col("cat").is_in(STEP_CATS)).join(
         trace.iterations.select("rank", "name", "ts_ns"), on=["rank", "name", "ts_ns"], how="semi"
     )
     regions = _as_regions(regions).sort("region_depth").unique(["rank", "name", "ts_ns"])
-    return regions.select(*_SPAN, order="ts_ns"), trace.iteration_source
+    return regions.select(*_SPAN, order="ts_ns"), str(trace.iteration_source)
 
 
 def _repeated_regions(trace: Trace) -> Found:

@@ -32,7 +32,7 @@ from traceanalyze.analyses.activities import per_trace
 from traceanalyze.errors import UsageError
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.schema import ITERATION_SCHEMA
-from traceanalyze.trace import Trace
+from traceanalyze.trace import IterationSource, Trace
 
 PROFILED = "profiled"
 CLOSING = "closing"
@@ -67,7 +67,6 @@ NOISE_PCT = 5.0
 OUTLIER_MIN_ROWS = 3
 # A repeated annotation must cover at least this share of the GPU activity to be the iteration.
 MIN_COVERAGE_PCT = 50.0
-SEQUENCE = "sequence:"
 # One sentence per figure of this module; the README's "Iterations" section prints them.
 DEFINITIONS: dict[str, str] = {
     "kind": "what the iteration is: `profiled` (a ProfilerStep), `closing` (the profiler's "
@@ -108,7 +107,6 @@ TABLE_COLUMNS = (
     "cpu_span_us",
     "wall_us",
 )
-ANNOTATION = "annotation:"
 
 
 @dataclass(frozen=True)
@@ -319,11 +317,11 @@ def classify_iterations(trace: Trace) -> pl.DataFrame:
     )
 
 
-def _kind_expr(source: str) -> pl.Expr:
-    if source == "whole trace":
+def _kind_expr(source: IterationSource) -> pl.Expr:
+    if source is IterationSource.WHOLE_TRACE:
         return pl.lit(WHOLE)
     idle = ~pl.col("active") & pl.col("rank_active")
-    steps = source == "ProfilerStep"
+    steps = source is IterationSource.PROFILER_STEP
     return (
         pl.when(pl.col("capture"))
         .then(pl.lit(CAPTURE))
@@ -370,15 +368,16 @@ def regions(trace: Trace) -> Trace:
     """``trace`` with iterations that cover the work: a repeated annotation that covers less
     than ``MIN_COVERAGE_PCT`` of the GPU activity gives way to the repeated sequence of
     top-level annotations, else to the whole trace."""
-    if not trace.iteration_source.startswith(ANNOTATION) or _covers(trace):
+    if trace.iteration_source.kind is not IterationSource.ANNOTATION or _covers(trace):
         return trace
     sequence = _sequence_spans(trace.cpu)
     if sequence is not None:
         starter, spans = sequence
-        candidate = _with_iterations(trace, spans, SEQUENCE + starter)
+        named = IterationSource.named(IterationSource.SEQUENCE, starter)
+        candidate = _with_iterations(trace, spans, named)
         if _covers(candidate):
             return candidate
-    return _with_iterations(trace, _whole_spans(trace), WHOLE)
+    return _with_iterations(trace, _whole_spans(trace), IterationSource.WHOLE_TRACE)
 
 
 def _covers(trace: Trace) -> bool:
@@ -438,10 +437,10 @@ def _whole_spans(trace: Trace) -> pl.DataFrame:
     )
 
 
-def _with_iterations(trace: Trace, spans: pl.DataFrame, source: str) -> Trace:
+def _with_iterations(trace: Trace, spans: pl.DataFrame, source: IterationSource) -> Trace:
     """``trace`` with new iteration spans: CPU rows by their start, GPU rows by their launch
     call's start (every GPU row for the whole trace, as the linker does)."""
-    gpu_ts = "ts_ns" if source == WHOLE else "launch_ts_ns"
+    gpu_ts = "ts_ns" if source is IterationSource.WHOLE_TRACE else "launch_ts_ns"
     return replace(
         trace,
         gpu=trace.gpu.with_columns(iteration=_iteration_at(trace.gpu, gpu_ts, spans)),
@@ -476,17 +475,17 @@ def _notes(
     """What a reader must know: how iterations were found and which were left out, why."""
     parts = []
     source = base.iteration_source
-    if base is not origin and source == WHOLE:
-        name = origin.iteration_source.removeprefix(ANNOTATION)
+    if base is not origin and source is IterationSource.WHOLE_TRACE:
+        name = origin.iteration_source.region
         parts.append(
             f"whole trace taken as one iteration: the repeated annotation `{name}` covers "
             f"{coverage_pct(origin) or 0:.1f}% of the GPU activity, no repeated sequence of "
             f"top-level annotations covers {MIN_COVERAGE_PCT:.0f}%"
         )
-    if source.startswith(SEQUENCE):
+    if source.kind is IterationSource.SEQUENCE:
         parts.append(
             "iterations are the repeated sequence of top-level annotations, each from one "
-            f"`{source.removeprefix(SEQUENCE)}` to the next (a single repeated annotation "
+            f"`{source.region}` to the next (a single repeated annotation "
             f"covered less than {MIN_COVERAGE_PCT:.0f}% of the GPU activity)"
         )
     chosen = selection is not None and selection != Selection()

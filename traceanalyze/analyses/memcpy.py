@@ -233,23 +233,6 @@ def _first_cause(value: Callable[[Cause], pl.Expr]) -> pl.Expr:
     return expr
 
 
-@on_counted
-def findings(trace: Trace) -> list[str]:
-    """One plain sentence per kind of actionable memory traffic inside the iterations."""
-    table = memory_traffic(trace).filter((pl.col("count_per_iter") > 0) & pl.col("actionable"))
-    sentences = table.select(
-        pl.format(
-            "{}: {} per iteration ({} µs){}; {}.",
-            "chain",
-            number_text(pl.col("count_per_iter")),
-            number_text(pl.col("us_per_iter").round(1)),
-            size_expr("bytes_per_call"),
-            "advice",
-        )
-    )
-    return sentences.to_series().to_list()
-
-
 def number_text(value: pl.Expr) -> pl.Expr:
     """A number as a person writes it: 1 rather than 1.0, 2.5 rather than 2.50."""
     return value.round(2).cast(pl.String).str.replace(r"\.0+$", "")

@@ -26,7 +26,7 @@ from traceanalyze.analyses.graphs import graph_launches_per_iter
 from traceanalyze.analyses.iterations import NOISE_PCT, choice_of, counted
 from traceanalyze.display import Shown
 from traceanalyze.link import nearest_ancestor
-from traceanalyze.trace import Trace
+from traceanalyze.trace import IterationSource, Trace
 
 WHOLE_TRACE_NOTE = "whole trace taken as one iteration (no ProfilerStep or repeated annotation)"
 WALL_FROM_TRACE = "the trace's iteration span"
@@ -45,7 +45,7 @@ class Summary(Shown, Mapping[str, Any]):
     variant: str | None = None
     iterations: int
     ranks: int
-    iteration_source: str
+    iteration_source: IterationSource
     iteration_note: str | None
     iterations_left_out: int
     iteration_coverage_pct: float | None
@@ -145,10 +145,11 @@ def iteration_note(trace: Trace) -> str | None:
     (None for profiler steps that all count)."""
     chosen = choice_of(trace).note
     found = None
-    if trace.iteration_source == "whole trace" and chosen is None:
+    source = trace.iteration_source
+    if source is IterationSource.WHOLE_TRACE and chosen is None:
         found = WHOLE_TRACE_NOTE
-    if trace.iteration_source.startswith("annotation:"):
-        name = trace.iteration_source.removeprefix("annotation:")
+    if source.kind is IterationSource.ANNOTATION:
+        name = source.region
         found = f"iterations are the repeated top-level annotation `{name}` (no ProfilerStep)"
     return "; ".join(p for p in (found, chosen) if p) or None
 

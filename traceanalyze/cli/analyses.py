@@ -18,12 +18,8 @@ from traceanalyze.cli.options import (
     output_options,
 )
 from traceanalyze.errors import ExpectationFailed
-from traceanalyze.render.analyses import (
-    render_check,
-    render_iterations,
-    render_records,
-    render_table,
-)
+from traceanalyze.render.analyses import CHECK, ITERATIONS, SUMMARIES
+from traceanalyze.render.formats import TABLE
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,7 +59,7 @@ def _table_command(name: str, doc: str, empty: str) -> click.Command:
         loader: Loader,
     ) -> None:
         table = api.table(name, trace, by, top, loader)
-        text = render_table(table, out.format, full_names=full_names, empty=empty)
+        text = TABLE.render(table, out.format, full_names=full_names, empty=empty)
         out.write(text, inputs=[trace])
 
     return command
@@ -140,7 +136,7 @@ def summary(
       traceanalyze summary sample_traces/h200_default/sdpa_cudnn.json.gz --format json
     """
     records = api.labelled(api.summary(trace, loading=loader))
-    out.write(render_records([r for _, r in records], out.format), inputs=[trace])
+    out.write(SUMMARIES.render(records, out.format), inputs=[trace])
 
 
 @click.command()
@@ -189,7 +185,7 @@ def check(
     if not parsed:
         raise click.UsageError("give at least one expectation with -e/--expect or -f/--file")
     results = api.check(trace, parsed, loading=loader)
-    out.write(render_check(results, out.format), inputs=[trace])
+    out.write(CHECK.render(results, out.format), inputs=[trace])
     broken = int((~results["held"]).sum())
     if broken:
         raise ExpectationFailed(f"{broken} of {results.height} expectations broken", trace)
@@ -213,7 +209,7 @@ def iterations(trace: Path, out: Output, loader: Loader) -> None:
     """
     subjects = api.subjects(trace, loader)  # loaded once for the table and its notes
     table = api.iterations(subjects)
-    out.write(render_iterations(table, api.notes(subjects), out.format), inputs=[trace])
+    out.write(ITERATIONS.render((table, api.notes(subjects)), out.format), inputs=[trace])
 
 
 COMMANDS = (kernels, summary, iterations, occupancy, cudnn, memcpy, check)

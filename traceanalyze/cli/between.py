@@ -10,7 +10,7 @@ from traceanalyze import api
 from traceanalyze.analyses.between.idle import LARGEST_GAPS
 from traceanalyze.cli.analyses import _table_command, trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.render.between.idle import render_idle
+from traceanalyze.render.between.idle import IDLE
 
 streams = _table_command(
     "streams",
@@ -63,7 +63,7 @@ def idle(trace: Path, largest: int, full_names: bool, out: Output, loader: Loade
       traceanalyze idle trace.json.gz --format json -o idle.json
     """
     results = api.labelled(api.idle(trace, largest=largest, loading=loader))
-    out.write(render_idle(results, out.format, full_names=full_names), inputs=[trace])
+    out.write(IDLE.render(results, out.format, full_names=full_names), inputs=[trace])
 
 
 COMMANDS = (streams, launches, idle)

@@ -8,7 +8,7 @@ import click
 
 from traceanalyze.cli.options import Output, output_options
 from traceanalyze.load.cache import cache_info, clear_cache, default_cache_dir
-from traceanalyze.render.cache import render_cache_cleared, render_cache_info
+from traceanalyze.render.cache import CACHE_CLEARED, CACHE_INFO
 
 _CACHE_DIR = click.option(
     "--cache-dir",
@@ -37,7 +37,7 @@ def info(cache_dir: Path | None, out: Output) -> None:
     Example:
       traceanalyze cache info --format json
     """
-    out.write(render_cache_info(cache_info(cache_dir or default_cache_dir()), out.format))
+    out.write(CACHE_INFO.render(cache_info(cache_dir or default_cache_dir()), out.format))
 
 
 @cache.command("clear")
@@ -50,7 +50,7 @@ def clear(cache_dir: Path | None, out: Output) -> None:
     Example:
       traceanalyze cache clear
     """
-    out.write(render_cache_cleared(clear_cache(cache_dir or default_cache_dir()), out.format))
+    out.write(CACHE_CLEARED.render(clear_cache(cache_dir or default_cache_dir()), out.format))
 
 
 COMMANDS = (cache,)

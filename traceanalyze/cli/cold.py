@@ -9,7 +9,7 @@ import click
 from traceanalyze import api
 from traceanalyze.cli.analyses import _table_command, trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.render.cold import VIEWS, render_cold
+from traceanalyze.render.cold import COLD, VIEWS
 
 
 @click.command()
@@ -54,7 +54,7 @@ def cold(
       traceanalyze cold traces/cold --by variant --format json
     """
     result = api.cold(trace, baseline=baseline, loading=loader)
-    out.write(render_cold(result, out.format, view=view, full_names=full_names), inputs=[trace])
+    out.write(COLD.render(result, out.format, view=view, full_names=full_names), inputs=[trace])
 
 
 graphs = _table_command(

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from traceanalyze.analyses.info import trace_info
+from traceanalyze import api
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.render.info import render_info
+from traceanalyze.render.info import INFO
 
 
 @click.command()
@@ -26,9 +26,4 @@ def info(traces: tuple[Path, ...], out: Output, loader: Loader) -> None:
       traceanalyze info sample_traces/h200_default/sdpa_flash.json.gz
       traceanalyze info run/*.json.gz --format json
     """
-    records = [
-        trace_info(s.trace) if s.label is None else {"variant": s.label, **trace_info(s.trace)}
-        for path in traces
-        for s in loader.each(path)
-    ]
-    out.write(render_info(records, out.format), inputs=traces)
+    out.write(INFO.render(api.info(traces, loading=loader), out.format), inputs=traces)

@@ -9,8 +9,8 @@ import click
 from traceanalyze import api
 from traceanalyze.cli.analyses import trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.render.memory.chart import memory_curve
-from traceanalyze.render.memory.tables import render_memory
+from traceanalyze.render.memory.chart import memory_chart
+from traceanalyze.render.memory.tables import MEMORY
 
 
 @click.command()
@@ -30,14 +30,12 @@ def memory(trace: Path, out: Output, loader: Loader) -> None:
       traceanalyze memory trace.json.gz --format json -o memory.json
       traceanalyze memory trace.json.gz -o memory.md
     """
-    chart = f"{out.path.stem}_memory.png" if out.path is not None and out.format == "md" else None
-    if chart is not None:
-        out.check_free(out.path.parent / chart)  # type: ignore[union-attr]
+    chart = out.chart_beside("memory")
     results = api.labelled(api.memory(trace, loading=loader))
-    out.write(render_memory(results, out.format), inputs=[trace])
-    drawn = [(label, r) for label, r in results if not r.empty]
-    if chart is not None and len(drawn) == 1:
-        out.write_beside(chart, memory_curve(drawn[0][1]))
+    out.write(MEMORY.render(results, out.format), inputs=[trace])
+    data = memory_chart(results) if chart is not None else None
+    if chart is not None and data is not None:
+        out.write_beside(chart, data)
 
 
 COMMANDS = (memory,)

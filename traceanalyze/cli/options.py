@@ -20,7 +20,7 @@ from traceanalyze.cli.progress import loading, loading_file
 from traceanalyze.load import Input, load
 from traceanalyze.load.parallel import THREADS_ENV
 from traceanalyze.load.variants import VariantSet, load_variants
-from traceanalyze.render.table import FORMATS
+from traceanalyze.render.formats import FOR_PEOPLE, FORMATS, MARKDOWN
 from traceanalyze.trace import Skipped, Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,7 +45,7 @@ class Output:
             path = None
         implied = SUFFIX_FORMATS.get(path.suffix.lower()) if path else None
         if fmt is None:
-            fmt = implied or "md"
+            fmt = implied or MARKDOWN
         elif implied is not None and implied != fmt:
             raise click.UsageError(
                 f"-o {path} says {implied} by its suffix but --format says {fmt}; make them agree."
@@ -54,6 +54,22 @@ class Output:
         if path is not None:
             out.check_free(path)
         return out
+
+    def chart_beside(self, name: str) -> str | None:
+        """The file name of the chart ``name`` written beside the -o file (``FILE_name.png``),
+        where the output is a file people read (markdown links it); None otherwise. An existing
+        one is refused here, before any trace is loaded, unless --force."""
+        if self.path is None or not FOR_PEOPLE[self.format]:
+            return None
+        chart = f"{self.path.stem}_{name}.png"
+        self.check_free(self.path.parent / chart)
+        return chart
+
+    @property
+    def on_terminal_for_people(self) -> bool:
+        """Whether the output is shown to a person on the terminal (markdown on standard
+        output), who then reads its warnings in it, not on stderr too."""
+        return self.path is None and FOR_PEOPLE[self.format]
 
     def check_free(self, path: Path) -> None:
         if path.exists() and not self.force:

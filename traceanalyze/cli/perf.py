@@ -15,7 +15,7 @@ from traceanalyze.cli.options import (
     iteration_options,
     output_options,
 )
-from traceanalyze.render.perf import explain_markdown, render_explain, render_roofline
+from traceanalyze.render.perf import EXPLAIN, ROOFLINE
 from traceanalyze.render.waterfall import waterfall
 
 positive = click.FloatRange(min=0, min_open=True)
@@ -61,7 +61,7 @@ def roofline(
     results = api.labelled(
         api.roofline(trace, peak_tflops=peak_tflops, peak_tbps=peak_tbps, loading=loader)
     )
-    out.write(render_roofline(results, out.format, top=top, full_names=full_names),
+    out.write(ROOFLINE.render(results, out.format, top=top, full_names=full_names),
               inputs=[trace])  # fmt: skip
 
 
@@ -82,17 +82,9 @@ def explain(base: Path, new: Path, out: Output, loader: Loader) -> None:
       traceanalyze explain sample_traces/h200_default/naive.json.gz \\
           sample_traces/h200_default/naive_inplace.json.gz
     """
-    chart = (
-        f"{out.path.stem}_waterfall.png" if out.path is not None and out.format == "md" else None
-    )
-    if chart is not None:
-        out.check_free(out.path.parent / chart)  # type: ignore[union-attr]
+    chart = out.chart_beside("waterfall")
     result = api.explain(base, new, loading=loader)
-    text = (
-        explain_markdown(result, charts=[chart] if chart else [])
-        if out.format == "md"
-        else render_explain(result, out.format)
-    )
+    text = EXPLAIN.render(result, out.format, charts=[chart] if chart else [])
     out.write(text, inputs=[base, new])
     if chart is not None:
         out.write_beside(chart, waterfall(result))

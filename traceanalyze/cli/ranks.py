@@ -12,7 +12,7 @@ from traceanalyze.analyses.distributed.skew import ALIGN_ENDS, ALIGNMENTS
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options, warn_skipped
 from traceanalyze.cli.progress import loading
 from traceanalyze.engine import ENGINE_LOCAL, ENGINES
-from traceanalyze.render.ranks import render_ranks
+from traceanalyze.render.ranks import RANKS
 
 
 @click.command()
@@ -87,4 +87,4 @@ def ranks(
             loading=loader,
         )
     warn_skipped(result.skipped)
-    out.write(render_ranks(result, out.format, full_names=full_names), inputs=[folder])
+    out.write(RANKS.render(result, out.format, full_names=full_names), inputs=[folder])

@@ -19,7 +19,8 @@ from traceanalyze.cli.options import (
     iteration_options,
     output_options,
 )
-from traceanalyze.render.report.markdown import chart_files, charts, render_comparison, render_diff
+from traceanalyze.render.formats import refusal
+from traceanalyze.render.report.markdown import CHART_TITLES, COMPARISON, DIFF, charts
 
 paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 baseline_option = click.option(
@@ -81,14 +82,13 @@ def report(
       traceanalyze report sample_traces/h200_default --expect guesses.txt -o report.md
     """
     # The format follows -o's suffix: `-o report.json` must not silently get markdown.
-    if out.format != "md":
-        raise click.UsageError("report writes markdown; use `compare` for JSON or CSV")
+    refused = refusal(api.REPORT, out.format)
+    if refused is not None:
+        raise click.UsageError(refused)
     if with_hta:
         require_hta()  # before the slow part, not after it
     guesses = [e for path in expect_files for e in expect.read_file(path)]
-    files = chart_files(out.path.stem) if out.path is not None else {}
-    for name in files.values():
-        out.check_free(out.path.parent / name)  # type: ignore[union-attr]
+    files = {chart: name for chart in CHART_TITLES if (name := out.chart_beside(chart))}
     result = api.report(
         paths,
         baseline=baseline,
@@ -97,8 +97,10 @@ def report(
         hta=with_hta,
         loading=loader,
     )
-    images = charts(result.report) if out.path is not None else {}
-    text = result.markdown(
+    images = charts(result.report) if files else {}
+    text = api.REPORT.render(
+        result,
+        out.format,
         command=_command_line(ctx),
         charts={chart: files[chart] for chart in images},
         full_names=full_names,
@@ -145,7 +147,7 @@ def compare(
       traceanalyze compare a.json.gz b.json.gz --format csv -o table.csv
     """
     table = api.compare(paths, baseline=baseline, labels=labels, loading=loader)
-    out.write(render_comparison(table, out.format, full_names=full_names), inputs=paths)
+    out.write(COMPARISON.render(table, out.format, full_names=full_names), inputs=paths)
 
 
 @click.command()
@@ -171,10 +173,10 @@ def diff(
           sample_traces/h200_default/naive_inplace.json.gz
     """
     result = api.diff(base, new, loading=loader)
-    if out.path is not None or out.format != "md":  # markdown on the terminal shows them
+    if not out.on_terminal_for_people:  # the markdown shows them
         for warning in result.warnings:
             click.echo(f"traceanalyze: warning: {warning}", err=True)
-    out.write(render_diff(result, out.format, full_names=full_names), inputs=[base, new])
+    out.write(DIFF.render(result, out.format, full_names=full_names), inputs=[base, new])
 
 
 def _command_line(ctx: click.Context) -> str:

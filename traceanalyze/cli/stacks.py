@@ -16,7 +16,7 @@ from traceanalyze.cli.options import (
     iteration_options,
     output_options,
 )
-from traceanalyze.render.stacks import render_stacks
+from traceanalyze.render.stacks import STACKS
 
 
 @click.command()
@@ -62,7 +62,7 @@ def stacks(
     result = api.stacks(
         trace, full_stack=full_stack, category=category, exclude=exclude, loading=loader
     )
-    out.write(render_stacks(api.labelled(result), out.format), inputs=[trace])
+    out.write(STACKS.render(api.labelled(result), out.format), inputs=[trace])
 
 
 COMMANDS = (stacks,)

@@ -10,11 +10,7 @@ import click
 from traceanalyze import api
 from traceanalyze.cli.analyses import trace_argument
 from traceanalyze.cli.options import Loader, Output, cache_options, output_options
-from traceanalyze.render.between.critical_path import (
-    critical_path_chart,
-    render_comms,
-    render_critical_path,
-)
+from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH, critical_path_chart
 
 
 @click.command(name="critical-path")
@@ -33,14 +29,9 @@ def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> 
       traceanalyze critical-path sample_traces/h200_default/naive.json.gz
       traceanalyze critical-path trace.json.gz --format json -o path.json
     """
-    chart = f"{out.path.stem}_path.png" if out.path is not None and out.format == "md" else None
-    if chart is not None:
-        out.check_free(out.path.parent / chart)  # type: ignore[union-attr]
+    chart = out.chart_beside("path")
     path = api.critical_path(trace, loading=loader)
-    text = render_critical_path(path, out.format, top=top)
-    if chart is not None:
-        text += f"\n![Critical path]({chart})\n"
-    out.write(text, inputs=[trace])
+    out.write(CRITICAL_PATH.render(path, out.format, top=top, chart=chart), inputs=[trace])
     if chart is not None:
         out.write_beside(chart, critical_path_chart(path))
 
@@ -70,7 +61,7 @@ def comms(trace: Path, by: str, top: int | None, out: Output, loader: Loader) ->
       traceanalyze comms rank0.json.gz --format json -o comms.json
     """
     result = api.comms(trace, loading=loader)
-    out.write(render_comms(result, by, out.format, top=top), inputs=[trace])
+    out.write(COMMS.render(result, out.format, by=by, top=top), inputs=[trace])
 
 
 COMMANDS = (critical_path, comms)

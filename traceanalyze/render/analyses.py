@@ -1,61 +1,34 @@
-"""Renderers for the single-trace analyses: a result in, a ``str`` out."""
+"""Renderers for the single-trace analyses: each result's forms (see render/formats.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
-from traceanalyze.names import with_readable_names
-from traceanalyze.render.headings import heading
-from traceanalyze.render.table import (
-    markdown_record,
-    markdown_table,
-    prose_number,
-    to_csv,
-    to_json,
+from traceanalyze.analyses.summary import Summary
+from traceanalyze.render.formats import Forms, Labelled, shown_table
+from traceanalyze.render.table import markdown_record, prose_number, to_csv
+
+
+def _summaries_markdown(results: Labelled[Summary], **_options: Any) -> str:
+    """One record as it is; several (one per variant) as one section per variant."""
+    if len(results) == 1:
+        return markdown_record(results[0][1])
+    return "\n".join(f"## {label}\n\n{markdown_record(s)}" for label, s in results)
+
+
+# `summary`: one record as it is; several (one per variant, each with its ``variant`` key) as a
+# JSON list, one key/value CSV block each, or one markdown section each.
+SUMMARIES: Forms[Labelled[Summary]] = Forms(
+    markdown=_summaries_markdown,
+    json=lambda results, **_: results[0][1] if len(results) == 1 else [s for _, s in results],
+    csv=lambda results, **_: "".join(to_csv(s) for _, s in results),
 )
 
 
-def render_table(
-    frame: pl.DataFrame, fmt: str, *, full_names: bool = False, empty: str = "No rows."
-) -> str:
-    """A result table: markdown (readable kernel names unless ``full_names``; ``empty``, a line
-    saying why, instead of a table without rows), JSON or CSV."""
-    if fmt == "json":
-        return to_json(frame)
-    if fmt == "csv":
-        return to_csv(frame)
-    if not frame.height:
-        return empty + "\n"
-    shown = frame if full_names else with_readable_names(frame)
-    return markdown_table(shown.rename({c: heading(c) for c in shown.columns}))
-
-
-def render_record(record: Mapping[str, Any], fmt: str) -> str:
-    if fmt == "json":
-        return to_json(record)
-    if fmt == "csv":
-        return to_csv(record)
-    return markdown_record(record)
-
-
-def render_records(records: Sequence[Mapping[str, Any]], fmt: str) -> str:
-    """One record as it is; several (one per variant) as a JSON list, or one markdown section
-    per variant."""
-    if len(records) == 1:
-        return render_record(records[0], fmt)
-    if fmt == "json":
-        return to_json(records)
-    if fmt == "csv":
-        return "".join(to_csv(r) for r in records)
-    return "\n".join(f"## {r['variant']}\n\n{markdown_record(r)}" for r in records)
-
-
-def render_check(results: pl.DataFrame, fmt: str) -> str:
-    if fmt != "md":
-        return render_table(results, fmt)
+def check_markdown(results: pl.DataFrame, **_options: Any) -> str:
+    """One line per expectation, held or BROKEN, with the measured value; then the verdict."""
     variants = results["variant"] if "variant" in results.columns else None
     lines = [
         f"{'held  ' if held else 'BROKEN'}  "
@@ -75,9 +48,22 @@ def render_check(results: pl.DataFrame, fmt: str) -> str:
     return "\n".join([*lines, verdict]) + "\n"
 
 
-def render_iterations(table: pl.DataFrame, notes: list[str], fmt: str) -> str:
-    """The `iterations` table; in markdown its notes follow it as a list."""
-    if fmt != "md":
-        return render_table(table, fmt)
+# `check`: the table of expectations; in markdown one line each.
+CHECK: Forms[pl.DataFrame] = Forms(markdown=check_markdown)
+
+IterationTable = tuple[pl.DataFrame, list[str]]
+
+
+def iterations_markdown(result: IterationTable, **_options: Any) -> str:
+    """The `iterations` table, its notes following it as a list."""
+    table, notes = result
     listed = "".join(f"- {line}\n" for line in notes)
-    return render_table(table, fmt) + ("\n" + listed if listed else "")
+    return shown_table(table) + ("\n" + listed if listed else "")
+
+
+# `iterations`: the table and its notes (markdown only: JSON and CSV are the table).
+ITERATIONS: Forms[IterationTable] = Forms(
+    markdown=iterations_markdown,
+    json=lambda result, **_: result[0],
+    csv=lambda result, **_: result[0],
+)

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from traceanalyze.load.cache import CacheInfo
-from traceanalyze.render.table import number_cell, to_csv, to_json
+from traceanalyze.render.formats import Forms
+from traceanalyze.render.table import number_cell
 from traceanalyze.units import byte_size
 
 
-def render_cache_info(info: CacheInfo, fmt: str) -> str:
-    if fmt in ("json", "csv"):
-        return to_json(asdict(info)) if fmt == "json" else to_csv(asdict(info))
+def cache_info_markdown(info: CacheInfo) -> str:
     limit = f"a limit of {byte_size(info.max_bytes)}" if info.max_bytes else "caching off"
     return (
         f"Cache at {info.location}: {_entries(info.entries)} in {byte_size(info.size_bytes)} "
@@ -19,9 +18,7 @@ def render_cache_info(info: CacheInfo, fmt: str) -> str:
     )
 
 
-def render_cache_cleared(removed: CacheInfo, fmt: str) -> str:
-    if fmt in ("json", "csv"):
-        return to_json(asdict(removed)) if fmt == "json" else to_csv(asdict(removed))
+def cache_cleared_markdown(removed: CacheInfo) -> str:
     return (
         f"Removed {_entries(removed.entries)} ({byte_size(removed.size_bytes)}) "
         f"from {removed.location}.\n"
@@ -30,3 +27,12 @@ def render_cache_cleared(removed: CacheInfo, fmt: str) -> str:
 
 def _entries(count: int) -> str:
     return f"{number_cell(count)} {'entry' if count == 1 else 'entries'}"
+
+
+def _record(info: CacheInfo) -> dict[str, object]:
+    return asdict(info)
+
+
+# `cache info` and `cache clear`: JSON and CSV the record; markdown a sentence.
+CACHE_INFO: Forms[CacheInfo] = Forms(markdown=cache_info_markdown, json=_record, csv=_record)
+CACHE_CLEARED: Forms[CacheInfo] = Forms(markdown=cache_cleared_markdown, json=_record, csv=_record)

@@ -8,8 +8,9 @@ from traceanalyze.analyses.cold.context import UNKNOWN_CACHES
 from traceanalyze.analyses.cold.rules import CAUSES
 from traceanalyze.analyses.cold.variants import DEFINITIONS, ColdSet
 from traceanalyze.names import with_readable_names
+from traceanalyze.render.formats import Forms
 from traceanalyze.render.headings import heading
-from traceanalyze.render.table import markdown_table, to_csv, to_json
+from traceanalyze.render.table import markdown_table
 from traceanalyze.units import duration
 
 VIEWS = ("op", "cause", "call", "variant")
@@ -37,14 +38,9 @@ def view_frame(result: ColdSet, view: str) -> pl.DataFrame:
     return frames.get(view, result.summary)
 
 
-def render_cold(
-    result: ColdSet, fmt: str, *, view: str | None = None, full_names: bool = False
-) -> str:
-    """JSON/CSV: the rows of ``view`` (default ``op``); markdown: that table alone, or without
-    ``view`` the whole comparison (per variant for a folder)."""
-    if fmt in ("json", "csv"):
-        frame = view_frame(result, view or "op")
-        return to_json(frame) if fmt == "json" else to_csv(frame)
+def cold_markdown(result: ColdSet, *, view: str | None = None, full_names: bool = False) -> str:
+    """The table of ``view`` alone, or without ``view`` the whole comparison (per variant for a
+    folder)."""
     if view is not None:
         return _keyed(view_frame(result, view), tuple(view_frame(result, view).columns))
     if result.summary.height == 1 and result.baseline is None:
@@ -54,6 +50,15 @@ def render_cold(
         parts = [_summary_tables(result)]
         parts += [_variant_part(result, row, full_names, level="### ") for row in rows]
     return "\n".join([*parts, _legend()])
+
+
+def _view_rows(result: ColdSet, *, view: str | None = None, **_options: object) -> pl.DataFrame:
+    return view_frame(result, view or "op")
+
+
+# `cold`: JSON and CSV the rows of ``view`` (default ``op``); markdown that table alone, or
+# without ``view`` the whole comparison.
+COLD: Forms[ColdSet] = Forms(markdown=cold_markdown, json=_view_rows, csv=_view_rows)
 
 
 def _legend() -> str:

@@ -5,13 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from traceanalyze.render.table import markdown_record, records_csv, to_json
+from traceanalyze.render.formats import Forms
+from traceanalyze.render.table import markdown_record, records_csv
+
+Records = Sequence[dict[str, Any]]
 
 
-def render_info(records: Sequence[dict[str, Any]], fmt: str) -> str:
-    if fmt == "json":
-        return to_json(list(records))
-    if fmt == "csv":
-        return records_csv(records)  # one row per trace
-    sections = [f"## {r['file']}\n\n{markdown_record(r)}" for r in records]
-    return "\n".join(sections)
+def info_markdown(records: Records) -> str:
+    """One section per trace, headed by its file."""
+    return "\n".join(f"## {r['file']}\n\n{markdown_record(r)}" for r in records)
+
+
+# `info`: JSON a list of records (one per trace); CSV one row per trace; markdown sections.
+INFO: Forms[Records] = Forms(
+    markdown=info_markdown,
+    json=list,
+    csv=records_csv,
+)

@@ -10,10 +10,10 @@ import polars as pl
 from traceanalyze.analyses.roofline.model import TOP_OPS, Roofline
 from traceanalyze.analyses.variants.explain import Explanation
 from traceanalyze.names import with_readable_names
+from traceanalyze.render.formats import Forms, Labelled, labelled
 from traceanalyze.render.headings import heading
-from traceanalyze.render.labelled import render_labelled
 from traceanalyze.render.memory.tables import memory_change_markdown
-from traceanalyze.render.table import markdown_table, to_csv, to_json
+from traceanalyze.render.table import markdown_table
 
 FIGURE_COLUMNS = (
     "op_name", "shapes", "dtype", "count_per_iter", "gpu_us", "gpu_us_per_iter",
@@ -30,8 +30,6 @@ PART_COLUMNS = ("part", "status", "base_us_per_iter", "new_us_per_iter", "us_per
 PEAK_COLUMNS = ("device_name", "gpu", "peak_bf16_tflops", "peak_fp16_tflops",
                 "peak_tf32_tflops", "peak_fp32_tflops", "peak_tbps", "peak_source")  # fmt: skip
 
-Labelled = Sequence[tuple[str | None, Roofline]]
-
 
 def roofline_record(result: Roofline) -> dict[str, Any]:
     """The JSON form of one trace's roofline (keys listed in the README)."""
@@ -45,20 +43,6 @@ def roofline_record(result: Roofline) -> dict[str, Any]:
         "unmodelled": result.unmodelled.to_dicts(),
         "waves": result.waves.to_dicts(),
     }
-
-
-def render_roofline(
-    results: Labelled, fmt: str, *, top: int | None = None, full_names: bool = False
-) -> str:
-    """JSON: one object per trace (a list for several); CSV: the op rows (with a ``variant``
-    column for several); markdown: one section per trace."""
-    return render_labelled(
-        results,
-        fmt,
-        record=roofline_record,
-        table=lambda r: r.ops,
-        markdown=lambda r, _nested: roofline_markdown(r, top=top, full_names=full_names),
-    )
 
 
 def roofline_markdown(result: Roofline, *, top: int | None = None, full_names: bool = False) -> str:
@@ -118,16 +102,6 @@ def _table(frame: pl.DataFrame, columns: Sequence[str]) -> str:
     return markdown_table(frame.select(kept).rename({c: heading(c) for c in kept}))
 
 
-def render_explain(result: Explanation, fmt: str) -> str:
-    """JSON: the explanation's record; CSV: its parts; markdown: the sentence, the parts, the
-    figures they add up to and the CPU side."""
-    if fmt == "json":
-        return to_json(result.to_record())
-    if fmt == "csv":
-        return to_csv(result.parts)
-    return explain_markdown(result)
-
-
 def explain_markdown(result: Explanation, *, charts: Sequence[str] = ()) -> str:
     total = float(result.parts["us_per_iter_delta"].sum())
     # The traces' labels head the columns, unless they cannot (equal, or a heading's name).
@@ -157,3 +131,18 @@ def explain_markdown(result: Explanation, *, charts: Sequence[str] = ()) -> str:
         *memory_change_markdown(result.memory),
     ]
     return "\n".join(parts)
+
+
+# `roofline`: JSON one object per trace (a list for several); CSV the op rows (with a
+# ``variant`` column for several); markdown one section per trace.
+ROOFLINE: Forms[Labelled[Roofline]] = labelled(
+    Forms(markdown=roofline_markdown, json=lambda r, **_: roofline_record(r)),
+    table=lambda r: r.ops,
+)
+# `explain`: JSON the explanation's record; CSV its parts; markdown the sentence, the parts,
+# the figures they add up to and the CPU side.
+EXPLAIN: Forms[Explanation] = Forms(
+    markdown=explain_markdown,
+    json=lambda result, **_: result.to_record(),
+    csv=lambda result, **_: result.parts,
+)

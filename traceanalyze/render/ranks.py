@@ -9,8 +9,9 @@ import polars as pl
 
 from traceanalyze.analyses.distributed.ranks import RANK_DEFINITIONS, RanksResult
 from traceanalyze.names import with_readable_names
+from traceanalyze.render.formats import Forms
 from traceanalyze.render.headings import heading
-from traceanalyze.render.table import markdown_table, to_csv, to_json
+from traceanalyze.render.table import markdown_table
 
 TOP_COLLECTIVES = 10
 
@@ -31,14 +32,6 @@ def ranks_record(result: RanksResult) -> dict[str, Any]:
     }
 
 
-def render_ranks(result: RanksResult, fmt: str, *, full_names: bool = False) -> str:
-    if fmt == "json":
-        return to_json(ranks_record(result))
-    if fmt == "csv":
-        return to_csv(result.ranks)
-    return ranks_markdown(result, full_names=full_names)
-
-
 def ranks_markdown(result: RanksResult, *, full_names: bool = False, level: int = 2) -> str:
     """The rank table, the stragglers, the widest collective skews, notes and definitions;
     ``level`` is the heading level of the two parts."""
@@ -54,6 +47,15 @@ def ranks_markdown(result: RanksResult, *, full_names: bool = False, level: int 
         "\n".join(f"- *{heading(k)}*: {text}." for k, text in RANK_DEFINITIONS.items()) + "\n",
     ]
     return "\n".join(p for p in parts if p)
+
+
+# `ranks`: JSON every table (:func:`ranks_record`); CSV the rank table; markdown
+# :func:`ranks_markdown`.
+RANKS: Forms[RanksResult] = Forms(
+    markdown=ranks_markdown,
+    json=lambda result, **_: ranks_record(result),
+    csv=lambda result, **_: result.ranks,
+)
 
 
 def _count(value: int, noun: str) -> str:

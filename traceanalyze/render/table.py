@@ -27,7 +27,6 @@ import polars as pl
 
 from traceanalyze.units import byte_size, duration
 
-FORMATS = ("md", "json", "csv")
 # Whole floats below this are exact integers (2**53); larger ones keep their float form.
 _EXACT_INTEGERS = 2**53
 # The most decimal places a number is written with; smaller magnitudes read as 0.000000.

@@ -39,7 +39,6 @@ from traceanalyze.analyses.between.critical_walk import Runs, walk
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.display import Shown
 from traceanalyze.link import RUNTIME_CATS
-from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
 
 ITERATION = ["rank", "iteration"]
@@ -348,22 +347,3 @@ def path_shares(path: CriticalPath) -> tuple[float, float]:
     ).row(0)
     gpu_pct = shares[0] / path.length_us_per_iter * 100
     return gpu_pct, 100 - gpu_pct - shares[1] / path.length_us_per_iter * 100
-
-
-def path_verdict(path: CriticalPath) -> str:
-    """One sentence from the path's time by kind: which side the path runs through, and the
-    item whose freeing would buy most."""
-    if path.length_us_per_iter <= 0:
-        return "No iterations with a span: no critical path."
-    gpu_pct, cpu_pct = path_shares(path)
-    if gpu_pct >= BOUND_MIN_PCT:
-        side = f"GPU-bound: {gpu_pct:.0f}% of the critical path is GPU work"
-    elif cpu_pct >= BOUND_MIN_PCT:
-        side = f"CPU-bound: {cpu_pct:.0f}% of the critical path is CPU time (ops, launches, calls)"
-    else:
-        side = f"mixed: the critical path is {gpu_pct:.0f}% GPU work and {cpu_pct:.0f}% CPU time"
-    best = path.items.sort("slack_us_per_iter", descending=True).head(1)
-    if not best.height or best["slack_us_per_iter"][0] <= 0:
-        return side + "."
-    name, slack = readable_names(best["name"])[0], best["slack_us_per_iter"][0]
-    return f"{side}; freeing `{name}` would shorten an iteration by at most {slack:.1f} µs."

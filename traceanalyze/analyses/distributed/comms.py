@@ -298,19 +298,3 @@ def busiest_collective(result: Comms) -> tuple[float, dict[str, Any]]:
     return total, busiest.sort(["us_per_iter", "collective"], descending=[True, False]).row(
         0, named=True
     )
-
-
-def comms_verdict(result: Comms) -> str:
-    """One sentence from the evidence: the collectives' time, and how fast the kind that takes
-    most of it runs against the link's peak (or what is missing to say so)."""
-    if not result.calls.height:
-        return NO_CALLS.capitalize() + "."
-    total, top = busiest_collective(result)
-    said = f"Collectives take {total:,.1f} µs per iteration, most of it {top['collective']}"
-    if top["busbw"] is None:
-        missing = NO_GROUP if NO_GROUP in result.notes else NO_ARGS
-        return f"{said}; its bus bandwidth is unknown ({missing.split(':', maxsplit=1)[0]})."
-    said += f" at a median bus bandwidth of {top['busbw']:,.1f} GB/s"
-    if top["peak"] is None:
-        return f"{said} (no link peak known for this GPU)."
-    return f"{said}, {top['busbw'] / top['peak'] * 100:.0f}% of the link's {top['peak']:.0f} GB/s."

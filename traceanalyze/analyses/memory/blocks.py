@@ -21,7 +21,7 @@ from traceanalyze.analyses.activities import per_trace
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.memory.devices import device_name, is_accelerator
 from traceanalyze.link import THREAD, THREAD_KEY, outermost_annotation
-from traceanalyze.trace import Trace
+from traceanalyze.trace import IterationSource, Trace
 
 # One device's events, as the figures group them.
 DEVICE_KEY = ["rank", "device_type", "device"]
@@ -96,7 +96,7 @@ def with_devices(frame: pl.DataFrame, trace: Trace) -> pl.DataFrame:
 
 def _iteration_of(events: pl.DataFrame, trace: Trace) -> pl.Series:
     """The counted iteration whose span holds each event (null outside every one)."""
-    if trace.iteration_source == "whole trace":
+    if trace.iteration_source is IterationSource.WHOLE_TRACE:
         whole = trace.iterations["iteration"]
         value = whole[0] if whole.len() else None
         return pl.Series("iteration", [value] * events.height, dtype=pl.Int64)

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import BOUND_CPU, Verdict
+from traceanalyze.analyses.accounting import Verdict
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.between.critical_path import CriticalPath, critical_path
 from traceanalyze.analyses.between.idle import IdleResult, idle_breakdown
@@ -23,16 +23,13 @@ from traceanalyze.analyses.distributed.comms import Comms, comms
 from traceanalyze.analyses.distributed.ranks import RanksResult, rank_work, ranks_analysis
 from traceanalyze.analyses.info import ROCM_VERSION_KEYS
 from traceanalyze.analyses.kernels import kernel_table, op_table
-from traceanalyze.analyses.memcpy import findings as memory_findings
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.memory.usage import MemoryResult, memory
 from traceanalyze.analyses.report.expectations import Expectation, check
 from traceanalyze.analyses.report.findings import (
-    NO_OCCUPANCY_CATEGORIES,
     SDPA_MATH_OP,
     Finding,
     findings,
-    top_occupancy_kernel,
 )
 from traceanalyze.analyses.roofline.model import Roofline, roofline
 from traceanalyze.analyses.summary import summary, summary_with_wall
@@ -43,7 +40,6 @@ from traceanalyze.link import nearest_ancestor
 from traceanalyze.load.variants import Variant, VariantSet
 from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
-from traceanalyze.units import byte_size
 
 TOP_KERNELS = 8
 ENVIRONMENT_KEYS = (
@@ -64,7 +60,8 @@ class VariantReport:
     top_kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
     memory: pl.DataFrame = field(default_factory=pl.DataFrame)
     cudnn: pl.DataFrame = field(default_factory=pl.DataFrame)
-    findings: tuple[str, ...] = ()
+    warm_up_calls: int | None = None  # calls run before profiling (the manifest's)
+    library: str = "cuDNN"  # the DNN library its ops call (MIOpen on ROCm)
     explained: Explanation | None = None  # against the baseline (None for the baseline)
     roofline: Roofline | None = None
     allocations: MemoryResult | None = None  # `memory`: the variant's [memory] events
@@ -348,7 +345,8 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         launch_ops=op_table(trace),
         memory=memory_traffic(trace),
         cudnn=cudnn,
-        findings=tuple(_findings(trace, figures, row, kernels, cudnn, variant.warm_up_calls)),
+        warm_up_calls=variant.warm_up_calls,
+        library=DNN_LIBRARIES[_rocm(trace)],
         allocations=memory(trace),
         critical_path=critical_path(trace),
         comms=comms(trace),
@@ -398,134 +396,3 @@ def categories(trace: Trace) -> pl.DataFrame:
         )
         .sort(["us_per_iter", "category"], descending=[True, False])
     )
-
-
-def _findings(
-    trace: Trace,
-    figures: Mapping[str, Any],
-    row: dict[str, Any],
-    kernels: pl.DataFrame,
-    cudnn: pl.DataFrame,
-    warm_up_calls: int | None,
-) -> list[str]:
-    """Plain sentences on what stands out, most actionable first; each only from evidence."""
-    sentences = [*memory_findings(trace)]
-    sentences += _occupancy_findings(kernels)
-    sentences += _gemm_findings(trace, kernels)
-    sentences += _cudnn_findings(cudnn, warm_up_calls, DNN_LIBRARIES[_rocm(trace)])
-    sentences += _bound_findings(figures, row)
-    views = figures["transpose_ops_per_iter"]
-    if views:
-        sentences.append(
-            f"{views:g} CPU-side transpose/permute {'op' if views == 1 else 'ops'} per iteration "
-            "(metadata-only views: no kernel)."
-        )
-    if figures["iteration_note"]:
-        sentences.append(f"Iterations: {figures['iteration_note']}.")
-    outside_ops = figures["cpu_ops_outside_iterations_total"]
-    if outside_ops:
-        one = outside_ops == 1
-        sentences.append(
-            f"{outside_ops} CPU {'operator' if one else 'operators'} in the trace "
-            f"{'falls' if one else 'fall'} outside every iteration and {'is' if one else 'are'} "
-            "left out of the per-iteration CPU time."
-        )
-    outside = figures["gpu_activities_outside_iterations_total"]
-    if outside:
-        one = outside == 1
-        sentences.append(
-            f"{outside} GPU {'activity' if one else 'activities'} in the trace "
-            f"{'belongs' if one else 'belong'} to no iteration (launched before the profiling "
-            f"window or outside the steps) and {'is' if one else 'are'} left out of every "
-            "per-iteration figure."
-        )
-    return sentences
-
-
-def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
-    row = top_occupancy_kernel(kernels)
-    if row is None:
-        return []
-    reported = row["achieved_occupancy_pct"]
-    said = (
-        f"; the trace reports {reported:.0f}%"
-        if reported is not None
-        else "; the trace reports none (0 or absent, as for driver-API launches)"
-    )
-    limiter = row["occupancy_limiter"]
-    limited = f", limited by {limiter.replace('_', ' ')}" if limiter else ""
-    footprint = (
-        f"{row['registers_per_thread']} registers/thread, {row['threads_per_block']} "
-        f"threads/block, {byte_size(row['shared_memory_bytes'])} shared memory"
-    )
-    # A longer collective was passed over (its occupancy says nothing): say the set chosen from.
-    longer = kernels.filter(
-        pl.col("category").is_in(NO_OCCUPANCY_CATEGORIES)
-        & (pl.col("us_per_iter") > row["us_per_iter"])
-    ).height
-    which = "The longest kernel outside the collectives" if longer else "The longest kernel"
-    return [
-        f"{which} per iteration, `{row['short_name']}` (from `{row['launch_op']}`), "
-        f"has {row['theoretical_occupancy_pct']:.2f}% theoretical occupancy{limited} "
-        f"({footprint}){said}."
-    ]
-
-
-def _gemm_findings(trace: Trace, kernels: pl.DataFrame) -> list[str]:
-    fp32 = kernels.filter(
-        (pl.col("gemm_precision") == "fp32-cuda-cores") & (pl.col("us_per_iter") > 0)
-    )
-    if not fp32.height:
-        return []
-    share = float(fp32["share_of_gpu_activity_pct"].sum())
-    cause = (
-        ": the SDPA math backend upcasts its inputs to float32"
-        if (trace.cpu["name"] == SDPA_MATH_OP).any()
-        else ""
-    )
-    kernels_text = "1 GEMM kernel runs" if fp32.height == 1 else f"{fp32.height} GEMM kernels run"
-    return [
-        f"{kernels_text} in fp32 on CUDA cores (no tensor cores), "
-        f"{share:.1f}% of the GPU activity time{cause}."
-    ]
-
-
-def _cudnn_findings(cudnn: pl.DataFrame, warm_up_calls: int | None, library: str) -> list[str]:
-    rows = cudnn.filter(pl.col("self_us_per_iter") > 0)
-    if not rows.height:
-        return []
-    spent = float(rows["self_us_per_iter"].sum())
-    share = rows["share_of_cpu_op_pct"].sum()
-    of_cpu = f" ({share:.1f}% of the CPU operator time)" if share is not None else ""
-    if warm_up_calls:
-        calls = "one warm-up call" if warm_up_calls == 1 else f"{warm_up_calls} warm-up calls"
-        one_off = (
-            f"{calls} ran before profiling (manifest), so the one-off "
-            "plan build is not in this trace: this is the steady per-call cost (plan lookup, "
-            "argument packing)"
-        )
-    else:
-        one_off = (
-            "the trace alone cannot say whether the one-off plan build happened before "
-            "profiling started (`traceanalyze cold` separates first-call cost)"
-        )
-    return [
-        f"The ops that call {library} spend {spent:.1f} µs of CPU self time per iteration"
-        f"{of_cpu}; "
-        f"{one_off}."
-    ]
-
-
-def _bound_findings(figures: Mapping[str, Any], row: dict[str, Any]) -> list[str]:
-    if row.get("bound") != BOUND_CPU:
-        return []
-    advice = (
-        " fewer launches (fusion, CUDA graphs) or less CPU work per launch will"
-        if figures["launch_us_per_iter"] > 0
-        else " less CPU work between GPU activities will"
-    )
-    return [
-        f"CPU-bound: {row['bound_note']}: {figures['gpu_busy_us_per_iter']:.1f} µs of GPU "
-        f"busy time per iteration, {figures['cpu_op_us_per_iter']:.1f} µs in CPU operators; "
-        f"a faster kernel will not help,{advice}."
-    ]

@@ -34,6 +34,7 @@ from traceanalyze.analyses.between.critical_graph import KIND_ANNOTATION, KIND_G
 from traceanalyze.analyses.between.critical_path import BOUND_MIN_PCT, is_gpu_kind, path_shares
 from traceanalyze.analyses.between.idle import CAUSES
 from traceanalyze.analyses.distributed.comms import busiest_collective
+from traceanalyze.trace import IterationSource
 
 if TYPE_CHECKING:
     from traceanalyze.analyses.report.contents import Report, VariantReport
@@ -468,7 +469,7 @@ def bound(report: Report) -> list[Evidence]:
         return []
     figures = variant.summary
     busy, wall = figures["gpu_busy_us_per_iter"], figures["wall_us_per_iter"]
-    whole = figures["iteration_source"] == "whole trace"
+    whole = figures["iteration_source"] == IterationSource.WHOLE_TRACE
     evidence = {
         "bound": verdict,
         "note": row.get("bound_note") or figures["bound_note"],

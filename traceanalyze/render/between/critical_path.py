@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.between.critical_path import CriticalPath, path_verdict
-from traceanalyze.analyses.distributed.comms import Comms, comms_verdict
-from traceanalyze.render.analyses import render_table
+from traceanalyze.analyses.between.critical_path import BOUND_MIN_PCT, CriticalPath, path_shares
+from traceanalyze.analyses.distributed.comms import (
+    NO_ARGS,
+    NO_CALLS,
+    NO_GROUP,
+    Comms,
+    busiest_collective,
+)
+from traceanalyze.names import readable_names
 from traceanalyze.render.charts import CATEGORY_STYLES, _plain_ticks, _png, _pyplot
-from traceanalyze.render.table import to_csv, to_json
+from traceanalyze.render.formats import Forms, shown_table
 
 # Colours of the kinds that are not a kernel category (kernels take their category's).
 KIND_STYLES: dict[str, tuple[str, str]] = {
@@ -22,14 +28,13 @@ KIND_STYLES: dict[str, tuple[str, str]] = {
 }
 
 
-def render_critical_path(path: CriticalPath, fmt: str, *, top: int | None = None) -> str:
-    """JSON: the stable object; CSV: the items; markdown: figures, verdict, both tables."""
+def critical_path_markdown(
+    path: CriticalPath, *, top: int | None = None, chart: str | None = None
+) -> str:
+    """The figures, the verdict, the time by kind and the items (the first ``top``); ``chart``,
+    the file name of the path's chart written beside the markdown, is linked after them."""
     items = path.items if top is None else path.items.head(top)
-    if fmt == "json":
-        return to_json(path.record())
-    if fmt == "csv":
-        return to_csv(items)
-    return "\n".join(
+    text = "\n".join(
         [
             f"Span per iteration: {path.span_us_per_iter:,.1f} µs; critical path length: "
             f"{path.length_us_per_iter:,.1f} µs.",
@@ -39,13 +44,58 @@ def render_critical_path(path: CriticalPath, fmt: str, *, top: int | None = None
             *(f"Note: {note}.\n" for note in path.notes),
             "Time on the path by kind (per iteration):",
             "",
-            render_table(path.by_kind, "md"),
+            shown_table(path.by_kind),
             "Items on the path, longest first, with their slack (how much an iteration would "
             "shrink if the item took no time):",
             "",
-            render_table(items, "md", empty="No items on the path."),
+            shown_table(items, empty="No items on the path."),
         ]
     )
+    return text + (f"\n![Critical path]({chart})\n" if chart is not None else "")
+
+
+# `critical-path`: JSON the stable object; CSV the items (the first ``top``); markdown figures,
+# verdict, both tables.
+CRITICAL_PATH: Forms[CriticalPath] = Forms(
+    markdown=critical_path_markdown,
+    json=lambda path, **_: path.record(),
+    csv=lambda path, *, top=None, **_: path.items if top is None else path.items.head(top),
+)
+
+
+def path_verdict(path: CriticalPath) -> str:
+    """One sentence from the path's time by kind: which side the path runs through, and the
+    item whose freeing would buy most."""
+    if path.length_us_per_iter <= 0:
+        return "No iterations with a span: no critical path."
+    gpu_pct, cpu_pct = path_shares(path)
+    if gpu_pct >= BOUND_MIN_PCT:
+        side = f"GPU-bound: {gpu_pct:.0f}% of the critical path is GPU work"
+    elif cpu_pct >= BOUND_MIN_PCT:
+        side = f"CPU-bound: {cpu_pct:.0f}% of the critical path is CPU time (ops, launches, calls)"
+    else:
+        side = f"mixed: the critical path is {gpu_pct:.0f}% GPU work and {cpu_pct:.0f}% CPU time"
+    best = path.items.sort("slack_us_per_iter", descending=True).head(1)
+    if not best.height or best["slack_us_per_iter"][0] <= 0:
+        return side + "."
+    name, slack = readable_names(best["name"])[0], best["slack_us_per_iter"][0]
+    return f"{side}; freeing `{name}` would shorten an iteration by at most {slack:.1f} µs."
+
+
+def comms_verdict(result: Comms) -> str:
+    """One sentence from the evidence: the collectives' time, and how fast the kind that takes
+    most of it runs against the link's peak (or what is missing to say so)."""
+    if not result.calls.height:
+        return NO_CALLS.capitalize() + "."
+    total, top = busiest_collective(result)
+    said = f"Collectives take {total:,.1f} µs per iteration, most of it {top['collective']}"
+    if top["busbw"] is None:
+        missing = NO_GROUP if NO_GROUP in result.notes else NO_ARGS
+        return f"{said}; its bus bandwidth is unknown ({missing.split(':', maxsplit=1)[0]})."
+    said += f" at a median bus bandwidth of {top['busbw']:,.1f} GB/s"
+    if top["peak"] is None:
+        return f"{said} (no link peak known for this GPU)."
+    return f"{said}, {top['busbw'] / top['peak'] * 100:.0f}% of the link's {top['peak']:.0f} GB/s."
 
 
 def _style(kind: str) -> tuple[str, str]:
@@ -90,18 +140,24 @@ def critical_path_chart(path: CriticalPath) -> bytes:
     return _png(plt, figure)
 
 
-def render_comms(result: Comms, by: str, fmt: str, *, top: int | None = None) -> str:
-    """The calls (``by="call"``) or the summary per kind; in markdown, what the trace lacks
-    first."""
+def comms_table(result: Comms, *, by: str = "call", top: int | None = None) -> pl.DataFrame:
+    """The calls (``by="call"``) or the summary per kind, the first ``top`` rows."""
     table = result.calls if by == "call" else result.by_kind
-    if top is not None:
-        table = table.head(top)
-    if fmt != "md":
-        return render_table(table, fmt)
+    return table if top is None else table.head(top)
+
+
+def comms_markdown(result: Comms, *, by: str = "call", top: int | None = None) -> str:
+    """What the trace lacks first, then the table of ``by``."""
+    table = comms_table(result, by=by, top=top)
     notes = "".join(f"Note: {note}.\n\n" for note in result.notes)
     if not table.height:
         return notes or "No collective calls.\n"
-    return notes + render_table(table.drop("ts_ns", strict=False), fmt)
+    return notes + shown_table(table.drop("ts_ns", strict=False))
+
+
+# `comms`: the calls or the summary per kind (``by``), the first ``top`` rows; in markdown,
+# what the trace lacks first.
+COMMS: Forms[Comms] = Forms(markdown=comms_markdown, json=comms_table, csv=comms_table)
 
 
 REPORT_ITEMS = 5
@@ -117,7 +173,7 @@ def timeline_parts(path: CriticalPath | None, result: Comms | None) -> list[str]
             f"**Critical path** ({path.length_us_per_iter:,.2f} µs per iteration, the span): "
             f"{path_verdict(path)}\n",
             *(f"Note: {note}.\n" for note in path.notes),
-            render_table(top, "md"),
+            shown_table(top),
         ]
     if result is not None and result.calls.height:
         columns = ("collective", "size_bucket", "on", "count_per_iter", "us_per_iter",
@@ -125,6 +181,6 @@ def timeline_parts(path: CriticalPath | None, result: Comms | None) -> list[str]
         notes = "".join(f"Note: {note}.\n\n" for note in result.notes)
         parts += [
             f"**Collectives**: {comms_verdict(result)}\n",
-            notes + render_table(result.by_kind.select(columns), "md"),
+            notes + shown_table(result.by_kind.select(columns)),
         ]
     return parts

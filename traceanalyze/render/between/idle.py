@@ -9,11 +9,9 @@ import polars as pl
 from traceanalyze.analyses.between.idle import IdleResult, definitions
 from traceanalyze.analyses.between.where import WhereTimeGoes
 from traceanalyze.names import with_readable_names
+from traceanalyze.render.formats import Forms, Labelled, labelled
 from traceanalyze.render.headings import heading
-from traceanalyze.render.labelled import render_labelled
 from traceanalyze.render.table import markdown_table
-
-Labelled = list[tuple[str | None, IdleResult]]
 
 
 def idle_record(result: IdleResult) -> dict[str, Any]:
@@ -27,18 +25,6 @@ def idle_record(result: IdleResult) -> dict[str, Any]:
         "by_stream": result.by_stream.to_dicts(),
         "largest_gaps": result.largest_gaps.to_dicts(),
     }
-
-
-def render_idle(results: Labelled, fmt: str, *, full_names: bool = False) -> str:
-    """JSON: one object per trace (a list for several); CSV: the causes (with a ``variant``
-    column for several); markdown: one section per trace."""
-    return render_labelled(
-        results,
-        fmt,
-        record=idle_record,
-        table=lambda r: r.causes,
-        markdown=lambda r, _nested: idle_markdown(r, full_names=full_names),
-    )
 
 
 def _table(frame: pl.DataFrame) -> str:
@@ -78,6 +64,35 @@ def idle_markdown(result: IdleResult, *, full_names: bool = False, level: int = 
     return "\n".join(parts)
 
 
+# What the largest cause of idle time says, given the idle share of the GPU span and the
+# cause's share of the idle time.
+VERDICTS = {
+    "host_wait": "waiting for the CPU to launch work: the CPU side (operators and "
+    "launch calls) sets the pace",
+    "sync": "during synchronisation calls: a synchronize, `.item()` or blocking copy "
+    "inside the iteration stops the CPU from queueing work ahead",
+    "launch_overhead": "short gaps between work already queued: the dispatch "
+    "overhead of many small kernels (fusion or CUDA graphs remove it)",
+    "other": "work queued but not started, for a reason the trace does not show "
+    "(e.g. a wait on another stream's or device's event)",
+}
+
+
+def where_verdict(where: WhereTimeGoes) -> str:
+    """One sentence: how much of its span the GPU idles, and what the largest cause says."""
+    idle = where.idle
+    if where.gpu_span_us_per_iter <= 0:
+        return "No GPU activity in the iterations: no idle time to explain."
+    if idle.gpu_idle_us_per_iter <= 0:
+        return "The GPU never idles between the iteration's first and last activity."
+    top = idle.causes.sort("us_per_iter", descending=True).row(0, named=True)
+    share = idle.gpu_idle_us_per_iter / where.gpu_span_us_per_iter * 100
+    return (
+        f"The GPU is idle {share:.2g}% of its span per iteration; the largest part of that "
+        f"({top['share_of_idle_pct']:.0f}%) is {top['cause']}: {VERDICTS[top['cause']]}."
+    )
+
+
 def where_time_goes_markdown(where: WhereTimeGoes) -> str:
     """The report's section: idle causes, launch health and one sentence of verdict."""
     health = where.launches
@@ -93,8 +108,16 @@ def where_time_goes_markdown(where: WhereTimeGoes) -> str:
             f"## Where the time goes: {where.label}\n"
             if where.label
             else "## Where the time goes\n",
-            f"**{where.verdict}**\n",
+            f"**{where_verdict(where)}**\n",
             idle_markdown(where.idle, level=3),
             launch_line,
         ]
     )
+
+
+# `idle`: JSON one object per trace (a list for several); CSV the causes (with a ``variant``
+# column for several); markdown one section per trace.
+IDLE: Forms[Labelled[IdleResult]] = labelled(
+    Forms(markdown=idle_markdown, json=lambda r, **_: idle_record(r)),
+    table=lambda r: r.causes,
+)

@@ -4,6 +4,7 @@ counted iterations shaded and the highest peak marked with its largest blocks. P
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -48,6 +49,13 @@ def memory_curve(result: MemoryResult) -> bytes:
     axes_list[-1, 0].set_xlabel("ms since the first memory event")
     figure.tight_layout()
     return _png(plt, figure)
+
+
+def memory_chart(results: Sequence[tuple[str | None, MemoryResult]]) -> bytes | None:
+    """The memory curve of the one trace of ``results`` with memory events; None where none
+    or several have some (one chart beside the file shows one trace)."""
+    drawn = [result for _, result in results if not result.empty]
+    return memory_curve(drawn[0]) if len(drawn) == 1 else None
 
 
 def _shade_iterations(axes: Any, spans: pl.DataFrame, origin: int) -> None:

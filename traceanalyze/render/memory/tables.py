@@ -9,8 +9,7 @@ import polars as pl
 
 from traceanalyze.analyses.memory.diff import MemoryChange
 from traceanalyze.analyses.memory.usage import NO_MEMORY_EVENTS, MemoryResult
-from traceanalyze.render.analyses import render_table
-from traceanalyze.render.labelled import render_labelled
+from traceanalyze.render.formats import Forms, Labelled, labelled, shown_table
 from traceanalyze.units import byte_size
 
 # Markdown sections: (title, result attribute, line shown when it has no rows).
@@ -36,27 +35,24 @@ def memory_record(result: MemoryResult) -> dict[str, Any]:
     }
 
 
-def render_memory(results: list[tuple[str | None, MemoryResult]], fmt: str) -> str:
-    """One trace as one object (JSON) or sections (markdown); several (variants) as a list of
-    objects with ``variant``, or one heading per variant. CSV is the per-iteration table."""
-    return render_labelled(
-        results,
-        fmt,
-        record=memory_record,
-        table=lambda r: r.iterations,
-        markdown=lambda r, nested: memory_markdown(r, level=3 if nested else 2),
-    )
-
-
 def memory_markdown(result: MemoryResult, level: int = 2) -> str:
     """Markdown sections, or the one line saying the trace has no memory events."""
     if result.empty:
         return NO_MEMORY_EVENTS + "\n"
     parts = []
     for title, attribute, empty in _SECTIONS:
-        table = render_table(getattr(result, attribute), "md", empty=empty)
+        table = shown_table(getattr(result, attribute), empty=empty)
         parts.append(f"{'#' * level} {title}\n\n{table}")
     return "\n".join(parts)
+
+
+# `memory`: one trace as one object (JSON) or sections (markdown); several (variants) as a list
+# of objects with ``variant``, or one heading per variant. CSV is the per-iteration table.
+MEMORY: Forms[Labelled[MemoryResult]] = labelled(
+    Forms(markdown=memory_markdown, json=lambda r, **_: memory_record(r)),
+    table=lambda r: r.iterations,
+    nested_markdown=lambda r, nested, **_: memory_markdown(r, level=3 if nested else 2),
+)
 
 
 # Rows of the report's memory section: the largest blocks at the highest peak.
@@ -78,13 +74,13 @@ def memory_section(result: MemoryResult | None) -> list[str]:
     blocks = result.peak_blocks.filter(
         (pl.col("device") == highest["device"]) & (pl.col("iteration") == highest["iteration"])
     ).head(REPORT_BLOCKS)
-    parts = ["**Memory** (GPU, per iteration)\n", render_table(gpu.select(columns), "md")]
+    parts = ["**Memory** (GPU, per iteration)\n", shown_table(gpu.select(columns))]
     if blocks.height:
         title = (
             f"**Largest blocks live at the highest peak** (iteration {highest['iteration']}, "
             f"{highest['device']})\n"
         )
-        parts += [title, render_table(blocks.drop("iteration", "device"), "md")]
+        parts += [title, shown_table(blocks.drop("iteration", "device"))]
     return parts
 
 
@@ -107,4 +103,4 @@ def memory_change_markdown(change: MemoryChange | None) -> list[str]:
     if not change.blocks.height:
         return [line, "The blocks live at the peak are the same.\n"]
     return [line, "**Blocks live at the GPU's peak that differ**\n",
-            render_table(change.blocks, "md")]  # fmt: skip
+            shown_table(change.blocks)]  # fmt: skip

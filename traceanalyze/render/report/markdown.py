@@ -16,18 +16,19 @@ from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.between.critical_path import timeline_parts
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
 from traceanalyze.render.cold import cold_section
+from traceanalyze.render.formats import Forms
 from traceanalyze.render.headings import heading
 from traceanalyze.render.memory.tables import memory_section
 from traceanalyze.render.perf import roofline_markdown
 from traceanalyze.render.ranks import ranks_markdown
 from traceanalyze.render.report.findings import findings_section, guesses_section
+from traceanalyze.render.report.variant_findings import variant_findings
 from traceanalyze.render.table import (
     markdown_record,
     markdown_table,
     prose_number,
-    to_csv,
-    to_json,
 )
+from traceanalyze.trace import IterationSource
 
 CHART_GPU = "gpu_time_by_category"
 CHART_CPU_GPU = "cpu_vs_gpu"
@@ -112,23 +113,10 @@ def _on_library(text: str, library: str) -> str:
     return text.replace("cuDNN", library)
 
 
-def render_comparison(table: pl.DataFrame, fmt: str, *, full_names: bool = False) -> str:
-    if fmt == "json":
-        return to_json(table)
-    if fmt == "csv":
-        return to_csv(table)
-    return comparison_markdown(table, full_names=full_names)
-
-
-def chart_files(stem: str) -> dict[str, str]:
-    """File names of the charts of a report called ``stem``.md, by chart: named after the
-    report so that two reports in one folder keep their own charts."""
-    return {chart: f"{stem}_{chart}.png" for chart in CHART_TITLES}
-
-
 def charts(report: Report) -> dict[str, bytes]:
-    """The report's charts as PNG bytes, by chart (see :func:`chart_files` for file names);
-    where the variants ran on different GPUs, each one's label names its GPU."""
+    """The report's charts as PNG bytes, by chart (their files are named after the report's:
+    report_<chart>.png); where the variants ran on different GPUs, each one's label names its
+    GPU."""
     if not report.category_us.height:
         return {}
     named = pl.col("variant").replace(_gpu_labels(report))
@@ -197,7 +185,7 @@ def _ranks_section(label: str, result: RanksResult, full_names: bool) -> str:
 
 def _comparison_intro(report: Report) -> str:
     sources = {v.summary.get("iteration_source") for v in report.variants if v.summary}
-    if sources == {"ProfilerStep"}:
+    if sources == {IterationSource.PROFILER_STEP}:
         unit = "Per iteration (one profiler step), means over the profiled iterations."
     else:
         unit = "Per iteration (see each trace's section for how its iterations were found)."
@@ -266,8 +254,9 @@ def _variant_section(variant: VariantReport, full_names: bool, library: str) -> 
     if variant.row.get("description"):
         parts.append(f"*{variant.row['description']}.*\n")
     parts += [_headline(figures, variant.row), *_why(variant)]
-    if variant.findings:
-        parts.append("**Findings**\n\n" + "\n".join(f"- {s}" for s in variant.findings) + "\n")
+    said = variant_findings(variant)
+    if said:
+        parts.append("**Findings**\n\n" + "\n".join(f"- {s}" for s in said) + "\n")
     if variant.categories.height:
         total = figures["gpu_activity_us_per_iter"]
         parts += [
@@ -369,31 +358,32 @@ def _performance_glossary() -> list[str]:
     ]
 
 
-def render_diff(result: TraceDiff, fmt: str, *, full_names: bool = False) -> str:
-    sections = {
-        "figures": result.figures,
-        "categories": result.categories,
-        "kernels": result.kernels,
+def diff_sections(result: TraceDiff) -> dict[str, pl.DataFrame]:
+    return {"figures": result.figures, "categories": result.categories, "kernels": result.kernels}
+
+
+def diff_record(result: TraceDiff) -> dict[str, Any]:
+    """The JSON object: the warnings, then each section's rows."""
+    sections = diff_sections(result)
+    return {
+        "warnings": list(result.warnings),
+        **{name: frame.to_dicts() for name, frame in sections.items()},
     }
-    if fmt == "json":
-        return to_json(
-            {
-                "warnings": list(result.warnings),
-                **{name: frame.to_dicts() for name, frame in sections.items()},
-            }
-        )
-    if fmt == "csv":
-        # One table for all three sections: a `section` column, then each section's columns
-        # (empty where a row's section has no such column).
-        return to_csv(
-            pl.concat(
-                [
-                    frame.select(pl.lit(name).alias("section"), pl.all())
-                    for name, frame in sections.items()
-                ],
-                how="diagonal_relaxed",
-            )
-        )
+
+
+def diff_table(result: TraceDiff) -> pl.DataFrame:
+    """One table for all three sections: a `section` column, then each section's columns
+    (empty where a row's section has no such column)."""
+    return pl.concat(
+        [
+            frame.select(pl.lit(name).alias("section"), pl.all())
+            for name, frame in diff_sections(result).items()
+        ],
+        how="diagonal_relaxed",
+    )
+
+
+def diff_markdown(result: TraceDiff, *, full_names: bool = False) -> str:
     kernels = result.kernels if full_names else with_readable_names(result.kernels)
     warnings = "".join(f"**Warning**: {w}.\n\n" for w in result.warnings)
     return warnings + "\n".join(
@@ -417,3 +407,14 @@ def _figure_headings(figures: pl.DataFrame) -> pl.Expr:
     """The figures' names (their JSON keys) spelled as the compare table heads them."""
     names = figures["figure"].unique().to_list()
     return pl.col("figure").replace_strict({n: heading(n) for n in names}, return_dtype=pl.String)
+
+
+# `compare`: JSON and CSV the table; markdown the headline and details tables.
+COMPARISON: Forms[pl.DataFrame] = Forms(markdown=comparison_markdown)
+# `diff`: JSON one object of sections; CSV one table with a `section` column; markdown the
+# warnings, then one heading per section.
+DIFF: Forms[TraceDiff] = Forms(
+    markdown=diff_markdown,
+    json=lambda result, **_: diff_record(result),
+    csv=lambda result, **_: diff_table(result),
+)
