@@ -9,7 +9,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r "$repo/traceanalyze" "$repo/tests" "$repo/scripts" "$repo/pyproject.toml" "$repo/setup.py" "$work/"
+cp -r "$repo/traceanalyze" "$repo/tests" "$repo/scripts" "$repo/bench" "$repo/pyproject.toml" "$repo/setup.py" "$work/"
 ln -s "$repo/sample_traces" "$work/sample_traces"
 rm -f "$work"/traceanalyze/load/_scan*.so
 cd "$work"
