@@ -29,6 +29,7 @@ CPU_COLUMNS = ("rank", "op_id", "parent_id", "name")
 
 # Helper column names; the leading underscore keeps them apart from schema columns.
 _NAME_CATEGORY = "_name_category"
+_NAME_PRECISION = "_name_precision"
 _ANCESTOR = "_ancestor"
 _NEXT = "_next"
 
@@ -74,10 +75,12 @@ def category_expr() -> pl.Expr:
     return chain.cast(pl.String).alias("category")
 
 
-@cache
-def gemm_precision_expr() -> pl.Expr:
-    """Input precision of rows whose ``category`` is "gemm" (null for every other category)."""
-    precision = _first_match(pl.col("name"), GEMM_PRECISION_RULES, pl.lit(UNKNOWN_PRECISION))
+def _name_precision_expr() -> pl.Expr:
+    """The precision a GEMM's ``name`` says (``UNKNOWN_PRECISION`` if none), for any row."""
+    return _first_match(pl.col("name"), GEMM_PRECISION_RULES, pl.lit(UNKNOWN_PRECISION))
+
+
+def _precision_if_gemm(precision: pl.Expr) -> pl.Expr:
     return (
         pl.when(pl.col("category") == "gemm")
         .then(precision)
@@ -85,6 +88,12 @@ def gemm_precision_expr() -> pl.Expr:
         .cast(pl.String)
         .alias("gemm_precision")
     )
+
+
+@cache
+def gemm_precision_expr() -> pl.Expr:
+    """Input precision of rows whose ``category`` is "gemm" (null for every other category)."""
+    return _precision_if_gemm(_name_precision_expr())
 
 
 def _flag(index: int) -> str:
@@ -214,9 +223,14 @@ def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
     lazy_gpu = gpu.lazy()
     # Names repeat thousands of times; matching each distinct name once keeps the regex work
-    # proportional to the vocabulary, not to the number of launches.
+    # proportional to the vocabulary, not to the number of launches (the precision too: a
+    # GEMM's is its name's, read per row only where the refined category is "gemm").
     by_name = (
-        lazy_gpu.select("kind", "name").unique().with_columns(category_expr().alias(_NAME_CATEGORY))
+        lazy_gpu.select("kind", "name")
+        .unique()
+        .with_columns(
+            category_expr().alias(_NAME_CATEGORY), _name_precision_expr().alias(_NAME_PRECISION)
+        )
     )
     context = (
         _op_context_by_rows(gpu, cpu).lazy()
@@ -228,7 +242,7 @@ def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
         .join(by_name, on=["kind", "name"], how="left", nulls_equal=True, maintain_order="left")
         .join(context, on=["rank", "op_id"], how="left", maintain_order="left")
         .with_columns(_refined_category())
-        .with_columns(gemm_precision_expr())
-        .drop(_NAME_CATEGORY, *flags)
+        .with_columns(_precision_if_gemm(pl.col(_NAME_PRECISION)))
+        .drop(_NAME_CATEGORY, _NAME_PRECISION, *flags)
         .collect()
     )

@@ -51,13 +51,11 @@ STREAM = ["rank", "device", "stream"]
 
 def cpu_segments(trace: Trace) -> pl.DataFrame:
     """Every CPU thread's timeline cut at each event's start and end, one row per piece, sorted
-    by (rank, tid, start): ``seg`` (the row number), ``start_ns``, ``end_ns``, ``owner`` (the
-    innermost event's ``op_id``; null in a gap: its name is a gather from the cpu frame),
-    ``kind``, ``is_sync``, ``call_ns``
-    (the owner's start) and ``prev_sync``, the ``seg`` of the nearest sync piece at or before it
-    on the thread (else the thread's first ``seg`` minus one): a walk back stops there."""
-    cpu = trace.cpu
-    events = cpu.select(*THREAD, "op_id", "parent_id", "depth", "ts_ns", "dur_ns")
+    by (rank, tid, start): ``seg`` (the row number), ``rank``, ``tid``, ``owner`` (the innermost
+    event's ``op_id``; null in a gap), ``start_ns`` and ``end_ns``. What a piece's time is (its
+    kind and name: :func:`owner_columns`) is asked only of the pieces on the path: they are
+    fewer, and most of the trace's pieces are never read."""
+    events = trace.cpu.select(*THREAD, "op_id", "parent_id", "depth", "ts_ns", "dur_ns")
     # After an event's start the innermost owner is the event; after its end, its parent. At
     # equal times ends come first (deepest first), then starts (outermost first).
     starts = events.select(*THREAD, t="ts_ns", owner="op_id", order=pl.lit(1), key="depth")
@@ -75,32 +73,13 @@ def cpu_segments(trace: Trace) -> pl.DataFrame:
     pieces = points.select(
         *THREAD, "owner", start_ns="t", end_ns=pl.when(same_thread).then(pl.col("t").shift(-1))
     ).filter(pl.col("end_ns") > pl.col("start_ns"))
-    # op_id is the cpu frame's row number, so an owner's columns are a gather, not a join.
-    owners = _owner_columns(trace).gather(pieces["owner"])
-    pieces = (
-        pl.concat([pieces, owners], how="horizontal")
-        .with_row_index("seg")
-        .with_columns(pl.col("seg").cast(pl.Int64))
-    )
-    # Back along a thread, the nearest sync piece; a thread's first pieces get its first seg
-    # minus one (rows are sorted by thread, so a plain forward fill cannot cross threads).
-    starts_thread = (
-        pl.col("rank").ne_missing(pl.col("rank").shift(1))
-        | pl.col("tid").ne_missing(pl.col("tid").shift(1))
-        | (pl.int_range(pl.len()) == 0)
-    )
-    prev_sync = (
-        pl.when(pl.col("is_sync"))
-        .then(pl.col("seg"))
-        .when(starts_thread)
-        .then(pl.col("seg") - 1)
-        .forward_fill()
-    )
-    return pieces.with_columns(
-        pl.col("kind").fill_null(KIND_GAP),
-        pl.col("is_sync").fill_null(False),
-        prev_sync=prev_sync,
-    )
+    return pieces.with_row_index("seg").with_columns(pl.col("seg").cast(pl.Int64))
+
+
+def sync_calls(cpu: pl.DataFrame) -> pl.Series:
+    """The ``op_id`` of every blocking call (``SYNC_CALLS``), in the cpu frame's order."""
+    is_sync = pl.col("cat").is_in(RUNTIME_CATS) & pl.col("name").is_in(SYNC_CALLS)
+    return cpu.filter(is_sync)["op_id"]
 
 
 # Bits of the one-integer sort key of _sorted_points: thread, time since the trace's first
@@ -138,27 +117,39 @@ def _sorted_points(points: pl.DataFrame) -> pl.DataFrame:
     if not fits:
         return points.sort(columns)
     packed = thread.cast(pl.Int64) * 2 ** (_TIME_BITS + _TIE_BITS) + since * 2**_TIE_BITS + tie
-    return points.sort(packed)
+    # Only the columns the pieces read are moved into the sorted order.
+    key = points.select(packed.alias("key")).to_series()
+    return points.select(*THREAD, "t", "owner").with_columns(key).sort("key").drop("key")
 
 
-def _owner_columns(trace: Trace) -> pl.DataFrame:
-    """Per cpu row: the kind of time its self time is, its name, start and whether it syncs."""
+def owner_columns(trace: Trace, owners: pl.Series) -> pl.DataFrame:
+    """Per piece owned by ``owners`` (``op_id``s; null: a gap): ``kind``, the kind of time its
+    owner's self time is (``KIND_*``), and ``name``, the owner's (a gap's: ``KIND_GAP``)."""
     launched = activities(trace).select("rank", "correlation").drop_nulls().unique()
+    # op_id is the cpu frame's row number, so an owner's columns are a gather, not a join.
+    rows = trace.cpu.select("rank", "cat", "name", "correlation").gather(owners)
+    rows = rows.with_columns(is_gap=owners.is_null())
     is_call = pl.col("cat").is_in(RUNTIME_CATS)
-    is_sync = is_call & pl.col("name").is_in(SYNC_CALLS)
     is_launch = pl.struct("rank", "correlation").is_in(
         launched.select(pl.struct("rank", "correlation")).to_series().implode()
     )
+    # Other events by their category (a when-chain: a string replace on every piece cost more).
+    by_cat: pl.Expr = pl.lit(KIND_CPU_OP)
+    for cat, owner_kind in _OWNER_KINDS.items():
+        by_cat = pl.when(pl.col("cat") == cat).then(pl.lit(owner_kind)).otherwise(by_cat)
     kind = (
-        pl.when(is_sync)
+        pl.when(is_call & pl.col("name").is_in(SYNC_CALLS))
         .then(pl.lit(KIND_SYNC))
         .when(is_call & is_launch)
         .then(pl.lit(KIND_LAUNCH))
         .when(is_call)
         .then(pl.lit(KIND_RUNTIME))
-        .otherwise(pl.col("cat").replace_strict(_OWNER_KINDS, default=KIND_CPU_OP))
+        .otherwise(by_cat)
     )
-    return trace.cpu.select(kind=kind, is_sync=is_sync, call_ns="ts_ns")
+    return rows.select(
+        kind=pl.when(pl.col("is_gap")).then(pl.lit(KIND_GAP)).otherwise(kind),
+        name=pl.col("name").fill_null(KIND_GAP),
+    )
 
 
 def gpu_nodes(trace: Trace) -> pl.DataFrame:

@@ -30,15 +30,15 @@ from traceanalyze.analyses.activities import iteration_count, per_trace
 from traceanalyze.analyses.between.critical_graph import (
     KIND_COPY,
     KIND_GAP,
-    SYNC_CALLS,
     cpu_segments,
     gpu_nodes,
     iteration_bounds,
+    owner_columns,
+    sync_calls,
 )
 from traceanalyze.analyses.between.critical_walk import Runs, walk
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.display import Shown
-from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.names import readable_names
 from traceanalyze.trace import Trace
 
@@ -90,8 +90,9 @@ def critical_path(trace: Trace) -> CriticalPath:
     gpu = gpu_nodes(trace)
     segs = cpu_segments(trace)
     bounds = iteration_bounds(trace, gpu)
-    runs = walk(segs, gpu, bounds, trace.cpu["name"])
-    segments = path_segments(runs, segs, gpu, trace.cpu["name"])
+    syncs = sync_calls(trace.cpu)
+    runs = walk(segs, gpu, bounds, trace.cpu, syncs)
+    segments = path_segments(runs, segs, gpu, trace)
     n = iteration_count(trace)
     lengths = segments.group_by(ITERATION).agg(
         length_ns=(pl.col("end_ns") - pl.col("start_ns")).sum()
@@ -108,7 +109,7 @@ def critical_path(trace: Trace) -> CriticalPath:
         items=_items(segments, _terminal(runs), n),
         iterations=per_iteration,
         segments=segments.drop("margin_ns", "tau_ns"),
-        notes=_notes(trace),
+        notes=_notes(trace, syncs),
     )
 
 
@@ -119,9 +120,8 @@ NO_SYNC = (
 )
 
 
-def _notes(trace: Trace) -> tuple[str, ...]:
-    calls = trace.cpu.filter(pl.col("cat").is_in(RUNTIME_CATS))
-    if trace.gpu.height and not calls.filter(pl.col("name").is_in(SYNC_CALLS)).height:
+def _notes(trace: Trace, syncs: pl.Series) -> tuple[str, ...]:
+    if trace.gpu.height and not len(syncs):
         return (NO_SYNC,)
     return ()
 
@@ -130,12 +130,10 @@ def _mean_per_iter(values: pl.Series, n: int) -> float:
     return float(values.fill_null(0).sum()) / n
 
 
-def path_segments(
-    runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, names: pl.Series
-) -> pl.DataFrame:
+def path_segments(runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     """The walk's runs expanded into segments in forward time order per iteration, trimmed so
     that they never overlap (clock jitter can make neighbours overlap by a few ns)."""
-    cpu = _expand_cpu(runs, segs, names)
+    cpu = _expand_cpu(runs, segs, trace)
     on_gpu = _expand_gpu(runs, gpu)
     single = pl.DataFrame(
         [(*r[:3], 0, *r[3:]) for r in runs.single],
@@ -195,9 +193,9 @@ def _clip(start: pl.Expr, end: pl.Expr) -> dict[str, pl.Expr]:
     }
 
 
-def _expand_cpu(runs: Runs, segs: pl.DataFrame, names: pl.Series) -> pl.DataFrame:
+def _expand_cpu(runs: Runs, segs: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     ranged = _gathered(_ranges(runs.cpu, "seg"), segs, "seg")
-    ranged = ranged.with_columns(name=names.gather(ranged["owner"]).fill_null(KIND_GAP))
+    ranged = pl.concat([ranged, owner_columns(trace, ranged["owner"])], how="horizontal")
     return ranged.select(
         *ITERATION,
         "seq",
