@@ -43,6 +43,8 @@ KIND_SYNC = "sync_wait"  # a blocking call waiting for the GPU
 KIND_COPY = "copy"  # memory copies and sets on the GPU
 KIND_GAP = "gap"  # nothing recorded: an idle thread or stream on the path
 _OWNER_KINDS = {"cpu_op": KIND_CPU_OP, "user_annotation": KIND_ANNOTATION}
+# Every kind a CPU piece can have (its code in owner_columns is its index here).
+_PIECE_KINDS = (KIND_CPU_OP, KIND_ANNOTATION, KIND_LAUNCH, KIND_RUNTIME, KIND_SYNC, KIND_GAP)
 
 ITERATION_KEY = ["rank", "iteration"]
 THREAD = ["rank", "tid"]
@@ -125,30 +127,37 @@ def _sorted_points(points: pl.DataFrame) -> pl.DataFrame:
 def owner_columns(trace: Trace, owners: pl.Series) -> pl.DataFrame:
     """Per piece owned by ``owners`` (``op_id``s; null: a gap): ``kind``, the kind of time its
     owner's self time is (``KIND_*``), and ``name``, the owner's (a gap's: ``KIND_GAP``)."""
-    launched = activities(trace).select("rank", "correlation").drop_nulls().unique()
-    # op_id is the cpu frame's row number, so an owner's columns are a gather, not a join.
-    rows = trace.cpu.select("rank", "cat", "name", "correlation").gather(owners)
-    rows = rows.with_columns(is_gap=owners.is_null())
-    is_call = pl.col("cat").is_in(RUNTIME_CATS)
-    is_launch = pl.struct("rank", "correlation").is_in(
-        launched.select(pl.struct("rank", "correlation")).to_series().implode()
-    )
-    # Other events by their category (a when-chain: a string replace on every piece cost more).
-    by_cat: pl.Expr = pl.lit(KIND_CPU_OP)
-    for cat, owner_kind in _OWNER_KINDS.items():
-        by_cat = pl.when(pl.col("cat") == cat).then(pl.lit(owner_kind)).otherwise(by_cat)
-    kind = (
-        pl.when(is_call & pl.col("name").is_in(SYNC_CALLS))
-        .then(pl.lit(KIND_SYNC))
-        .when(is_call & is_launch)
-        .then(pl.lit(KIND_LAUNCH))
-        .when(is_call)
-        .then(pl.lit(KIND_RUNTIME))
-        .otherwise(by_cat)
-    )
-    return rows.select(
-        kind=pl.when(pl.col("is_gap")).then(pl.lit(KIND_GAP)).otherwise(kind),
-        name=pl.col("name").fill_null(KIND_GAP),
+    cpu = trace.cpu
+    code = {kind: index for index, kind in enumerate(_PIECE_KINDS)}
+    # Every event's kind as a small code: by its category, then the runtime calls (a few) by
+    # what they do; a piece's kind is then two gathers, no string work per piece.
+    by_cat = pl.lit(code[KIND_CPU_OP], pl.UInt8)
+    for cat, kind in _OWNER_KINDS.items():
+        by_cat = pl.when(pl.col("cat") == cat).then(pl.lit(code[kind], pl.UInt8)).otherwise(by_cat)
+    codes = cpu.select(by_cat.cast(pl.UInt8)).to_series()
+    calls = cpu.select(
+        "rank", "name", "correlation", row=pl.int_range(pl.len(), dtype=pl.Int64)
+    ).filter(cpu["cat"].is_in(RUNTIME_CATS))
+    if calls.height:
+        launched = activities(trace).select("rank", "correlation").drop_nulls()
+        is_launch = pl.struct("rank", "correlation").is_in(
+            launched.select(pl.struct("rank", "correlation")).to_series().implode()
+        )
+        call_codes = calls.select(
+            pl.when(pl.col("name").is_in(SYNC_CALLS))
+            .then(pl.lit(code[KIND_SYNC], pl.UInt8))
+            .when(is_launch)
+            .then(pl.lit(code[KIND_LAUNCH], pl.UInt8))
+            .otherwise(pl.lit(code[KIND_RUNTIME], pl.UInt8))
+        ).to_series()
+        codes = codes.scatter(calls["row"], call_codes)
+    # op_id is the cpu frame's row number, so an owner's columns are gathers, not joins.
+    pieces = codes.gather(owners).fill_null(code[KIND_GAP])
+    return pl.DataFrame(
+        {
+            "kind": pl.Series(_PIECE_KINDS, dtype=pl.String).gather(pieces),
+            "name": cpu["name"].gather(owners).fill_null(KIND_GAP),
+        }
     )
 
 
@@ -249,18 +258,26 @@ def iteration_bounds(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
         .group_by(ITERATION_KEY)
         .agg(gpu_end_ns=pl.col("end_ns").last(), last_g=pl.col("g").last())
     )
-    cpu = trace.cpu.filter(pl.col("iteration").is_not_null()).select(
-        "rank", "iteration", "tid", "depth", end_ns=pl.col("ts_ns") + pl.col("dur_ns")
-    )
-    inside = (
-        cpu.join(steps, on=ITERATION_KEY)
-        .filter(pl.col("end_ns") <= pl.col("cpu_end_ns"))
-        .sort("end_ns", -pl.col("depth"))
-        .group_by(ITERATION_KEY)
-        .agg(cpu_tid=pl.col("tid").last())
-    )
     return (
         windows.join(last_gpu, on=ITERATION_KEY, how="left")
-        .join(inside, on=ITERATION_KEY, how="left")
+        .join(_latest_cpu_thread(trace, steps), on=ITERATION_KEY, how="left")
         .sort(ITERATION_KEY)
+    )
+
+
+def _latest_cpu_thread(trace: Trace, steps: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, iteration), ``cpu_tid``: the thread of the latest-ending CPU event inside the
+    step (at equal ends the outermost, then the last in call order). The latest events are
+    found by comparing with their iteration's latest end, so only those few rows are sorted."""
+    cpu = trace.cpu.select(
+        "rank", "iteration", "tid", "depth", end_ns=pl.col("ts_ns") + pl.col("dur_ns")
+    ).filter(pl.col("iteration").is_not_null())
+    inside = cpu.join(steps.select(*ITERATION_KEY, "cpu_end_ns"), on=ITERATION_KEY).filter(
+        pl.col("end_ns") <= pl.col("cpu_end_ns")
+    )
+    latest = inside.filter(pl.col("end_ns") == pl.col("end_ns").max().over(ITERATION_KEY))
+    return (
+        latest.sort([*ITERATION_KEY, "depth"], descending=[False, False, True], maintain_order=True)
+        .group_by(ITERATION_KEY, maintain_order=True)
+        .agg(cpu_tid=pl.col("tid").last())
     )

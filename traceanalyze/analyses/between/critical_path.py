@@ -161,7 +161,17 @@ def path_segments(runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, trace: Trac
     )
 
 
-def _ranges(runs: list[tuple[int, int, int, int, int, int, int]], index: str) -> pl.DataFrame:
+def _expanded(
+    runs: list[tuple[int, int, int, int, int, int, int]],
+    index: str,
+    rows: pl.DataFrame,
+    template: str,
+    column: str,
+) -> pl.DataFrame:
+    """One row per ``index`` of each run (``first`` to ``last``) beside the row of ``rows`` it
+    points at (the row number), with ``lane``: ``template`` filled with ``column``. A run is on
+    one thread or stream, so its lane is made once per run and gathered (formatting it on
+    every row cost more than the rest of the expansion)."""
     frame = pl.DataFrame(
         runs,
         schema={
@@ -174,16 +184,15 @@ def _ranges(runs: list[tuple[int, int, int, int, int, int, int]], index: str) ->
             "top": pl.Int64(),
         },
         orient="row",
-    )
-    return frame.with_columns(pl.int_ranges("first", pl.col("last") + 1).alias(index)).explode(
+    ).with_row_index("run")
+    lanes = frame.select(pl.format(template, pl.lit(rows[column].gather(frame["first"]))))
+    ranged = frame.with_columns(pl.int_ranges("first", pl.col("last") + 1).alias(index)).explode(
         index
     )
-
-
-def _gathered(ranged: pl.DataFrame, rows: pl.DataFrame, index: str) -> pl.DataFrame:
-    """``ranged`` beside the rows of ``rows`` its ``index`` column points at (the row number)."""
     picked = rows.drop("rank", index).gather(ranged[index])
-    return pl.concat([ranged, picked], how="horizontal")
+    return pl.concat([ranged, picked], how="horizontal").with_columns(
+        lane=pl.lit(lanes.to_series()).gather("run")
+    )
 
 
 def _clip(start: pl.Expr, end: pl.Expr) -> dict[str, pl.Expr]:
@@ -194,15 +203,15 @@ def _clip(start: pl.Expr, end: pl.Expr) -> dict[str, pl.Expr]:
 
 
 def _expand_cpu(runs: Runs, segs: pl.DataFrame, trace: Trace) -> pl.DataFrame:
-    ranged = _gathered(_ranges(runs.cpu, "seg"), segs, "seg")
+    ranged = _expanded(runs.cpu, "seg", segs, "thread {}", "tid")
     ranged = pl.concat([ranged, owner_columns(trace, ranged["owner"])], how="horizontal")
     return ranged.select(
         *ITERATION,
         "seq",
         "kind",
         "name",
+        "lane",
         sub=-pl.col("seg"),
-        lane=pl.format("thread {}", "tid"),
         margin_ns=pl.lit(None, pl.Int64),
         tau_ns=pl.lit(None, pl.Int64),
         **_clip(pl.col("start_ns"), pl.col("end_ns")),
@@ -210,29 +219,28 @@ def _expand_cpu(runs: Runs, segs: pl.DataFrame, trace: Trace) -> pl.DataFrame:
 
 
 def _expand_gpu(runs: Runs, gpu: pl.DataFrame) -> pl.DataFrame:
-    ranged = _gathered(_ranges(runs.gpu, "g"), gpu.drop("iteration"), "g")
-    lane = pl.format("stream {}", "stream")
+    ranged = _expanded(runs.gpu, "g", gpu.drop("iteration"), "stream {}", "stream")
     work = ranged.select(
         *ITERATION,
         "seq",
+        "lane",
         "kind",
         "name",
         "margin_ns",
         "tau_ns",
         sub=-2 * pl.col("g"),
-        lane=lane,
         **_clip(pl.col("ts_ns"), pl.col("end_ns")),
     )
     # Between two activities of a run: the stream waiting for the next one to start.
     gaps = ranged.filter(pl.col("g") != pl.col("first")).select(
         *ITERATION,
         "seq",
+        "lane",
         kind=pl.lit(KIND_GAP),
         name=pl.lit(KIND_GAP),
         margin_ns=pl.lit(None, pl.Int64),
         tau_ns=pl.lit(None, pl.Int64),
         sub=-2 * pl.col("g") + 1,
-        lane=lane,
         **_clip(pl.min_horizontal("prev_end_ns", "ts_ns"), pl.col("ts_ns")),
     )
     return pl.concat([work, gaps])
