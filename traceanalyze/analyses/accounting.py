@@ -162,8 +162,11 @@ def _launch_times(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
     """Time in the calls that launched the iteration's activities, each call counted once
     (a graph launch or a cuDNN call can launch several activities)."""
     launched = gpu.select("rank", "correlation").drop_nulls().unique()
-    calls = trace.cpu.filter(pl.col("cat").is_in(RUNTIME_CATS)).join(
-        launched, on=["rank", "correlation"], how="semi"
+    # Only the columns read below go through the filter and the join.
+    calls = (
+        trace.cpu.select("rank", "iteration", "correlation", "dur_ns", "cat")
+        .filter(pl.col("cat").is_in(RUNTIME_CATS))
+        .join(launched, on=["rank", "correlation"], how="semi")
     )
     return (
         calls.filter(pl.col("iteration").is_not_null())

@@ -156,7 +156,7 @@ def _op_context_flags(gpu: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _op_ids_are_rows(cpu: pl.DataFrame) -> bool:
+def op_ids_are_rows(cpu: pl.DataFrame) -> bool:
     """Linking numbers ops by their row (``op_id`` 0, 1, ...); hand-made frames may not."""
     ids = cpu["op_id"]
     return ids.null_count() == 0 and (ids == pl.int_range(cpu.height, eager=True)).all()
@@ -166,10 +166,6 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """:func:`_op_context_flags` for a cpu frame whose ``op_id`` is the row: the walk up the
     ancestors is a gather per level over the launching ops alone (no joins)."""
     flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
-    own = cpu.select(
-        pl.col("name").str.contains(r.op_pattern).fill_null(False).alias(f)
-        for r, f in zip(OP_REFINEMENTS, flags, strict=True)
-    )
     launching = (
         gpu.select("rank", "op_id")
         .drop_nulls()
@@ -179,13 +175,27 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     )
     launching = launching.filter(launching["rank"] == cpu["rank"].gather(launching["op_id"]))
     ids = launching["op_id"]
+    parents = cpu["parent_id"]
+    # The launching ops and their ancestors up to MAX_OP_ANCESTORS levels: the only ops whose
+    # names the walk reads, so the only ones matched (a fifth of a training step's ops).
+    levels = [parents.gather(ids)]
+    for _ in range(MAX_OP_ANCESTORS - 1):
+        levels.append(parents.gather(levels[-1]))
+    visited = pl.concat([ids, *levels]).drop_nulls().unique()
+    matched = cpu["name"].gather(visited).to_frame()
+    own = pl.DataFrame(
+        {
+            f: pl.Series(f, [False], pl.Boolean)
+            .new_from_index(0, cpu.height)
+            .scatter(visited, matched.select(pl.col("name").str.contains(r.op_pattern)).to_series())
+            for r, f in zip(OP_REFINEMENTS, flags, strict=True)
+        }
+    ).select(pl.col(flags).fill_null(False))
     found = own.gather(ids)
     names = cpu["name"].gather(ids)
-    parents, cursor = cpu["parent_id"], cpu["parent_id"].gather(ids)
-    for _ in range(MAX_OP_ANCESTORS):
+    for cursor in levels:
         up = own.gather(cursor)
         found = found.select(pl.col(f) | up[f].fill_null(False) for f in flags)
-        cursor = parents.gather(cursor)
     launch_op = [
         (names.str.contains(r.launch_op_pattern).fill_null(False) & found[f]).alias(f)
         for r, f in zip(OP_REFINEMENTS, flags, strict=True)
@@ -234,7 +244,7 @@ def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     )
     context = (
         _op_context_by_rows(gpu, cpu).lazy()
-        if _op_ids_are_rows(cpu)
+        if op_ids_are_rows(cpu)
         else _op_context_flags(lazy_gpu, cpu.lazy())
     )
     return (
