@@ -271,29 +271,38 @@ def _by_kind(segments: pl.DataFrame, n: int) -> pl.DataFrame:
 def _items(segments: pl.DataFrame, terminal: pl.DataFrame, n: int) -> pl.DataFrame:
     """Named items on the path (gaps left out), longest first, with their slack."""
     dur = pl.col("end_ns") - pl.col("start_ns")
-    named = segments.filter(pl.col("kind") != KIND_GAP)
+    named = segments.filter(pl.col("kind") != KIND_GAP).with_row_index("row")
+    # One pass over the names: each item's time and its pieces (rows of ``named``), so the
+    # top items' pieces are a gather, not a second match of every segment's name.
     items = (
         named.group_by("name", "kind")
-        .agg(us_per_iter=dur.sum() / 1e3 / n)
+        .agg(us_per_iter=dur.sum() / 1e3 / n, rows="row")
         .sort(["us_per_iter", "name"], descending=[True, False])
         .head(TOP_ITEMS)
+        .with_row_index("item")
     )
-    return items.join(_slack(segments, terminal, items), on=["name", "kind"], how="left").select(
+    numbered = items.select("item", "rows").explode("rows")
+    pieces = named.gather(numbered["rows"]).with_columns(numbered["item"])
+    return items.join(_slack(segments, pieces, terminal), on="item", how="left").select(
         "name", "kind", "us_per_iter", slack_us_per_iter=pl.col("slack_ns").fill_null(0) / 1e3 / n
     )
 
 
-def _slack(segments: pl.DataFrame, terminal: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
-    """Per item: the iteration shrink if its pieces on the path were free, summed over
-    iterations (module docstring). Only nodes with a margin can bind, and they are few, so the
-    freed time before each of them comes from as-of joins on time."""
-    key = ["name", "kind", *ITERATION]
-    freed = (
-        segments.join(items.select("name", "kind"), on=["name", "kind"])
-        .sort("start_ns")
-        .with_columns(before_ns=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(key))
+# An item's pieces in one iteration.
+_ITEM_KEY = ["item", *ITERATION]
+
+
+def _slack(segments: pl.DataFrame, pieces: pl.DataFrame, terminal: pl.DataFrame) -> pl.DataFrame:
+    """Per item (``item``, the number of its ``pieces``): the iteration shrink if its pieces
+    on the path were free, summed over iterations (module docstring). Only nodes with a margin
+    can bind, and they are few, so the freed time before each of them comes from as-of joins
+    on time."""
+    # An item's pieces in an iteration come in path order, which is start order (the path's
+    # segments do not overlap): the running sum and the as-of joins need no sort.
+    freed = pieces.with_columns(
+        before_ns=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(_ITEM_KEY)
     )
-    totals = freed.group_by(key).agg(total_ns=pl.col("before_ns").max())
+    totals = freed.group_by(_ITEM_KEY).agg(total_ns=pl.col("before_ns").max())
     # The iteration's end is a node too, just after the last segment.
     nodes = pl.concat(
         [
@@ -307,24 +316,23 @@ def _slack(segments: pl.DataFrame, terminal: pl.DataFrame, items: pl.DataFrame) 
     bounds = _freed_before(_freed_before(bounds, freed, "at_ns"), freed, "tau_ns")
     # Freed time between where the other chain joins and the node moves this chain only.
     own = pl.col("freed_before_at_ns") - pl.col("freed_before_tau_ns")
-    bound = bounds.group_by(key).agg(
+    bound = bounds.group_by(_ITEM_KEY).agg(
         bound_ns=(pl.col("margin_ns") + pl.col("total_ns") - own).min()
     )
-    per_iteration = totals.join(bound, on=key, how="left").select(
-        "name", "kind", slack_ns=pl.min_horizontal("total_ns", "bound_ns")
+    per_iteration = totals.join(bound, on=_ITEM_KEY, how="left").select(
+        "item", slack_ns=pl.min_horizontal("total_ns", "bound_ns")
     )
-    return per_iteration.group_by("name", "kind").agg(pl.col("slack_ns").sum())
+    return per_iteration.group_by("item").agg(pl.col("slack_ns").sum())
 
 
 def _freed_before(nodes: pl.DataFrame, freed: pl.DataFrame, at: str) -> pl.DataFrame:
     """``nodes`` plus ``freed_before_<at>``: the item's path time before the time in ``at``."""
-    key = ["name", "kind", *ITERATION]
-    pieces = freed.select(*key, "start_ns", "end_ns", "before_ns")
+    pieces = freed.select(*_ITEM_KEY, "start_ns", "end_ns", "before_ns")
     joined = nodes.sort(at).join_asof(
         pieces,
         left_on=at,
         right_on="start_ns",
-        by=key,
+        by=_ITEM_KEY,
         strategy="backward",
         allow_exact_matches=False,
         check_sortedness=False,
