@@ -95,6 +95,9 @@ def _sorted_points(points: pl.DataFrame) -> pl.DataFrame:
     columns = [*THREAD, "t", "order", "key"]
     if not points.height:
         return points
+    raw = _sorted_by_raw_key(points)
+    if raw is not None:
+        return raw
     # A thread's number: its dense rank on one integer (rank, tid - the lowest tid) where that
     # fits, which ranks several times faster than a struct of the two columns.
     low, high = points["tid"].min(), points["tid"].max()
@@ -122,6 +125,42 @@ def _sorted_points(points: pl.DataFrame) -> pl.DataFrame:
     # Only the columns the pieces read are moved into the sorted order.
     key = points.select(packed.alias("key")).to_series()
     return points.select(*THREAD, "t", "owner").with_columns(key).sort("key").drop("key")
+
+
+def _sorted_by_raw_key(points: pl.DataFrame) -> pl.DataFrame | None:
+    """``points``' (rank, tid, t, owner) sorted by (rank, tid, t, order, key) through one
+    integer made of the values themselves, each in as many bits as its range needs, where they
+    fit in 63 bits (None otherwise). Only that integer and the owner are sorted: rank, tid and
+    t come back out of the integer, and no thread numbering (a sort of its own) is needed."""
+    stats = points.select(
+        nulls=pl.sum_horizontal(pl.col(*THREAD, "t").null_count()),
+        rank_min=pl.col("rank").min(),
+        rank_max=pl.col("rank").max(),
+        tid_min=pl.col("tid").min(),
+        tid_max=pl.col("tid").max(),
+        t_min=pl.col("t").min(),
+        t_max=pl.col("t").max(),
+        key_max=pl.col("key").abs().max(),
+    ).row(0, named=True)
+    if stats["nulls"] or stats["rank_min"] < 0 or stats["key_max"] >= 2 ** (_TIE_BITS - 2):
+        return None
+    rank_bits = int(stats["rank_max"]).bit_length()
+    tid_bits = int(stats["tid_max"] - stats["tid_min"]).bit_length()
+    time_bits = int(stats["t_max"] - stats["t_min"]).bit_length()
+    if rank_bits + tid_bits + time_bits + _TIE_BITS > 63:
+        return None
+    tid_low, t_low = int(stats["tid_min"]), int(stats["t_min"])
+    thread = pl.col("rank").cast(pl.Int64) * 2**tid_bits + (pl.col("tid") - tid_low)
+    tie = pl.col("order") * 2 ** (_TIE_BITS - 1) + pl.col("key") + 2 ** (_TIE_BITS - 2)
+    packed = (thread * 2**time_bits + (pl.col("t") - t_low)) * 2**_TIE_BITS + tie
+    ordered = points.select(packed.alias("packed"), "owner").sort("packed", maintain_order=True)
+    thread_of = pl.col("packed") // 2 ** (time_bits + _TIE_BITS)
+    return ordered.select(
+        rank=(thread_of // 2**tid_bits).cast(points.schema["rank"]),
+        tid=(thread_of % 2**tid_bits + tid_low).cast(points.schema["tid"]),
+        t=(pl.col("packed") // 2**_TIE_BITS % 2**time_bits + t_low).cast(points.schema["t"]),
+        owner=pl.col("owner"),
+    )
 
 
 def owner_columns(trace: Trace, owners: pl.Series) -> pl.DataFrame:
