@@ -230,7 +230,6 @@ def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """
     require_columns(gpu, GPU_COLUMNS, "classify kernels", "trace.gpu, trace.cpu")
     require_columns(cpu, CPU_COLUMNS, "classify kernels", "trace.gpu, trace.cpu")
-    flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
     lazy_gpu = gpu.lazy()
     # Names repeat thousands of times; matching each distinct name once keeps the regex work
     # proportional to the vocabulary, not to the number of launches (the precision too: a
@@ -247,12 +246,15 @@ def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
         if op_ids_are_rows(cpu)
         else _op_context_flags(lazy_gpu, cpu.lazy())
     )
-    return (
-        lazy_gpu.drop("category", "gemm_precision", strict=False)
+    # The joins carry only the columns the rules read; the two results are put beside the
+    # frame's own columns at the end (joining every column in cost as much as the rules).
+    added = (
+        lazy_gpu.select("kind", "name", "rank", "op_id")
         .join(by_name, on=["kind", "name"], how="left", nulls_equal=True, maintain_order="left")
         .join(context, on=["rank", "op_id"], how="left", maintain_order="left")
         .with_columns(_refined_category())
         .with_columns(_precision_if_gemm(pl.col(_NAME_PRECISION)))
-        .drop(_NAME_CATEGORY, _NAME_PRECISION, *flags)
+        .select("category", "gemm_precision")
         .collect()
     )
+    return gpu.drop("category", "gemm_precision", strict=False).hstack(added)
