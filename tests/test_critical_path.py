@@ -18,7 +18,7 @@ import traceanalyze
 from tests.conftest import public_trace_files
 from tests.micro import annotation, call, kernel, op, write_trace
 from traceanalyze.analyses.accounting import iteration_times, mean_per_iter
-from traceanalyze.analyses.between.critical_graph import _sorted_points
+from traceanalyze.analyses.between.critical_graph import _sorted_points, _step_end
 from traceanalyze.analyses.between.critical_path import (
     NO_SYNC,
     CriticalPath,
@@ -269,3 +269,17 @@ def test_segment_points_sort_in_call_order(tids: list[int], times: list[int]) ->
     expected = points.sort(["rank", "tid", "t", "order", "key"]).select("rank", "tid", "t", "owner")
     got = _sorted_points(points).select("rank", "tid", "t", "owner")
     assert_frame_equal(got, expected)
+
+
+@pytest.mark.parametrize("other", [7, -1, 2**40])  # packed in one integer, or joined
+def test_a_cpu_events_step_end_is_its_iterations(other: int) -> None:
+    cpu = pl.DataFrame(
+        {"rank": [0, 0, 1, 1], "iteration": [5, other, 5, None]},
+        schema={"rank": pl.Int32, "iteration": pl.Int64},
+    )
+    steps = pl.DataFrame(
+        {"rank": [0, 1, 0], "iteration": [5, 5, other], "cpu_end_ns": [10, 20, 30]},
+        schema={"rank": pl.Int32, "iteration": pl.Int64, "cpu_end_ns": pl.Int64},
+    )
+    ends = cpu.select(_step_end(cpu, steps).alias("end"))["end"].to_list()
+    assert ends == [10, 30, 20, None]

@@ -163,6 +163,27 @@ def _sorted_by_raw_key(points: pl.DataFrame) -> pl.DataFrame | None:
     )
 
 
+def _step_end(cpu: pl.DataFrame, steps: pl.DataFrame) -> pl.Expr:
+    """Per row of ``cpu``, the end of its iteration's step (null outside ``steps``): a lookup
+    on one integer (rank, iteration) where both fit in it, which costs half a join."""
+    bounds = pl.concat([f.select(*ITERATION_KEY) for f in (cpu, steps)]).select(
+        low=pl.min_horizontal(pl.col("rank").min(), pl.col("iteration").min()),
+        high=pl.col("iteration").max(),
+    )
+    low, high = bounds.row(0)
+    key = pl.col("rank").cast(pl.Int64) * 2**32 + pl.col("iteration")
+    if low is not None and low >= 0 and high < 2**32:
+        return key.replace_strict(steps.select(key).to_series(), steps["cpu_end_ns"], default=None)
+    # Otherwise the same lookup as a join, in the rows' order.
+    ends = cpu.select(*ITERATION_KEY).join(
+        steps.select(*ITERATION_KEY, "cpu_end_ns"),
+        on=ITERATION_KEY,
+        how="left",
+        maintain_order="left",
+    )
+    return pl.lit(ends["cpu_end_ns"])
+
+
 def owner_columns(trace: Trace, owners: pl.Series) -> pl.DataFrame:
     """Per piece owned by ``owners`` (``op_id``s; null: a gap): ``kind``, the kind of time its
     owner's self time is (``KIND_*``), and ``name``, the owner's (a gap's: ``KIND_GAP``)."""
@@ -207,7 +228,23 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
     ``head`` the first ``g`` of its run of stream-order choices; ``margin_ns`` how much earlier
     the chosen predecessor could have arrived before the other one would bind (null: none), and
     ``tau_ns`` where the other one's chain joins the CPU (see critical_path's docstring)."""
-    frame = activities(trace).sort([*STREAM, "ts_ns"])
+    # Only the columns read below are sorted (an activity row has some forty).
+    frame = (
+        activities(trace)
+        .select(
+            *STREAM,
+            "ts_ns",
+            "dur_ns",
+            "launch_ts_ns",
+            "launch_tid",
+            "launch_api",
+            "kind",
+            "category",
+            "name",
+            "iteration",
+        )
+        .sort([*STREAM, "ts_ns"])
+    )
     prev_end = (pl.col("ts_ns") + pl.col("dur_ns")).shift(1).over(STREAM)
     launch = pl.col("launch_ts_ns").is_not_null() & pl.col("launch_tid").is_not_null()
     nodes = frame.select(
@@ -311,9 +348,7 @@ def _latest_cpu_thread(trace: Trace, steps: pl.DataFrame) -> pl.DataFrame:
     cpu = trace.cpu.select(
         "rank", "iteration", "tid", "depth", end_ns=pl.col("ts_ns") + pl.col("dur_ns")
     ).filter(pl.col("iteration").is_not_null())
-    inside = cpu.join(steps.select(*ITERATION_KEY, "cpu_end_ns"), on=ITERATION_KEY).filter(
-        pl.col("end_ns") <= pl.col("cpu_end_ns")
-    )
+    inside = cpu.filter(pl.col("end_ns") <= _step_end(cpu, steps))
     latest = inside.filter(pl.col("end_ns") == pl.col("end_ns").max().over(ITERATION_KEY))
     return (
         latest.sort([*ITERATION_KEY, "depth"], descending=[False, False, True], maintain_order=True)

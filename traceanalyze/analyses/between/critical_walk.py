@@ -76,16 +76,23 @@ class _Rank:
             )
         }
         self.g_base = _first(gpu["g"])
-        self.ts: list[int] = gpu["ts_ns"].to_list()
-        self.head: list[int] = gpu["head"].to_list()
-        self.choice: list[str] = gpu["choice"].to_list()
-        self.launch_ts: list[int | None] = gpu["launch_ts_ns"].to_list()
-        self.launch_tid: list[int | None] = gpu["launch_tid"].to_list()
-        self.launch_api: list[str | None] = gpu["launch_api"].to_list()
-        self.lane: list[str] = gpu.select(pl.format("stream {}", "stream"))["stream"].to_list()
+        # Arrays and columns, not lists: a walk reads the activities where it switches sides
+        # (a CPU-bound step hardly ever), and listing every activity cost more than the walk.
+        self.ts = _ints(gpu["ts_ns"])
+        self.head = _ints(gpu["head"])
+        self.launch_chosen = (gpu["choice"] == "launch").to_numpy()
+        self.launch_ts = gpu["launch_ts_ns"]
+        self.launch_tid = gpu["launch_tid"]
+        self.launch_api = gpu["launch_api"]
+        self.stream = gpu["stream"]
         by_end = gpu.select("end_ns", "g").sort("end_ns", "g")
-        self.ends_sorted: list[int] = by_end["end_ns"].to_list()
-        self.g_by_end: list[int] = by_end["g"].to_list()
+        self.ends_sorted = _ints(by_end["end_ns"])
+        self.g_by_end = _ints(by_end["g"])
+
+    def lane(self, g: int) -> str | None:
+        """The lane of local activity ``g``: its stream's."""
+        stream = self.stream[g]
+        return None if stream is None else f"stream {stream}"
 
     def after_sync(self, j: int, first_seg: int) -> int:
         """The local index just after the nearest sync piece at or before ``j`` on its thread
@@ -157,7 +164,7 @@ class _Walker:
         self.pending: dict[int, list[tuple[list[Any], int]]] = {}
         tau = None
         if last_g is not None and not on_gpu:
-            head = graph.head[last_g - graph.g_base] - graph.g_base
+            head = int(graph.head[last_g - graph.g_base]) - graph.g_base
             tau = graph.launch_ts[head]
         runs.terminal.append((rank, self.it, self.t, margin, tau))
         if on_gpu and self.tid is not None:
@@ -185,7 +192,7 @@ class _Walker:
         self,
         kind: str,
         name: str,
-        lane: str,
+        lane: str | None,
         start: int,
         margin: int | None,
         tau: int | None = None,
@@ -205,16 +212,16 @@ class _Walker:
         """Back along the stream-order run ending at the current activity, then to its launch."""
         graph, node = self.graph, self.node
         assert node is not None
-        head = graph.head[node] - graph.g_base
+        head = int(graph.head[node]) - graph.g_base
         self._run(self.runs.gpu, head + graph.g_base, node + graph.g_base)
         if self.last_gpu is not None and head <= self.last_gpu[0] <= node:
             terminal = self.runs.terminal
             terminal[-1] = (*terminal[-1][:-1], self.last_gpu[1])
             self.last_gpu = None
-        self.t = max(min(graph.ts[head], self.t), self.lo)
+        self.t = max(min(int(graph.ts[head]), self.t), self.lo)
         launch_ts, launch_tid = graph.launch_ts[head], graph.launch_tid[head]
-        if graph.choice[head] != "launch" or launch_ts is None or launch_tid is None:
-            self._single(KIND_GAP, KIND_GAP, graph.lane[head], self.lo, None)
+        if not graph.launch_chosen[head] or launch_ts is None or launch_tid is None:
+            self._single(KIND_GAP, KIND_GAP, graph.lane(head), self.lo, None)
             return False
         api = graph.launch_api[head] or KIND_LAUNCH
         self._single(KIND_LAUNCH, api, f"thread {launch_tid}", launch_ts, None)
@@ -253,13 +260,13 @@ class _Walker:
         """A blocking call: it waited for the GPU activity that ended last while it ran."""
         graph = self.graph
         call_ns, name = graph.syncs[j]
-        k = bisect_right(graph.ends_sorted, self.t) - 1
+        k = int(np.searchsorted(graph.ends_sorted, self.t, side="right")) - 1
         if k >= 0 and graph.ends_sorted[k] > call_ns:
-            end = graph.ends_sorted[k]
+            end = int(graph.ends_sorted[k])
             self._single(KIND_SYNC, name, lane, end, end - call_ns)
             if self.tid is not None:
                 waiting = self.pending.setdefault(self.tid, [])
                 waiting.append((self.runs.single, len(self.runs.single) - 1))
-            self.node = graph.g_by_end[k] - graph.g_base
+            self.node = int(graph.g_by_end[k]) - graph.g_base
         else:
             self._single(KIND_SYNC, name, lane, int(graph.seg_start[j]), None)
