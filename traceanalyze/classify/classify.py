@@ -182,20 +182,23 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     for _ in range(MAX_OP_ANCESTORS - 1):
         levels.append(parents.gather(levels[-1]))
     visited = pl.concat([ids, *levels]).drop_nulls().unique()
-    matched = cpu["name"].gather(visited).to_frame()
-    own = pl.DataFrame(
-        {
-            f: pl.Series(f, [False], pl.Boolean)
-            .new_from_index(0, cpu.height)
-            .scatter(visited, matched.select(pl.col("name").str.contains(r.op_pattern)).to_series())
-            for r, f in zip(OP_REFINEMENTS, flags, strict=True)
-        }
-    ).select(pl.col(flags).fill_null(False))
-    found = own.gather(ids)
-    names = cpu["name"].gather(ids)
+    # Each op's matches as the bits of one integer: a level of the walk is then one gather
+    # and one bitwise or, whatever the number of refinements.
+    bits = visited.to_frame("op").with_columns(name=cpu["name"].gather(visited))
+    mask = bits.select(
+        pl.sum_horizontal(
+            pl.col("name").str.contains(r.op_pattern).fill_null(False).cast(pl.Int64) * (1 << i)
+            for i, r in enumerate(OP_REFINEMENTS)
+        )
+    ).to_series()
+    own = pl.Series("mask", [0], pl.Int64).new_from_index(0, cpu.height).scatter(visited, mask)
+    reached = own.gather(ids)
     for cursor in levels:
-        up = own.gather(cursor)
-        found = found.select(pl.col(f) | up[f].fill_null(False) for f in flags)
+        reached = reached | own.gather(cursor).fill_null(0)
+    found = reached.to_frame().select(
+        ((pl.col("mask") // (1 << i)) % 2 == 1).alias(f) for i, f in enumerate(flags)
+    )
+    names = cpu["name"].gather(ids)
     launch_op = [
         (names.str.contains(r.launch_op_pattern).fill_null(False) & found[f]).alias(f)
         for r, f in zip(OP_REFINEMENTS, flags, strict=True)
