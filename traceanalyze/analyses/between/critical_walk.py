@@ -42,7 +42,7 @@ class Runs:
 
 
 class _Rank:
-    """One rank's graph as Python lists, indexed by ``seg`` / ``g`` minus the rank's first."""
+    """One rank's graph as arrays and columns, indexed by ``seg`` / ``g`` minus the rank's first."""
 
     def __init__(
         self, segs: pl.DataFrame, gpu: pl.DataFrame, cpu: pl.DataFrame, syncs: pl.Series
