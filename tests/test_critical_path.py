@@ -18,6 +18,7 @@ import traceanalyze
 from tests.conftest import public_trace_files
 from tests.micro import annotation, call, kernel, op, write_trace
 from traceanalyze.analyses.accounting import iteration_times, mean_per_iter
+from traceanalyze.analyses.between.critical_graph import _sorted_points, _step_end
 from traceanalyze.analyses.between.critical_path import (
     NO_SYNC,
     CriticalPath,
@@ -230,3 +231,55 @@ def test_flash_steady_steps_run_along_the_gpu() -> None:
     assert shares["iteration"].to_list() == [2, 3, 4]
     first, *steady = shares["gpu_pct"].to_list()
     assert first < 50 and all(pct > 50 for pct in steady)
+
+
+def _points(ranks: list[int], tids: list[int], times: list[int]) -> pl.DataFrame:
+    """Start and end points as cpu_segments makes them, every sort key distinct."""
+    rows = [
+        (rank, tid, t, owner, order, key)
+        for owner, (rank, tid, t) in enumerate(
+            (r, tid, t) for r in ranks for tid in tids for t in times
+        )
+        for order, key in ((0, -(owner % 7)), (1, owner % 5))
+    ]
+    schema = {
+        "rank": pl.Int32,
+        "tid": pl.Int64,
+        "t": pl.Int64,
+        "owner": pl.Int64,
+        "order": pl.Int32,
+        "key": pl.Int64,
+    }
+    points = pl.DataFrame(rows, schema=schema, orient="row")
+    return points.sample(fraction=1.0, shuffle=True, seed=7)
+
+
+@pytest.mark.parametrize(
+    ("tids", "times"),
+    [
+        ([443, 450, -1], [0, 5, 3, 1_000_000]),  # every value in its own bits
+        ([1, 2**40], [0, 5, 3, 1_000_000]),  # tids too far apart: threads numbered
+        ([1, 7], [0, 2**50, 3]),  # a time range beyond the packed keys: a sort by columns
+    ],
+)
+def test_segment_points_sort_in_call_order(tids: list[int], times: list[int]) -> None:
+    """Each way of sorting the points (raw values packed, threads numbered, columns) gives
+    the order of a plain sort by the columns."""
+    points = _points([0, 3], tids, times)
+    expected = points.sort(["rank", "tid", "t", "order", "key"]).select("rank", "tid", "t", "owner")
+    got = _sorted_points(points).select("rank", "tid", "t", "owner")
+    assert_frame_equal(got, expected)
+
+
+@pytest.mark.parametrize("other", [7, -1, 2**40])  # packed in one integer, or joined
+def test_a_cpu_events_step_end_is_its_iterations(other: int) -> None:
+    cpu = pl.DataFrame(
+        {"rank": [0, 0, 1, 1], "iteration": [5, other, 5, None]},
+        schema={"rank": pl.Int32, "iteration": pl.Int64},
+    )
+    steps = pl.DataFrame(
+        {"rank": [0, 1, 0], "iteration": [5, 5, other], "cpu_end_ns": [10, 20, 30]},
+        schema={"rank": pl.Int32, "iteration": pl.Int64, "cpu_end_ns": pl.Int64},
+    )
+    ends = cpu.select(_step_end(cpu, steps).alias("end"))["end"].to_list()
+    assert ends == [10, 30, 20, None]

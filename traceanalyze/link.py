@@ -302,24 +302,24 @@ def nearest_ancestor(cpu: pl.DataFrame, start_ids: pl.Series, matches: pl.Expr) 
     """For each id, its nearest strict ancestor whose row satisfies ``matches``, else null.
 
     Walks the parent pointers of all rows at once, one level per step. ``op_id`` is the row
-    position in ``cpu`` (for a combined multi-rank trace too), so a step is a gather.
+    position in ``cpu`` (for a combined multi-rank trace too), so a step is a gather; each step
+    moves only the rows still walking (most stop at their parent), so the work is the number
+    of levels walked, not the rows times the deepest walk.
     """
     parents = cpu["parent_id"]
     hits = cpu.select(matches.fill_null(value=False)).to_series()
-    walk = pl.DataFrame(
-        {"cursor": parents.gather(start_ids), "found": pl.Series([None] * len(start_ids))},
-        schema={"cursor": pl.Int64, "found": pl.Int64},
-    )
+    found = pl.Series("op_id", [None], pl.Int64).new_from_index(0, len(start_ids))
+    rows = pl.int_range(len(start_ids), dtype=pl.Int64, eager=True)
+    cursor = parents.gather(start_ids).cast(pl.Int64)
     for _ in range(_MAX_ANCESTOR_STEPS):
-        if walk.select((pl.col("found").is_null() & pl.col("cursor").is_not_null()).any()).item():
-            walk = walk.with_columns(
-                found=pl.when(pl.lit(hits).gather("cursor")).then("cursor").otherwise("found")
-            ).with_columns(
-                cursor=pl.when(pl.col("found").is_null()).then(pl.lit(parents).gather("cursor"))
-            )
-        else:
+        walking = cursor.is_not_null()
+        rows, cursor = rows.filter(walking), cursor.filter(walking)
+        if not len(rows):
             break
-    return walk["found"].alias("op_id")
+        hit = hits.gather(cursor)
+        found = found.scatter(rows.filter(hit), cursor.filter(hit))
+        rows, cursor = rows.filter(~hit), parents.gather(cursor.filter(~hit))
+    return found
 
 
 def outermost_annotation(cpu: pl.DataFrame, start_ids: pl.Series) -> pl.Series:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceanalyze.analyses.activities import in_iterations, per_trace, transfer_kind
-from traceanalyze.analyses.cputree import outermost_ops
+from traceanalyze.analyses.cputree import outermost_mask
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
 
@@ -154,7 +154,11 @@ def busy_segments(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 
 def _cpu_op_times(trace: Trace) -> pl.DataFrame:
-    outer = outermost_ops(trace).filter(pl.col("iteration").is_not_null())
+    outer = (
+        trace.cpu.select(*ITERATION, "dur_ns")
+        .filter(outermost_mask(trace))
+        .filter(pl.col("iteration").is_not_null())
+    )
     return outer.group_by(ITERATION).agg(cpu_op_us=pl.col("dur_ns").sum() / 1e3)
 
 
@@ -162,8 +166,11 @@ def _launch_times(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
     """Time in the calls that launched the iteration's activities, each call counted once
     (a graph launch or a cuDNN call can launch several activities)."""
     launched = gpu.select("rank", "correlation").drop_nulls().unique()
-    calls = trace.cpu.filter(pl.col("cat").is_in(RUNTIME_CATS)).join(
-        launched, on=["rank", "correlation"], how="semi"
+    # Only the columns read below go through the filter and the join.
+    calls = (
+        trace.cpu.select("rank", "iteration", "correlation", "dur_ns", "cat")
+        .filter(pl.col("cat").is_in(RUNTIME_CATS))
+        .join(launched, on=["rank", "correlation"], how="semi")
     )
     return (
         calls.filter(pl.col("iteration").is_not_null())

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import polars as pl
 
-from traceanalyze.classify import classify
+from traceanalyze.classify import classify, op_ids_are_rows
 from traceanalyze.hardware.occupancy import theoretical_occupancy
 from traceanalyze.trace import Trace
 
@@ -48,7 +48,13 @@ def _precision_from_dtypes(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame
     it (the name's own precision is kept where it has one)."""
     first_type = pl.col("input_types").str.extract(r'^\[\s*"([^"]+)"', 1)
     # Only the launching ops' types are read: the regex over every op cost more than the rest.
-    launching = cpu.filter(pl.col("op_id").is_in(gpu["op_id"].drop_nulls().unique().implode()))
+    ids = gpu["op_id"].drop_nulls().unique()
+    if op_ids_are_rows(cpu):  # as linking makes them: a gather, not a search
+        launching = cpu.select("op_id", "input_types").gather(
+            ids.filter(ids.is_between(0, cpu.height - 1))
+        )
+    else:
+        launching = cpu.filter(pl.col("op_id").is_in(ids.implode()))
     dtypes = launching.select(
         op_id="op_id", _dtype=first_type.replace_strict(DTYPE_PRECISION, default=None)
     )

@@ -30,9 +30,19 @@ def with_self_time(ops: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
 
 def outermost_ops(trace: Trace) -> pl.DataFrame:
     """cpu_op rows with no cpu_op ancestor: the time spent inside PyTorch operators."""
-    ops = trace.cpu.filter(pl.col("cat") == "cpu_op")
-    ancestor = nearest_ancestor(trace.cpu, ops["op_id"], pl.col("cat") == "cpu_op")
-    return ops.filter(ancestor.is_null())
+    # One filter of every column (the rows kept are a fifth of the ops), not two.
+    return trace.cpu.filter(outermost_mask(trace))
+
+
+def outermost_mask(trace: Trace) -> pl.Series:
+    """Per cpu row: whether it is an outermost op (:func:`outermost_ops`), for callers that
+    keep a few columns of those rows."""
+    is_op = pl.col("cat") == "cpu_op"
+    ops = trace.cpu.select(
+        "op_id", row=pl.int_range(pl.len(), dtype=pl.Int64), is_op=is_op.fill_null(value=False)
+    ).filter("is_op")
+    outermost = nearest_ancestor(trace.cpu, ops["op_id"], is_op).is_null()
+    return pl.Series([False]).new_from_index(0, trace.cpu.height).scatter(ops["row"], outermost)
 
 
 def op_chains(cpu: pl.DataFrame, op_ids: pl.Series) -> pl.Series:

@@ -29,6 +29,7 @@ CPU_COLUMNS = ("rank", "op_id", "parent_id", "name")
 
 # Helper column names; the leading underscore keeps them apart from schema columns.
 _NAME_CATEGORY = "_name_category"
+_NAME_PRECISION = "_name_precision"
 _ANCESTOR = "_ancestor"
 _NEXT = "_next"
 
@@ -74,10 +75,12 @@ def category_expr() -> pl.Expr:
     return chain.cast(pl.String).alias("category")
 
 
-@cache
-def gemm_precision_expr() -> pl.Expr:
-    """Input precision of rows whose ``category`` is "gemm" (null for every other category)."""
-    precision = _first_match(pl.col("name"), GEMM_PRECISION_RULES, pl.lit(UNKNOWN_PRECISION))
+def _name_precision_expr() -> pl.Expr:
+    """The precision a GEMM's ``name`` says (``UNKNOWN_PRECISION`` if none), for any row."""
+    return _first_match(pl.col("name"), GEMM_PRECISION_RULES, pl.lit(UNKNOWN_PRECISION))
+
+
+def _precision_if_gemm(precision: pl.Expr) -> pl.Expr:
     return (
         pl.when(pl.col("category") == "gemm")
         .then(precision)
@@ -85,6 +88,12 @@ def gemm_precision_expr() -> pl.Expr:
         .cast(pl.String)
         .alias("gemm_precision")
     )
+
+
+@cache
+def gemm_precision_expr() -> pl.Expr:
+    """Input precision of rows whose ``category`` is "gemm" (null for every other category)."""
+    return _precision_if_gemm(_name_precision_expr())
 
 
 def _flag(index: int) -> str:
@@ -147,7 +156,7 @@ def _op_context_flags(gpu: pl.LazyFrame, cpu: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _op_ids_are_rows(cpu: pl.DataFrame) -> bool:
+def op_ids_are_rows(cpu: pl.DataFrame) -> bool:
     """Linking numbers ops by their row (``op_id`` 0, 1, ...); hand-made frames may not."""
     ids = cpu["op_id"]
     return ids.null_count() == 0 and (ids == pl.int_range(cpu.height, eager=True)).all()
@@ -157,10 +166,6 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """:func:`_op_context_flags` for a cpu frame whose ``op_id`` is the row: the walk up the
     ancestors is a gather per level over the launching ops alone (no joins)."""
     flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
-    own = cpu.select(
-        pl.col("name").str.contains(r.op_pattern).fill_null(False).alias(f)
-        for r, f in zip(OP_REFINEMENTS, flags, strict=True)
-    )
     launching = (
         gpu.select("rank", "op_id")
         .drop_nulls()
@@ -170,13 +175,30 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     )
     launching = launching.filter(launching["rank"] == cpu["rank"].gather(launching["op_id"]))
     ids = launching["op_id"]
-    found = own.gather(ids)
+    parents = cpu["parent_id"]
+    # The launching ops and their ancestors up to MAX_OP_ANCESTORS levels: the only ops whose
+    # names the walk reads, so the only ones matched (a fifth of a training step's ops).
+    levels = [parents.gather(ids)]
+    for _ in range(MAX_OP_ANCESTORS - 1):
+        levels.append(parents.gather(levels[-1]))
+    visited = pl.concat([ids, *levels]).drop_nulls().unique()
+    # Each op's matches as the bits of one integer: a level of the walk is then one gather
+    # and one bitwise or, whatever the number of refinements.
+    bits = visited.to_frame("op").with_columns(name=cpu["name"].gather(visited))
+    mask = bits.select(
+        pl.sum_horizontal(
+            pl.col("name").str.contains(r.op_pattern).fill_null(False).cast(pl.Int64) * (1 << i)
+            for i, r in enumerate(OP_REFINEMENTS)
+        )
+    ).to_series()
+    own = pl.Series("mask", [0], pl.Int64).new_from_index(0, cpu.height).scatter(visited, mask)
+    reached = own.gather(ids)
+    for cursor in levels:
+        reached = reached | own.gather(cursor).fill_null(0)
+    found = reached.to_frame().select(
+        ((pl.col("mask") // (1 << i)) % 2 == 1).alias(f) for i, f in enumerate(flags)
+    )
     names = cpu["name"].gather(ids)
-    parents, cursor = cpu["parent_id"], cpu["parent_id"].gather(ids)
-    for _ in range(MAX_OP_ANCESTORS):
-        up = own.gather(cursor)
-        found = found.select(pl.col(f) | up[f].fill_null(False) for f in flags)
-        cursor = parents.gather(cursor)
     launch_op = [
         (names.str.contains(r.launch_op_pattern).fill_null(False) & found[f]).alias(f)
         for r, f in zip(OP_REFINEMENTS, flags, strict=True)
@@ -211,24 +233,31 @@ def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """
     require_columns(gpu, GPU_COLUMNS, "classify kernels", "trace.gpu, trace.cpu")
     require_columns(cpu, CPU_COLUMNS, "classify kernels", "trace.gpu, trace.cpu")
-    flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
     lazy_gpu = gpu.lazy()
     # Names repeat thousands of times; matching each distinct name once keeps the regex work
-    # proportional to the vocabulary, not to the number of launches.
+    # proportional to the vocabulary, not to the number of launches (the precision too: a
+    # GEMM's is its name's, read per row only where the refined category is "gemm").
     by_name = (
-        lazy_gpu.select("kind", "name").unique().with_columns(category_expr().alias(_NAME_CATEGORY))
+        lazy_gpu.select("kind", "name")
+        .unique()
+        .with_columns(
+            category_expr().alias(_NAME_CATEGORY), _name_precision_expr().alias(_NAME_PRECISION)
+        )
     )
     context = (
         _op_context_by_rows(gpu, cpu).lazy()
-        if _op_ids_are_rows(cpu)
+        if op_ids_are_rows(cpu)
         else _op_context_flags(lazy_gpu, cpu.lazy())
     )
-    return (
-        lazy_gpu.drop("category", "gemm_precision", strict=False)
+    # The joins carry only the columns the rules read; the two results are put beside the
+    # frame's own columns at the end (joining every column in cost as much as the rules).
+    added = (
+        lazy_gpu.select("kind", "name", "rank", "op_id")
         .join(by_name, on=["kind", "name"], how="left", nulls_equal=True, maintain_order="left")
         .join(context, on=["rank", "op_id"], how="left", maintain_order="left")
         .with_columns(_refined_category())
-        .with_columns(gemm_precision_expr())
-        .drop(_NAME_CATEGORY, *flags)
+        .with_columns(_precision_if_gemm(pl.col(_NAME_PRECISION)))
+        .select("category", "gemm_precision")
         .collect()
     )
+    return gpu.drop("category", "gemm_precision", strict=False).hstack(added)

@@ -43,6 +43,8 @@ KIND_SYNC = "sync_wait"  # a blocking call waiting for the GPU
 KIND_COPY = "copy"  # memory copies and sets on the GPU
 KIND_GAP = "gap"  # nothing recorded: an idle thread or stream on the path
 _OWNER_KINDS = {"cpu_op": KIND_CPU_OP, "user_annotation": KIND_ANNOTATION}
+# Every kind a CPU piece can have (its code in owner_columns is its index here).
+_PIECE_KINDS = (KIND_CPU_OP, KIND_ANNOTATION, KIND_LAUNCH, KIND_RUNTIME, KIND_SYNC, KIND_GAP)
 
 ITERATION_KEY = ["rank", "iteration"]
 THREAD = ["rank", "tid"]
@@ -51,13 +53,11 @@ STREAM = ["rank", "device", "stream"]
 
 def cpu_segments(trace: Trace) -> pl.DataFrame:
     """Every CPU thread's timeline cut at each event's start and end, one row per piece, sorted
-    by (rank, tid, start): ``seg`` (the row number), ``start_ns``, ``end_ns``, ``owner`` (the
-    innermost event's ``op_id``; null in a gap: its name is a gather from the cpu frame),
-    ``kind``, ``is_sync``, ``call_ns``
-    (the owner's start) and ``prev_sync``, the ``seg`` of the nearest sync piece at or before it
-    on the thread (else the thread's first ``seg`` minus one): a walk back stops there."""
-    cpu = trace.cpu
-    events = cpu.select(*THREAD, "op_id", "parent_id", "depth", "ts_ns", "dur_ns")
+    by (rank, tid, start): ``seg`` (the row number), ``rank``, ``tid``, ``owner`` (the innermost
+    event's ``op_id``; null in a gap), ``start_ns`` and ``end_ns``. What a piece's time is (its
+    kind and name: :func:`owner_columns`) is asked only of the pieces on the path: they are
+    fewer, and most of the trace's pieces are never read."""
+    events = trace.cpu.select(*THREAD, "op_id", "parent_id", "depth", "ts_ns", "dur_ns")
     # After an event's start the innermost owner is the event; after its end, its parent. At
     # equal times ends come first (deepest first), then starts (outermost first).
     starts = events.select(*THREAD, t="ts_ns", owner="op_id", order=pl.lit(1), key="depth")
@@ -75,32 +75,13 @@ def cpu_segments(trace: Trace) -> pl.DataFrame:
     pieces = points.select(
         *THREAD, "owner", start_ns="t", end_ns=pl.when(same_thread).then(pl.col("t").shift(-1))
     ).filter(pl.col("end_ns") > pl.col("start_ns"))
-    # op_id is the cpu frame's row number, so an owner's columns are a gather, not a join.
-    owners = _owner_columns(trace).gather(pieces["owner"])
-    pieces = (
-        pl.concat([pieces, owners], how="horizontal")
-        .with_row_index("seg")
-        .with_columns(pl.col("seg").cast(pl.Int64))
-    )
-    # Back along a thread, the nearest sync piece; a thread's first pieces get its first seg
-    # minus one (rows are sorted by thread, so a plain forward fill cannot cross threads).
-    starts_thread = (
-        pl.col("rank").ne_missing(pl.col("rank").shift(1))
-        | pl.col("tid").ne_missing(pl.col("tid").shift(1))
-        | (pl.int_range(pl.len()) == 0)
-    )
-    prev_sync = (
-        pl.when(pl.col("is_sync"))
-        .then(pl.col("seg"))
-        .when(starts_thread)
-        .then(pl.col("seg") - 1)
-        .forward_fill()
-    )
-    return pieces.with_columns(
-        pl.col("kind").fill_null(KIND_GAP),
-        pl.col("is_sync").fill_null(False),
-        prev_sync=prev_sync,
-    )
+    return pieces.with_row_index("seg").with_columns(pl.col("seg").cast(pl.Int64))
+
+
+def sync_calls(cpu: pl.DataFrame) -> pl.Series:
+    """The ``op_id`` of every blocking call (``SYNC_CALLS``), in the cpu frame's order."""
+    is_sync = pl.col("cat").is_in(RUNTIME_CATS) & pl.col("name").is_in(SYNC_CALLS)
+    return cpu.filter(is_sync)["op_id"]
 
 
 # Bits of the one-integer sort key of _sorted_points: thread, time since the trace's first
@@ -114,6 +95,9 @@ def _sorted_points(points: pl.DataFrame) -> pl.DataFrame:
     columns = [*THREAD, "t", "order", "key"]
     if not points.height:
         return points
+    raw = _sorted_by_raw_key(points)
+    if raw is not None:
+        return raw
     # A thread's number: its dense rank on one integer (rank, tid - the lowest tid) where that
     # fits, which ranks several times faster than a struct of the two columns.
     low, high = points["tid"].min(), points["tid"].max()
@@ -138,27 +122,103 @@ def _sorted_points(points: pl.DataFrame) -> pl.DataFrame:
     if not fits:
         return points.sort(columns)
     packed = thread.cast(pl.Int64) * 2 ** (_TIME_BITS + _TIE_BITS) + since * 2**_TIE_BITS + tie
-    return points.sort(packed)
+    # Only the columns the pieces read are moved into the sorted order.
+    key = points.select(packed.alias("key")).to_series()
+    return points.select(*THREAD, "t", "owner").with_columns(key).sort("key").drop("key")
 
 
-def _owner_columns(trace: Trace) -> pl.DataFrame:
-    """Per cpu row: the kind of time its self time is, its name, start and whether it syncs."""
-    launched = activities(trace).select("rank", "correlation").drop_nulls().unique()
-    is_call = pl.col("cat").is_in(RUNTIME_CATS)
-    is_sync = is_call & pl.col("name").is_in(SYNC_CALLS)
-    is_launch = pl.struct("rank", "correlation").is_in(
-        launched.select(pl.struct("rank", "correlation")).to_series().implode()
+def _sorted_by_raw_key(points: pl.DataFrame) -> pl.DataFrame | None:
+    """``points``' (rank, tid, t, owner) sorted by (rank, tid, t, order, key) through one
+    integer made of the values themselves, each in as many bits as its range needs, where they
+    fit in 63 bits (None otherwise). Only that integer and the owner are sorted: rank, tid and
+    t come back out of the integer, and no thread numbering (a sort of its own) is needed."""
+    stats = points.select(
+        nulls=pl.sum_horizontal(pl.col(*THREAD, "t").null_count()),
+        rank_min=pl.col("rank").min(),
+        rank_max=pl.col("rank").max(),
+        tid_min=pl.col("tid").min(),
+        tid_max=pl.col("tid").max(),
+        t_min=pl.col("t").min(),
+        t_max=pl.col("t").max(),
+        key_max=pl.col("key").abs().max(),
+    ).row(0, named=True)
+    if stats["nulls"] or stats["rank_min"] < 0 or stats["key_max"] >= 2 ** (_TIE_BITS - 2):
+        return None
+    rank_bits = int(stats["rank_max"]).bit_length()
+    tid_bits = int(stats["tid_max"] - stats["tid_min"]).bit_length()
+    time_bits = int(stats["t_max"] - stats["t_min"]).bit_length()
+    if rank_bits + tid_bits + time_bits + _TIE_BITS > 63:
+        return None
+    tid_low, t_low = int(stats["tid_min"]), int(stats["t_min"])
+    thread = pl.col("rank").cast(pl.Int64) * 2**tid_bits + (pl.col("tid") - tid_low)
+    tie = pl.col("order") * 2 ** (_TIE_BITS - 1) + pl.col("key") + 2 ** (_TIE_BITS - 2)
+    packed = (thread * 2**time_bits + (pl.col("t") - t_low)) * 2**_TIE_BITS + tie
+    ordered = points.select(packed.alias("packed"), "owner").sort("packed", maintain_order=True)
+    thread_of = pl.col("packed") // 2 ** (time_bits + _TIE_BITS)
+    return ordered.select(
+        rank=(thread_of // 2**tid_bits).cast(points.schema["rank"]),
+        tid=(thread_of % 2**tid_bits + tid_low).cast(points.schema["tid"]),
+        t=(pl.col("packed") // 2**_TIE_BITS % 2**time_bits + t_low).cast(points.schema["t"]),
+        owner=pl.col("owner"),
     )
-    kind = (
-        pl.when(is_sync)
-        .then(pl.lit(KIND_SYNC))
-        .when(is_call & is_launch)
-        .then(pl.lit(KIND_LAUNCH))
-        .when(is_call)
-        .then(pl.lit(KIND_RUNTIME))
-        .otherwise(pl.col("cat").replace_strict(_OWNER_KINDS, default=KIND_CPU_OP))
+
+
+def _step_end(cpu: pl.DataFrame, steps: pl.DataFrame) -> pl.Expr:
+    """Per row of ``cpu``, the end of its iteration's step (null outside ``steps``): a lookup
+    on one integer (rank, iteration) where both fit in it, which costs half a join."""
+    bounds = pl.concat([f.select(*ITERATION_KEY) for f in (cpu, steps)]).select(
+        low=pl.min_horizontal(pl.col("rank").min(), pl.col("iteration").min()),
+        high=pl.col("iteration").max(),
     )
-    return trace.cpu.select(kind=kind, is_sync=is_sync, call_ns="ts_ns")
+    low, high = bounds.row(0)
+    key = pl.col("rank").cast(pl.Int64) * 2**32 + pl.col("iteration")
+    if low is not None and low >= 0 and high < 2**32:
+        return key.replace_strict(steps.select(key).to_series(), steps["cpu_end_ns"], default=None)
+    # Otherwise the same lookup as a join, in the rows' order.
+    ends = cpu.select(*ITERATION_KEY).join(
+        steps.select(*ITERATION_KEY, "cpu_end_ns"),
+        on=ITERATION_KEY,
+        how="left",
+        maintain_order="left",
+    )
+    return pl.lit(ends["cpu_end_ns"])
+
+
+def owner_columns(trace: Trace, owners: pl.Series) -> pl.DataFrame:
+    """Per piece owned by ``owners`` (``op_id``s; null: a gap): ``kind``, the kind of time its
+    owner's self time is (``KIND_*``), and ``name``, the owner's (a gap's: ``KIND_GAP``)."""
+    cpu = trace.cpu
+    code = {kind: index for index, kind in enumerate(_PIECE_KINDS)}
+    # Every event's kind as a small code: by its category, then the runtime calls (a few) by
+    # what they do; a piece's kind is then two gathers, no string work per piece.
+    by_cat = pl.lit(code[KIND_CPU_OP], pl.UInt8)
+    for cat, kind in _OWNER_KINDS.items():
+        by_cat = pl.when(pl.col("cat") == cat).then(pl.lit(code[kind], pl.UInt8)).otherwise(by_cat)
+    codes = cpu.select(by_cat.cast(pl.UInt8)).to_series()
+    calls = cpu.select(
+        "rank", "name", "correlation", row=pl.int_range(pl.len(), dtype=pl.Int64)
+    ).filter(cpu["cat"].is_in(RUNTIME_CATS))
+    if calls.height:
+        launched = activities(trace).select("rank", "correlation").drop_nulls()
+        is_launch = pl.struct("rank", "correlation").is_in(
+            launched.select(pl.struct("rank", "correlation")).to_series().implode()
+        )
+        call_codes = calls.select(
+            pl.when(pl.col("name").is_in(SYNC_CALLS))
+            .then(pl.lit(code[KIND_SYNC], pl.UInt8))
+            .when(is_launch)
+            .then(pl.lit(code[KIND_LAUNCH], pl.UInt8))
+            .otherwise(pl.lit(code[KIND_RUNTIME], pl.UInt8))
+        ).to_series()
+        codes = codes.scatter(calls["row"], call_codes)
+    # op_id is the cpu frame's row number, so an owner's columns are gathers, not joins.
+    pieces = codes.gather(owners).fill_null(code[KIND_GAP])
+    return pl.DataFrame(
+        {
+            "kind": pl.Series(_PIECE_KINDS, dtype=pl.String).gather(pieces),
+            "name": cpu["name"].gather(owners).fill_null(KIND_GAP),
+        }
+    )
 
 
 def gpu_nodes(trace: Trace) -> pl.DataFrame:
@@ -168,7 +228,23 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
     ``head`` the first ``g`` of its run of stream-order choices; ``margin_ns`` how much earlier
     the chosen predecessor could have arrived before the other one would bind (null: none), and
     ``tau_ns`` where the other one's chain joins the CPU (see critical_path's docstring)."""
-    frame = activities(trace).sort([*STREAM, "ts_ns"])
+    # Only the columns read below are sorted (an activity row has some forty).
+    frame = (
+        activities(trace)
+        .select(
+            *STREAM,
+            "ts_ns",
+            "dur_ns",
+            "launch_ts_ns",
+            "launch_tid",
+            "launch_api",
+            "kind",
+            "category",
+            "name",
+            "iteration",
+        )
+        .sort([*STREAM, "ts_ns"])
+    )
     prev_end = (pl.col("ts_ns") + pl.col("dur_ns")).shift(1).over(STREAM)
     launch = pl.col("launch_ts_ns").is_not_null() & pl.col("launch_tid").is_not_null()
     nodes = frame.select(
@@ -258,18 +334,24 @@ def iteration_bounds(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
         .group_by(ITERATION_KEY)
         .agg(gpu_end_ns=pl.col("end_ns").last(), last_g=pl.col("g").last())
     )
-    cpu = trace.cpu.filter(pl.col("iteration").is_not_null()).select(
-        "rank", "iteration", "tid", "depth", end_ns=pl.col("ts_ns") + pl.col("dur_ns")
-    )
-    inside = (
-        cpu.join(steps, on=ITERATION_KEY)
-        .filter(pl.col("end_ns") <= pl.col("cpu_end_ns"))
-        .sort("end_ns", -pl.col("depth"))
-        .group_by(ITERATION_KEY)
-        .agg(cpu_tid=pl.col("tid").last())
-    )
     return (
         windows.join(last_gpu, on=ITERATION_KEY, how="left")
-        .join(inside, on=ITERATION_KEY, how="left")
+        .join(_latest_cpu_thread(trace, steps), on=ITERATION_KEY, how="left")
         .sort(ITERATION_KEY)
+    )
+
+
+def _latest_cpu_thread(trace: Trace, steps: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, iteration), ``cpu_tid``: the thread of the latest-ending CPU event inside the
+    step (at equal ends the outermost, then the last in call order). The latest events are
+    found by comparing with their iteration's latest end, so only those few rows are sorted."""
+    cpu = trace.cpu.select(
+        "rank", "iteration", "tid", "depth", end_ns=pl.col("ts_ns") + pl.col("dur_ns")
+    ).filter(pl.col("iteration").is_not_null())
+    inside = cpu.filter(pl.col("end_ns") <= _step_end(cpu, steps))
+    latest = inside.filter(pl.col("end_ns") == pl.col("end_ns").max().over(ITERATION_KEY))
+    return (
+        latest.sort([*ITERATION_KEY, "depth"], descending=[False, False, True], maintain_order=True)
+        .group_by(ITERATION_KEY, maintain_order=True)
+        .agg(cpu_tid=pl.col("tid").last())
     )

@@ -30,15 +30,15 @@ from traceanalyze.analyses.activities import iteration_count, per_trace
 from traceanalyze.analyses.between.critical_graph import (
     KIND_COPY,
     KIND_GAP,
-    SYNC_CALLS,
     cpu_segments,
     gpu_nodes,
     iteration_bounds,
+    owner_columns,
+    sync_calls,
 )
 from traceanalyze.analyses.between.critical_walk import Runs, walk
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.display import Shown
-from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
 
 ITERATION = ["rank", "iteration"]
@@ -89,8 +89,9 @@ def critical_path(trace: Trace) -> CriticalPath:
     gpu = gpu_nodes(trace)
     segs = cpu_segments(trace)
     bounds = iteration_bounds(trace, gpu)
-    runs = walk(segs, gpu, bounds, trace.cpu["name"])
-    segments = path_segments(runs, segs, gpu, trace.cpu["name"])
+    syncs = sync_calls(trace.cpu)
+    runs = walk(segs, gpu, bounds, trace.cpu, syncs)
+    segments = path_segments(runs, segs, gpu, trace)
     n = iteration_count(trace)
     lengths = segments.group_by(ITERATION).agg(
         length_ns=(pl.col("end_ns") - pl.col("start_ns")).sum()
@@ -107,7 +108,7 @@ def critical_path(trace: Trace) -> CriticalPath:
         items=_items(segments, _terminal(runs), n),
         iterations=per_iteration,
         segments=segments.drop("margin_ns", "tau_ns"),
-        notes=_notes(trace),
+        notes=_notes(trace, syncs),
     )
 
 
@@ -118,9 +119,8 @@ NO_SYNC = (
 )
 
 
-def _notes(trace: Trace) -> tuple[str, ...]:
-    calls = trace.cpu.filter(pl.col("cat").is_in(RUNTIME_CATS))
-    if trace.gpu.height and not calls.filter(pl.col("name").is_in(SYNC_CALLS)).height:
+def _notes(trace: Trace, syncs: pl.Series) -> tuple[str, ...]:
+    if trace.gpu.height and not len(syncs):
         return (NO_SYNC,)
     return ()
 
@@ -129,12 +129,10 @@ def _mean_per_iter(values: pl.Series, n: int) -> float:
     return float(values.fill_null(0).sum()) / n
 
 
-def path_segments(
-    runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, names: pl.Series
-) -> pl.DataFrame:
+def path_segments(runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     """The walk's runs expanded into segments in forward time order per iteration, trimmed so
     that they never overlap (clock jitter can make neighbours overlap by a few ns)."""
-    cpu = _expand_cpu(runs, segs, names)
+    cpu = _expand_cpu(runs, segs, trace)
     on_gpu = _expand_gpu(runs, gpu)
     single = pl.DataFrame(
         [(*r[:3], 0, *r[3:]) for r in runs.single],
@@ -162,7 +160,17 @@ def path_segments(
     )
 
 
-def _ranges(runs: list[tuple[int, int, int, int, int, int, int]], index: str) -> pl.DataFrame:
+def _expanded(
+    runs: list[tuple[int, int, int, int, int, int, int]],
+    index: str,
+    rows: pl.DataFrame,
+    template: str,
+    column: str,
+) -> pl.DataFrame:
+    """One row per ``index`` of each run (``first`` to ``last``) beside the row of ``rows`` it
+    points at (the row number), with ``lane``: ``template`` filled with ``column``. A run is on
+    one thread or stream, so its lane is made once per run and gathered (formatting it on
+    every row cost more than the rest of the expansion)."""
     frame = pl.DataFrame(
         runs,
         schema={
@@ -175,16 +183,15 @@ def _ranges(runs: list[tuple[int, int, int, int, int, int, int]], index: str) ->
             "top": pl.Int64(),
         },
         orient="row",
-    )
-    return frame.with_columns(pl.int_ranges("first", pl.col("last") + 1).alias(index)).explode(
+    ).with_row_index("run")
+    lanes = frame.select(pl.format(template, pl.lit(rows[column].gather(frame["first"]))))
+    ranged = frame.with_columns(pl.int_ranges("first", pl.col("last") + 1).alias(index)).explode(
         index
     )
-
-
-def _gathered(ranged: pl.DataFrame, rows: pl.DataFrame, index: str) -> pl.DataFrame:
-    """``ranged`` beside the rows of ``rows`` its ``index`` column points at (the row number)."""
     picked = rows.drop("rank", index).gather(ranged[index])
-    return pl.concat([ranged, picked], how="horizontal")
+    return pl.concat([ranged, picked], how="horizontal").with_columns(
+        lane=pl.lit(lanes.to_series()).gather("run")
+    )
 
 
 def _clip(start: pl.Expr, end: pl.Expr) -> dict[str, pl.Expr]:
@@ -194,16 +201,16 @@ def _clip(start: pl.Expr, end: pl.Expr) -> dict[str, pl.Expr]:
     }
 
 
-def _expand_cpu(runs: Runs, segs: pl.DataFrame, names: pl.Series) -> pl.DataFrame:
-    ranged = _gathered(_ranges(runs.cpu, "seg"), segs, "seg")
-    ranged = ranged.with_columns(name=names.gather(ranged["owner"]).fill_null(KIND_GAP))
+def _expand_cpu(runs: Runs, segs: pl.DataFrame, trace: Trace) -> pl.DataFrame:
+    ranged = _expanded(runs.cpu, "seg", segs, "thread {}", "tid")
+    ranged = pl.concat([ranged, owner_columns(trace, ranged["owner"])], how="horizontal")
     return ranged.select(
         *ITERATION,
         "seq",
         "kind",
         "name",
+        "lane",
         sub=-pl.col("seg"),
-        lane=pl.format("thread {}", "tid"),
         margin_ns=pl.lit(None, pl.Int64),
         tau_ns=pl.lit(None, pl.Int64),
         **_clip(pl.col("start_ns"), pl.col("end_ns")),
@@ -211,29 +218,28 @@ def _expand_cpu(runs: Runs, segs: pl.DataFrame, names: pl.Series) -> pl.DataFram
 
 
 def _expand_gpu(runs: Runs, gpu: pl.DataFrame) -> pl.DataFrame:
-    ranged = _gathered(_ranges(runs.gpu, "g"), gpu.drop("iteration"), "g")
-    lane = pl.format("stream {}", "stream")
+    ranged = _expanded(runs.gpu, "g", gpu.drop("iteration"), "stream {}", "stream")
     work = ranged.select(
         *ITERATION,
         "seq",
+        "lane",
         "kind",
         "name",
         "margin_ns",
         "tau_ns",
         sub=-2 * pl.col("g"),
-        lane=lane,
         **_clip(pl.col("ts_ns"), pl.col("end_ns")),
     )
     # Between two activities of a run: the stream waiting for the next one to start.
     gaps = ranged.filter(pl.col("g") != pl.col("first")).select(
         *ITERATION,
         "seq",
+        "lane",
         kind=pl.lit(KIND_GAP),
         name=pl.lit(KIND_GAP),
         margin_ns=pl.lit(None, pl.Int64),
         tau_ns=pl.lit(None, pl.Int64),
         sub=-2 * pl.col("g") + 1,
-        lane=lane,
         **_clip(pl.min_horizontal("prev_end_ns", "ts_ns"), pl.col("ts_ns")),
     )
     return pl.concat([work, gaps])
@@ -264,29 +270,38 @@ def _by_kind(segments: pl.DataFrame, n: int) -> pl.DataFrame:
 def _items(segments: pl.DataFrame, terminal: pl.DataFrame, n: int) -> pl.DataFrame:
     """Named items on the path (gaps left out), longest first, with their slack."""
     dur = pl.col("end_ns") - pl.col("start_ns")
-    named = segments.filter(pl.col("kind") != KIND_GAP)
+    named = segments.filter(pl.col("kind") != KIND_GAP).with_row_index("row")
+    # One pass over the names: each item's time and its pieces (rows of ``named``), so the
+    # top items' pieces are a gather, not a second match of every segment's name.
     items = (
         named.group_by("name", "kind")
-        .agg(us_per_iter=dur.sum() / 1e3 / n)
+        .agg(us_per_iter=dur.sum() / 1e3 / n, rows="row")
         .sort(["us_per_iter", "name"], descending=[True, False])
         .head(TOP_ITEMS)
+        .with_row_index("item")
     )
-    return items.join(_slack(segments, terminal, items), on=["name", "kind"], how="left").select(
+    numbered = items.select("item", "rows").explode("rows")
+    pieces = named.gather(numbered["rows"]).with_columns(numbered["item"])
+    return items.join(_slack(segments, pieces, terminal), on="item", how="left").select(
         "name", "kind", "us_per_iter", slack_us_per_iter=pl.col("slack_ns").fill_null(0) / 1e3 / n
     )
 
 
-def _slack(segments: pl.DataFrame, terminal: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
-    """Per item: the iteration shrink if its pieces on the path were free, summed over
-    iterations (module docstring). Only nodes with a margin can bind, and they are few, so the
-    freed time before each of them comes from as-of joins on time."""
-    key = ["name", "kind", *ITERATION]
-    freed = (
-        segments.join(items.select("name", "kind"), on=["name", "kind"])
-        .sort("start_ns")
-        .with_columns(before_ns=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(key))
+# An item's pieces in one iteration.
+_ITEM_KEY = ["item", *ITERATION]
+
+
+def _slack(segments: pl.DataFrame, pieces: pl.DataFrame, terminal: pl.DataFrame) -> pl.DataFrame:
+    """Per item (``item``, the number of its ``pieces``): the iteration shrink if its pieces
+    on the path were free, summed over iterations (module docstring). Only nodes with a margin
+    can bind, and they are few, so the freed time before each of them comes from as-of joins
+    on time."""
+    # An item's pieces in an iteration come in path order, which is start order (the path's
+    # segments do not overlap): the running sum and the as-of joins need no sort.
+    freed = pieces.with_columns(
+        before_ns=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(_ITEM_KEY)
     )
-    totals = freed.group_by(key).agg(total_ns=pl.col("before_ns").max())
+    totals = freed.group_by(_ITEM_KEY).agg(total_ns=pl.col("before_ns").max())
     # The iteration's end is a node too, just after the last segment.
     nodes = pl.concat(
         [
@@ -300,24 +315,23 @@ def _slack(segments: pl.DataFrame, terminal: pl.DataFrame, items: pl.DataFrame) 
     bounds = _freed_before(_freed_before(bounds, freed, "at_ns"), freed, "tau_ns")
     # Freed time between where the other chain joins and the node moves this chain only.
     own = pl.col("freed_before_at_ns") - pl.col("freed_before_tau_ns")
-    bound = bounds.group_by(key).agg(
+    bound = bounds.group_by(_ITEM_KEY).agg(
         bound_ns=(pl.col("margin_ns") + pl.col("total_ns") - own).min()
     )
-    per_iteration = totals.join(bound, on=key, how="left").select(
-        "name", "kind", slack_ns=pl.min_horizontal("total_ns", "bound_ns")
+    per_iteration = totals.join(bound, on=_ITEM_KEY, how="left").select(
+        "item", slack_ns=pl.min_horizontal("total_ns", "bound_ns")
     )
-    return per_iteration.group_by("name", "kind").agg(pl.col("slack_ns").sum())
+    return per_iteration.group_by("item").agg(pl.col("slack_ns").sum())
 
 
 def _freed_before(nodes: pl.DataFrame, freed: pl.DataFrame, at: str) -> pl.DataFrame:
     """``nodes`` plus ``freed_before_<at>``: the item's path time before the time in ``at``."""
-    key = ["name", "kind", *ITERATION]
-    pieces = freed.select(*key, "start_ns", "end_ns", "before_ns")
+    pieces = freed.select(*_ITEM_KEY, "start_ns", "end_ns", "before_ns")
     joined = nodes.sort(at).join_asof(
         pieces,
         left_on=at,
         right_on="start_ns",
-        by=key,
+        by=_ITEM_KEY,
         strategy="backward",
         allow_exact_matches=False,
         check_sortedness=False,

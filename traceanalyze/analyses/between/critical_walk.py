@@ -42,43 +42,65 @@ class Runs:
 
 
 class _Rank:
-    """One rank's graph as Python lists, indexed by ``seg`` / ``g`` minus the rank's first."""
+    """One rank's graph as arrays and columns, indexed by ``seg`` / ``g`` minus the rank's first."""
 
-    def __init__(self, segs: pl.DataFrame, gpu: pl.DataFrame, names: pl.Series) -> None:
+    def __init__(
+        self, segs: pl.DataFrame, gpu: pl.DataFrame, cpu: pl.DataFrame, syncs: pl.Series
+    ) -> None:
         self.seg_base = _first(segs["seg"])
         # Arrays (no copy), not lists: a walk reads a few of a thread's many segments, and
         # turning every segment into a Python int cost more than the walk.
         self.seg_start = _ints(segs["start_ns"])
         self.seg_end = _ints(segs["end_ns"])
-        self.prev_sync = _ints(segs["prev_sync"])
-        # Sync calls are few: their start and name by local index.
-        syncs = segs.filter(pl.col("is_sync"))
-        syncs = syncs.select(pl.col("seg") - self.seg_base, "call_ns").with_columns(
-            name=names.gather(syncs["owner"])
-        )
+        # Sync calls are few: their pieces' start and name by local index.
+        mine = segs.filter(pl.col("owner").is_in(syncs.implode())) if len(syncs) else segs.clear()
+        owners = mine["owner"]
         self.syncs: dict[int, tuple[int, str]] = {
             seg: (call, name)
-            for seg, call, name in syncs.iter_rows()  # sync calls: a few
+            for seg, call, name in zip(  # sync pieces: a few
+                (mine["seg"] - self.seg_base).to_list(),
+                cpu["ts_ns"].gather(owners).to_list(),
+                cpu["name"].gather(owners).to_list(),
+                strict=True,
+            )
         }
-        # Per thread: the local indices of its first and last segment.
-        spans = segs.group_by("tid").agg(
-            first=pl.col("seg").min() - self.seg_base, last=pl.col("seg").max() - self.seg_base
-        )
+        self.sync_segs = sorted(self.syncs)
+        # Per thread: the local indices of its first and last segment (rows are sorted by
+        # thread, so a thread's pieces are one run).
+        tids = segs["tid"].rle().struct.unnest()
+        lasts = tids["len"].cast(pl.Int64).cum_sum() - 1
         self.threads: dict[int, tuple[int, int]] = {
-            tid: (first, last)
-            for tid, first, last in spans.iter_rows()  # one per thread
+            tid: (last - length + 1, last)
+            for tid, length, last in zip(  # one per thread
+                tids["value"].to_list(), tids["len"].to_list(), lasts.to_list(), strict=True
+            )
         }
         self.g_base = _first(gpu["g"])
-        self.ts: list[int] = gpu["ts_ns"].to_list()
-        self.head: list[int] = gpu["head"].to_list()
-        self.choice: list[str] = gpu["choice"].to_list()
-        self.launch_ts: list[int | None] = gpu["launch_ts_ns"].to_list()
-        self.launch_tid: list[int | None] = gpu["launch_tid"].to_list()
-        self.launch_api: list[str | None] = gpu["launch_api"].to_list()
-        self.lane: list[str] = gpu.select(pl.format("stream {}", "stream"))["stream"].to_list()
+        # Arrays and columns, not lists: a walk reads the activities where it switches sides
+        # (a CPU-bound step hardly ever), and listing every activity cost more than the walk.
+        self.ts = _ints(gpu["ts_ns"])
+        self.head = _ints(gpu["head"])
+        self.launch_chosen = (gpu["choice"] == "launch").to_numpy()
+        self.launch_ts = gpu["launch_ts_ns"]
+        self.launch_tid = gpu["launch_tid"]
+        self.launch_api = gpu["launch_api"]
+        self.stream = gpu["stream"]
         by_end = gpu.select("end_ns", "g").sort("end_ns", "g")
-        self.ends_sorted: list[int] = by_end["end_ns"].to_list()
-        self.g_by_end: list[int] = by_end["g"].to_list()
+        self.ends_sorted = _ints(by_end["end_ns"])
+        self.g_by_end = _ints(by_end["g"])
+
+    def lane(self, g: int) -> str | None:
+        """The lane of local activity ``g``: its stream's."""
+        stream = self.stream[g]
+        return None if stream is None else f"stream {stream}"
+
+    def after_sync(self, j: int, first_seg: int) -> int:
+        """The local index just after the nearest sync piece at or before ``j`` on its thread
+        (whose first piece is ``first_seg``), else ``first_seg``: a walk back stops there."""
+        k = bisect_right(self.sync_segs, j) - 1
+        if k >= 0 and self.sync_segs[k] >= first_seg:
+            return self.sync_segs[k] + 1
+        return first_seg
 
 
 def _ints(column: pl.Series) -> npt.NDArray[np.int64]:
@@ -100,17 +122,30 @@ def _first(rows: pl.Series) -> int:
     return int(rows[0]) if len(rows) else 0
 
 
-def walk(segs: pl.DataFrame, gpu: pl.DataFrame, bounds: pl.DataFrame, names: pl.Series) -> Runs:
+def walk(
+    segs: pl.DataFrame,
+    gpu: pl.DataFrame,
+    bounds: pl.DataFrame,
+    cpu: pl.DataFrame,
+    syncs: pl.Series,
+) -> Runs:
     """The path of every iteration in ``bounds`` (see :func:`critical_graph.iteration_bounds`);
-    ``names`` are the cpu frame's, by ``op_id``."""
+    ``cpu`` is the trace's cpu frame (``op_id`` its row) and ``syncs`` its blocking calls'
+    ``op_id`` (:func:`critical_graph.sync_calls`)."""
     runs = Runs()
     for (rank,), steps in bounds.group_by(["rank"], maintain_order=True):
-        graph = _Rank(
-            segs.filter(pl.col("rank") == rank), gpu.filter(pl.col("rank") == rank), names
-        )
+        graph = _Rank(_of_rank(segs, rank), _of_rank(gpu, rank), cpu, syncs)
         for row in steps.iter_rows(named=True):
             _Walker(graph, cast(int, rank), row, runs).run()
     return runs
+
+
+def _of_rank(frame: pl.DataFrame, rank: object) -> pl.DataFrame:
+    """The rows of ``rank``: the frame itself when it holds no other (a copy saved)."""
+    ranks = frame["rank"]
+    if ranks.null_count() == 0 and ranks.min() == rank and ranks.max() == rank:
+        return frame
+    return frame.filter(pl.col("rank") == rank)
 
 
 class _Walker:
@@ -129,7 +164,7 @@ class _Walker:
         self.pending: dict[int, list[tuple[list[Any], int]]] = {}
         tau = None
         if last_g is not None and not on_gpu:
-            head = graph.head[last_g - graph.g_base] - graph.g_base
+            head = int(graph.head[last_g - graph.g_base]) - graph.g_base
             tau = graph.launch_ts[head]
         runs.terminal.append((rank, self.it, self.t, margin, tau))
         if on_gpu and self.tid is not None:
@@ -157,7 +192,7 @@ class _Walker:
         self,
         kind: str,
         name: str,
-        lane: str,
+        lane: str | None,
         start: int,
         margin: int | None,
         tau: int | None = None,
@@ -177,16 +212,16 @@ class _Walker:
         """Back along the stream-order run ending at the current activity, then to its launch."""
         graph, node = self.graph, self.node
         assert node is not None
-        head = graph.head[node] - graph.g_base
+        head = int(graph.head[node]) - graph.g_base
         self._run(self.runs.gpu, head + graph.g_base, node + graph.g_base)
         if self.last_gpu is not None and head <= self.last_gpu[0] <= node:
             terminal = self.runs.terminal
             terminal[-1] = (*terminal[-1][:-1], self.last_gpu[1])
             self.last_gpu = None
-        self.t = max(min(graph.ts[head], self.t), self.lo)
+        self.t = max(min(int(graph.ts[head]), self.t), self.lo)
         launch_ts, launch_tid = graph.launch_ts[head], graph.launch_tid[head]
-        if graph.choice[head] != "launch" or launch_ts is None or launch_tid is None:
-            self._single(KIND_GAP, KIND_GAP, graph.lane[head], self.lo, None)
+        if not graph.launch_chosen[head] or launch_ts is None or launch_tid is None:
+            self._single(KIND_GAP, KIND_GAP, graph.lane(head), self.lo, None)
             return False
         api = graph.launch_api[head] or KIND_LAUNCH
         self._single(KIND_LAUNCH, api, f"thread {launch_tid}", launch_ts, None)
@@ -213,7 +248,7 @@ class _Walker:
             self._sync(j, lane)
             return True
         at_lo = max(_right(graph.seg_start, self.lo, first_seg, j + 1) - 1, first_seg)
-        first = max(int(graph.prev_sync[j]) + 1 - graph.seg_base, at_lo)
+        first = max(graph.after_sync(j, first_seg), at_lo)
         self._run(self.runs.cpu, first + graph.seg_base, j + graph.seg_base)
         self.t = max(int(graph.seg_start[first]), self.lo)
         if first == first_seg and self.t > self.lo:
@@ -225,13 +260,13 @@ class _Walker:
         """A blocking call: it waited for the GPU activity that ended last while it ran."""
         graph = self.graph
         call_ns, name = graph.syncs[j]
-        k = bisect_right(graph.ends_sorted, self.t) - 1
+        k = int(np.searchsorted(graph.ends_sorted, self.t, side="right")) - 1
         if k >= 0 and graph.ends_sorted[k] > call_ns:
-            end = graph.ends_sorted[k]
+            end = int(graph.ends_sorted[k])
             self._single(KIND_SYNC, name, lane, end, end - call_ns)
             if self.tid is not None:
                 waiting = self.pending.setdefault(self.tid, [])
                 waiting.append((self.runs.single, len(self.runs.single) - 1))
-            self.node = graph.g_by_end[k] - graph.g_base
+            self.node = int(graph.g_by_end[k]) - graph.g_base
         else:
             self._single(KIND_SYNC, name, lane, int(graph.seg_start[j]), None)
