@@ -41,8 +41,8 @@ STEP_CATS = ("user_annotation", "cpu_op")
 # At equal start and duration an annotation encloses an op, which encloses a runtime call.
 _CAT_ORDER = {"user_annotation": 0, "cpu_op": 1, "cuda_runtime": 2, "cuda_driver": 3}
 _CAT_ORDER_SLOTS = 16  # > every value of _CAT_ORDER (and its default, 9)
-# Bits of a signed Int128 that the packed call-order key may use (all of them non-negative).
-_PACKED_BITS = 126
+# Bits of a signed Int64 that the packed call-order key (thread, start) may use.
+_PACKED_BITS = 63
 # A runtime call's op chain is rarely deeper than a few levels; this bounds the ancestor walk.
 _MAX_ANCESTOR_STEPS = 64
 
@@ -57,6 +57,10 @@ class Linked:
 
 def link(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> Linked:
     """Add the linking columns of CPU_SCHEMA and GPU_SCHEMA to freshly decoded frames."""
+    # One chunk per column first: the decoder concatenates its parts without copying, and a
+    # gather from a column of several chunks looks up each row's chunk (a 3M-row CPU frame in
+    # two chunks gathered into call order in 1.0 CPU s, against 0.09 + 0.22 s rechunked).
+    cpu, gpu = cpu.rechunk(), gpu.rechunk()
     cpu = with_call_tree(cpu)
     iterations, source = find_iterations(cpu, gpu, rank)
     cpu = cpu.with_columns(iteration=_iteration_of(cpu["ts_ns"], iterations, source))
@@ -87,12 +91,13 @@ def call_order(cpu: pl.DataFrame) -> pl.Series:
     """Row positions of ``cpu`` in call order: by ``THREAD_KEY``, start, longest first, then
     annotation > op > call, then frame order (a stable sort).
 
-    One sort by one packed Int128 key (thread, start from the earliest, tie-break, each in as
-    many bits as its range needs) costs a fraction of a sort by three columns; a trace whose
-    ranges do not fit in 126 bits (or with a null start) is sorted by the three columns, in
-    the same order."""
+    Thread and start are packed into one Int64 (start from the earliest, in as many bits as
+    its range needs) and sorted with the tie-break as a second Int64 key: 4x faster than one
+    packed Int128 key on 3M intervals (Int128 sorts are slow). A trace whose thread and start
+    do not fit in 63 bits (or with a null start) is sorted by the three columns, in the same
+    order."""
     dur = pl.col("dur_ns").fill_null(0)
-    cat = pl.col("cat").replace_strict(_CAT_ORDER, default=9, return_dtype=pl.Int64)
+    cat = _category_rank()
     # Longest first, then the category, as one non-negative integer.
     tie_break = (dur.max() - dur) * _CAT_ORDER_SLOTS + cat
     parts = cpu.select(
@@ -102,18 +107,24 @@ def call_order(cpu: pl.DataFrame) -> pl.Series:
     )
     if not parts.height:
         return pl.Series("order", [], pl.UInt32)
-    widths = [int(parts[name].max() or 0).bit_length() for name in parts.columns]  # type: ignore[arg-type]
+    widths = [int(parts[name].max() or 0).bit_length() for name in ("thread", "start")]  # type: ignore[arg-type]
     if parts["start"].null_count() or sum(widths) > _PACKED_BITS:
-        return parts.select(
-            pl.arg_sort_by(["thread", "start", "tie_break"], maintain_order=True)
-        ).to_series()
-    shift_start, shift_thread = widths[2], widths[2] + widths[1]
-    key = (
-        pl.col("thread").cast(pl.Int128) * (1 << shift_thread)
-        + pl.col("start").cast(pl.Int128) * (1 << shift_start)
-        + pl.col("tie_break").cast(pl.Int128)
-    )
-    return parts.select(pl.arg_sort_by(key, maintain_order=True)).to_series()
+        keys = ["thread", "start", "tie_break"]
+    else:
+        parts = parts.select(
+            key=pl.col("thread") * (1 << widths[1]) + pl.col("start"), tie_break="tie_break"
+        )
+        keys = ["key", "tie_break"]
+    return parts.select(pl.arg_sort_by(keys, maintain_order=True)).to_series()
+
+
+def _category_rank() -> pl.Expr:
+    """``_CAT_ORDER`` of each row's category (9 for any other): string comparisons with the
+    four names cost half a hashed ``replace_strict`` on 3M rows."""
+    rank = pl.lit(9, pl.Int64)
+    for cat, order in reversed(_CAT_ORDER.items()):
+        rank = pl.when(pl.col("cat") == cat).then(pl.lit(order, pl.Int64)).otherwise(rank)
+    return rank
 
 
 # Boundary keys: thread in the high 64 bits, twice the time in the low ones, so that an end at
@@ -136,12 +147,22 @@ def nesting_depth(intervals: pl.DataFrame) -> pl.Series:
     if not intervals.height:
         return pl.Series("depth", [], pl.Int32)
     origin = intervals["ts_ns"].min()
-    thread = pl.col(THREAD_KEY).cast(pl.Int128) * _THREAD_STRIDE
-    start = pl.col("ts_ns").cast(pl.Int128) - origin
-    length = pl.col("dur_ns").fill_null(0).clip(lower_bound=0).cast(pl.Int128)
+    # Int64 keys where thread, twice the time and the zero-length bit fit in 63 bits (every
+    # trace up to days long): they sort in 0.6x the time of Int128 keys on 3M intervals. The
+    # bound is taken in Python integers, which cannot overflow.
+    bounds = intervals.select(
+        pl.col("ts_ns").max(), pl.col("dur_ns").clip(lower_bound=0).max(), pl.col(THREAD_KEY).max()
+    ).row(0)
+    last_end = (bounds[0] or 0) - (origin or 0) + (bounds[1] or 0)  # type: ignore[operator]
+    wide = (2 * last_end + 1).bit_length() + int(bounds[2] or 0).bit_length() > 62
+    dtype = pl.Int128 if wide else pl.Int64
+    stride = _THREAD_STRIDE if wide else 1 << (2 * last_end + 1).bit_length()
+    thread = pl.col(THREAD_KEY).cast(dtype) * stride
+    start = pl.col("ts_ns").cast(dtype) - origin
+    length = pl.col("dur_ns").fill_null(0).clip(lower_bound=0).cast(dtype)
     keys = intervals.select(
         start=thread + 2 * start,
-        end=thread + 2 * (start + length) + (length == 0).cast(pl.Int128),
+        end=thread + 2 * (start + length) + (length == 0).cast(dtype),
     )
     closed = keys["end"].sort().search_sorted(keys["start"], side="right").cast(pl.Int64)
     position = pl.int_range(intervals.height, dtype=pl.Int64, eager=True)
@@ -150,20 +171,22 @@ def nesting_depth(intervals: pl.DataFrame) -> pl.Series:
 
 def _parent_ids(cpu: pl.DataFrame) -> pl.Series:
     """The last interval before each one (call order) on its thread at one level up."""
-    children = cpu.select(
-        THREAD_KEY, "ts_ns", order="op_id", level=pl.col("depth") - 1
-    )  # roots ask for level -1, which nothing has
+    # Thread and level as one group key (a level above every depth per thread, so that roots,
+    # which ask for level -1, find nothing): an as-of join by one Int64 takes 0.6x the time
+    # of one by two columns.
+    levels = int(cpu["depth"].max() or 0) + 2  # type: ignore[arg-type]
+    group = pl.col(THREAD_KEY) * levels + pl.col("depth")
+    children = cpu.select("ts_ns", group=group, order="op_id")  # one level up: group - 1 + 1
     candidates = cpu.select(
-        THREAD_KEY,
+        group=group + 1,
         order="op_id",
-        level="depth",
         parent_id="op_id",
         parent_end=pl.col("ts_ns") + pl.col("dur_ns"),
     )
     joined = children.join_asof(
         candidates,
         on="order",
-        by=[THREAD_KEY, "level"],
+        by="group",
         strategy="backward",
         allow_exact_matches=False,
         check_sortedness=False,
