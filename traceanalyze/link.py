@@ -199,7 +199,10 @@ def _parent_ids(cpu: pl.DataFrame) -> pl.Series:
 
 def find_iterations(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, str]:
     """Iteration spans and how they were found (see the module docstring)."""
-    steps = cpu.filter(pl.col("cat").is_in(STEP_CATS) & _is_profiler_step())
+    # The regular expression only on the rows left by the cheap tests (see _STEP_PREFIX).
+    steps = cpu.filter(pl.col("cat").is_in(STEP_CATS) & _may_be_profiler_step()).filter(
+        _is_profiler_step()
+    )
     if steps.height:
         frame = steps.select(
             "rank",
@@ -225,6 +228,26 @@ def find_iterations(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> tuple[pl
 
 def _is_profiler_step() -> pl.Expr:
     return pl.col("name").str.contains(PROFILER_STEP.pattern)
+
+
+# What every ProfilerStep#N name starts with: a prefix test costs a fifth of the regular
+# expression on 3M names, which then runs only on the few rows that pass it.
+_STEP_PREFIX = "ProfilerStep#"
+
+
+def _may_be_profiler_step() -> pl.Expr:
+    return pl.col("name").str.starts_with(_STEP_PREFIX)
+
+
+def _ops_not_steps(cpu: pl.DataFrame) -> pl.Series:
+    """Whether each row is a ``cpu_op`` other than a ``ProfilerStep#N`` (the launching op)."""
+    is_op = cpu.select((pl.col("cat") == "cpu_op").fill_null(value=False)).to_series()
+    maybe = cpu.select(_may_be_profiler_step().fill_null(value=False)).to_series() & is_op
+    rows = maybe.arg_true()
+    if not len(rows):
+        return is_op
+    steps = cpu["name"].gather(rows).str.contains(PROFILER_STEP.pattern)
+    return is_op.scatter(rows, ~steps)
 
 
 def _iteration_frame(frame: pl.DataFrame) -> pl.DataFrame:
@@ -300,12 +323,13 @@ def link_gpu(
         )
         .filter("is_call")
         .drop("is_call")
-        .unique(["rank", "correlation"], keep="first", maintain_order=True)
+        # The first call of each correlation: a third of the time of unique(maintain_order).
+        .filter(pl.struct("rank", "correlation").is_first_distinct())
     )
     gpu = gpu.join(calls, on=["rank", "correlation"], how="left").with_columns(
         linked=pl.col("call_id").is_not_null()
     )
-    ops = nearest_ancestor(cpu, gpu["call_id"], (pl.col("cat") == "cpu_op") & ~_is_profiler_step())
+    ops = nearest_ancestor(cpu, gpu["call_id"], pl.lit(_ops_not_steps(cpu)))
     gpu = gpu.with_columns(
         op_id=ops,
         op_name=cpu["name"].gather(ops),
@@ -344,7 +368,7 @@ def nearest_ancestor(cpu: pl.DataFrame, start_ids: pl.Series, matches: pl.Expr) 
 
 def outermost_annotation(cpu: pl.DataFrame, start_ids: pl.Series) -> pl.Series:
     """Name of the outermost user annotation (not ProfilerStep#N) enclosing each call."""
-    regions = cpu.filter((pl.col("cat") == "user_annotation") & ~_is_profiler_step())
+    regions = cpu.filter(pl.col("cat") == "user_annotation").filter(~_is_profiler_step())
     if not regions.height:
         return pl.Series("annotation", [None] * len(start_ids), dtype=pl.String)
     top = regions.filter(nesting_depth(regions) == 0)  # regions keep cpu's call order
@@ -374,6 +398,7 @@ def outermost_annotation(cpu: pl.DataFrame, start_ids: pl.Series) -> pl.Series:
             pl.when(pl.col("ts_ns") + pl.col("dur_ns") <= pl.col("end")).then("annotation"),
         )
     )
-    return (
-        calls.select("row").join(joined, on="row", how="left").sort("row").get_column("annotation")
-    )
+    # Back to the order of start_ids by a scatter (a join on the row number and a sort took
+    # three times as long).
+    annotation = pl.repeat(None, len(start_ids), dtype=pl.String, eager=True)
+    return annotation.scatter(joined["row"], joined["annotation"]).alias("annotation")
