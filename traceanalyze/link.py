@@ -41,8 +41,6 @@ STEP_CATS = ("user_annotation", "cpu_op")
 # At equal start and duration an annotation encloses an op, which encloses a runtime call.
 _CAT_ORDER = {"user_annotation": 0, "cpu_op": 1, "cuda_runtime": 2, "cuda_driver": 3}
 _CAT_ORDER_SLOTS = 16  # > every value of _CAT_ORDER (and its default, 9)
-# Bits of a signed Int64 that the packed call-order key (thread, start) may use.
-_PACKED_BITS = 63
 # A runtime call's op chain is rarely deeper than a few levels; this bounds the ancestor walk.
 _MAX_ANCESTOR_STEPS = 64
 
@@ -81,41 +79,32 @@ def with_call_tree(cpu: pl.DataFrame) -> pl.DataFrame:
     and category, the one decoded first encloses the other. The decoder keeps file order
     within a category, and Kineto writes a caller before its callee (``aten::detach`` before
     the ``detach`` it calls, both 2 us at one instant, in HTA's alexnet trace)."""
-    cpu = cpu.with_columns(pl.struct(THREAD).rank("dense").cast(pl.Int64).alias(THREAD_KEY))
-    cpu = cpu[call_order(cpu)].with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
+    cpu = cpu[call_order(cpu)].with_row_index("op_id")
+    # Threads are contiguous in call order: numbering them where the thread changes is one
+    # pass (a dense rank of (rank, pid, tid) beforehand was a sort of its own).
+    new_thread = pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift()) for c in THREAD)
+    cpu = cpu.with_columns(
+        pl.col("op_id").cast(pl.Int64), new_thread.cum_sum().cast(pl.Int64).alias(THREAD_KEY)
+    )
     cpu = cpu.with_columns(depth=nesting_depth(cpu))
     return cpu.with_columns(parent_id=_parent_ids(cpu))
 
 
 def call_order(cpu: pl.DataFrame) -> pl.Series:
-    """Row positions of ``cpu`` in call order: by ``THREAD_KEY``, start, longest first, then
-    annotation > op > call, then frame order (a stable sort).
+    """Row positions of ``cpu`` in call order: by thread (rank, pid, tid), start, longest
+    first, then annotation > op > call, then frame order (a stable sort).
 
-    Thread and start are packed into one Int64 (start from the earliest, in as many bits as
-    its range needs) and sorted with the tie-break as a second Int64 key: 4x faster than one
-    packed Int128 key on 3M intervals (Int128 sorts are slow). A trace whose thread and start
-    do not fit in 63 bits (or with a null start) is sorted by the three columns, in the same
-    order."""
-    dur = pl.col("dur_ns").fill_null(0)
-    cat = _category_rank()
-    # Longest first, then the category, as one non-negative integer.
-    tie_break = (dur.max() - dur) * _CAT_ORDER_SLOTS + cat
-    parts = cpu.select(
-        thread=pl.col(THREAD_KEY),
-        start=pl.col("ts_ns") - pl.col("ts_ns").min(),
-        tie_break=tie_break,
-    )
-    if not parts.height:
+    One stable sort by five Int64 keys (the tie-break packs duration and category into one):
+    on 3M intervals it takes half the time of a dense thread number followed by a sort by
+    one packed Int128 key (Int128 sorts are slow)."""
+    if not cpu.height:
         return pl.Series("order", [], pl.UInt32)
-    widths = [int(parts[name].max() or 0).bit_length() for name in ("thread", "start")]  # type: ignore[arg-type]
-    if parts["start"].null_count() or sum(widths) > _PACKED_BITS:
-        keys = ["thread", "start", "tie_break"]
-    else:
-        parts = parts.select(
-            key=pl.col("thread") * (1 << widths[1]) + pl.col("start"), tie_break="tie_break"
-        )
-        keys = ["key", "tie_break"]
-    return parts.select(pl.arg_sort_by(keys, maintain_order=True)).to_series()
+    dur = pl.col("dur_ns").fill_null(0)
+    # Longest first, then the category, as one non-negative integer.
+    tie_break = (dur.max() - dur) * _CAT_ORDER_SLOTS + _category_rank()
+    return cpu.select(
+        pl.arg_sort_by([*THREAD, "ts_ns", tie_break], maintain_order=True)
+    ).to_series()
 
 
 def _category_rank() -> pl.Expr:
@@ -131,6 +120,8 @@ def _category_rank() -> pl.Expr:
 # an instant (even key) sorts before a start there (same key, counted by side="right") and a
 # zero-length interval's own end (odd key) after it.
 _THREAD_STRIDE = 1 << 64
+# Bits of a signed Int64 that a boundary key may use; wider traces take Int128 keys.
+_DEPTH_KEY_BITS = 62
 
 
 def nesting_depth(intervals: pl.DataFrame) -> pl.Series:
@@ -154,7 +145,7 @@ def nesting_depth(intervals: pl.DataFrame) -> pl.Series:
         pl.col("ts_ns").max(), pl.col("dur_ns").clip(lower_bound=0).max(), pl.col(THREAD_KEY).max()
     ).row(0)
     last_end = (bounds[0] or 0) - (origin or 0) + (bounds[1] or 0)  # type: ignore[operator]
-    wide = (2 * last_end + 1).bit_length() + int(bounds[2] or 0).bit_length() > 62
+    wide = (2 * last_end + 1).bit_length() + int(bounds[2] or 0).bit_length() > _DEPTH_KEY_BITS
     dtype = pl.Int128 if wide else pl.Int64
     stride = _THREAD_STRIDE if wide else 1 << (2 * last_end + 1).bit_length()
     thread = pl.col(THREAD_KEY).cast(dtype) * stride
