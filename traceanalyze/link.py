@@ -131,7 +131,7 @@ def nesting_depth(intervals: pl.DataFrame) -> pl.Series:
     interval's depth is the number of earlier intervals on its thread still open at its start:
     its position minus the number of intervals closed by then. Keys put each thread above all
     earlier ones, so every interval of an earlier thread counts as closed and one
-    ``search_sorted`` over all threads' sorted ends does every thread at once. At equal times
+    count over all threads' sorted ends does every thread at once. At equal times
     an end closes before a start opens (back-to-back siblings do not nest) and a zero-length
     interval stays open at its own instant (what starts there too is its child).
     """
@@ -155,9 +155,24 @@ def nesting_depth(intervals: pl.DataFrame) -> pl.Series:
         start=thread + 2 * start,
         end=thread + 2 * (start + length) + (length == 0).cast(dtype),
     )
-    closed = keys["end"].sort().search_sorted(keys["start"], side="right").cast(pl.Int64)
+    ends = keys["end"].sort()
+    if wide or keys["start"].null_count():
+        closed = ends.search_sorted(keys["start"], side="right").cast(pl.Int64)
+    else:
+        closed = _count_at_or_below(ends, keys["start"])
     position = pl.int_range(intervals.height, dtype=pl.Int64, eager=True)
     return (position - closed).cast(pl.Int32).alias("depth")
+
+
+def _count_at_or_below(ends: pl.Series, starts: pl.Series) -> pl.Series:
+    """For each of the sorted ``starts``, how many of the sorted ``ends`` are at or below it:
+    an as-of join walks both once, where ``search_sorted`` searches per start (4x the time
+    on 3M intervals)."""
+    counted = pl.DataFrame({"key": ends}).with_row_index("closed", offset=1)
+    joined = pl.DataFrame({"key": starts}).join_asof(
+        counted, on="key", strategy="backward", check_sortedness=False
+    )
+    return joined["closed"].fill_null(0).cast(pl.Int64)
 
 
 def _parent_ids(cpu: pl.DataFrame) -> pl.Series:
