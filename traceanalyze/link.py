@@ -41,6 +41,8 @@ STEP_CATS = ("user_annotation", "cpu_op")
 # At equal start and duration an annotation encloses an op, which encloses a runtime call.
 _CAT_ORDER = {"user_annotation": 0, "cpu_op": 1, "cuda_runtime": 2, "cuda_driver": 3}
 _CAT_ORDER_SLOTS = 16  # > every value of _CAT_ORDER (and its default, 9)
+# Bits of a signed Int64 that the packed call-order key (rank, pid, tid, start) may use.
+_PACKED_BITS = 63
 # A runtime call's op chain is rarely deeper than a few levels; this bounds the ancestor walk.
 _MAX_ANCESTOR_STEPS = 64
 
@@ -94,17 +96,39 @@ def call_order(cpu: pl.DataFrame) -> pl.Series:
     """Row positions of ``cpu`` in call order: by thread (rank, pid, tid), start, longest
     first, then annotation > op > call, then frame order (a stable sort).
 
-    One stable sort by five Int64 keys (the tie-break packs duration and category into one):
-    on 3M intervals it takes half the time of a dense thread number followed by a sort by
-    one packed Int128 key (Int128 sorts are slow)."""
+    Thread and start are packed into one Int64 key where their ranges fit in 63 bits (each
+    from its least value, in the bits its range needs) and sorted with the tie-break (duration
+    and category packed) as a second key: 2x faster than five keys on 3M intervals, and 4x
+    faster than one packed Int128 key (Int128 sorts are slow). Other traces (or null
+    threads or starts) sort by the five keys, in the same order."""
     if not cpu.height:
         return pl.Series("order", [], pl.UInt32)
     dur = pl.col("dur_ns").fill_null(0)
     # Longest first, then the category, as one non-negative integer.
     tie_break = (dur.max() - dur) * _CAT_ORDER_SLOTS + _category_rank()
-    return cpu.select(
-        pl.arg_sort_by([*THREAD, "ts_ns", tie_break], maintain_order=True)
-    ).to_series()
+    key = _packed_thread_and_start(cpu)
+    keys = [*THREAD, "ts_ns"] if key is None else [key]
+    return cpu.select(pl.arg_sort_by([*keys, tie_break], maintain_order=True)).to_series()
+
+
+def _packed_thread_and_start(cpu: pl.DataFrame) -> pl.Expr | None:
+    """(rank, pid, tid, start) as one non-negative Int64 in the same order, or None where
+    their ranges need more than ``_PACKED_BITS`` bits or one of them is null."""
+    columns = [*THREAD, "ts_ns"]
+    ranges = cpu.select(
+        *(pl.col(c).min().alias(f"{c}_min") for c in columns),
+        *(pl.col(c).max().alias(f"{c}_max") for c in columns),
+        nulls=pl.sum_horizontal(pl.col(c).null_count() for c in columns),
+    ).row(0, named=True)
+    if ranges["nulls"]:
+        return None
+    widths = [int(ranges[f"{c}_max"] - ranges[f"{c}_min"]).bit_length() for c in columns]
+    if sum(widths) > _PACKED_BITS:
+        return None
+    key = pl.lit(0, pl.Int64)
+    for column, width in zip(columns, widths, strict=True):
+        key = key * (1 << width) + (pl.col(column).cast(pl.Int64) - ranges[f"{column}_min"])
+    return key
 
 
 def _category_rank() -> pl.Expr:
