@@ -3,10 +3,12 @@
 Done once at load time, columnar throughout:
 
 1. CPU intervals on each thread form a call tree. In call order (thread, start, longest first,
-   annotation > op > call, then file order: one stable sort by one packed key) an interval's
+   annotation > op > call, then file order: one stable sort by two packed keys) an interval's
    depth is its position minus the number of intervals that ended before it started (one
-   search over the sorted ends); its parent is then the last interval on the same thread,
-   earlier in call order, one level up (an as-of join).
+   as-of join over the sorted ends); its parent is then the last interval on the same thread,
+   earlier in call order, one level up (an as-of join by one packed thread-and-level key).
+   Every step is a sort or a walk over sorted keys: no hashing of strings, no binary search
+   per row, Int64 keys wherever the trace's ranges allow (Polars sorts Int128 slowly).
 2. A GPU activity joins its runtime/driver call on ``correlation``; the call's nearest ``cpu_op``
    ancestor is the launching op, its outermost user annotation the region.
 3. Iterations come from ``ProfilerStep#N`` spans, else a repeated top-level annotation, else
@@ -171,10 +173,11 @@ def nesting_depth(intervals: pl.DataFrame) -> pl.Series:
     bounds = intervals.select(
         pl.col("ts_ns").max(), pl.col("dur_ns").clip(lower_bound=0).max(), pl.col(THREAD_KEY).max()
     ).row(0)
-    last_end = (bounds[0] or 0) - (origin or 0) + (bounds[1] or 0)  # type: ignore[operator]
-    wide = (2 * last_end + 1).bit_length() + int(bounds[2] or 0).bit_length() > _DEPTH_KEY_BITS
+    last_end = int(bounds[0] or 0) - int(origin or 0) + int(bounds[1] or 0)  # type: ignore[arg-type]
+    time_bits = (2 * last_end + 1).bit_length()
+    wide = time_bits + int(bounds[2] or 0).bit_length() > _DEPTH_KEY_BITS
     dtype = pl.Int128 if wide else pl.Int64
-    stride = _THREAD_STRIDE if wide else 1 << (2 * last_end + 1).bit_length()
+    stride = _THREAD_STRIDE if wide else 1 << time_bits
     thread = pl.col(THREAD_KEY).cast(dtype) * stride
     start = pl.col("ts_ns").cast(dtype) - origin
     length = pl.col("dur_ns").fill_null(0).clip(lower_bound=0).cast(dtype)
