@@ -59,14 +59,13 @@ class Linked:
 
 def link(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> Linked:
     """Add the linking columns of CPU_SCHEMA and GPU_SCHEMA to freshly decoded frames."""
-    # String columns in one chunk first: the decoder concatenates its parts without copying,
-    # and gathering a string column of several chunks into call order is 5-10x slower than
-    # rechunking it (a copy of its 16-byte views, not of the text) and gathering that. Number
-    # columns gather almost as fast in chunks, and copying them would add to the peak memory.
-    cpu = cpu.with_columns(
-        cpu[name].rechunk() for name, dtype in cpu.schema.items() if dtype == pl.String
-    )
-    cpu = with_call_tree(cpu)
+    # Hand the frame over without keeping a reference here: what the call tree replaces (the
+    # decoder's chunks, the frame before its reorder) is then freed while it runs, and the
+    # allocator reuses that memory instead of faulting in fresh pages (on a 2.5 GB trace,
+    # page faults were half of linking's CPU time; see bench/RESULTS.md).
+    handed = [cpu]
+    del cpu
+    cpu = with_call_tree(handed.pop())
     iterations, source = find_iterations(cpu, gpu, rank)
     cpu = cpu.with_columns(iteration=_iteration_of(cpu["ts_ns"], iterations, source))
     gpu = link_gpu(gpu, cpu, iterations, source)
@@ -86,6 +85,13 @@ def with_call_tree(cpu: pl.DataFrame) -> pl.DataFrame:
     and category, the one decoded first encloses the other. The decoder keeps file order
     within a category, and Kineto writes a caller before its callee (``aten::detach`` before
     the ``detach`` it calls, both 2 us at one instant, in HTA's alexnet trace)."""
+    # String columns in one chunk first: the decoder concatenates its parts without copying,
+    # and gathering a string column of several chunks into call order is 5-10x slower than
+    # rechunking it (a copy of its 16-byte views, not of the text) and gathering that. Number
+    # columns gather almost as fast in chunks, and copying them would add to the peak memory.
+    cpu = cpu.with_columns(
+        cpu[name].rechunk() for name, dtype in cpu.schema.items() if dtype == pl.String
+    )
     cpu = cpu[call_order(cpu)].with_row_index("op_id")
     # Threads are contiguous in call order: numbering them where the thread changes is one
     # pass (a dense rank of (rank, pid, tid) beforehand was a sort of its own).
