@@ -159,8 +159,18 @@ def test_an_identical_span_written_later_is_the_child() -> None:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_the_unpacked_sort_gives_the_same_order(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Spans too wide for the packed key (no bits to spare) sort by three columns, the same way."""
+    """Threads and spans too wide for the packed key (no bits to spare) sort by five keys,
+    the same way."""
     frame = random_frame_with_ties(seed)
     packed = with_call_tree(frame)
     monkeypatch.setattr(link, "_PACKED_BITS", 0)
     assert_frame_equal(with_call_tree(frame), packed)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_wide_depth_keys_give_the_same_tree(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans too wide for Int64 boundary keys (no bits to spare) take Int128 keys, same tree."""
+    frame = random_frame_with_ties(seed)
+    narrow = with_call_tree(frame)
+    monkeypatch.setattr(link, "_DEPTH_KEY_BITS", 0)
+    assert_frame_equal(with_call_tree(frame), narrow)

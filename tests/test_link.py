@@ -319,3 +319,22 @@ def test_profiler_step_recorded_as_an_operator(tmp_path: Path) -> None:
         ("kernel", "cudaLaunchKernel", None, None, 1),  # the step is not the launching op
     )
     assert_frame_equal(actual(trace.gpu, want, "launch_ts_ns"), want)
+
+
+def test_first_call_of_a_correlation_and_a_step_like_op_name(tmp_path: Path) -> None:
+    # Two calls share correlation 1 (written later one first): the kernel takes the first in
+    # call order. An op named like a step but not ProfilerStep#<digits> is an ordinary op, so
+    # it launches; linking tests the prefix first and the full pattern only on what passes.
+    trace = load(
+        tmp_path,
+        [
+            op("aten::later", 50, 20),
+            call("cudaLaunchKernel", 55, 5, 1),
+            op("ProfilerStep#x", 0, 40),
+            call("cudaLaunchKernel", 10, 5, 1),
+            kernel("k", 200, 5, 1),
+        ],
+    )
+    assert trace.iteration_source == "whole trace"
+    want = expected(GPU_SCHEMA, "name launch_ts_ns op_name", ("k", 10_000, "ProfilerStep#x"))
+    assert_frame_equal(actual(trace.gpu, want), want)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceFormatError
@@ -87,7 +88,12 @@ def _parse(
     meta = trace_meta(header, path, rank, counts, built.thread_names)
     devices = device_frame(header, rank, built.npu_devices)
     mark("frames")
-    linked = link(built.cpu, built.gpu, rank)
+    # Hand the CPU and GPU frames over to linking without keeping a reference here, so that
+    # what linking replaces (the decoder's chunked columns) is freed, and its memory reused,
+    # while it runs.
+    unlinked = [built.cpu, built.gpu]
+    built = replace(built, cpu=built.cpu.clear(), gpu=built.gpu.clear())
+    linked = link(unlinked.pop(0), unlinked.pop(0), rank)
     mark("link")
     return Trace(
         meta=(meta,),
