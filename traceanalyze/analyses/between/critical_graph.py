@@ -1,16 +1,19 @@
 """The critical path's graph, as frames: CPU segments per thread, GPU activities per stream.
 
-The dependency graph of an iteration has four kinds of edges (README, "Critical path"):
+The dependency graph of an iteration has five kinds of edges (README, "Critical path"):
 
 * nesting and order on each CPU thread: the thread's timeline cut into *segments*, each owned
   by the innermost event covering it (an op's self time, a runtime call, or nothing: a gap);
 * launch (CPU -> GPU): a runtime/driver call to the activity it launched;
 * stream order (GPU -> GPU): an activity to the next one on its stream;
+* cross-stream wait (GPU -> GPU): an activity that started well after its own predecessors
+  were done, from the activity on another stream of its device that ended last before it
+  (an event wait, e.g. on an NCCL kernel; Kineto does not record the event pairs);
 * synchronisation (GPU -> CPU): a blocking call (``SYNC_CALLS``) to the activity that ended
   last while it waited.
 
 Every edge goes forward in time, so the graph is a DAG ordered by timestamps. Each node has at
-most two candidate predecessors, and which one arrived last is a property of the node alone;
+most three candidate predecessors, and which one arrived last is a property of the node alone;
 this module computes it for every node in columns, and :mod:`critical_walk` follows the
 choices back from the iteration's end.
 """
@@ -163,7 +166,8 @@ def _owner_columns(trace: Trace) -> pl.DataFrame:
 
 def gpu_nodes(trace: Trace) -> pl.DataFrame:
     """GPU activities sorted by (rank, device, stream, start), ``g`` the row number, with the
-    predecessor each one waited for: ``choice`` "stream" (the previous activity on its stream
+    predecessor each one waited for: ``choice`` "wait" (``waited_g``, an activity on
+    another stream, see :func:`_with_waits`), "stream" (the previous activity on its stream
     ended after its launch call began), "launch" (the launch call came later) or "none";
     ``head`` the first ``g`` of its run of stream-order choices; ``margin_ns`` how much earlier
     the chosen predecessor could have arrived before the other one would bind (null: none), and
@@ -178,6 +182,9 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
         prev_end_ns=prev_end,
         launch_ts_ns=pl.when(launch).then(pl.col("launch_ts_ns")),
         launch_tid=pl.when(launch).then(pl.col("launch_tid")),
+        launch_end_ns=pl.when(launch).then(
+            pl.col("launch_ts_ns") + pl.col("launch_dur_ns").fill_null(0)
+        ),
         launch_api="launch_api",
         kind=pl.when(pl.col("kind") == "kernel")
         .then(pl.format("kernel:{}", "category"))
@@ -188,14 +195,19 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
     by_stream = pl.col("prev_end_ns").is_not_null() & (
         pl.col("launch_ts_ns").is_null() | (pl.col("prev_end_ns") >= pl.col("launch_ts_ns"))
     )
+    nodes = _with_waits(nodes.with_columns(pl.col("g").cast(pl.Int64)))
+    waits = pl.col("waited_g").is_not_null()
     nodes = nodes.with_columns(
-        pl.col("g").cast(pl.Int64),
-        choice=pl.when(by_stream)
+        choice=pl.when(waits)
+        .then(pl.lit("wait"))
+        .when(by_stream)
         .then(pl.lit("stream"))
         .when(pl.col("launch_ts_ns").is_not_null())
         .then(pl.lit("launch"))
         .otherwise(pl.lit("none")),
-        margin_ns=(pl.col("prev_end_ns") - pl.col("launch_ts_ns")).abs(),
+        margin_ns=pl.when(waits)
+        .then(pl.col("waited_end_ns") - pl.col("ready_ns"))
+        .otherwise((pl.col("prev_end_ns") - pl.col("launch_ts_ns")).abs()),
     )
     run = (pl.col("choice") != "stream").cum_sum().over(STREAM)
     nodes = nodes.with_columns(head=pl.col("g").first().over([*STREAM, run]))
@@ -204,10 +216,48 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
     # leaves the CPU at the head's launch), the previous run's for the previous activity.
     head_launch = nodes["launch_ts_ns"].gather(nodes["head"] - _first_g(nodes))
     return nodes.with_columns(head_launch_ns=head_launch).with_columns(
-        tau_ns=pl.when(pl.col("choice") == "stream")
+        tau_ns=pl.when(pl.col("choice").is_in(["stream", "wait"]))
         .then(pl.col("head_launch_ns"))
         .otherwise(pl.col("head_launch_ns").shift(1).over(STREAM))
     )
+
+
+# An activity that starts this long after both of its own predecessors were ready (its
+# launch call's end, the previous activity on its stream) waited for something else.
+WAIT_MIN_NS = 10_000
+
+
+def _with_waits(nodes: pl.DataFrame) -> pl.DataFrame:
+    """``waited_g``: the activity on another stream of the same device that the node waited
+    for (a cross-stream event wait, e.g. a compute stream waiting for an NCCL kernel): the
+    last to end before the node's start, where that end came more than WAIT_MIN_NS after the
+    node was ready; null where none did. ``ready_ns`` is when its own predecessors were done,
+    ``waited_end_ns`` that activity's end. Kineto records no event record/wait pairs, so the
+    edge is read from the times: nothing else explains the node's late start."""
+    nodes = nodes.with_columns(ready_ns=pl.max_horizontal("prev_end_ns", "launch_end_ns"))
+    ends = nodes.select(
+        "rank", "device", waited_end_ns="end_ns", waited_g="g", waited_stream="stream"
+    ).sort("waited_end_ns")
+    found = (
+        nodes.select("rank", "device", "g", "stream", "ready_ns", "ts_ns")
+        .sort("ts_ns")
+        .join_asof(
+            ends,
+            left_on="ts_ns",
+            right_on="waited_end_ns",
+            by=["rank", "device"],
+            check_sortedness=False,  # both sorted by time above
+        )
+    )
+    waited = (pl.col("waited_stream") != pl.col("stream")) & (
+        pl.col("waited_end_ns") > pl.col("ready_ns") + WAIT_MIN_NS
+    )
+    found = found.select(
+        "g",
+        waited_g=pl.when(waited).then("waited_g"),
+        waited_end_ns=pl.when(waited).then("waited_end_ns"),
+    )
+    return nodes.join(found, on="g", how="left").sort("g")
 
 
 def _first_g(nodes: pl.DataFrame) -> int:

@@ -347,7 +347,8 @@ def path_shares(path: CriticalPath) -> tuple[float, float]:
         gap=pl.col("us_per_iter").filter(pl.col("kind") == KIND_GAP).sum(),
     ).row(0)
     gpu_pct = shares[0] / path.length_us_per_iter * 100
-    return gpu_pct, 100 - gpu_pct - shares[1] / path.length_us_per_iter * 100
+    # The CPU's share is the rest; rounding can leave -1e-15 on an all-GPU path ("-0%").
+    return gpu_pct, max(0.0, 100 - gpu_pct - shares[1] / path.length_us_per_iter * 100)
 
 
 def path_verdict(path: CriticalPath) -> str:
@@ -366,4 +367,4 @@ def path_verdict(path: CriticalPath) -> str:
     if not best.height or best["slack_us_per_iter"][0] <= 0:
         return side + "."
     name, slack = readable_names(best["name"])[0], best["slack_us_per_iter"][0]
-    return f"{side}; freeing `{name}` would shorten an iteration by at most {slack:.1f} µs."
+    return f"{side}; freeing `{name}` would shorten an iteration by at most {slack:,.1f} µs."

@@ -75,6 +75,8 @@ class _Rank:
         self.launch_ts: list[int | None] = gpu["launch_ts_ns"].to_list()
         self.launch_tid: list[int | None] = gpu["launch_tid"].to_list()
         self.launch_api: list[str | None] = gpu["launch_api"].to_list()
+        self.waited: list[int | None] = gpu["waited_g"].to_list()
+        self.waited_end: list[int | None] = gpu["waited_end_ns"].to_list()
         self.lane: list[str] = gpu.select(pl.format("stream {}", "stream"))["stream"].to_list()
         by_end = gpu.select("end_ns", "g").sort("end_ns", "g")
         self.ends_sorted: list[int] = by_end["end_ns"].to_list()
@@ -174,7 +176,8 @@ class _Walker:
         self.seq += 1
 
     def _gpu_step(self) -> bool:
-        """Back along the stream-order run ending at the current activity, then to its launch."""
+        """Back along the stream-order run ending at the current activity, then to the
+        activity on another stream it waited for, or to its launch."""
         graph, node = self.graph, self.node
         assert node is not None
         head = graph.head[node] - graph.g_base
@@ -184,6 +187,12 @@ class _Walker:
             terminal[-1] = (*terminal[-1][:-1], self.last_gpu[1])
             self.last_gpu = None
         self.t = max(min(graph.ts[head], self.t), self.lo)
+        waited, waited_end = graph.waited[head], graph.waited_end[head]
+        if graph.choice[head] == "wait" and waited is not None and waited_end is not None:
+            # The stream waited for an activity on another: on to that one, across streams.
+            self._single(KIND_GAP, KIND_GAP, graph.lane[head], waited_end, None)
+            self.node = waited - graph.g_base
+            return True
         launch_ts, launch_tid = graph.launch_ts[head], graph.launch_tid[head]
         if graph.choice[head] != "launch" or launch_ts is None or launch_tid is None:
             self._single(KIND_GAP, KIND_GAP, graph.lane[head], self.lo, None)
