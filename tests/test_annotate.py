@@ -222,6 +222,16 @@ def test_public_traces_load_back(public_trace: Path, tmp_path: Path) -> None:
         assert_frame_equal(getattr(annotated, name), getattr(original, name)), name
 
 
+def test_arrows_end_on_a_stream_the_trace_names_by_text(tmp_path: Path) -> None:
+    # Older Kineto (kineto_tb_resnet50_legacy) writes "tid": "stream 7": the loader numbers
+    # that text (-1); the arrow must end on the trace's own track, not on a thread -1.
+    events = [{**e, "tid": "stream 7"} if e.get("cat") in GPU else e for e in _events()]
+    source = write_trace(tmp_path, events)
+    assert _run(source, "-o", tmp_path / "out.json").exit_code == 0
+    added = _events_of(tmp_path / "out.json")
+    assert [(e["pid"], e["tid"]) for e in _added(added, "f")] == [(0, "stream 7")]
+
+
 def test_bare_event_array(tmp_path: Path) -> None:
     """A trace that is a bare array of events stays one in the copy."""
     source = tmp_path / "bare.json"

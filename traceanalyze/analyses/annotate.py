@@ -10,7 +10,7 @@ loader records none, and its GPU frame keeps file order within a category).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -56,6 +56,9 @@ class Annotation:
     findings: tuple[Finding, ...]  # the report's first section
     marker_pid: int  # where the findings' markers go: the main CPU process,
     marker_ts_ns: int  # at the start of the first counted iteration
+    # pid/tid the trace wrote as text ("stream 7"): the frames' integer -> that text, so the
+    # added events land on the trace's own tracks.
+    text_ids: dict[int, str] = field(default_factory=dict)
 
 
 def annotate(trace: Trace) -> Annotation:
@@ -74,6 +77,7 @@ def annotate(trace: Trace) -> Annotation:
         findings=build_report(_alone(trace)).findings,
         marker_pid=pid,
         marker_ts_ns=int(first) if isinstance(first, int) else 0,
+        text_ids={number: text for meta in trace.meta for text, number in meta.text_ids.items()},
     )
 
 

@@ -84,7 +84,7 @@ def _parse(
             path,
             "Profile at least one active step with CPU and CUDA activities.",
         )
-    meta = trace_meta(header, path, rank, counts, built.thread_names)
+    meta = trace_meta(header, path, rank, counts, built.thread_names, built.text_ids)
     devices = device_frame(header, rank, built.npu_devices)
     mark("frames")
     linked = link(built.cpu, built.gpu, rank)
