@@ -232,6 +232,25 @@ def test_arrows_end_on_a_stream_the_trace_names_by_text(tmp_path: Path) -> None:
     assert [(e["pid"], e["tid"]) for e in _added(added, "f")] == [(0, "stream 7")]
 
 
+def test_the_critical_path_counter_leaves_out_the_paths_gaps(tmp_path: Path) -> None:
+    # Two kernels launched early, B waiting on the stream 20 us after A: the path is A, a gap,
+    # B (the GPU's span, 10-60, is the window). The counter marked the whole window.
+    events = [
+        annotation("ProfilerStep#1", 0, 30),
+        op("aten::mm", 5, 3),
+        call("cudaLaunchKernel", 6, 1, 1),
+        op("aten::add", 8, 3),
+        call("cudaLaunchKernel", 9, 1, 2),
+        kernel(GEMM, 10, 10, 1),
+        kernel("add_kernel", 40, 20, 2),
+    ]
+    source = write_trace(tmp_path, events)
+    assert _run(source, "-o", tmp_path / "out.json").exit_code == 0
+    path = [(e["ts"], e["args"]["on_path"]) for e in _added(_events_of(tmp_path / "out.json"), "C")
+            if e["name"] == "Critical path"]  # fmt: skip
+    assert path == [(10.0, 1), (20.0, 0), (40.0, 1), (60.0, 0)]
+
+
 def test_bare_event_array(tmp_path: Path) -> None:
     """A trace that is a bare array of events stays one in the copy."""
     source = tmp_path / "bare.json"

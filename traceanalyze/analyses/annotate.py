@@ -16,6 +16,7 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import busy_segments
 from traceanalyze.analyses.activities import activities
+from traceanalyze.analyses.between.critical_graph import KIND_GAP
 from traceanalyze.analyses.between.critical_path import critical_path
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.memcpy import transfers
@@ -161,8 +162,12 @@ def path_counters(trace: Trace, pid: int) -> pl.DataFrame:
     """1 while an item on an iteration's critical path runs, else 0 (empty without GPU work)."""
     if not trace.gpu.height or not trace.iterations.height:
         return pl.DataFrame(schema=COUNTER_SCHEMA)
-    segments = critical_path(trace).segments.select(
-        "rank", "iteration", ts_ns="start_ns", dur_ns=pl.col("end_ns") - "start_ns"
+    # The path's pieces tile each window: without its gaps (nothing recorded runs) the
+    # counter would only mark the windows.
+    segments = (
+        critical_path(trace)
+        .segments.filter(pl.col("kind") != KIND_GAP)
+        .select("rank", "iteration", ts_ns="start_ns", dur_ns=pl.col("end_ns") - "start_ns")
     )
     merged = busy_segments(segments, ["rank", "iteration"]).with_columns(pid=pl.lit(pid))
     return _steps(merged, pl.lit(PATH_TRACK), "on_path")
