@@ -71,7 +71,7 @@ def label_of(path: Path) -> str:
 
 
 def load_variants(
-    paths: Sequence[str | os.PathLike[str] | Input],
+    paths: str | os.PathLike[str] | Input | Sequence[str | os.PathLike[str] | Input],
     *,
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -80,8 +80,12 @@ def load_variants(
     """Every trace under ``paths`` as a variant, in manifest order or the order given.
 
     ``labels``, one per path, prefix the variants found there (``run1/naive``), so folders
-    that hold variants of the same names can be compared.
+    that hold variants of the same names can be compared. One path may be given alone.
     """
+    # A lone path (as in a notebook: load_variants("runs/h200")): a str is a Sequence too,
+    # whose items would be read as one-letter paths.
+    if isinstance(paths, (str, os.PathLike, Input)):
+        paths = [paths]
     if labels is not None and len(labels) != len(paths):
         raise UsageError(
             f"{len(labels)} label(s) for {len(paths)} path(s)",
