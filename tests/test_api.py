@@ -124,3 +124,9 @@ def test_a_loaded_trace_of_a_capture_folder_keeps_its_manifest() -> None:
     cold = "sample_traces/h200_cold/sdpa_cudnn.json.gz"
     by_path, by_trace = traceanalyze.cold(cold), traceanalyze.cold(traceanalyze.load(cold))
     assert by_trace.summary.equals(by_path.summary)
+
+
+def test_a_variant_set_shows_in_one_short_line() -> None:
+    shown = repr(traceanalyze.load_variants("sample_traces/h200_default"))
+    assert shown.startswith("VariantSet('sample_traces/h200_default', 9 loaded: naive, ")
+    assert len(shown) < 200 and "\n" not in shown

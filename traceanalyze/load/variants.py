@@ -61,6 +61,16 @@ class VariantSet(Sequence[Variant]):
     def loaded(self) -> list[Variant]:
         return [v for v in self.variants if v.trace is not None]
 
+    def __repr__(self) -> str:
+        """One line: where from, and the labels (each variant is a ``set[i]`` away); the
+        dataclass repr printed every trace and manifest entry (10 kB for a capture)."""
+        labels = [v.label for v in self.variants]
+        shown = ", ".join(labels[:6]) + (f", ... ({len(labels)} in all)" if len(labels) > 6 else "")
+        where = ", ".join(str(p) for p in self.sources[:2]) + (
+            ", ..." if len(self.sources) > 2 else ""
+        )
+        return f"VariantSet({where!r}, {len(self.loaded)} loaded: {shown})"
+
 
 def label_of(path: Path) -> str:
     """``naive.json.gz`` -> ``naive``; ``host_123.pt.trace.json`` -> ``host_123``."""
