@@ -184,6 +184,31 @@ def test_a_stream_waiting_for_another_streams_kernel_puts_that_kernel_on_the_pat
     assert path_verdict(path).startswith("GPU-bound")
 
 
+# A cudaMemcpyAsync to pageable memory blocks until its copy is done (hta_negative_queue: a
+# 147 ms call). Here the call (10-100) waits for a GEMM queued before it (10-80): the copy runs
+# 85-95. The path must run through the GEMM and the copy (a sync wait), not call it 90 us of
+# "launch" time on the CPU.
+BLOCKING_COPY = [
+    annotation("ProfilerStep#1", 0, 110),
+    op("aten::mm", 2, 6),
+    call("cudaLaunchKernel", 3, 2, 1),
+    kernel(SGEMM, 10, 70, 1),
+    op("aten::copy_", 9, 92),
+    call("cudaMemcpyAsync", 10, 90, 2),
+    kernel("Memcpy DtoH (Device -> Pageable)", 85, 10, 2, cat="gpu_memcpy"),
+]
+
+
+def test_an_async_copy_call_that_waits_for_the_gpu_is_a_sync_wait(tmp_path: Path) -> None:
+    path = path_of(tmp_path, BLOCKING_COPY)
+    # Back from 110: the step's tail, copy_, the call's wait after its copy (95-100), the copy,
+    # the stream's 5 us between, the GEMM, its launch (3 until it starts at 10), mm, the step.
+    assert kinds(path) == {
+        "annotation": 11, "cpu_op": 2, "sync_wait": 5, "copy": 10, "gap": 5,
+        "kernel:gemm": 70, "launch": 7,
+    }  # fmt: skip
+
+
 def test_an_all_gpu_path_has_no_negative_cpu_share() -> None:
     # All kernels and gaps: the CPU's share, 100 minus the others, came out -1e-15 ("-0%").
     path = critical_path(traceanalyze.load(SAMPLES / "h200_graph_replay" / "naive.json.gz"))

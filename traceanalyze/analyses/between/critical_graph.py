@@ -148,7 +148,7 @@ def _owner_columns(trace: Trace) -> pl.DataFrame:
     """Per cpu row: the kind of time its self time is, its name, start and whether it syncs."""
     launched = activities(trace).select("rank", "correlation").drop_nulls().unique()
     is_call = pl.col("cat").is_in(RUNTIME_CATS)
-    is_sync = is_call & pl.col("name").is_in(SYNC_CALLS)
+    is_sync = is_call & (pl.col("name").is_in(SYNC_CALLS) | pl.col("blocked").fill_null(False))
     is_launch = pl.struct("rank", "correlation").is_in(
         launched.select(pl.struct("rank", "correlation")).to_series().implode()
     )
@@ -161,7 +161,23 @@ def _owner_columns(trace: Trace) -> pl.DataFrame:
         .then(pl.lit(KIND_RUNTIME))
         .otherwise(pl.col("cat").replace_strict(_OWNER_KINDS, default=KIND_CPU_OP))
     )
-    return trace.cpu.select(kind=kind, is_sync=is_sync, call_ns="ts_ns")
+    cpu = trace.cpu.join(_blocked_calls(trace), on=["rank", "correlation"], how="left")
+    return cpu.select(kind=kind, is_sync=is_sync, call_ns="ts_ns")
+
+
+def _blocked_calls(trace: Trace) -> pl.DataFrame:
+    """``blocked`` per (rank, correlation): an async copy call (cudaMemcpyAsync from or to
+    pageable memory) that returned only after its copy, which started WAIT_MIN_NS or more
+    after the call: the call waited for the GPU like a synchronisation (hta_negative_queue's
+    147 ms cudaMemcpyAsync), not CPU time. A copy that starts at once on an idle GPU is
+    not one."""
+    copies = activities(trace).filter(pl.col("kind") == "memcpy")
+    return copies.select(
+        "rank",
+        "correlation",
+        blocked=(pl.col("ts_ns") >= pl.col("launch_ts_ns") + WAIT_MIN_NS)
+        & (pl.col("ts_ns") + pl.col("dur_ns") <= pl.col("launch_ts_ns") + pl.col("launch_dur_ns")),
+    ).unique(["rank", "correlation"], keep="first")
 
 
 def gpu_nodes(trace: Trace) -> pl.DataFrame:
@@ -182,9 +198,6 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
         prev_end_ns=prev_end,
         launch_ts_ns=pl.when(launch).then(pl.col("launch_ts_ns")),
         launch_tid=pl.when(launch).then(pl.col("launch_tid")),
-        launch_end_ns=pl.when(launch).then(
-            pl.col("launch_ts_ns") + pl.col("launch_dur_ns").fill_null(0)
-        ),
         launch_api="launch_api",
         kind=pl.when(pl.col("kind") == "kernel")
         .then(pl.format("kernel:{}", "category"))
@@ -223,7 +236,8 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
 
 
 # An activity that starts this long after both of its own predecessors were ready (its
-# launch call's end, the previous activity on its stream) waited for something else.
+# launch call's start, the previous activity on its stream) waited for something else. The
+# call's start, not its end: a blocking copy's call lasts until the copy is done.
 WAIT_MIN_NS = 10_000
 
 
@@ -234,7 +248,7 @@ def _with_waits(nodes: pl.DataFrame) -> pl.DataFrame:
     node was ready; null where none did. ``ready_ns`` is when its own predecessors were done,
     ``waited_end_ns`` that activity's end. Kineto records no event record/wait pairs, so the
     edge is read from the times: nothing else explains the node's late start."""
-    nodes = nodes.with_columns(ready_ns=pl.max_horizontal("prev_end_ns", "launch_end_ns"))
+    nodes = nodes.with_columns(ready_ns=pl.max_horizontal("prev_end_ns", "launch_ts_ns"))
     ends = nodes.select(
         "rank", "device", waited_end_ns="end_ns", waited_g="g", waited_stream="stream"
     ).sort("waited_end_ns")
