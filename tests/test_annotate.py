@@ -222,6 +222,35 @@ def test_public_traces_load_back(public_trace: Path, tmp_path: Path) -> None:
         assert_frame_equal(getattr(annotated, name), getattr(original, name)), name
 
 
+def test_arrows_end_on_a_stream_the_trace_names_by_text(tmp_path: Path) -> None:
+    # Older Kineto (kineto_tb_resnet50_legacy) writes "tid": "stream 7": the loader numbers
+    # that text (-1); the arrow must end on the trace's own track, not on a thread -1.
+    events = [{**e, "tid": "stream 7"} if e.get("cat") in GPU else e for e in _events()]
+    source = write_trace(tmp_path, events)
+    assert _run(source, "-o", tmp_path / "out.json").exit_code == 0
+    added = _events_of(tmp_path / "out.json")
+    assert [(e["pid"], e["tid"]) for e in _added(added, "f")] == [(0, "stream 7")]
+
+
+def test_the_critical_path_counter_leaves_out_the_paths_gaps(tmp_path: Path) -> None:
+    # Two kernels launched early, B waiting on the stream 20 us after A: the path is A, a gap,
+    # B (the GPU's span, 10-60, is the window). The counter marked the whole window.
+    events = [
+        annotation("ProfilerStep#1", 0, 30),
+        op("aten::mm", 5, 3),
+        call("cudaLaunchKernel", 6, 1, 1),
+        op("aten::add", 8, 3),
+        call("cudaLaunchKernel", 9, 1, 2),
+        kernel(GEMM, 10, 10, 1),
+        kernel("add_kernel", 40, 20, 2),
+    ]
+    source = write_trace(tmp_path, events)
+    assert _run(source, "-o", tmp_path / "out.json").exit_code == 0
+    path = [(e["ts"], e["args"]["on_path"]) for e in _added(_events_of(tmp_path / "out.json"), "C")
+            if e["name"] == "Critical path"]  # fmt: skip
+    assert path == [(10.0, 1), (20.0, 0), (40.0, 1), (60.0, 0)]
+
+
 def test_bare_event_array(tmp_path: Path) -> None:
     """A trace that is a bare array of events stays one in the copy."""
     source = tmp_path / "bare.json"

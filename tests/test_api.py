@@ -47,8 +47,8 @@ def test_the_readme_notebook_section_runs() -> None:
 
 
 def test_every_analysing_command_has_its_function() -> None:
-    # capture records; info describes the file; cache manages the cache folder
-    not_functions = {"capture", "info", "cache"}
+    # capture records; cache manages the cache folder
+    not_functions = {"capture", "cache"}
     for name in main.commands:
         if name not in not_functions:
             assert name.replace("-", "_") in traceanalyze.__all__, name
@@ -113,3 +113,20 @@ def test_an_unknown_view_is_a_usage_error() -> None:
     with pytest.raises(traceanalyze.TraceAnalyzeError, match="no view 'bogus'") as caught:
         traceanalyze.kernels(FLASH, by="bogus")
     assert caught.value.exit_code == 2
+
+
+def test_a_loaded_trace_of_a_capture_folder_keeps_its_manifest() -> None:
+    # summary(load(f)) left out the capture's median that summary(f) and the command use
+    # (wall_source "capture median"), and cold(load(f)) its warm-up note.
+    loaded = traceanalyze.load(NAIVE)
+    assert dict(traceanalyze.summary(loaded)) == dict(traceanalyze.summary(NAIVE))
+    assert traceanalyze.summary(loaded)["wall_source"] == "capture median"
+    cold = "sample_traces/h200_cold/sdpa_cudnn.json.gz"
+    by_path, by_trace = traceanalyze.cold(cold), traceanalyze.cold(traceanalyze.load(cold))
+    assert by_trace.summary.equals(by_path.summary)
+
+
+def test_a_variant_set_shows_in_one_short_line() -> None:
+    shown = repr(traceanalyze.load_variants("sample_traces/h200_default"))
+    assert shown.startswith("VariantSet('sample_traces/h200_default', 9 loaded: naive, ")
+    assert len(shown) < 200 and "\n" not in shown

@@ -20,6 +20,8 @@ from traceanalyze.analyses.distributed.comms import (
     NO_ARGS,
     NO_CALLS,
     NO_GROUP,
+    SOME_WITHOUT_BYTES,
+    SOME_WITHOUT_GROUP,
     comms,
 )
 from traceanalyze.cli import main
@@ -218,7 +220,27 @@ def test_sizes_from_recorded_shapes(tmp_path: Path) -> None:
     assert_frame_equal(got, expected)
     # Three calls without a group size: their bus bandwidth is unknown, and the note says why.
     assert result.calls["busbw_gbps"].null_count() == 3
-    assert result.notes == ()
+    assert result.notes == (f"3 of 4 {SOME_WITHOUT_GROUP}",)
+
+
+def test_a_mix_of_calls_with_and_without_group_size(tmp_path: Path) -> None:
+    # As tl_b200_eager: one NCCL all_gather with its args, and symmetric-memory all_reduces
+    # sized from their op's shapes only; the note said nothing and the verdict blamed sizes.
+    events = [
+        annotation("ProfilerStep#1", 0, 1000),
+        span("cpu_op", "symm_mem::multimem_all_reduce_", 10, 30, **shapes([[262144]], ["float"])),
+        call("cudaLaunchKernel", 11, 2, 1),
+        kernel("multimem_all_reduce_kernel", 50, 100, 1),
+        *collective(300, 2, "ncclDevKernel_AllGather_RING_LL", 10, None,
+                    **comm_args("_allgather_base", 131072, 524288, "BFloat16", 4)),
+    ]  # fmt: skip
+    result = comms(traceanalyze.load(write_trace(tmp_path, events), cache=False))
+    assert result.calls.select("collective", "bytes", "group_size").rows() == [
+        ("all_reduce", 2**20, None),
+        ("all_gather", 2**20, 4),
+    ]
+    assert result.notes == (f"1 of 2 {SOME_WITHOUT_GROUP}",)
+    assert "do not record their group size" in comms_verdict(result)
 
 
 def test_sizes_from_shapes_alone_say_the_group_is_missing(tmp_path: Path) -> None:
@@ -241,3 +263,14 @@ def test_shapes_on_the_128_rank_sample() -> None:
     ]
     # The all_gather's message is its output, 1 GiB (64 x the 16 MiB input).
     assert calls.filter(pl.col("collective") == "all_gather")["bytes"].to_list() == [2**30] * 2
+
+
+def test_a_call_without_any_size_among_sized_ones_is_counted(tmp_path: Path) -> None:
+    events = [
+        *EVENTS[:4],
+        op("c10d::alltoall_base_", 900, 20),
+        call("cudaLaunchKernel", 901, 2, 9),
+        kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", 905, 30, 9),
+    ]
+    result = comms(traceanalyze.load(write_trace(tmp_path, events), cache=False))
+    assert result.notes == (f"1 of 2 {SOME_WITHOUT_BYTES}",)

@@ -23,6 +23,7 @@ from traceanalyze.analyses.between.critical_path import (
     NO_SYNC,
     CriticalPath,
     critical_path,
+    path_shares,
 )
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.cli import main
@@ -153,6 +154,66 @@ def test_sync_edge_goes_from_the_gpu_back_to_the_cpu(tmp_path: Path) -> None:
     slack = dict(path.items.select("kind", "slack_us_per_iter").iter_rows())
     assert slack["kernel:gemm"] == 45
     assert path.notes == ()
+
+
+# A cross-stream wait (as new_tl_mi300x_resnet_actckpt: the compute stream waits for an NCCL
+# all_reduce on stream 20): B, launched at 12 after A, starts at 105, 5 us after the all_reduce
+# C ends at 100. Without a wait edge the path ran A, then 85 us of "gap" on stream 7 to B.
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+CROSS_STREAM = [
+    annotation("ProfilerStep#1", 0, 30),
+    op("aten::mm", 1, 4),
+    call("cudaLaunchKernel", 2, 1, 1),
+    kernel(SGEMM, 10, 10, 1),
+    op("c10d::allreduce_", 5, 5),
+    call("cudaLaunchKernel", 6, 1, 2),
+    kernel(NCCL, 12, 88, 2, stream=20),
+    op("aten::softmax", 11, 4),
+    call("cudaLaunchKernel", 12, 1, 3),
+    kernel(SOFTMAX, 105, 15, 3),
+]  # fmt: skip
+
+
+def test_a_stream_waiting_for_another_streams_kernel_puts_that_kernel_on_the_path(
+    tmp_path: Path,
+) -> None:
+    path = path_of(tmp_path, CROSS_STREAM)
+    # The window is the GPU span, 10-120: B 15, the wait's release 100-105, C 12-100, and
+    # before it C's launch (from its call at 6, clipped to the window's start at 10).
+    assert path.span_us_per_iter == path.length_us_per_iter == 110
+    assert kinds(path) == {"kernel:softmax": 15, "gap": 5, "kernel:communication": 88, "launch": 2}
+    assert path_verdict(path).startswith("GPU-bound")
+
+
+# A cudaMemcpyAsync to pageable memory blocks until its copy is done (hta_negative_queue: a
+# 147 ms call). Here the call (10-100) waits for a GEMM queued before it (10-80): the copy runs
+# 85-95. The path must run through the GEMM and the copy (a sync wait), not call it 90 us of
+# "launch" time on the CPU.
+BLOCKING_COPY = [
+    annotation("ProfilerStep#1", 0, 110),
+    op("aten::mm", 2, 6),
+    call("cudaLaunchKernel", 3, 2, 1),
+    kernel(SGEMM, 10, 70, 1),
+    op("aten::copy_", 9, 92),
+    call("cudaMemcpyAsync", 10, 90, 2),
+    kernel("Memcpy DtoH (Device -> Pageable)", 85, 10, 2, cat="gpu_memcpy"),
+]
+
+
+def test_an_async_copy_call_that_waits_for_the_gpu_is_a_sync_wait(tmp_path: Path) -> None:
+    path = path_of(tmp_path, BLOCKING_COPY)
+    # Back from 110: the step's tail, copy_, the call's wait after its copy (95-100), the copy,
+    # the stream's 5 us between, the GEMM, its launch (3 until it starts at 10), mm, the step.
+    assert kinds(path) == {
+        "annotation": 11, "cpu_op": 2, "sync_wait": 5, "copy": 10, "gap": 5,
+        "kernel:gemm": 70, "launch": 7,
+    }  # fmt: skip
+
+
+def test_an_all_gpu_path_has_no_negative_cpu_share() -> None:
+    # All kernels and gaps: the CPU's share, 100 minus the others, came out -1e-15 ("-0%").
+    path = critical_path(traceanalyze.load(SAMPLES / "h200_graph_replay" / "naive.json.gz"))
+    assert path_shares(path)[1] >= 0.0
 
 
 def test_a_trace_without_sync_calls_says_so(tmp_path: Path) -> None:

@@ -115,6 +115,25 @@ def test_bad_inputs_are_one_clear_error(tmp_path: Path) -> None:
     assert resolve(tmp_path / "gone.json").kind is InputKind.TRACE
 
 
+def test_a_folder_of_folders_names_them_rather_than_calling_itself_empty(tmp_path: Path) -> None:
+    (tmp_path / "run1").mkdir()
+    write_trace(tmp_path / "run1", EVENTS)
+    with pytest.raises(EmptyTraceError) as raised:
+        resolve(tmp_path)
+    assert "folders, not searched: run1/" in str(raised.value)
+    assert "it is empty" not in str(raised.value)
+    assert f"Point at one of its folders (e.g. {tmp_path / 'run1'})" in str(raised.value)
+
+
+def test_load_variants_takes_one_folder_alone(tmp_path: Path) -> None:
+    # A str is a Sequence: its letters were read as paths ("s: no such file or folder").
+    write_trace(tmp_path, EVENTS, name="a.json")
+    write_trace(tmp_path, EVENTS, name="b.json")
+    for given in (str(tmp_path), tmp_path):
+        labels = [v.label for v in traceanalyze.load_variants(given, cache=False).variants]
+        assert labels == ["a", "b"]
+
+
 def test_a_manifest_that_is_not_json_is_one_line(tmp_path: Path) -> None:
     write_trace(tmp_path, EVENTS, name="naive.json")
     write(tmp_path, "manifest.json", b"{not json")

@@ -169,13 +169,20 @@ def subjects(x: Input, loading: Loading | None = None) -> list[Subject]:
     """The traces a single-trace function reports on, from whatever it was given."""
     loading = loading or Loading()
     if isinstance(x, Trace):
-        return [Subject(None, counted(x, loading.selection), None)]
+        return [Subject(None, counted(x, loading.selection), _capture_median(x))]
     if isinstance(x, VariantSet):
         chosen = loading.counting(x).loaded
         return [Subject(v.label, v.trace, steady_median_ms(v)) for v in chosen if v.trace]
     if isinstance(x, (str, Path)):
         return loading.each(Path(x))
     return list(x)
+
+
+def _capture_median(trace: Trace) -> float | None:
+    """A trace loaded from a file of a capture folder keeps the capture's median, as its path
+    does (``summary(load(f))`` and ``summary(f)`` give the same verdict)."""
+    known = capture_entry(trace.path) if len(trace.meta) == 1 and trace.path.is_file() else None
+    return steady_median_ms(known) if known else None
 
 
 def one_trace(x: PathLike | Trace, loading: Loading | None = None) -> Trace:
@@ -587,8 +594,10 @@ def cold(
     folder per variant, with the calls to break even."""
     loading = loading or Loading()
     if isinstance(x, Trace):
-        variant = Variant(label_of(x.path), x.path, counted(x, loading.selection))
-        return _some_calls(cold_set([variant], baseline, single=True), x.path)
+        known = capture_entry(x.path) or Variant(label_of(x.path), x.path)
+        variant = replace(known, trace=counted(x, loading.selection))
+        result = cold_set([variant], baseline, manifest=capture_manifest(x.path), single=True)
+        return _some_calls(result, x.path)
     path = Path(x)
     found = resolve(path)
     if found.kind is not InputKind.TRACE:

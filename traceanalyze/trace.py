@@ -78,6 +78,8 @@ class TraceMeta:
     event_counts: dict[str, int] = field(default_factory=dict)
     # Names the trace gives to processes and threads (ph "M" events), keyed by (pid, tid).
     thread_names: dict[str, str] = field(default_factory=dict)
+    # Ids written as text ("stream 7" in older traces) -> the integer the frames hold for them.
+    text_ids: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ loader records none, and its GPU frame keeps file order within a category).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
 from traceanalyze.analyses.accounting import busy_segments
 from traceanalyze.analyses.activities import activities
+from traceanalyze.analyses.between.critical_graph import KIND_GAP
 from traceanalyze.analyses.between.critical_path import critical_path
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.memcpy import transfers
@@ -56,6 +57,9 @@ class Annotation:
     findings: tuple[Finding, ...]  # the report's first section
     marker_pid: int  # where the findings' markers go: the main CPU process,
     marker_ts_ns: int  # at the start of the first counted iteration
+    # pid/tid the trace wrote as text ("stream 7"): the frames' integer -> that text, so the
+    # added events land on the trace's own tracks.
+    text_ids: dict[int, str] = field(default_factory=dict)
 
 
 def annotate(trace: Trace) -> Annotation:
@@ -74,6 +78,7 @@ def annotate(trace: Trace) -> Annotation:
         findings=build_report(_alone(trace)).findings,
         marker_pid=pid,
         marker_ts_ns=int(first) if isinstance(first, int) else 0,
+        text_ids={number: text for meta in trace.meta for text, number in meta.text_ids.items()},
     )
 
 
@@ -157,8 +162,12 @@ def path_counters(trace: Trace, pid: int) -> pl.DataFrame:
     """1 while an item on an iteration's critical path runs, else 0 (empty without GPU work)."""
     if not trace.gpu.height or not trace.iterations.height:
         return pl.DataFrame(schema=COUNTER_SCHEMA)
-    segments = critical_path(trace).segments.select(
-        "rank", "iteration", ts_ns="start_ns", dur_ns=pl.col("end_ns") - "start_ns"
+    # The path's pieces tile each window: without its gaps (nothing recorded runs) the
+    # counter would only mark the windows.
+    segments = (
+        critical_path(trace)
+        .segments.filter(pl.col("kind") != KIND_GAP)
+        .select("rank", "iteration", ts_ns="start_ns", dur_ns=pl.col("end_ns") - "start_ns")
     )
     merged = busy_segments(segments, ["rank", "iteration"]).with_columns(pid=pl.lit(pid))
     return _steps(merged, pl.lit(PATH_TRACK), "on_path")

@@ -76,6 +76,7 @@ class Frames:
     memory: pl.DataFrame
     python: pl.DataFrame
     thread_names: dict[str, str]
+    text_ids: dict[str, int]  # ids written as text -> their integers (IdMapper)
     npu_devices: list[int]  # devices of Ascend NPU tasks (named in the device frame)
 
 
@@ -112,6 +113,7 @@ def build_frames(scanned: Scanned, rank: int) -> Frames:
         python=_conform(_stack(scanned, "python", None, ids, rank), PYTHON_SCHEMA),
         thread_names=_thread_names(scanned),
         npu_devices=npu_devices,
+        text_ids=dict(ids.names),  # after every frame above is built
     )
 
 

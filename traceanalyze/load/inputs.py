@@ -142,12 +142,20 @@ def _sort(folder: Path) -> tuple[list[Path], list[Skipped], list[bytes | None]]:
 
 
 def no_traces(folder: Path, skipped: list[Skipped]) -> EmptyTraceError:
-    listed = "; ".join(f"{s.path.name}: {s.reason}" for s in skipped) or "it is empty"
-    return EmptyTraceError(
-        f"the folder holds no traces ({listed})",
-        folder,
-        "Point at the folder torch.profiler wrote, or at a trace file.",
-    )
+    listed = "; ".join(f"{s.path.name}: {s.reason}" for s in skipped)
+    # Folders are not searched: a folder of folders is not empty, and the fix names them.
+    inner = [p.name for p in _subfolders(folder)]
+    if inner:
+        folders = "folders, not searched: " + ", ".join(f"{name}/" for name in inner[:5])
+        listed = f"{listed}; {folders}" if listed else folders
+        fix = f"Point at one of its folders (e.g. {folder / inner[0]}), or at a trace file."
+    else:
+        fix = "Point at the folder torch.profiler wrote, or at a trace file."
+    return EmptyTraceError(f"the folder holds no traces ({listed or 'it is empty'})", folder, fix)
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    return [p for p in listing(folder) if p.is_dir() and not p.name.startswith(".")]
 
 
 def _look(path: Path) -> tuple[bytes | None, str | None]:

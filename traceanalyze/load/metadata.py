@@ -92,6 +92,7 @@ def trace_meta(
     rank: int,
     event_counts: dict[str, int],
     names: dict[str, str],
+    text_ids: dict[str, int] | None = None,
 ) -> TraceMeta:
     versions = {
         key: getattr(document, key) for key in VERSION_KEYS if getattr(document, key) is not None
@@ -107,4 +108,5 @@ def trace_meta(
         distributed_info=dict(document.distributedInfo or {}),
         event_counts=event_counts,
         thread_names=names,
+        text_ids=dict(text_ids or {}),
     )

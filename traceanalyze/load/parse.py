@@ -85,7 +85,7 @@ def _parse(
             path,
             "Profile at least one active step with CPU and CUDA activities.",
         )
-    meta = trace_meta(header, path, rank, counts, built.thread_names)
+    meta = trace_meta(header, path, rank, counts, built.thread_names, built.text_ids)
     devices = device_frame(header, rank, built.npu_devices)
     mark("frames")
     # Hand the CPU and GPU frames over to linking without keeping a reference here, so that

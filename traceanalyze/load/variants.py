@@ -61,6 +61,16 @@ class VariantSet(Sequence[Variant]):
     def loaded(self) -> list[Variant]:
         return [v for v in self.variants if v.trace is not None]
 
+    def __repr__(self) -> str:
+        """One line: where from, and the labels (each variant is a ``set[i]`` away); the
+        dataclass repr printed every trace and manifest entry (10 kB for a capture)."""
+        labels = [v.label for v in self.variants]
+        shown = ", ".join(labels[:6]) + (f", ... ({len(labels)} in all)" if len(labels) > 6 else "")
+        where = ", ".join(str(p) for p in self.sources[:2]) + (
+            ", ..." if len(self.sources) > 2 else ""
+        )
+        return f"VariantSet({where!r}, {len(self.loaded)} loaded: {shown})"
+
 
 def label_of(path: Path) -> str:
     """``naive.json.gz`` -> ``naive``; ``host_123.pt.trace.json`` -> ``host_123``."""
@@ -71,7 +81,7 @@ def label_of(path: Path) -> str:
 
 
 def load_variants(
-    paths: Sequence[str | os.PathLike[str] | Input],
+    paths: str | os.PathLike[str] | Input | Sequence[str | os.PathLike[str] | Input],
     *,
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -80,8 +90,12 @@ def load_variants(
     """Every trace under ``paths`` as a variant, in manifest order or the order given.
 
     ``labels``, one per path, prefix the variants found there (``run1/naive``), so folders
-    that hold variants of the same names can be compared.
+    that hold variants of the same names can be compared. One path may be given alone.
     """
+    # A lone path (as in a notebook: load_variants("runs/h200")): a str is a Sequence too,
+    # whose items would be read as one-letter paths.
+    if isinstance(paths, (str, os.PathLike, Input)):
+        paths = [paths]
     if labels is not None and len(labels) != len(paths):
         raise UsageError(
             f"{len(labels)} label(s) for {len(paths)} path(s)",

@@ -5,6 +5,9 @@ microseconds with three decimals from integer nanoseconds, so no digit is lost t
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
 import polars as pl
 
 from traceanalyze.analyses.annotate import ACTIVITY_COLUMNS, Annotation
@@ -59,36 +62,48 @@ def _common(phase: str) -> dict[str, pl.Expr]:
     return {"ph": pl.lit(f'"{phase}"'), "cat": pl.lit(f'"{CATEGORY}"')}
 
 
-def counter_events(counters: pl.DataFrame) -> pl.Series:
+def written_id(column: str, text_ids: Mapping[int, str]) -> pl.Expr:
+    """A pid or tid as the trace wrote it: its number, or the text the loader numbered."""
+    as_text = {number: json.dumps(text) for number, text in text_ids.items()}
+    return pl.col(column).replace_strict(
+        as_text, default=pl.col(column).cast(pl.String), return_dtype=pl.String
+    )
+
+
+def _written(number: int, text_ids: Mapping[int, str]) -> str:
+    return json.dumps(text_ids[number]) if number in text_ids else str(number)
+
+
+def counter_events(counters: pl.DataFrame, text_ids: Mapping[int, str]) -> pl.Series:
     args = pl.format("{{{}:{}}}", json_value(pl.col("series")), pl.col("value"))
     return counters.select(
         _event(
             **_common("C"),
             name=json_value(pl.col("track")),
-            pid=pl.col("pid").cast(pl.String),
+            pid=written_id("pid", text_ids),
             ts=json_us(pl.col("ts_ns")),
             args=args,
         )
     ).to_series()
 
 
-def flow_events(copies: pl.DataFrame) -> pl.Series:
+def flow_events(copies: pl.DataFrame, text_ids: Mapping[int, str]) -> pl.Series:
     """Each copy's arrow: it starts at the launching op and ends (``bp: e``, bound to the
     enclosing slice) at the copy or set; both ends carry the op chain as the name."""
     shared = {"id": pl.col("flow_id").cast(pl.String), "name": json_value(pl.col("chain"))}
     start = _event(
         **_common("s"),
         **shared,
-        pid=pl.col("op_pid").cast(pl.String),
-        tid=pl.col("op_tid").cast(pl.String),
+        pid=written_id("op_pid", text_ids),
+        tid=written_id("op_tid", text_ids),
         ts=json_us(pl.col("op_ts_ns")),
     )
     end = _event(
         **_common("f"),
         bp=pl.lit('"e"'),
         **shared,
-        pid=pl.col("pid").cast(pl.String),
-        tid=pl.col("tid").cast(pl.String),
+        pid=written_id("pid", text_ids),
+        tid=written_id("tid", text_ids),
         ts=json_us(pl.col("ts_ns")),
     )
     return copies.select(pl.concat_list(start, end).alias("event")).explode("event").to_series()
@@ -112,7 +127,7 @@ def marker_events(annotation: Annotation) -> pl.Series:
             **_common("i"),
             s=pl.lit('"g"'),
             name=json_value(pl.col("name")),
-            pid=pl.lit(str(annotation.marker_pid)),
+            pid=pl.lit(_written(annotation.marker_pid, annotation.text_ids)),
             ts=json_us(pl.lit(annotation.marker_ts_ns, pl.Int64)),
             args=args,
         )
@@ -123,8 +138,8 @@ def added_events(annotation: Annotation) -> pl.Series:
     """Every event the annotation adds, as JSON text: counters, arrows, then markers."""
     return pl.concat(
         [
-            counter_events(annotation.counters),
-            flow_events(annotation.copies),
+            counter_events(annotation.counters, annotation.text_ids),
+            flow_events(annotation.copies, annotation.text_ids),
             marker_events(annotation),
         ]
     ).cast(pl.String)

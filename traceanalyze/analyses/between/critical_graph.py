@@ -1,16 +1,20 @@
 """The critical path's graph, as frames: CPU segments per thread, GPU activities per stream.
 
-The dependency graph of an iteration has four kinds of edges (README, "Critical path"):
+The dependency graph of an iteration has five kinds of edges (README, "Critical path"):
 
 * nesting and order on each CPU thread: the thread's timeline cut into *segments*, each owned
   by the innermost event covering it (an op's self time, a runtime call, or nothing: a gap);
 * launch (CPU -> GPU): a runtime/driver call to the activity it launched;
 * stream order (GPU -> GPU): an activity to the next one on its stream;
-* synchronisation (GPU -> CPU): a blocking call (``SYNC_CALLS``) to the activity that ended
-  last while it waited.
+* cross-stream wait (GPU -> GPU): an activity that started well after its own predecessors
+  were done, from the activity on another stream of its device that ended last before it
+  (an event wait, e.g. on an NCCL kernel; Kineto does not record the event pairs);
+* synchronisation (GPU -> CPU): a blocking call (``SYNC_CALLS``, or an async copy call that
+  returned only after its copy: :func:`sync_calls`) to the activity that ended last while it
+  waited.
 
 Every edge goes forward in time, so the graph is a DAG ordered by timestamps. Each node has at
-most two candidate predecessors, and which one arrived last is a property of the node alone;
+most three candidate predecessors, and which one arrived last is a property of the node alone;
 this module computes it for every node in columns, and :mod:`critical_walk` follows the
 choices back from the iteration's end.
 """
@@ -78,9 +82,23 @@ def cpu_segments(trace: Trace) -> pl.DataFrame:
     return pieces.with_row_index("seg").with_columns(pl.col("seg").cast(pl.Int64))
 
 
-def sync_calls(cpu: pl.DataFrame) -> pl.Series:
-    """The ``op_id`` of every blocking call (``SYNC_CALLS``), in the cpu frame's order."""
-    is_sync = pl.col("cat").is_in(RUNTIME_CATS) & pl.col("name").is_in(SYNC_CALLS)
+def sync_calls(trace: Trace) -> pl.Series:
+    """The ``op_id`` of every call that blocked until GPU work was done, in the cpu frame's
+    order: the blocking calls (``SYNC_CALLS``), and the async copy calls that returned only
+    after their copy, which started WAIT_MIN_NS or more after the call (cudaMemcpyAsync from or
+    to pageable memory: hta_negative_queue's 147 ms call waited for the GPU, it was not CPU
+    time; a copy that starts at once on an idle GPU is not one)."""
+    cpu = trace.cpu
+    copies = activities(trace).filter(pl.col("kind") == "memcpy")
+    blocked = copies.filter(
+        (pl.col("ts_ns") >= pl.col("launch_ts_ns") + WAIT_MIN_NS)
+        & (pl.col("ts_ns") + pl.col("dur_ns") <= pl.col("launch_ts_ns") + pl.col("launch_dur_ns"))
+    ).select(pl.struct("rank", "correlation"))
+    is_call = pl.col("cat").is_in(RUNTIME_CATS)
+    is_sync = is_call & (
+        pl.col("name").is_in(SYNC_CALLS)
+        | pl.struct("rank", "correlation").is_in(blocked.to_series().implode())
+    )
     return cpu.filter(is_sync)["op_id"]
 
 
@@ -196,15 +214,16 @@ def owner_columns(trace: Trace, owners: pl.Series) -> pl.DataFrame:
         by_cat = pl.when(pl.col("cat") == cat).then(pl.lit(code[kind], pl.UInt8)).otherwise(by_cat)
     codes = cpu.select(by_cat.cast(pl.UInt8)).to_series()
     calls = cpu.select(
-        "rank", "name", "correlation", row=pl.int_range(pl.len(), dtype=pl.Int64)
+        "rank", "name", "correlation", "op_id", row=pl.int_range(pl.len(), dtype=pl.Int64)
     ).filter(cpu["cat"].is_in(RUNTIME_CATS))
     if calls.height:
         launched = activities(trace).select("rank", "correlation").drop_nulls()
         is_launch = pl.struct("rank", "correlation").is_in(
             launched.select(pl.struct("rank", "correlation")).to_series().implode()
         )
+        syncs = sync_calls(trace)
         call_codes = calls.select(
-            pl.when(pl.col("name").is_in(SYNC_CALLS))
+            pl.when(pl.col("op_id").is_in(syncs.implode()))
             .then(pl.lit(code[KIND_SYNC], pl.UInt8))
             .when(is_launch)
             .then(pl.lit(code[KIND_LAUNCH], pl.UInt8))
@@ -223,7 +242,8 @@ def owner_columns(trace: Trace, owners: pl.Series) -> pl.DataFrame:
 
 def gpu_nodes(trace: Trace) -> pl.DataFrame:
     """GPU activities sorted by (rank, device, stream, start), ``g`` the row number, with the
-    predecessor each one waited for: ``choice`` "stream" (the previous activity on its stream
+    predecessor each one waited for: ``choice`` "wait" (``waited_g``, an activity on another
+    stream, see :func:`_with_waits`), "stream" (the previous activity on its stream
     ended after its launch call began), "launch" (the launch call came later) or "none";
     ``head`` the first ``g`` of its run of stream-order choices; ``margin_ns`` how much earlier
     the chosen predecessor could have arrived before the other one would bind (null: none), and
@@ -264,14 +284,19 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
     by_stream = pl.col("prev_end_ns").is_not_null() & (
         pl.col("launch_ts_ns").is_null() | (pl.col("prev_end_ns") >= pl.col("launch_ts_ns"))
     )
+    nodes = _with_waits(nodes.with_columns(pl.col("g").cast(pl.Int64)))
+    waits = pl.col("waited_g").is_not_null()
     nodes = nodes.with_columns(
-        pl.col("g").cast(pl.Int64),
-        choice=pl.when(by_stream)
+        choice=pl.when(waits)
+        .then(pl.lit("wait"))
+        .when(by_stream)
         .then(pl.lit("stream"))
         .when(pl.col("launch_ts_ns").is_not_null())
         .then(pl.lit("launch"))
         .otherwise(pl.lit("none")),
-        margin_ns=(pl.col("prev_end_ns") - pl.col("launch_ts_ns")).abs(),
+        margin_ns=pl.when(waits)
+        .then(pl.col("waited_end_ns") - pl.col("ready_ns"))
+        .otherwise((pl.col("prev_end_ns") - pl.col("launch_ts_ns")).abs()),
     )
     run = (pl.col("choice") != "stream").cum_sum().over(STREAM)
     nodes = nodes.with_columns(head=pl.col("g").first().over([*STREAM, run]))
@@ -280,10 +305,49 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
     # leaves the CPU at the head's launch), the previous run's for the previous activity.
     head_launch = nodes["launch_ts_ns"].gather(nodes["head"] - _first_g(nodes))
     return nodes.with_columns(head_launch_ns=head_launch).with_columns(
-        tau_ns=pl.when(pl.col("choice") == "stream")
+        tau_ns=pl.when(pl.col("choice").is_in(["stream", "wait"]))
         .then(pl.col("head_launch_ns"))
         .otherwise(pl.col("head_launch_ns").shift(1).over(STREAM))
     )
+
+
+# An activity that starts this long after both of its own predecessors were ready (its
+# launch call's start, the previous activity on its stream) waited for something else. The
+# call's start, not its end: a blocking copy's call lasts until the copy is done.
+WAIT_MIN_NS = 10_000
+
+
+def _with_waits(nodes: pl.DataFrame) -> pl.DataFrame:
+    """``waited_g``: the activity on another stream of the same device that the node waited
+    for (a cross-stream event wait, e.g. a compute stream waiting for an NCCL kernel): the
+    last to end before the node's start, where that end came more than WAIT_MIN_NS after the
+    node was ready; null where none did. ``ready_ns`` is when its own predecessors were done,
+    ``waited_end_ns`` that activity's end. Kineto records no event record/wait pairs, so the
+    edge is read from the times: nothing else explains the node's late start."""
+    nodes = nodes.with_columns(ready_ns=pl.max_horizontal("prev_end_ns", "launch_ts_ns"))
+    ends = nodes.select(
+        "rank", "device", waited_end_ns="end_ns", waited_g="g", waited_stream="stream"
+    ).sort("waited_end_ns")
+    found = (
+        nodes.select("rank", "device", "g", "stream", "ready_ns", "ts_ns")
+        .sort("ts_ns")
+        .join_asof(
+            ends,
+            left_on="ts_ns",
+            right_on="waited_end_ns",
+            by=["rank", "device"],
+            check_sortedness=False,  # both sorted by time above
+        )
+    )
+    waited = (pl.col("waited_stream") != pl.col("stream")) & (
+        pl.col("waited_end_ns") > pl.col("ready_ns") + WAIT_MIN_NS
+    )
+    found = found.select(
+        "g",
+        waited_g=pl.when(waited).then("waited_g"),
+        waited_end_ns=pl.when(waited).then("waited_end_ns"),
+    )
+    return nodes.join(found, on="g", how="left").sort("g")
 
 
 def _first_g(nodes: pl.DataFrame) -> int:

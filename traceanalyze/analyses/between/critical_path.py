@@ -89,7 +89,7 @@ def critical_path(trace: Trace) -> CriticalPath:
     gpu = gpu_nodes(trace)
     segs = cpu_segments(trace)
     bounds = iteration_bounds(trace, gpu)
-    syncs = sync_calls(trace.cpu)
+    syncs = sync_calls(trace)
     runs = walk(segs, gpu, bounds, trace.cpu, syncs)
     segments = path_segments(runs, segs, gpu, trace)
     n = iteration_count(trace)
@@ -360,4 +360,5 @@ def path_shares(path: CriticalPath) -> tuple[float, float]:
         gap=pl.col("us_per_iter").filter(pl.col("kind") == KIND_GAP).sum(),
     ).row(0)
     gpu_pct = shares[0] / path.length_us_per_iter * 100
-    return gpu_pct, 100 - gpu_pct - shares[1] / path.length_us_per_iter * 100
+    # The CPU's share is the rest; rounding can leave -1e-15 on an all-GPU path ("-0%").
+    return gpu_pct, max(0.0, 100 - gpu_pct - shares[1] / path.length_us_per_iter * 100)

@@ -81,6 +81,9 @@ class _Rank:
         self.ts = _ints(gpu["ts_ns"])
         self.head = _ints(gpu["head"])
         self.launch_chosen = (gpu["choice"] == "launch").to_numpy()
+        self.wait_chosen = (gpu["choice"] == "wait").to_numpy()
+        self.waited = gpu["waited_g"]
+        self.waited_end = gpu["waited_end_ns"]
         self.launch_ts = gpu["launch_ts_ns"]
         self.launch_tid = gpu["launch_tid"]
         self.launch_api = gpu["launch_api"]
@@ -209,7 +212,8 @@ class _Walker:
         self.seq += 1
 
     def _gpu_step(self) -> bool:
-        """Back along the stream-order run ending at the current activity, then to its launch."""
+        """Back along the stream-order run ending at the current activity, then to the
+        activity on another stream it waited for, or to its launch."""
         graph, node = self.graph, self.node
         assert node is not None
         head = int(graph.head[node]) - graph.g_base
@@ -219,6 +223,12 @@ class _Walker:
             terminal[-1] = (*terminal[-1][:-1], self.last_gpu[1])
             self.last_gpu = None
         self.t = max(min(int(graph.ts[head]), self.t), self.lo)
+        waited, waited_end = graph.waited[head], graph.waited_end[head]
+        if graph.wait_chosen[head] and waited is not None and waited_end is not None:
+            # The stream waited for an activity on another: on to that one, across streams.
+            self._single(KIND_GAP, KIND_GAP, graph.lane(head), waited_end, None)
+            self.node = waited - graph.g_base
+            return True
         launch_ts, launch_tid = graph.launch_ts[head], graph.launch_tid[head]
         if not graph.launch_chosen[head] or launch_ts is None or launch_tid is None:
             self._single(KIND_GAP, KIND_GAP, graph.lane(head), self.lo, None)

@@ -55,6 +55,14 @@ NO_GROUP = (
     "PyTorch 2.1 and later): bus bandwidths are unknown; sizes come from the recorded shapes "
     "(`bytes_source`)"
 )
+SOME_WITHOUT_BYTES = (
+    "collective calls record neither their size (`In msg nelems`, `Out msg nelems`, `dtype`) nor "
+    "shapes: their bandwidths are unknown"
+)
+SOME_WITHOUT_GROUP = (
+    "collective calls do not record their group size (the `Group size` arg): their bus "
+    "bandwidths are unknown"
+)
 NO_CALLS = "no collective calls in this trace (no NCCL/RCCL kernels or record_param_comms ops)"
 
 
@@ -76,18 +84,31 @@ def comms(trace: Trace) -> Comms:
         calls.join(_sizes_from_shapes(trace, calls["op_id"]), on="op_id", how="left")
     )
     calls = calls.filter(pl.col("collective") != "").sort("rank", "ts_ns")
-    notes = []
-    if not calls.height:
-        notes.append(NO_CALLS)
-    elif calls["bytes"].is_null().all():
-        notes.append(NO_ARGS)
-    elif calls["group_size"].is_null().all():
-        notes.append(NO_GROUP)
     return Comms(
         calls=calls.select(CALL_COLUMNS),
         by_kind=_by_kind(calls, _link_peaks(trace), iteration_count(trace)),
-        notes=tuple(notes),
+        notes=_notes(calls),
     )
+
+
+def _notes(calls: pl.DataFrame) -> tuple[str, ...]:
+    """What the calls lack, said once: for all of them, or for how many of them (a trace can
+    mix NCCL calls that carry their args with others, e.g. symmetric-memory all_reduces, that
+    only have shapes)."""
+    if not calls.height:
+        return (NO_CALLS,)
+    no_bytes = calls["bytes"].is_null()
+    if no_bytes.all():
+        return (NO_ARGS,)
+    if calls["group_size"].is_null().all():
+        return (NO_GROUP,)
+    notes = []
+    if no_bytes.any():
+        notes.append(f"{no_bytes.sum()} of {calls.height} {SOME_WITHOUT_BYTES}")
+    no_group = calls["group_size"].is_null() & ~no_bytes
+    if no_group.any():
+        notes.append(f"{no_group.sum()} of {calls.height} {SOME_WITHOUT_GROUP}")
+    return tuple(notes)
 
 
 @on_counted

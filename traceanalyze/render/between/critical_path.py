@@ -79,7 +79,7 @@ def path_verdict(path: CriticalPath) -> str:
     if not best.height or best["slack_us_per_iter"][0] <= 0:
         return side + "."
     name, slack = readable_names(best["name"])[0], best["slack_us_per_iter"][0]
-    return f"{side}; freeing `{name}` would shorten an iteration by at most {slack:.1f} µs."
+    return f"{side}; freeing `{name}` would shorten an iteration by at most {slack:,.1f} µs."
 
 
 def comms_verdict(result: Comms) -> str:
@@ -90,12 +90,21 @@ def comms_verdict(result: Comms) -> str:
     total, top = busiest_collective(result)
     said = f"Collectives take {total:,.1f} µs per iteration, most of it {top['collective']}"
     if top["busbw"] is None:
-        missing = NO_GROUP if NO_GROUP in result.notes else NO_ARGS
-        return f"{said}; its bus bandwidth is unknown ({missing.split(':', maxsplit=1)[0]})."
+        return f"{said}; its bus bandwidth is unknown ({_why_no_busbw(result, top['collective'])})."
     said += f" at a median bus bandwidth of {top['busbw']:,.1f} GB/s"
     if top["peak"] is None:
         return f"{said} (no link peak known for this GPU)."
     return f"{said}, {top['busbw'] / top['peak'] * 100:.0f}% of the link's {top['peak']:.0f} GB/s."
+
+
+def _why_no_busbw(result: Comms, collective: str) -> str:
+    """Why a kind's bus bandwidth is unknown, from its own calls: no sizes, or no group size."""
+    calls = result.calls.filter(pl.col("collective") == collective)
+    if calls["bytes"].is_null().all():
+        return NO_ARGS.split(":", maxsplit=1)[0]
+    if NO_GROUP in result.notes:
+        return NO_GROUP.split(":", maxsplit=1)[0]
+    return "its calls do not record their group size, the `Group size` arg"
 
 
 def _style(kind: str) -> tuple[str, str]:
