@@ -199,3 +199,14 @@ def memory_event(
         event["cat"] = cat
     event["args"] = {key: value for key, value in args.items() if value is not None}
     return event
+
+
+def one_step() -> list[Event]:
+    """One profiler step whose op launches one kernel (with its grid and block): the smallest
+    complete trace."""
+    return [
+        annotation("ProfilerStep#0", 0, 100),
+        op("aten::mm", 10, 50),
+        call("cudaLaunchKernel", 20, 5, 1),
+        kernel("gemm", 30, 10, 1, grid=[4, 2, 1], block=[128, 1, 1]),
+    ]

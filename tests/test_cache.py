@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import traceanalyze
-from tests.micro import annotation, call, kernel, op, write_trace
+from tests.micro import one_step, write_trace
 from traceanalyze.cli import main
 from traceanalyze.errors import CacheSettingError
 from traceanalyze.load.cache import (
@@ -28,12 +28,7 @@ from traceanalyze.load.cache import (
 )
 from traceanalyze.schema import TRACE_FRAMES
 
-STEP = [
-    annotation("ProfilerStep#0", 0, 100),
-    op("aten::mm", 10, 50),
-    call("cudaLaunchKernel", 20, 5, 1),
-    kernel("gemm", 30, 10, 1, grid=[4, 2, 1], block=[128, 1, 1]),
-]
+STEP = one_step()
 
 
 @pytest.fixture

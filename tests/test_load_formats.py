@@ -20,6 +20,7 @@ from tests.micro import (
     call,
     expected,
     kernel,
+    one_step,
     op,
     span,
     write,
@@ -34,13 +35,7 @@ from traceanalyze.schema import (
     TRACE_FRAMES,
 )
 
-# One step that launches one kernel: the smallest complete trace.
-STEP = [
-    annotation("ProfilerStep#0", 0, 100),
-    op("aten::mm", 10, 50),
-    call("cudaLaunchKernel", 20, 5, 1),
-    kernel("gemm", 30, 10, 1, grid=[4, 2, 1], block=[128, 1, 1]),
-]
+STEP = one_step()
 
 
 def assert_traces_equal(left: traceanalyze.Trace, right: traceanalyze.Trace) -> None:

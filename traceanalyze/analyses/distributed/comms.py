@@ -133,12 +133,7 @@ def _gpu_calls(trace: Trace) -> pl.DataFrame:
     )
     kernels = kernels.with_columns(c10d=c10d.list.last())
     return kernels.select(
-        "rank",
-        "op_id",
-        "iteration",
-        "ts_ns",
-        "dur_ns",
-        "name",
+        *_CALL_COLUMNS,
         *(pl.coalesce(a, f"op_{a}").alias(name) for a, name in ARGS.items()),
         raw=pl.coalesce("comm_name", "op_comm_name", "c10d", "name"),
         on=pl.lit("gpu"),
@@ -152,16 +147,15 @@ def _cpu_calls(trace: Trace) -> pl.DataFrame:
         (pl.col("name") == PARAM_COMMS) & pl.col("comm_name").is_not_null()
     ).join(launched, on="op_id", how="anti")
     return ops.select(
-        "rank",
-        "op_id",
-        "iteration",
-        "ts_ns",
-        "dur_ns",
-        "name",
+        *_CALL_COLUMNS,
         *(pl.col(a).alias(name) for a, name in ARGS.items()),
         raw="comm_name",
         on=pl.lit("cpu"),
     )
+
+
+# What a collective call keeps of its kernel (on the GPU) or of its op (on the CPU, Gloo).
+_CALL_COLUMNS = ("rank", "op_id", "iteration", "ts_ns", "dur_ns", "name")
 
 
 def _sizes_from_shapes(trace: Trace, op_ids: pl.Series) -> pl.DataFrame:
