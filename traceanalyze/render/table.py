@@ -167,9 +167,11 @@ def _column_format(column: pl.Series, digits: int) -> Any:
         return lambda value: "" if value is None else byte_size(float(value))
     if column.dtype.is_float():
         known = column.drop_nulls().drop_nans()
-        if known.len() and (known == known.round(0)).all() and known.abs().max() < 1e15:  # type: ignore[operator]
+        share = _is_share(column.name)  # always ``digits`` places, even when all are whole
+        whole = known.len() and (known == known.round(0)).all() and known.abs().max() < 1e15  # type: ignore[operator]
+        if whole and not share:
             return lambda value: _cell(value if value is None else round(value), digits)
-        smallest = None if _is_share(column.name) else known.abs().filter(known != 0).min()
+        smallest = None if share else known.abs().filter(known != 0).min()
         places = _decimals(smallest, digits)  # type: ignore[arg-type]
         return lambda value: _cell(value, digits) if value is None else _fixed(value, places)
     return lambda value: _cell(value, digits)
