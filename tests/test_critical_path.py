@@ -238,6 +238,8 @@ def test_json_keys_and_markdown(tmp_path: Path) -> None:
     assert list(record) == ["span_us_per_iter", "length_us_per_iter", "by_kind", "items", "notes"]
     assert sum(row["us_per_iter"] for row in record["by_kind"]) == pytest.approx(90)
     assert set(record["items"][0]) == {"name", "kind", "us_per_iter", "slack_us_per_iter"}
+    top = CliRunner().invoke(main, ["critical-path", str(trace), "--format", "json", "--top", "1"])
+    assert [row["name"] for row in json.loads(top.output)["items"]] == [SGEMM]
     out = tmp_path / "out" / "path.md"
     out.parent.mkdir()
     result = CliRunner().invoke(main, ["critical-path", str(trace), "-o", str(out)])
