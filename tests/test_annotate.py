@@ -309,3 +309,11 @@ def test_no_copy_left_when_writing_fails(tmp_path: Path) -> None:
     result = _run(source, "-o", tmp_path / "file" / "out.json")
     assert result.exit_code == 1 and "cannot write" in result.output
     assert pl.Series([p.name for p in tmp_path.iterdir()]).str.starts_with(".").sum() == 0
+
+
+def test_a_capture_files_bound_marker_is_judged_against_the_capture_median() -> None:
+    # As `report FILE` and `summary FILE` judge it: the manifest beside the file is read.
+    findings = annotate(traceanalyze.load(NAIVE, cache=False)).findings
+    [bound] = [f for f in findings if f.rule == "bound"]
+    assert "(capture median)" in str(bound.figures["note"])
+    assert bound.figures["note"] == traceanalyze.summary(NAIVE)["bound_note"]

@@ -105,6 +105,13 @@ def test_unwritable_output_is_one_line(
     assert line.startswith(f"traceanalyze: error: cannot write {tmp_path / where}: {reason}")
 
 
+def test_a_missing_output_folder_is_created(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "deeper" / "summary.json"
+    result = CliRunner().invoke(main, ["summary", str(FLASH), "-o", str(target)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(target.read_text())["kernels_per_iter"] == 1
+
+
 def test_check_refuses_a_text_key_as_a_metric() -> None:
     result = CliRunner().invoke(main, ["check", str(FLASH), "-e", "wall_source == 1"])
     assert result.exit_code == 2

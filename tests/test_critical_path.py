@@ -124,6 +124,16 @@ def test_cpu_bound_path_runs_through_ops_and_launches(tmp_path: Path) -> None:
     assert path_verdict(path).startswith("CPU-bound: 100% of the critical path is CPU time")
 
 
+def test_a_zero_duration_op_owns_no_time(tmp_path: Path) -> None:
+    # Kineto writes ops of 0 us (aten::as_strided, ...). Its end sorts before its start at
+    # the same time, so it must not be taken as still open: the step's self time after it
+    # (45-50) stays the step's (new_htadiff_control_a100_rank3 put 23 ms per step of an idle
+    # backward thread on a 0 us aten::as_strided).
+    path = path_of(tmp_path, [*CPU_BOUND, op("aten::as_strided", 45, 0)])
+    assert kinds(path) == {"cpu_op": 70, "annotation": 25, "launch": 5}
+    assert "aten::as_strided" not in path.items["name"].to_list()
+
+
 # A sync edge: the CPU launches a 50 us kernel at 2-4 (it runs 5-55) and blocks in
 # cudaDeviceSynchronize 10-58; the sync returns 3 us after the kernel ends, then 58-60 ends the
 # step. Path: 0-2 step, launch 2-5, kernel 5-55, sync wait 55-58, step 58-60.
@@ -228,6 +238,8 @@ def test_json_keys_and_markdown(tmp_path: Path) -> None:
     assert list(record) == ["span_us_per_iter", "length_us_per_iter", "by_kind", "items", "notes"]
     assert sum(row["us_per_iter"] for row in record["by_kind"]) == pytest.approx(90)
     assert set(record["items"][0]) == {"name", "kind", "us_per_iter", "slack_us_per_iter"}
+    top = CliRunner().invoke(main, ["critical-path", str(trace), "--format", "json", "--top", "1"])
+    assert [row["name"] for row in json.loads(top.output)["items"]] == [SGEMM]
     out = tmp_path / "out" / "path.md"
     out.parent.mkdir()
     result = CliRunner().invoke(main, ["critical-path", str(trace), "-o", str(out)])

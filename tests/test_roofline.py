@@ -389,3 +389,16 @@ def test_a_composite_op_is_not_counted_again(tmp_path: Path) -> None:
         ("aten::_safe_softmax", COMPOSITE, 2.0),
     ]
     assert result.modelled_pct == pytest.approx(4 / 6 * 100)
+
+
+def test_top_limits_every_format() -> None:
+    # --top says "only the first N rows": the JSON's and CSV's rows too, not the markdown's
+    # alone (they kept every op).
+    math = Path(__file__).resolve().parents[1] / "sample_traces/h200_default/sdpa_math.json.gz"
+    results = [(None, roofline(traceanalyze.load(math)))]
+    assert results[0][1].ops.height > 2
+    record = json.loads(ROOFLINE.render(results, "json", top=2))
+    assert len(record["ops"]) == 2 and len(record["waves"]) <= 2
+    assert len(ROOFLINE.render(results, "csv", top=2).splitlines()) == 1 + 2
+    everything = json.loads(ROOFLINE.render(results, "json"))
+    assert len(everything["ops"]) == results[0][1].ops.height

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, Self, TypeVar
+from typing import Any, Generic, NamedTuple, Self, TypeAlias, TypeVar
 
 import polars as pl
 
@@ -107,7 +107,7 @@ class Subject(NamedTuple):
 
 # What a single-trace function takes: a path (a trace file, a folder of ranks, a capture
 # folder), a loaded Trace or VariantSet, or the subjects a Loading already resolved.
-Input = str | Path | Trace | VariantSet | Sequence[Subject]
+Input: TypeAlias = str | Path | Trace | VariantSet | Sequence[Subject]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ loader records none, and its GPU frame keeps file order within a category).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -25,7 +25,7 @@ from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.analyses.report.findings import Finding
 from traceanalyze.analyses.roofline.model import activity_rooflines
 from traceanalyze.load.annotated import ACTIVITY_KEY, with_occurrence
-from traceanalyze.load.variants import Variant, VariantSet, label_of
+from traceanalyze.load.variants import Variant, VariantSet, capture_entry, label_of
 from traceanalyze.trace import Trace
 
 # The figures each activity gains, in the order its args list them (null: not computed).
@@ -180,6 +180,11 @@ def _main_pid(trace: Trace) -> int:
 
 
 def _alone(trace: Trace) -> VariantSet:
-    """``trace`` as a set of one variant, the way `report` sees a single trace."""
-    variant = Variant(label_of(trace.path), trace.path, trace)
+    """``trace`` as a set of one variant, the way `report` sees a single trace: a file of a
+    capture folder with its manifest entry (the capture's median times the wall, as in
+    `report FILE` and `summary FILE`)."""
+    known = capture_entry(trace.path) if len(trace.meta) == 1 and trace.path.is_file() else None
+    variant = (
+        replace(known, trace=trace) if known else Variant(label_of(trace.path), trace.path, trace)
+    )
     return VariantSet((variant,), sources=(trace.path,))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
@@ -10,7 +11,7 @@ import polars as pl
 from traceanalyze.analyses.roofline.model import TOP_OPS, Roofline
 from traceanalyze.analyses.variants.explain import Explanation
 from traceanalyze.names import with_readable_names
-from traceanalyze.render.formats import Forms, Labelled, labelled
+from traceanalyze.render.formats import Forms, Labelled, labelled, labelled_table
 from traceanalyze.render.headings import heading
 from traceanalyze.render.memory.tables import memory_change_markdown
 from traceanalyze.render.table import markdown_table
@@ -31,8 +32,16 @@ PEAK_COLUMNS = ("device_name", "gpu", "peak_bf16_tflops", "peak_fp16_tflops",
                 "peak_tf32_tflops", "peak_fp32_tflops", "peak_tbps", "peak_source")  # fmt: skip
 
 
-def roofline_record(result: Roofline) -> dict[str, Any]:
-    """The JSON form of one trace's roofline (keys listed in the README)."""
+def roofline_record(result: Roofline, *, top: int | None = None) -> dict[str, Any]:
+    """The JSON form of one trace's roofline (keys listed in the README); ``top`` limits its
+    lists of rows, as it limits the markdown's tables."""
+    if top is not None:
+        result = replace(
+            result,
+            ops=result.ops.head(top),
+            unmodelled=result.unmodelled.head(top),
+            waves=result.waves.head(top),
+        )
     return {
         "gpu_activity_us_per_iter": result.gpu_activity_us_per_iter,
         "modelled_pct": result.modelled_pct,
@@ -135,9 +144,15 @@ def explain_markdown(result: Explanation, *, charts: Sequence[str] = ()) -> str:
 
 # `roofline`: JSON one object per trace (a list for several); CSV the op rows (with a
 # ``variant`` column for several); markdown one section per trace.
-ROOFLINE: Forms[Labelled[Roofline]] = labelled(
-    Forms(markdown=roofline_markdown, json=lambda r, **_: roofline_record(r)),
+_ROOFLINE: Forms[Labelled[Roofline]] = labelled(
+    Forms(markdown=roofline_markdown, json=lambda r, *, top=None, **_: roofline_record(r, top=top)),
     table=lambda r: r.ops,
+)
+ROOFLINE: Forms[Labelled[Roofline]] = replace(
+    _ROOFLINE,
+    csv=lambda results, *, top=None, **_: labelled_table(
+        results, lambda r: r.ops if top is None else r.ops.head(top)
+    ),
 )
 # `explain`: JSON the explanation's record; CSV its parts; markdown the sentence, the parts,
 # the figures they add up to and the CPU side.

@@ -61,7 +61,11 @@ def cpu_segments(trace: Trace) -> pl.DataFrame:
     event's ``op_id``; null in a gap), ``start_ns`` and ``end_ns``. What a piece's time is (its
     kind and name: :func:`owner_columns`) is asked only of the pieces on the path: they are
     fewer, and most of the trace's pieces are never read."""
-    events = trace.cpu.select(*THREAD, "op_id", "parent_id", "depth", "ts_ns", "dur_ns")
+    # An event of 0 ns owns no time; kept, its end would sort before its start and leave it
+    # the owner of everything up to the thread's next event.
+    events = trace.cpu.filter(pl.col("dur_ns") > 0).select(
+        *THREAD, "op_id", "parent_id", "depth", "ts_ns", "dur_ns"
+    )
     # After an event's start the innermost owner is the event; after its end, its parent. At
     # equal times ends come first (deepest first), then starts (outermost first).
     starts = events.select(*THREAD, t="ts_ns", owner="op_id", order=pl.lit(1), key="depth")

@@ -58,7 +58,11 @@ def critical_path_markdown(
 # verdict, both tables.
 CRITICAL_PATH: Forms[CriticalPath] = Forms(
     markdown=critical_path_markdown,
-    json=lambda path, **_: path.record(),
+    json=lambda path, *, top=None, **_: (
+        path.record()
+        if top is None
+        else {**path.record(), "items": path.items.head(top).to_dicts()}
+    ),
     csv=lambda path, *, top=None, **_: path.items if top is None else path.items.head(top),
 )
 
