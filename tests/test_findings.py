@@ -298,7 +298,7 @@ def test_a_clause_with_an_unknown_figure_is_left_out_or_says_its_fallback() -> N
         "0.41 µs; wall 3.00 µs, rank 1"
     )
     assert fields("{a:t} and {b}") == {"a", "b"}
-    assert set(ITEM_CLAUSES) == {"reported", "footprint"}
+    assert set(ITEM_CLAUSES) == {"reported", "footprint", "profiled"}
 
 
 def test_items_are_joined_and_an_empty_tuple_is_unknown(monkeypatch: Any) -> None:
@@ -395,6 +395,24 @@ def test_h200_first_section_states_the_articles_conclusions(h200: Report) -> Non
     assert said["cpu_pct"] == path_shares(cudnn_path)[1] >= 50
     item = cudnn_path.items.filter(pl.col("name") == said["item"]).row(0, named=True)
     assert (item["kind"], item["slack_us_per_iter"]) == ("cpu_op", said["slack_us"])
+
+
+def test_h200_cpu_path_of_a_gpu_bound_variant_says_it_was_profiled(h200: Report) -> None:
+    # A path through the CPU of a variant the capture median calls GPU-bound says so: the
+    # profiled iteration is longer on the CPU side than the unprofiled one.
+    found = by_rule(h200)
+    rows = {
+        r["variant"]: r for r in comparison(load_variants([CAPTURE]).variants).iter_rows(named=True)
+    }
+    for item in found["critical_cpu"].figures["items"]:
+        row = rows[item["who"]]
+        timed = row["bound"] != "CPU-bound" and row["wall_source"] == "capture median"
+        assert item.get("timed_bound") == (row["bound"] if timed else None)
+    flash = next(i for i in found["critical_cpu"].figures["items"] if i["who"] == "sdpa_flash")
+    assert flash["timed_bound"] == "GPU-bound"
+    assert "under the profiler (timed without it, 95.42 µs: GPU-bound)" in sentence(
+        found["critical_cpu"]
+    )
 
 
 def test_h200_sentences_write_the_numbers_as_the_tables_do(h200: Report) -> None:

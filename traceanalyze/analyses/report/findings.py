@@ -651,7 +651,7 @@ def critical_cpu(report: Report) -> list[Evidence]:
         figures = _path_figures(variant, cpu_items=True)
         if figures is None or figures["side"] != "CPU" or "item" not in figures:
             continue
-        items.append({"who": variant.label} | figures)
+        items.append({"who": variant.label} | figures | _timed_verdict(variant))
         paths.append(_path(variant))
     if not items:
         return []
@@ -661,6 +661,17 @@ def critical_cpu(report: Report) -> list[Evidence]:
     weight = sum(item["slack_us"] for item in items)
     path = paths[0] if len(paths) == 1 else _folder(report)
     return [Evidence(weight, {"items": shown, "more": more or None}, path)]
+
+
+def _timed_verdict(variant: VariantReport) -> dict[str, Any]:
+    """The variant's bound verdict where it comes from a wall time timed without the profiler
+    (the capture's median) and is not CPU-bound: the path is the profiled iteration's, whose
+    CPU side the profiler lengthens, so the two can disagree and the sentence must say so."""
+    row = variant.row  # the comparison's: its verdict is against the capture median
+    bound, median_ms = row.get("bound"), row.get("median_ms")
+    if bound in (None, "CPU-bound") or row.get("wall_source") != "capture median":
+        return {}
+    return {"timed_bound": bound, "timed_wall_us": median_ms * 1e3 if median_ms else None}
 
 
 def collectives(report: Report) -> list[Evidence]:

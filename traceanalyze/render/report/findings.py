@@ -209,8 +209,8 @@ SENTENCES: dict[str, Sentence] = {
         "Critical path through the CPU, with the CPU item whose removal would shorten an "
         "iteration most: {items}{more}.",
         {"more": "; {more:n} more"},
-        item="`{who}` {cpu_pct:pct0}% CPU time of {length_us:t} µs, `{item}` ({item_kind}) "
-        "at most {slack_us:t} µs",
+        item="`{who}` {cpu_pct:pct0}% CPU time of {length_us:t} µs{profiled}, `{item}` "
+        "({item_kind}) at most {slack_us:t} µs",
         joiner="; ",
     ),
     "collectives": Sentence(
@@ -242,6 +242,11 @@ SENTENCES: dict[str, Sentence] = {
 # Clauses of the items' templates.
 ITEM_CLAUSES: dict[str, Clause] = {
     "reported": "; the trace reports {reported_pct:pct0}%",
+    # The profiled path against the verdict of the wall time timed without the profiler.
+    "profiled": (
+        " under the profiler (timed without it, {timed_wall_us:t} µs: {timed_bound})",
+        " under the profiler (timed without it: {timed_bound})",
+    ),
     # The footprint that binds (a design item has one of the two).
     "footprint": (
         "{registers:n} registers/thread, ",
