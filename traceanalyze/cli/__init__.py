@@ -1,11 +1,13 @@
 """The ``traceanalyze`` command line: thin commands over the library.
 
 Errors from the library arrive as :class:`~traceanalyze.errors.TraceAnalyzeError` and are turned
-into one line on stderr and exit status 1 here, and only here. Usage errors exit 2 (click).
+into one line on stderr and exit status 1 here, and only here. Usage errors are one line too, exit
+status 2.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -29,7 +31,34 @@ class LibraryUsageError(LibraryError):
     exit_code = 2
 
 
+# Click 8.2+ raises this (a UsageError) to show the help when no command is given.
+_NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class Commands(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """As click's, but a usage error is one line (what is wrong, and where the help is),
+        like every other error, rather than the usage block, a hint and the error."""
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
+        try:
+            done = super().main(*args, **{**kwargs, "standalone_mode": False})
+        except _NO_ARGS_IS_HELP as error:  # no command given: the help, as click shows it
+            error.show()
+            sys.exit(error.exit_code)
+        except click.UsageError as error:
+            where = error.ctx.command_path if error.ctx else "traceanalyze"
+            message = error.format_message().rstrip(".")
+            click.echo(f"{where}: error: {message}. See '{where} --help'.", err=True)
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(done if isinstance(done, int) else 0)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
