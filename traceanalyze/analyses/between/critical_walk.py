@@ -138,7 +138,7 @@ def walk(
     runs = Runs()
     for (rank,), steps in bounds.group_by(["rank"], maintain_order=True):
         graph = _Rank(_of_rank(segs, rank), _of_rank(gpu, rank), cpu, syncs)
-        for row in steps.iter_rows(named=True):
+        for row in steps.iter_rows(named=True):  # one walk per iteration (walks are sequential)
             _Walker(graph, cast(int, rank), row, runs).run()
     return runs
 
