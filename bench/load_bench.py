@@ -43,6 +43,16 @@ DEFAULT_TRACE = SHARED / "bench" / "h200_train_175mb.json.gz"
 
 
 def _peak_rss_mb() -> float:
+    """This process's own peak RSS. On Linux from /proc (VmHWM): ``ru_maxrss`` keeps the
+    parent's peak across fork and exec, so a worker started by a parent that had built a long
+    trace in memory reported the parent's peak, whatever it used itself."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -205,6 +215,16 @@ def _summary(results: list[dict[str, Any]]) -> Measured:
 Row = tuple[str, float, float, str]
 
 
+def make_long_pair(raw: Path, work: Path, copies: int) -> tuple[Path, Path]:
+    """The trace repeated ``copies`` times, raw and gzipped, written under ``work``."""
+    long_raw = work / "long" / f"long_{copies}x.json"
+    long_raw.parent.mkdir()
+    make_long_trace(raw, long_raw, copies)
+    long_gz = work / f"long_{copies}x.json.gz"
+    make_long_trace(raw, long_gz, copies, compress=True)
+    return long_raw, long_gz
+
+
 def make_long_trace(raw: Path, target: Path, copies: int, compress: bool = False) -> None:
     """``raw`` repeated ``copies`` times in time as one valid trace (see the module doc)."""
     text = raw.read_bytes()
@@ -342,11 +362,7 @@ def targets(python: str, args: argparse.Namespace, raw: Path, work: Path) -> Non
     }  # fmt: skip
     t_175, cpu_175 = wall["all"], cpu["all"]
     if args.long:
-        long_raw = work / "long" / f"long_{args.long}x.json"
-        long_raw.parent.mkdir()
-        make_long_trace(raw, long_raw, args.long)
-        long_gz = work / f"long_{args.long}x.json.gz"
-        make_long_trace(raw, long_gz, args.long, compress=True)
+        long_raw, long_gz = make_long_pair(raw, work, args.long)
         size_mb = long_raw.stat().st_size / 1e6
         big = [run_worker(python, "parse", str(long_raw)) for _ in range(max(1, args.runs // 2))]
         gz = [run_worker(python, "parse", str(long_gz)) for _ in range(max(1, args.runs // 2))]
@@ -434,11 +450,7 @@ def main() -> None:
             rows.append(("traceanalyze, reload from Parquet cache", t_cache, rss_cache, ""))
             print_rows("medians:", rows)
         if args.long:
-            long_raw = work / "long" / f"long_{args.long}x.json"
-            long_raw.parent.mkdir()
-            make_long_trace(raw, long_raw, args.long)
-            long_gz = work / f"long_{args.long}x.json.gz"
-            make_long_trace(raw, long_gz, args.long, compress=True)
+            long_raw, long_gz = make_long_pair(raw, work, args.long)
             size_gb = long_raw.stat().st_size / 1e9
             print(f"long trace: {args.long} copies, {size_gb:.2f} GB raw", flush=True)
             rows = bench_one(python, long_gz, long_raw, max(1, args.runs // 2), args.hta_python)

@@ -1,5 +1,6 @@
-"""Fixtures shared by the tests: an isolated cache and the public real-trace corpus, which lives
-outside the repository (``$TRACEANALYZE_SHARED``, else ``../shared`` beside it)."""
+"""Fixtures shared by the tests: an isolated cache, a record of the files parsed, and the public
+real-trace corpus, which lives outside the repository (``$TRACEANALYZE_SHARED``, else
+``../shared`` beside it)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+import traceanalyze
 
 # The folder holding traces/public (real traces from other projects' test suites) and bench/
 # (the 175 MB benchmark trace), kept beside (never inside) the repository.
@@ -75,3 +78,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             "public_trace",
             [pytest.param(None, marks=pytest.mark.skip(f"{MISSING_SHARED}: {PUBLIC_TRACES}"))],
         )
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files actually parsed (cache misses) during the test."""
+    seen: list[Path] = []
+    loader = traceanalyze.load  # the module (callable as load(), not shadowed by it)
+    parse = loader.parse_file
+
+    def counting(path: Path, *args: object, **kwargs: object) -> traceanalyze.Trace:
+        seen.append(path)
+        trace: traceanalyze.Trace = parse(path, *args, **kwargs)
+        return trace
+
+    monkeypatch.setattr(loader, "parse_file", counting)
+    return seen

@@ -3,7 +3,6 @@ entries rebuilt, concurrent writers, and the `cache info` / `cache clear` comman
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import time
@@ -29,22 +28,6 @@ from traceanalyze.load.cache import (
 from traceanalyze.schema import TRACE_FRAMES
 
 STEP = one_step()
-
-
-@pytest.fixture
-def parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The files actually parsed (cache misses) during the test."""
-    seen: list[Path] = []
-    loader = importlib.import_module("traceanalyze.load")  # the package, not its load()
-    parse = loader.parse_file
-
-    def counting(path: Path, *args: object, **kwargs: object) -> traceanalyze.Trace:
-        seen.append(path)
-        trace: traceanalyze.Trace = parse(path, *args, **kwargs)
-        return trace
-
-    monkeypatch.setattr(loader, "parse_file", counting)
-    return seen
 
 
 def _traces(folder: Path, count: int) -> list[Path]:

@@ -438,22 +438,6 @@ def test_large_loads_run_in_worker_processes(
 # --- the Parquet cache -------------------------------------------------------------------------
 
 
-@pytest.fixture
-def parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The files actually parsed (cache misses) during the test."""
-    seen: list[Path] = []
-    loader = traceanalyze.load  # the module (callable as load(), not shadowed by it)
-    parse = loader.parse_file
-
-    def counting(path: Path, *args: object, **kwargs: object) -> traceanalyze.Trace:
-        seen.append(path)
-        trace: traceanalyze.Trace = parse(path, *args, **kwargs)
-        return trace
-
-    monkeypatch.setattr(loader, "parse_file", counting)
-    return seen
-
-
 def test_second_load_comes_from_the_cache(tmp_path: Path, parses: list[Path]) -> None:
     path = write_trace(tmp_path, STEP, name="t.json.gz")
     first = traceanalyze.load(path)
