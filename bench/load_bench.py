@@ -14,13 +14,15 @@ and as gzip, with HTA given ``--hta-timeout`` seconds.
                                                      # (or $TRACEANALYZE_SHARED/bench)
     python bench/load_bench.py TRACE --runs 5 --hta-python /path/to/venv-with-hta/bin/python
     python bench/load_bench.py --runs 5 --long 14 --hta-python .venv/bin/python
-    python bench/load_bench.py --targets --runs 5 [--long 12]   # issue 23's ratios, pass/fail
+    python bench/load_bench.py --targets --runs 5 [--long 12] [--baseline /tmp/base]
+                                                     # issue 23's ratios, pass/fail
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import inspect
 import json
 import os
 import re
@@ -74,8 +76,11 @@ def worker_parse(path: str, native: str = "1", threads: str = "0") -> dict[str, 
         cpu_stages[stage] = now_cpu - last_cpu[0]
         last[0], last_cpu[0] = now, now_cpu
 
+    options: dict[str, Any] = {"timer": mark, "native": native == "1"}
+    if "threads" in inspect.signature(parse_file).parameters:  # not in a --baseline checkout
+        options["threads"] = int(threads) or None
     start, start_cpu = last[0], last_cpu[0]
-    trace = parse_file(Path(path), timer=mark, native=native == "1", threads=int(threads) or None)
+    trace = parse_file(Path(path), **options)
     total = time.perf_counter() - start
     return {
         "seconds": total,
@@ -171,11 +176,22 @@ WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
 }
 
 
-def run_worker(python: str, name: str, *args: str, timeout: float | None = None) -> dict[str, Any]:
+def run_worker(
+    python: str,
+    name: str,
+    *args: str,
+    timeout: float | None = None,
+    checkout: Path | None = None,
+) -> dict[str, Any]:
+    """One measurement in a fresh process; ``checkout``: import traceanalyze from that source
+    tree instead of this one (``--baseline``)."""
     command = [python, __file__, "--worker", name, *args]
+    env = None
+    if checkout is not None:
+        env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONSAFEPATH": "1"}
     try:
         result = subprocess.run(
-            command, capture_output=True, text=True, check=False, timeout=timeout
+            command, capture_output=True, text=True, check=False, timeout=timeout, env=env
         )
     except subprocess.TimeoutExpired:
         return {"seconds": float("nan"), "rss_mb": float("nan"), "timeout": timeout}
@@ -330,7 +346,8 @@ def scaling(python: str, args: argparse.Namespace, raw: Path, work: Path) -> Non
 # or at least (min) the limit.
 TARGETS = {
     "175 MB load / bare msgspec decode": (0.4, "max"),
-    "175 MB speed-up over one scanner thread (main before issue 23)": (2.0, "min"),
+    "175 MB speed-up over main before issue 23 (--baseline)": (2.0, "min"),
+    "175 MB speed-up over one scanner thread": (2.0, "min"),
     "2 GB load / 175 MB load": (12.5, "max"),
     "2 GB peak RSS / its JSON size": (1.0, "max"),
     "2 GB .json.gz load / raw load": (1.5, "max"),
@@ -345,21 +362,30 @@ def targets(python: str, args: argparse.Namespace, raw: Path, work: Path) -> Non
     """Every target of issue 23 as a ratio within this run (wall and CPU seconds), pass/fail.
     The 175 MB loads (default threads, one thread) and the floor run in turns."""
     runs: dict[str, list[dict[str, Any]]] = {"floor": [], "one": [], "all": []}
+    if args.baseline:
+        runs["baseline"] = []
     for _ in range(args.runs):
         runs["floor"].append(run_worker(python, "bare", str(raw)))
         runs["one"].append(run_worker(python, "parse", str(raw), "1", "1"))
         runs["all"].append(run_worker(python, "parse", str(raw), "1", "0"))
+        if args.baseline:
+            runs["baseline"].append(
+                run_worker(python, "parse", str(raw), "1", "0", checkout=args.baseline)
+            )
     wall = {name: _median(results, "seconds") for name, results in runs.items()}
     cpu = {name: _median(results, "cpu_seconds") for name, results in runs.items()}
     for label, figures in (("wall", wall), ("CPU", cpu)):
-        print(f"175 MB medians, {label} s: floor {figures['floor']:.3f}, one thread "
-              f"{figures['one']:.3f}, default threads {figures['all']:.3f}")  # fmt: skip
+        print(f"175 MB medians, {label} s: " + ", ".join(f"{name} {value:.3f}" for name, value in
+              figures.items()))  # fmt: skip
     measured: dict[str, tuple[float, float | None]] = {
         "175 MB load / bare msgspec decode": (
             wall["all"] / wall["floor"], cpu["all"] / cpu["floor"]),
-        "175 MB speed-up over one scanner thread (main before issue 23)": (
+        "175 MB speed-up over one scanner thread": (
             wall["one"] / wall["all"], cpu["one"] / cpu["all"]),
     }  # fmt: skip
+    if args.baseline:
+        measured["175 MB speed-up over main before issue 23 (--baseline)"] = (
+            wall["baseline"] / wall["all"], cpu["baseline"] / cpu["all"])  # fmt: skip
     t_175, cpu_175 = wall["all"], cpu["all"]
     if args.long:
         long_raw, long_gz = make_long_pair(raw, work, args.long)
@@ -383,7 +409,7 @@ def print_targets(measured: dict[str, tuple[float, float | None]]) -> None:
     print(f"{'target':<64} {'limit':>7} {'wall':>7} {'CPU':>7}  verdict (wall)")
     for name, (limit, how) in TARGETS.items():
         if name not in measured:
-            print(f"{name:<64} {limit:>7.2f} {'-':>7} {'-':>7}  not measured (--long N)")
+            print(f"{name:<64} {limit:>7.2f} {'-':>7} {'-':>7}  not measured (--long N, --baseline DIR)")
             continue
         wall, cpu = measured[name]
         ok = wall <= limit if how == "max" else wall >= limit
@@ -417,6 +443,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--targets", action="store_true", help="only issue 23's targets, as ratios, pass/fail"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a source checkout of main before issue 23 (its C scanner built in place), "
+        "timed in turns with this one: git worktree add /tmp/base 19fc3da && "
+        "(cd /tmp/base && python setup.py build_ext --inplace)",
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()

@@ -17,6 +17,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h> /* part of every x86-64 CPU: no runtime dispatch needed */
+#endif
 
 /* ---- growable buffers ------------------------------------------------------------------- */
 
@@ -155,6 +158,8 @@ enum { TAG_NULL = 0, TAG_INT = 1, TAG_FLOAT = 2, TAG_STR = 3 };
 
 /* The columns, kinds and arg keys: generated from traceanalyze/load/scan_tables.py. */
 #include "_scan_tables.h"
+/* Event.touched has a bit per tagged column. */
+typedef char tagged_columns_fit_a_64_bit_mask[N_TAGGED <= 64 ? 1 : -1];
 
 typedef struct {
     int kind;
@@ -171,6 +176,7 @@ typedef struct {
 typedef struct {
     int64_t value[N_TAGGED];
     uint8_t tag[N_TAGGED];
+    uint64_t touched;        /* a bit per args column set since the last reset */
     int32_t raw[N_RAW];
     int64_t ts, dur;
     uint32_t name, phase, cat;
@@ -200,6 +206,7 @@ typedef struct {
     PyObject *kinds;         /* dict: category -> kind (with KIND_LEGACY) */
     int64_t events;
     uint32_t memory_name;    /* names id of "[memory]" (profile_memory's instant events) */
+    Event event;             /* the event being parsed (reset field by field, see event()) */
     const char *fail;        /* why the scan declined (static text) */
     size_t fail_at;
 } Scanner;
@@ -217,12 +224,35 @@ typedef struct {
 /* -2 means "the buffer ends inside this item": not an error unless the input is complete. */
 #define MORE(c) do { return -2; } while (0)
 
+/* JSON white space: space, tab, line feed, carriage return (the only bytes at or below ' '
+ * that may come between tokens; the others are errors the parser reports where it stops). */
+static inline int is_ws(unsigned char ch) {
+    return ch <= ' ' && ((1ULL << ch) & ((1ULL << ' ') | (1ULL << '\t') | (1ULL << '\n') | (1ULL << '\r')));
+}
+
 static inline void ws(Cur *c) {
-    while (c->p < c->end) {
-        char ch = *c->p;
-        if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') c->p++;
-        else break;
+    const char *p = c->p, *end = c->end;
+    /* most tokens follow one another or one space: decided on the first byte */
+    if (p >= end || !is_ws((unsigned char)*p)) return;
+    p++;
+#if defined(__SSE2__)
+    /* indented traces: a line feed and a run of spaces, sixteen bytes at a time */
+    const __m128i space = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t'),
+                  lf = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r');
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i blank = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(v, lf)),
+                                     _mm_or_si128(_mm_cmpeq_epi8(v, tab), _mm_cmpeq_epi8(v, cr)));
+        unsigned other = (unsigned)_mm_movemask_epi8(blank) ^ 0xFFFFu;
+        if (other) {
+            c->p = p + __builtin_ctz(other);
+            return;
+        }
+        p += 16;
     }
+#endif
+    while (p < end && is_ws((unsigned char)*p)) p++;
+    c->p = p;
 }
 
 /* Validate one UTF-8 sequence starting at p (p[0] >= 0x80); returns its length or 0. */
@@ -261,31 +291,47 @@ static int hex4(const char *p) {
     return v;
 }
 
-/* A string at c->p (on the opening quote): validated; start and len give its raw contents;
- * *plain says it has no escapes. */
-static int string(Cur *c, const char **start, size_t *len, int *plain) {
-    const unsigned char *p = (const unsigned char *)c->p + 1, *end = (const unsigned char *)c->end;
-    int esc = 0;
-    *start = (const char *)p;
+/* The first byte at or after p that is a quote, a backslash, a control or a non-ASCII byte,
+ * or end when none is: sixteen bytes at a time where SSE2 is there (a signed compare below 0x20
+ * flags control and non-ASCII bytes alike), then eight (a word with none of them), then one. */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end) {
+#if defined(__SSE2__)
+    const __m128i quotes = _mm_set1_epi8('"'), slashes = _mm_set1_epi8('\\'),
+                  space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quotes), _mm_cmpeq_epi8(v, slashes)),
+                                   _mm_cmplt_epi8(v, space));
+        int mask = _mm_movemask_epi8(hit);
+        if (mask) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+        uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
+        uint64_t special = ((quote - ones) & ~quote) | ((slash - ones) & ~slash) |
+                           (w - ones * 0x20) | w;
+        if (special & highs) break;
+        p += 8;
+    }
+    while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80) p++;
+    return p;
+}
+
+/* The rest of a string from p, the first byte of it that plain_run stopped at (an escape, a
+ * non-ASCII or control byte, or the end of the buffer): out of line, as most strings never
+ * get here. Returns 0 with c->p past the closing quote, *plain cleared when it saw escapes. */
+static int string_rest(Cur *c, const unsigned char *p, int *plain) {
+    const unsigned char *end = (const unsigned char *)c->end;
     for (;;) {
-        /* the common case: printable ASCII, eight bytes at a time (a word with no quote,
-         * backslash, control or non-ASCII byte), then byte by byte */
-        while (end - p >= 8) {
-            uint64_t w;
-            memcpy(&w, p, 8);
-            const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-            uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
-            uint64_t special = ((quote - ones) & ~quote) | ((slash - ones) & ~slash) |
-                               (w - ones * 0x20) | w;
-            if (special & highs) break;
-            p += 8;
-        }
-        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80) p++;
         if (p >= end) MORE(c);
         unsigned char ch = *p;
         if (ch == '"') break;
         if (ch == '\\') {
-            esc = 1;
+            *plain = 0;
             if (end - p < 2) MORE(c);
             char e = (char)p[1];
             if (e == 'u') {
@@ -310,16 +356,33 @@ static int string(Cur *c, const char **start, size_t *len, int *plain) {
             }
         } else if (ch < 0x20) {
             FAIL(c, "control character in a string");
-        } else {
+        } else if (ch >= 0x80) {
             int n = utf8_len(p, end);
             if (n < 0) MORE(c);
             if (n == 0) FAIL(c, "invalid UTF-8");
             p += n;
         }
+        p = plain_run(p, end);
     }
-    *len = (size_t)((const char *)p - *start);
-    *plain = !esc;
     c->p = (const char *)p + 1;
+    return 0;
+}
+
+/* A string at c->p (on the opening quote): validated; start and len give its raw contents;
+ * *plain says it has no escapes. Inlined: most strings are short plain ASCII, found by one
+ * plain_run. */
+static inline int string(Cur *c, const char **start, size_t *len, int *plain) {
+    const unsigned char *p = (const unsigned char *)c->p + 1, *end = (const unsigned char *)c->end;
+    *start = (const char *)p;
+    *plain = 1;
+    p = plain_run(p, end);
+    if (__builtin_expect(p < end && *p == '"', 1)) {
+        c->p = (const char *)p + 1;
+    } else {
+        int rc = string_rest(c, p, plain);
+        if (rc) return rc;
+    }
+    *len = (size_t)(c->p - 1 - *start);
     return 0;
 }
 
@@ -333,18 +396,20 @@ typedef struct {
 } Number;
 
 static int number(Cur *c, Number *n) {
+    /* locals, not n's fields, in the digit loops: a store through n could alias the input
+     * bytes (char data), which made every digit a load-store round trip */
     const char *p = c->p, *end = c->end;
-    memset(n, 0, sizeof *n);
-    n->text = p;
-    if (p < end && *p == '-') { n->negative = 1; p++; }
+    int negative = 0, int_digits = 0, frac_digits = 0, has_frac = 0, has_exp = 0;
+    uint64_t int_value = 0, frac_value = 0;
+    if (p < end && *p == '-') { negative = 1; p++; }
     if (p >= end) MORE(c);
     if (*p == '0') {
         p++;
-        n->int_digits = 1;
+        int_digits = 1;
     } else if (*p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9') {
-            if (n->int_digits < 19) n->int_value = n->int_value * 10 + (uint64_t)(*p - '0');
-            n->int_digits++;
+        while (p < end && (unsigned)(*p - '0') <= 9) {
+            if (int_digits < 19) int_value = int_value * 10 + (uint64_t)(*p - '0');
+            int_digits++;
             p++;
         }
     } else {
@@ -352,26 +417,34 @@ static int number(Cur *c, Number *n) {
     }
     if (p < end && *p == '.') {
         p++;
-        n->has_frac = 1;
+        has_frac = 1;
         const char *digits = p;
-        while (p < end && *p >= '0' && *p <= '9') {
-            if (n->frac_digits < 3) n->frac_value = n->frac_value * 10 + (uint64_t)(*p - '0');
-            n->frac_digits++;
+        while (p < end && (unsigned)(*p - '0') <= 9) {
+            if (frac_digits < 3) frac_value = frac_value * 10 + (uint64_t)(*p - '0');
+            frac_digits++;
             p++;
         }
         if (p == digits) { if (p >= end) MORE(c); FAIL(c, "bad number"); }
-        for (int i = n->frac_digits; i < 3; i++) n->frac_value *= 10;
+        for (int i = frac_digits; i < 3; i++) frac_value *= 10;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
-        n->has_exp = 1;
+        has_exp = 1;
         if (p < end && (*p == '+' || *p == '-')) p++;
         const char *digits = p;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
         if (p == digits) { if (p >= end) MORE(c); FAIL(c, "bad number"); }
     }
     if (p >= end) MORE(c); /* a number may continue in the next chunk */
-    n->len = (size_t)(p - n->text);
+    n->text = c->p;
+    n->len = (size_t)(p - c->p);
+    n->negative = negative;
+    n->has_frac = has_frac;
+    n->has_exp = has_exp;
+    n->int_digits = int_digits;
+    n->frac_digits = frac_digits;
+    n->int_value = int_value;
+    n->frac_value = frac_value;
     c->p = p;
     return 0;
 }
@@ -592,16 +665,25 @@ static int raw_arg(Cur *c, Event *e, int r) {
 static int args_key(Cur *c, Event *e, int kind, const char *k, size_t kn) {
     int slot;
     switch (arg_key(kind, k, kn, &slot)) {
-    case A_SCALAR: return scalar(c, &e->value[slot], &e->tag[slot]);
-    case A_DIM3: return dim3(c, e, slot);
+    case A_SCALAR: e->touched |= 1ULL << slot; return scalar(c, &e->value[slot], &e->tag[slot]);
+    case A_DIM3: e->touched |= 7ULL << slot; return dim3(c, e, slot);
     case A_RAW: return raw_arg(c, e, slot);
     case A_DECLINE: FAIL(c, DECLINE_REASONS[slot]);
     default: return skip_value(c, 2);
     }
 }
 
+/* Every args column back to null: only those set since the last reset (a few per event; a
+ * sweep of all of them took a twentieth of the scan). */
 static void reset_args(Event *e) {
-    for (int i = C_FIRST_ARG; i < N_TAGGED; i++) { e->tag[i] = TAG_NULL; e->value[i] = 0; }
+    uint64_t touched = e->touched;
+    while (touched) {
+        int i = __builtin_ctzll(touched);
+        touched &= touched - 1;
+        e->tag[i] = TAG_NULL;
+        e->value[i] = 0;
+    }
+    e->touched = 0;
     for (int i = 0; i < N_RAW; i++) e->raw[i] = -1;
 }
 
@@ -718,13 +800,18 @@ static int destination(Scanner *s, int cat_kind, int has_cat, Event *e) {
 
 static int event(Cur *c) {
     Scanner *s = c->s;
-    Event e;
+    /* the scanner's one event, kept from the last: only what that one set is reset */
+    Event *e = &s->event;
     int rc;
-    memset(&e, 0, sizeof e);
-    e.tag[C_PID] = e.tag[C_TID] = TAG_INT;
-    e.tag[C_ID] = TAG_NULL;
-    reset_args(&e);
-    e.name = e.phase = 0; /* names[0] is "" */
+    e->value[C_PID] = e->value[C_TID] = e->value[C_ID] = 0;
+    e->tag[C_PID] = e->tag[C_TID] = TAG_INT;
+    e->tag[C_ID] = TAG_NULL;
+    reset_args(e);
+    e->ts = e->dur = 0;
+    e->name = e->phase = e->cat = 0; /* names[0] is "" */
+    e->has_cat = 0;
+    e->args = NULL;
+    e->args_len = 0;
     unsigned seen = 0;
     int args_parsed_as = -1;
 
@@ -748,7 +835,7 @@ static int event(Cur *c) {
             if (!vplain) FAIL(c, "escaped ph");
             int64_t id = intern_add(&s->names, v, vn, &fresh);
             if (id < 0) FAIL(c, "out of memory");
-            e.phase = (uint32_t)id;
+            e->phase = (uint32_t)id;
         } else if (KEY_IS(k, kn, "cat")) {
             bit = 2;
             const char *v; size_t vn; int vplain;
@@ -757,8 +844,8 @@ static int event(Cur *c) {
             if (!vplain) FAIL(c, "escaped cat");
             int64_t id = cat_id(s, v, vn);
             if (id < 0) FAIL(c, "out of memory");
-            e.cat = (uint32_t)id;
-            e.has_cat = vn > 0;
+            e->cat = (uint32_t)id;
+            e->has_cat = vn > 0;
         } else if (KEY_IS(k, kn, "name")) {
             bit = 4;
             const char *v; size_t vn; int vplain, fresh;
@@ -766,32 +853,32 @@ static int event(Cur *c) {
             if ((rc = string(c, &v, &vn, &vplain))) return rc;
             int64_t id = intern_add(&s->names, v, vn, &fresh);
             if (id < 0) FAIL(c, "out of memory");
-            e.name = (uint32_t)id;
+            e->name = (uint32_t)id;
         } else if (KEY_IS(k, kn, "pid")) {
             bit = 8;
-            if ((rc = int_or_str(c, &e.value[C_PID], &e.tag[C_PID]))) return rc;
+            if ((rc = int_or_str(c, &e->value[C_PID], &e->tag[C_PID]))) return rc;
         } else if (KEY_IS(k, kn, "tid")) {
             bit = 16;
-            if ((rc = int_or_str(c, &e.value[C_TID], &e.tag[C_TID]))) return rc;
+            if ((rc = int_or_str(c, &e->value[C_TID], &e->tag[C_TID]))) return rc;
         } else if (KEY_IS(k, kn, "ts")) {
             bit = 32;
-            if ((rc = time_value(c, &e.ts))) return rc;
+            if ((rc = time_value(c, &e->ts))) return rc;
         } else if (KEY_IS(k, kn, "dur")) {
             bit = 64;
-            if ((rc = time_value(c, &e.dur))) return rc;
+            if ((rc = time_value(c, &e->dur))) return rc;
         } else if (KEY_IS(k, kn, "id")) {
             bit = 128;
-            if ((rc = scalar(c, &e.value[C_ID], &e.tag[C_ID]))) return rc;
+            if ((rc = scalar(c, &e->value[C_ID], &e->tag[C_ID]))) return rc;
         } else if (KEY_IS(k, kn, "args")) {
             bit = 256;
-            e.args = c->p;
+            e->args = c->p;
             if (seen & 2) {
                 /* the category is known: read the args it needs on the way */
-                int32_t kind = ((int32_t *)s->cat_kinds.data)[e.cat];
-                int dest = destination(s, kind, e.has_cat, &e);
+                int32_t kind = ((int32_t *)s->cat_kinds.data)[e->cat];
+                int dest = destination(s, kind, e->has_cat, e);
                 int want = dest < 0 ? -1 : KIND_ARGS_AS[dest];
                 if (want >= 0) {
-                    if ((rc = args_object(c, &e, want))) return rc;
+                    if ((rc = args_object(c, e, want))) return rc;
                     args_parsed_as = want;
                 } else if ((rc = skip_value(c, 1))) {
                     return rc;
@@ -800,7 +887,7 @@ static int event(Cur *c) {
             } else if ((rc = skip_value(c, 1))) {
                 return rc;
             }
-            e.args_len = (size_t)(c->p - e.args);
+            e->args_len = (size_t)(c->p - e->args);
         } else {
             if ((rc = skip_value(c, 1))) return rc;
         }
@@ -815,34 +902,35 @@ static int event(Cur *c) {
     if (!(seen & 2)) {
         int64_t id = cat_id(s, "", 0);
         if (id < 0) FAIL(c, "out of memory");
-        e.cat = (uint32_t)id;
+        e->cat = (uint32_t)id;
     }
-    int32_t cat_kind = ((int32_t *)s->cat_kinds.data)[e.cat];
-    ((int64_t *)s->counts.data)[e.cat]++;
+    int32_t cat_kind = ((int32_t *)s->cat_kinds.data)[e->cat];
+    ((int64_t *)s->counts.data)[e->cat]++;
     s->events++;
-    int dest = destination(s, cat_kind, e.has_cat, &e);
+    int dest = destination(s, cat_kind, e->has_cat, e);
     if (dest < 0) FAIL(c, "begin/end events");
     if (dest == K_SKIP) return 0;
     int want = KIND_ARGS_AS[dest];
-    if (e.args && args_parsed_as != want && want >= 0) {
-        Cur again = {e.args, e.args + e.args_len, s};
-        if ((rc = args_object(&again, &e, want))) return rc == -2 ? -1 : rc;
+    if (e->args && args_parsed_as != want && want >= 0) {
+        Cur again = {e->args, e->args + e->args_len, s};
+        if ((rc = args_object(&again, e, want))) return rc == -2 ? -1 : rc;
     }
     if (dest == K_OTHER) {
         /* No category, no NPU task (the look above declines those), a time and a duration:
          * the pre-Kineto autograd profiler export writes its operators so. */
-        if (e.has_cat || (seen & (32 | 64)) != (32 | 64)) return 0;
+        if (e->has_cat || (seen & (32 | 64)) != (32 | 64)) return 0;
         dest = K_OP;
-        if (e.args) {
-            Cur again = {e.args, e.args + e.args_len, s};
-            if ((rc = args_object(&again, &e, K_OP))) return rc == -2 ? -1 : rc;
+        if (e->args) {
+            Cur again = {e->args, e->args + e->args_len, s};
+            if ((rc = args_object(&again, e, K_OP))) return rc == -2 ? -1 : rc;
         }
     }
     if ((cat_kind & KIND_LEGACY) && dest != K_META) {
-        e.value[C_EXT] = e.value[C_EXT_LEGACY];
-        e.tag[C_EXT] = e.tag[C_EXT_LEGACY];
+        e->value[C_EXT] = e->value[C_EXT_LEGACY];
+        e->tag[C_EXT] = e->tag[C_EXT_LEGACY];
+        e->touched |= 1ULL << C_EXT;
     }
-    if (store(s, &e, dest)) FAIL(c, "out of memory");
+    if (store(s, e, dest)) FAIL(c, "out of memory");
     return 0;
 }
 
