@@ -409,7 +409,8 @@ def print_targets(measured: dict[str, tuple[float, float | None]]) -> None:
     print(f"{'target':<64} {'limit':>7} {'wall':>7} {'CPU':>7}  verdict (wall)")
     for name, (limit, how) in TARGETS.items():
         if name not in measured:
-            print(f"{name:<64} {limit:>7.2f} {'-':>7} {'-':>7}  not measured (--long N, --baseline DIR)")
+            dashes = f"{'-':>7} {'-':>7}"
+            print(f"{name:<64} {limit:>7.2f} {dashes}  not measured (--long N, --baseline DIR)")
             continue
         wall, cpu = measured[name]
         ok = wall <= limit if how == "max" else wall >= limit

@@ -34,6 +34,8 @@ _TOKEN = re.compile(rb'\s*(?:("(?:[^"\\]|\\.)*")|([{}\[\]:,])|([^\s{}\[\]:,"]+))
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _BYTE = re.compile(r"\(byte (\d+)\)")
 _INDEX = re.compile(r"\$(\.traceEvents)?\[(\d+)\]")
+# Bytes first read (and inflated) to look at a file's head.
+_LOOK_BYTES = 64 * 1024
 # Cuts tried per chunk before the rest of the file is decoded in one piece.
 _CUT_TRIES = 3
 
@@ -80,8 +82,12 @@ def first_look(path: Path) -> bytes | None:
 
     Returns the head of the document, everything up to and including the ``[`` that opens
     ``traceEvents`` (None when that was not reached, or the document is a bare array)."""
-    buffer = _Buffer(chunks(path))
-    buffer.fill(CHUNK_BYTES)
+    # Small pieces, doubled while more is needed: a head is a few kB, and inflating or
+    # reading a whole chunk per file was most of the time of resolving a folder of ranks.
+    buffer = _Buffer(chunks(path, chunk_bytes=_LOOK_BYTES))
+    buffer.fill(_LOOK_BYTES)
+    while not buffer.data.strip() and not buffer.eof and len(buffer.data) < CHUNK_BYTES:
+        buffer.fill(2 * len(buffer.data))  # leading white space: look further, as far as before
     if not buffer.data.strip():
         raise NotATraceError("is empty or blank", path, FIX_NOT_A_TRACE)
     if bytes(buffer.data.lstrip()[:1]) not in (b"{", b"["):
@@ -89,7 +95,7 @@ def first_look(path: Path) -> bytes | None:
     while (found := _find_events(_whole(buffer))) == "more":
         if buffer.eof or len(buffer.data) >= 2 * CHUNK_BYTES:
             return None  # a long head, or a cut-off one: loading tells which
-        buffer.fill(2 * len(buffer.data) + CHUNK_BYTES)
+        buffer.fill(2 * len(buffer.data))
     if found is None:
         raise NotATraceError(
             "is JSON but not a Chrome trace: it has no traceEvents list", path, FIX_NOT_A_TRACE

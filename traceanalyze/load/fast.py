@@ -11,6 +11,7 @@ per chunk of a larger file on several threads and falls back to :func:`scan_file
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from traceanalyze.load.scanned import (
     Piece,
     Scanned,
 )
-from traceanalyze.load.source import Blocks, ByteProgress
+from traceanalyze.load.source import Blocks, ByteProgress, chunks, is_gzip
 
 try:
     from traceanalyze.load import _scan  # type: ignore[attr-defined]
@@ -57,14 +58,47 @@ def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
     if _scan is None:
         raise Declined("the C scanner is not built")
     scanner = _scan.Scanner(KINDS)
-    blocks = Blocks(path, progress)
     try:
-        for block in blocks:
-            blocks.consume(scanner.feed(block, False))
-        scanner.feed(blocks.rest(), True)
+        if is_gzip(path):
+            scanner.feed(_feed_pieces(scanner, chunks(path, progress)), True)
+        else:
+            blocks = Blocks(path, progress)
+            for block in blocks:
+                blocks.consume(scanner.feed(block, False))
+            scanner.feed(blocks.rest(), True)
     except _scan.Unsupported as exc:
         raise Declined(str(exc)) from None
     return _scanned(scanner.result())
+
+
+# Bytes of a new piece first joined to the tail the scanner left of the piece before.
+_JOIN_BYTES = 64 * 1024
+
+
+def _feed_pieces(scanner: Any, pieces: Iterator[bytes]) -> bytes:
+    """Feed inflated ``pieces`` in place, without copying them into one buffer; returns the
+    bytes left unconsumed at the end. The tail a piece leaves (an event cut by the piece's
+    end) is completed from the next piece's first bytes, joined in a small buffer that
+    doubles until the scanner gets past the tail."""
+    tail = b""
+    for piece in pieces:
+        view = memoryview(piece)
+        start = 0
+        if tail:
+            take = min(len(piece), max(_JOIN_BYTES, len(tail)))
+            while True:
+                joined = tail + view[:take]
+                used = scanner.feed(joined, False)
+                if used > len(tail) or take == len(piece):
+                    break
+                take = min(len(piece), 2 * take)
+            if used < len(joined) and take == len(piece) and used <= len(tail):
+                tail = joined[used:]  # an item longer than this whole piece
+                continue
+            start = used - len(tail)
+        used = scanner.feed(view[start:], False)
+        tail = bytes(view[start + used :])
+    return tail
 
 
 def _scanned(result: dict[str, Any]) -> Scanned:

@@ -25,6 +25,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 # Decompressed bytes per chunk: large enough that per-chunk costs vanish, small enough that a
 # chunk and its decoded columns are a small part of a multi-GB load.
 CHUNK_BYTES = 8 * 1024 * 1024
+# The least room a plain read makes in the buffer.
+_MIN_ROOM_BYTES = 64 * 1024
 # Compressed bytes read per step of a gzip file.
 _GZIP_READ_BYTES = 1024 * 1024
 
@@ -44,19 +46,31 @@ def inflater() -> ModuleType:
     return zlib
 
 
-def chunks(path: Path, progress: ByteProgress | None = None) -> Iterator[bytes]:
-    """The decompressed bytes of ``path`` in chunks of about CHUNK_BYTES (never empty).
+def chunks(
+    path: Path, progress: ByteProgress | None = None, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[bytes]:
+    """The decompressed bytes of ``path`` in chunks of about ``chunk_bytes`` (never empty).
 
     Raises the precise TraceReadError / TraceFormatError / EmptyTraceError naming ``path``.
     """
     file, total, head = _open(path)
     with file:
         if head == GZIP_MAGIC:
-            yield from _gunzip(file, head, total, path, progress)
+            yield from _gunzip(file, head, total, path, progress, chunk_bytes)
         else:
-            yield from _plain(file, head, total, path, progress)
+            yield from _plain(file, head, total, path, progress, chunk_bytes)
         if progress:
             progress(total, total)
+
+
+def is_gzip(path: Path) -> bool:
+    """Whether ``path`` starts with the gzip magic (False when it cannot be read: the reader
+    then names the problem)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
 
 
 class Blocks:
@@ -68,7 +82,12 @@ class Blocks:
     def __init__(self, path: Path, progress: ByteProgress | None = None) -> None:
         self.path = path
         self.progress = progress
-        self.buffer = bytearray(2 * CHUNK_BYTES)
+        # No larger than the file needs: a buffer is zeroed (its pages touched) when made.
+        try:
+            size = min(2 * CHUNK_BYTES, path.stat().st_size + 1)
+        except OSError:
+            size = 2 * CHUNK_BYTES  # reading it names the problem
+        self.buffer = bytearray(size)
         self.filled = 0
 
     def __iter__(self) -> Iterator[memoryview]:
@@ -89,7 +108,8 @@ class Blocks:
         self.buffer[:2] = head
         self.filled = done = len(head)
         while True:
-            self._room(CHUNK_BYTES)
+            # room for what is left of the file (a little more, should it grow meanwhile)
+            self._room(min(CHUNK_BYTES, max(_MIN_ROOM_BYTES, total + 1 - done)))
             try:
                 count = file.readinto(memoryview(self.buffer)[self.filled :]) or 0
             except OSError as exc:
@@ -137,13 +157,18 @@ def _open(path: Path) -> tuple[BufferedReader, int, bytes]:
 
 
 def _plain(
-    file: BinaryIO, head: bytes, total: int, path: Path, progress: ByteProgress | None
+    file: BinaryIO,
+    head: bytes,
+    total: int,
+    path: Path,
+    progress: ByteProgress | None,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator[bytes]:
     done = 0
     data = head
     while True:
         try:
-            data += file.read(CHUNK_BYTES - len(data))
+            data += file.read(chunk_bytes - len(data))
         except OSError as exc:
             raise _read_error(exc, path) from None
         if not data:
@@ -156,7 +181,12 @@ def _plain(
 
 
 def _gunzip(
-    file: BinaryIO, head: bytes, total: int, path: Path, progress: ByteProgress | None
+    file: BinaryIO,
+    head: bytes,
+    total: int,
+    path: Path,
+    progress: ByteProgress | None,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator[bytes]:
     module = inflater()
     inflate: Any = module.decompressobj(wbits=31)
@@ -165,7 +195,7 @@ def _gunzip(
     while True:
         if not packed:
             try:
-                packed = file.read(_GZIP_READ_BYTES)
+                packed = file.read(min(_GZIP_READ_BYTES, chunk_bytes))
             except OSError as exc:
                 raise _read_error(exc, path) from None
             read += len(packed)
@@ -177,7 +207,7 @@ def _gunzip(
                 continue
             inflate = module.decompressobj(wbits=31)  # a gzip file may hold several members
         try:
-            data = inflate.decompress(packed, CHUNK_BYTES)
+            data = inflate.decompress(packed, chunk_bytes)
         except module.error as exc:
             raise TraceFormatError(
                 f"is corrupt gzip data ({exc})", path, "Copy or re-export the file again."
