@@ -6,6 +6,8 @@ from __future__ import annotations
 import doctest
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -130,3 +132,16 @@ def test_a_variant_set_shows_in_one_short_line() -> None:
     shown = repr(traceanalyze.load_variants("sample_traces/h200_default"))
     assert shown.startswith("VariantSet('sample_traces/h200_default', 9 loaded: naive, ")
     assert len(shown) < 200 and "\n" not in shown
+
+
+def test_the_command_functions_are_imported_on_first_use() -> None:
+    # `import traceanalyze` (a rank worker, a notebook's first cell) does not pay for every
+    # analysis and renderer; the functions are there on first use, and in dir().
+    code = (
+        "import sys, traceanalyze as t; assert 'traceanalyze.api' not in sys.modules; "
+        "assert {'summary', 'critical_path'} <= set(dir(t)); f = t.summary; "
+        "assert 'traceanalyze.api' in sys.modules and f is t.api.summary"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with pytest.raises(AttributeError, match="no attribute 'not_a_command'"):
+        traceanalyze.not_a_command  # noqa: B018

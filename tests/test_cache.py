@@ -179,3 +179,35 @@ def test_cache_info_and_clear_commands(tmp_path: Path, cache_dir: Path) -> None:
     chosen = tmp_path / "elsewhere"
     other = runner.invoke(main, ["cache", "info", "--cache-dir", str(chosen), "--format", "csv"])
     assert other.output.splitlines()[:3] == ["key,value", f"location,{chosen}", "entries,0"]
+
+
+def test_a_rank_folder_evicts_once_after_its_ranks(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A walk of the cache after each of N writes is N^2 visits: the ranks of a folder are
+    # written with eviction deferred, and the folder's run evicts once at the end.
+    from traceanalyze import engine
+    from traceanalyze.load import cache
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    ranks = [write_trace(folder, STEP, name=f"r{r}.json", rank=r) for r in range(4)]
+    traceanalyze.load(ranks[0])
+    one_entry = cache_info(cache_dir).size_bytes
+    cache.clear_cache(cache_dir)
+    monkeypatch.setenv(MAX_ENV, str(int(one_entry * 2.5)))  # room for two of the four
+    walks: list[Path] = []
+    real_evict = cache.evict
+
+    def counted(folder: Path, max_bytes: int) -> list[Path]:
+        walks.append(folder)
+        return real_evict(folder, max_bytes)
+
+    monkeypatch.setattr(cache, "evict", counted)
+    monkeypatch.setattr(engine, "evict", counted)
+    engine.rank_folder(folder, workers=1, cache_dir=cache_dir)
+    assert walks == [cache_dir.resolve()]
+    assert cache_info(cache_dir).entries == 2
+    # Outside a folder's run, each write still evicts.
+    traceanalyze.load(ranks[0])
+    assert len(walks) == 2

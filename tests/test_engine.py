@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 from collections.abc import Callable
@@ -216,3 +217,17 @@ def test_a_broken_process_pool_falls_back_to_this_process(
     folder = rank_folder_of(tmp_path, 2)
     monkeypatch.setattr(engine, "ProcessPoolExecutor", Broken)
     assert rank_folder(folder, cache=False, workers=2).ranks["rank"].to_list() == [0, 1]
+
+
+def test_pool_workers_share_the_cores_unless_the_user_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from traceanalyze import engine
+
+    monkeypatch.delenv("TRACEANALYZE_THREADS", raising=False)
+    monkeypatch.setenv("POLARS_MAX_THREADS", "7")
+    with engine._worker_environment(3):
+        assert os.environ["TRACEANALYZE_THREADS"] == "3"
+        assert os.environ["POLARS_MAX_THREADS"] == "7"  # the user's setting is kept
+    assert "TRACEANALYZE_THREADS" not in os.environ
+    assert os.environ["POLARS_MAX_THREADS"] == "7"

@@ -1,0 +1,139 @@
+"""How bytes reach the scanner: inflated gzip pieces fed in place (an event cut by a piece's end
+completed from the next), a file's head read in small doubling pieces, and gzip inflated by
+zlib-ng where installed (the same trace and the same errors as the standard library's zlib)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.micro import write_trace
+from tests.test_load_parallel import _steps
+from tests.test_load_paths import assert_same_frames
+from traceanalyze.errors import NotATraceError, TraceFormatError
+from traceanalyze.load import chunks as chunks_module
+from traceanalyze.load import fast, source
+from traceanalyze.load.inputs import resolve
+from traceanalyze.load.parse import parse_file
+
+native_only = pytest.mark.skipif(not fast.AVAILABLE, reason="the C scanner is not built")
+
+
+def _pieces(data: bytes, sizes: Iterator[int]) -> Iterator[bytes]:
+    at = 0
+    while at < len(data):
+        size = next(sizes)
+        yield data[at : at + size]
+        at += size
+
+
+def _result(pieces: Iterator[bytes]) -> dict[str, object]:
+    scanner = fast._scan.Scanner(fast.KINDS)
+    scanner.feed(fast._feed_pieces(scanner, pieces), True)
+    result: dict[str, object] = scanner.result()
+    return result
+
+
+@native_only
+@pytest.mark.parametrize("seed", range(6))
+def test_pieces_of_any_size_scan_as_one_buffer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, seed: int
+) -> None:
+    # Pieces from 1 byte to several events, joins of 16 bytes: events cut anywhere, tails
+    # longer than the next piece, items longer than a whole piece.
+    path = write_trace(tmp_path, _steps(30), "t.json", traceName="after the events")
+    data = path.read_bytes()
+    monkeypatch.setattr(fast, "_JOIN_BYTES", 16)
+    rng = random.Random(seed)
+    whole = _result(iter([data]))
+    sizes = iter(lambda: rng.choice([1, 2, 7, 16, 50, 300, 2000]), None)
+    assert _result(_pieces(data, sizes)) == whole
+
+
+@native_only
+def test_a_gzip_trace_loads_as_its_raw_twin_in_small_pieces(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    raw = write_trace(tmp_path, _steps(40), "t.json")
+    packed = tmp_path / "t.json.gz"
+    packed.write_bytes(gzip.compress(raw.read_bytes()))
+    monkeypatch.setattr(source, "CHUNK_BYTES", 333)  # inflated pieces cut inside events
+    monkeypatch.setattr(fast, "_JOIN_BYTES", 40)
+    assert_same_frames(parse_file(packed, threads=1), parse_file(raw, threads=1))
+
+
+def _read_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the pieces `chunks` is asked for, as they are asked."""
+    asked: list[int] = []
+    real = chunks_module.chunks
+
+    def recorded(path: Path, progress: object = None, chunk_bytes: int = 0) -> Iterator[bytes]:
+        asked.append(chunk_bytes)
+        return real(path, chunk_bytes=chunk_bytes)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chunks_module, "chunks", recorded)
+    return asked
+
+
+def test_a_head_is_read_in_small_pieces(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A folder is resolved from its files' heads: 64 kB of each (it was 8 MB inflated).
+    asked = _read_sizes(monkeypatch)
+    ranks = [write_trace(tmp_path, _steps(2000), f"r{r}.json.gz", rank=r) for r in range(2)]
+    assert resolve(tmp_path).files == tuple(ranks)
+    assert asked == [chunks_module._LOOK_BYTES] * 2
+
+
+def test_a_long_head_and_leading_white_space_are_read_on(tmp_path: Path) -> None:
+    # A head of ~300 kB (a long distributedInfo) after ~100 kB of white space: more than the
+    # first look, found by reading on.
+    info = {"rank": 3, "hosts": ["h" * 60] * 5000}
+    document = {"distributedInfo": info, "traceEvents": _steps(3)}
+    path = tmp_path / "long_head.json.gz"
+    path.write_bytes(gzip.compress(b" " * 100_000 + json.dumps(document).encode()))
+    head = chunks_module.first_look(path)
+    assert head is not None and len(head) > 300_000
+    assert resolve(tmp_path).ranks == (3,)
+    assert parse_file(path).meta[0].rank == 3
+
+
+def test_a_blank_file_is_still_told_apart(tmp_path: Path) -> None:
+    path = tmp_path / "blank.json"
+    path.write_bytes(b" \n" * 50_000)
+    with pytest.raises(NotATraceError, match="is empty or blank"):
+        chunks_module.first_look(path)
+
+
+def _inflaters() -> list[str]:
+    try:
+        import zlib_ng  # noqa: F401
+    except ImportError:
+        return ["zlib"]
+    return ["zlib", "zlib-ng"]
+
+
+@pytest.mark.parametrize("inflate", _inflaters())
+def test_inflaters_give_the_same_trace_and_errors(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, inflate: str
+) -> None:
+    if inflate == "zlib":
+        monkeypatch.setenv(source.INFLATE_ENV, "zlib")
+    else:
+        monkeypatch.delenv(source.INFLATE_ENV, raising=False)
+    assert source.inflater().__name__.endswith("zlib_ng" if inflate == "zlib-ng" else "zlib")
+    raw = write_trace(tmp_path, _steps(40), "t.json")
+    packed = tmp_path / "t.json.gz"
+    packed.write_bytes(gzip.compress(raw.read_bytes()))
+    assert_same_frames(parse_file(packed), parse_file(raw))
+    corrupt = tmp_path / "corrupt.json.gz"
+    corrupt.write_bytes(packed.read_bytes()[:40] + b"\xff" * 64 + packed.read_bytes()[104:])
+    with pytest.raises(TraceFormatError, match="is corrupt gzip data"):
+        parse_file(corrupt)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(packed.read_bytes()[:-20])
+    with pytest.raises(TraceFormatError, match="the gzip stream is truncated"):
+        parse_file(cut)
