@@ -61,8 +61,10 @@ def _peak_rss_mb() -> float:
 
 
 def worker_parse(path: str, native: str = "1", threads: str = "0") -> dict[str, Any]:
-    """Full load without the cache, stage by stage (``native`` "0": the msgspec path;
-    ``threads`` "0": the default, every core)."""
+    """Full load without the cache, stage by stage: ``traceanalyze.load(path, cache=False)``
+    (``native`` "0": the msgspec path, through the parser; ``threads`` "0": the default,
+    every core)."""
+    import traceanalyze
     from traceanalyze.load.parse import parse_file
 
     stages: dict[str, float] = {}
@@ -76,11 +78,16 @@ def worker_parse(path: str, native: str = "1", threads: str = "0") -> dict[str, 
         cpu_stages[stage] = now_cpu - last_cpu[0]
         last[0], last_cpu[0] = now, now_cpu
 
-    options: dict[str, Any] = {"timer": mark, "native": native == "1"}
-    if "threads" in inspect.signature(parse_file).parameters:  # not in a --baseline checkout
+    options: dict[str, Any] = {"timer": mark}
+    load: Any = traceanalyze.load
+    if native != "1":
+        load, options["native"] = parse_file, False
+    else:
+        options["cache"] = False
+    if "threads" in inspect.signature(load).parameters:  # not in a --baseline checkout
         options["threads"] = int(threads) or None
     start, start_cpu = last[0], last_cpu[0]
-    trace = parse_file(Path(path), **options)
+    trace = load(Path(path), **options)
     total = time.perf_counter() - start
     return {
         "seconds": total,
