@@ -187,3 +187,22 @@ def test_threads_option_sets_the_loads_threads(
     assert used == [3]
     bad = CliRunner().invoke(main, ["info", str(path), "--threads", "0"])
     assert bad.exit_code == 2
+
+
+@pytest.mark.parametrize("piece", [97, 700, 5000])
+@pytest.mark.parametrize("size", [300, 2000])
+def test_a_gzip_stream_in_small_pieces_is_cut_across_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int, size: int
+) -> None:
+    # Inflated pieces far smaller than a chunk, and chunks cut inside pieces: a chunk is the
+    # views of the pieces it spans, events cut by a piece's end joined from the next piece.
+    from traceanalyze.load import source
+
+    path = write_trace(tmp_path, _steps(40), "trace.json.gz", traceName="after the events")
+    one = parse_file(path, threads=1)
+    monkeypatch.setattr(source, "CHUNK_BYTES", piece)
+    monkeypatch.setattr(fast, "_JOIN_BYTES", 16)
+    chunked = Chunked(monkeypatch, size)
+    many = parse_file(path, threads=3)
+    assert_same(many, one)
+    assert (chunked.merged, chunked.whole) == (1, 0)

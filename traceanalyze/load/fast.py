@@ -11,7 +11,7 @@ per chunk of a larger file on several threads and falls back to :func:`scan_file
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
 _JOIN_BYTES = 64 * 1024
 
 
-def _feed_pieces(scanner: Any, pieces: Iterator[bytes]) -> bytes:
+def _feed_pieces(scanner: Any, pieces: Iterable[bytes | memoryview]) -> bytes:
     """Feed inflated ``pieces`` in place, without copying them into one buffer; returns the
     bytes left unconsumed at the end. The tail a piece leaves (an event cut by the piece's
     end) is completed from the next piece's first bytes, joined in a small buffer that

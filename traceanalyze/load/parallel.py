@@ -116,13 +116,14 @@ def scan_file(
 
 @dataclass
 class _Chunk:
-    """A chunk's bytes: ``data[start:end]``."""
+    """A chunk's bytes: ``data[start:end]``, or (a gzip stream's) ``parts`` fed in order."""
 
     index: int
     data: bytes | mmap.mmap
     start: int
     end: int
     last: bool
+    parts: list[memoryview] | None = None
 
 
 def _scan_plain(
@@ -208,37 +209,52 @@ def _plain_chunk(mapped: _Mapped, index: int, chunk_bytes: int) -> _Chunk | None
 
 def _gzip_pieces(path: Path, chunk_bytes: int, progress: ByteProgress | None) -> Iterator[_Chunk]:
     """Chunks of the inflated stream, cut as in the module doc (inflated in this thread while
-    the pool scans the chunks before). Inflated blocks are joined once per chunk."""
-    blocks: list[bytes | memoryview] = []
-    pending = 0  # bytes in blocks
-    low = 0  # stream offset of the first byte in blocks
+    the pool scans the chunks before). Inflated pieces are never joined: a chunk is the list
+    of views of the pieces it spans, fed in order (only an event cut by a piece's end is
+    joined, by :func:`fast._feed_pieces`). Joining them cost a copy of every byte, and the
+    fresh pages of each joined chunk, about as much CPU time as inflating."""
+    earlier: list[memoryview] = []  # the chunk's parts in the pieces before this one
+    size = 0  # bytes in earlier
     index = 0
-    floor: int | None = None  # stream offset of the traceEvents key
-    for block in chunks(path, progress):
-        blocks.append(block)
-        pending += len(block)
-        at = (index + 1) * chunk_bytes - low
-        if pending <= at:
-            continue
-        data = b"".join(blocks)
-        if floor is None:
-            floor = _events_key(data)
-        while (found := _BOUNDARY.search(data, max(at, floor - low, 0))) is not None:
-            following = found.end() - 1
-            yield _Chunk(index, data, 0, found.start() + 1, last=False)
-            data = data[following:]
-            low += following
+    keyed = False  # the traceEvents key was seen: no cut before it
+    seam = b""  # the end of the piece before (the key may straddle two pieces)
+    for piece in chunks(path, progress):
+        view = memoryview(piece)
+        begin = 0  # where the current chunk's part of this piece starts
+        at = 0  # where a cut is looked for
+        if not keyed:
+            keyed, at = _events_key_in(seam, piece)
+            seam = piece[-len(_EVENTS_KEY) :]
+        at = max(at, chunk_bytes - size) if keyed else len(piece)
+        while at < len(piece) and (found := _BOUNDARY.search(piece, at)) is not None:
+            yield _Chunk(
+                index, b"", 0, 0, last=False, parts=[*earlier, view[begin : found.start() + 1]]
+            )
             index += 1
-            at = (index + 1) * chunk_bytes - low
-            if len(data) <= at:
-                break
-        blocks, pending = [data], len(data)
-    yield _Chunk(index, b"".join(blocks), 0, pending, last=True)
+            earlier, size = [], 0
+            begin = found.end() - 1
+            at = begin + chunk_bytes
+        earlier.append(view[begin:])
+        size += len(piece) - begin
+    yield _Chunk(index, b"", 0, 0, last=True, parts=earlier)
+
+
+_EVENTS_KEY = b'"traceEvents"'
+
+
+def _events_key_in(seam: bytes, piece: bytes) -> tuple[bool, int]:
+    """Whether the traceEvents key ends in ``piece`` (``seam``: the end of the piece before),
+    and from where in ``piece`` a cut may be looked for."""
+    if _EVENTS_KEY in seam + piece[: len(_EVENTS_KEY)]:
+        return True, 0
+    found = piece.find(_EVENTS_KEY)
+    return found >= 0, max(found, 0)
 
 
 def _scan_stream(pieces: Iterator[_Chunk], count: int, pool: ThreadPoolExecutor) -> Scanned:
     first = next(pieces)
-    opening = _opening(bytes(first.data[first.start : first.start + 4096]))
+    head = bytes(first.parts[0][:4096]) if first.parts else b""
+    opening = _opening(head)
 
     def jobs() -> Iterator[Callable[[], _Result | None]]:
         for chunk in _chain(first, pieces):
@@ -267,6 +283,8 @@ def _scan_chunk(chunk: _Chunk, opening: bytes) -> _Result:
     chunk's buffer, which its neighbours' scanners read at the same time)."""
     scanner = _scan.Scanner(fast.KINDS)
     bare = opening == b"["
+    if chunk.parts is not None:
+        return _scan_parts(scanner, chunk, bare)
     with memoryview(chunk.data)[chunk.start : chunk.end] as view:
         try:
             if chunk.index:  # the last chunk ends the document; one in the middle does not
@@ -278,6 +296,29 @@ def _scan_chunk(chunk: _Chunk, opening: bytes) -> _Result:
                 scanner.feed(b"]" if bare or chunk.index else b"]}", True)
         except _scan.Unsupported:
             raise _Rejected from None
+    return _result_of(scanner)
+
+
+def _scan_parts(scanner: Any, chunk: _Chunk, bare: bool) -> _Result:
+    """A chunk given as parts (see :func:`_scan_chunk`): the parts fed in order, the whole
+    chunk consumed unless it is the last."""
+    assert chunk.parts is not None
+    try:
+        if chunk.index:
+            _feed_all(scanner, b"[" if bare or not chunk.last else _OBJECT_OPEN)
+        rest = fast._feed_pieces(scanner, chunk.parts)
+        if chunk.last:
+            scanner.feed(rest, True)
+        else:
+            if rest:
+                raise _Rejected  # the chunk did not end between two events
+            scanner.feed(b"]" if bare or chunk.index else b"]}", True)
+    except _scan.Unsupported:
+        raise _Rejected from None
+    return _result_of(scanner)
+
+
+def _result_of(scanner: Any) -> _Result:
     result: dict[str, Any] = scanner.result()
     del scanner
     header: bytes = result["header"]

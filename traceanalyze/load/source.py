@@ -47,12 +47,14 @@ def inflater() -> ModuleType:
 
 
 def chunks(
-    path: Path, progress: ByteProgress | None = None, chunk_bytes: int = CHUNK_BYTES
+    path: Path, progress: ByteProgress | None = None, chunk_bytes: int | None = None
 ) -> Iterator[bytes]:
-    """The decompressed bytes of ``path`` in chunks of about ``chunk_bytes`` (never empty).
+    """The decompressed bytes of ``path`` in chunks of about ``chunk_bytes`` (default
+    CHUNK_BYTES; never empty).
 
     Raises the precise TraceReadError / TraceFormatError / EmptyTraceError naming ``path``.
     """
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     file, total, head = _open(path)
     with file:
         if head == GZIP_MAGIC:
@@ -94,7 +96,7 @@ class Blocks:
         file, total, head = _open(self.path)
         with file:
             if head == GZIP_MAGIC:
-                for data in _gunzip(file, head, total, self.path, self.progress):
+                for data in _gunzip(file, head, total, self.path, self.progress, CHUNK_BYTES):
                     self._room(len(data))
                     self.buffer[self.filled : self.filled + len(data)] = data
                     self.filled += len(data)
@@ -162,7 +164,7 @@ def _plain(
     total: int,
     path: Path,
     progress: ByteProgress | None,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int,
 ) -> Iterator[bytes]:
     done = 0
     data = head
@@ -186,7 +188,7 @@ def _gunzip(
     total: int,
     path: Path,
     progress: ByteProgress | None,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int,
 ) -> Iterator[bytes]:
     module = inflater()
     inflate: Any = module.decompressobj(wbits=31)
