@@ -23,5 +23,5 @@ export PYTHONPATH="$work" TRACEANALYZE_REQUIRE_SCANNER=1
 export TRACEANALYZE_FUZZ_SECONDS="${TRACEANALYZE_FUZZ_SECONDS:-25}"
 # --capture=sys: a sanitizer report is written to fd 2 just before the abort
 python -m pytest -q -x -p no:cacheprovider --capture=sys tests/test_scan_tables.py tests/test_scan_fuzz.py \
-    tests/test_load_properties.py tests/test_load_paths.py tests/test_load_parallel.py \
+    tests/test_load_properties.py tests/test_load_paths.py tests/test_load_parallel.py tests/test_load_reading.py \
     -k "not bench_trace"
