@@ -11,6 +11,7 @@ once (shared pages counted once per process, so an upper bound).
     python bench/ranks_bench.py --ranks 16 --engines local dask
     python bench/ranks_bench.py --keep /tmp/ranks64    # reuse (or keep) the generated folder
     python bench/ranks_bench.py --ranks 16 --workers 2 # worker processes even for a small folder
+    python bench/ranks_bench.py --baseline /tmp/base   # the CLI, this checkout vs another
 
 Rows: ``cold`` converts every rank into an empty Parquet cache and analyses it (what the first
 `ranks` run on a folder does); ``cached`` reads that cache back; ``combined`` is the peer:
@@ -28,6 +29,7 @@ import json
 import os
 import pickle
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -196,6 +198,52 @@ def build(folder: Path, ranks: int) -> None:
     write_rank_folder(folder, SOURCE, specs, suffix=".json.gz")
 
 
+def cli_turns(folder: Path, baseline: Path, runs: int) -> None:
+    """`traceanalyze ranks FOLDER` as a user runs it (a fresh process, an empty cache), with
+    this checkout and with ``baseline`` (a checkout of main before issue 23, its scanner built
+    in place), in turns: wall seconds and the peak memory of the run's process tree."""
+    print(f"\n`traceanalyze ranks` on {folder.name}, cold cache, {runs} runs in turns")
+    print("| checkout | seconds (each run) | median | tree peak MB |")
+    print("| --- | --- | ---: | ---: |")
+    timings: dict[str, list[float]] = {"this": [], "baseline": []}
+    peaks: dict[str, float] = {"this": 0.0, "baseline": 0.0}
+    outputs: dict[str, str] = {}
+    for _ in range(runs):
+        for name, checkout in (("baseline", baseline), ("this", REPO)):
+            with tempfile.TemporaryDirectory() as scratch:
+                env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONSAFEPATH": "1",
+                       "TRACEANALYZE_CACHE_DIR": str(Path(scratch) / "cache")}  # fmt: skip
+                out = Path(scratch) / "ranks.json"
+                command = [sys.executable, "-m", "traceanalyze", "ranks", str(folder),
+                           "--format", "json", "-o", str(out)]  # fmt: skip
+                with TreeMemory() as memory:
+                    start = time.perf_counter()
+                    subprocess.run(command, check=True, capture_output=True, env=env, cwd=scratch)
+                    timings[name].append(time.perf_counter() - start)
+                peaks[name] = max(peaks[name], memory.peak_bytes / 2**20)
+                record = json.loads(out.read_text())
+                outputs[name] = json.dumps(_without_new_keys(record), sort_keys=True)
+    for name in ("baseline", "this"):
+        each = ", ".join(f"{t:.2f}" for t in timings[name])
+        print(f"| {name} | {each} | {statistics.median(timings[name]):.2f} | {peaks[name]:.0f} |")
+    ratio = statistics.median(timings["baseline"]) / statistics.median(timings["this"])
+    same = outputs["this"] == outputs["baseline"]
+    print(f"\nspeed-up over the baseline: {ratio:.2f}x; results equal (keys the baseline "
+          f"lacks left out): {'yes' if same else 'NO'}")  # fmt: skip
+
+
+def _without_new_keys(record: Any) -> Any:
+    """A ranks record without the keys added after the baseline (collective bandwidth)."""
+    if isinstance(record, dict):
+        return {k: _without_new_keys(v) for k, v in record.items() if k not in _NEW_KEYS}
+    if isinstance(record, list):
+        return [_without_new_keys(v) for v in record]
+    return record
+
+
+_NEW_KEYS = {"collective_busbw_gbps_median"}
+
+
 def result_bytes(folder: Path) -> int:
     """The size of one rank's pickled result: what a worker sends back."""
     import traceanalyze
@@ -213,6 +261,13 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=0, help="Worker processes (default: the engine's own)."
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also time `traceanalyze ranks` against this checkout (main before issue 23, "
+        "its scanner built in place) in turns, as a user runs it",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs of each, with --baseline")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="ranks-bench-"))
     folder = args.keep or scratch / "ranks"
@@ -228,6 +283,9 @@ def main() -> None:
         size = sum(p.stat().st_size for p in folder.iterdir())
         print(f"{args.ranks} ranks, {size / 1e6:.1f} MB gzipped; one rank's result pickles to "
               f"{result_bytes(folder) / 1e3:.1f} kB\n")  # fmt: skip
+        if args.baseline:
+            cli_turns(folder, args.baseline, args.runs)
+            return
         print(
             "| engine | run | seconds | tree peak MB | driver peak MB | start-up s | per task ms |"
         )
