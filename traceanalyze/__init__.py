@@ -27,36 +27,6 @@ from traceanalyze.trace import IterationSource, Trace, TraceMeta
 # traceanalyze.hardware.occupancy, so no function shadows a module). Imported on first use
 # (PEP 562): they bring in every analysis and renderer, which a process that only loads
 # traces (a rank worker, a notebook's first cell) need not pay for (0.3 s of 0.7 s).
-_API_NAMES = frozenset(
-    {
-        "Loading",
-        "PerVariant",
-        "annotate",
-        "check",
-        "cold",
-        "comms",
-        "compare",
-        "critical_path",
-        "cudnn",
-        "diff",
-        "explain",
-        "graphs",
-        "idle",
-        "info",
-        "iterations",
-        "kernels",
-        "launches",
-        "memcpy",
-        "memory",
-        "occupancy",
-        "ranks",
-        "report",
-        "roofline",
-        "stacks",
-        "streams",
-        "summary",
-    }
-)
 if TYPE_CHECKING:
     from traceanalyze.api import (
         Loading,
@@ -130,6 +100,10 @@ __all__ = [
     "streams",
     "summary",
 ]
+
+
+# The names of __all__ not bound above: the command functions, looked up in api on first use.
+_API_NAMES = frozenset(__all__) - set(globals())
 
 
 def __getattr__(name: str) -> object:
