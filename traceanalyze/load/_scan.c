@@ -17,8 +17,25 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__)
+#if defined(__SSE2__) || defined(_M_X64)
+#define HAVE_SSE2 1
 #include <emmintrin.h> /* part of every x86-64 CPU: no runtime dispatch needed */
+#endif
+
+/* Lowest set bit and branch hints, where the compiler has them (GCC, Clang; MSVC). */
+#if defined(_MSC_VER)
+#include <intrin.h>
+static __inline int ctz32(unsigned x) { unsigned long i; _BitScanForward(&i, x); return (int)i; }
+static __inline int ctz64(unsigned long long x) {
+    unsigned long i;
+    _BitScanForward64(&i, x);
+    return (int)i;
+}
+#define LIKELY(x) (x)
+#else
+#define ctz32(x) __builtin_ctz(x)
+#define ctz64(x) __builtin_ctzll(x)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
 #endif
 
 /* ---- growable buffers ------------------------------------------------------------------- */
@@ -236,7 +253,7 @@ static inline void ws(Cur *c) {
     /* most tokens follow one another or one space: decided on the first byte */
     if (p >= end || !is_ws((unsigned char)*p)) return;
     p++;
-#if defined(__SSE2__)
+#if defined(HAVE_SSE2)
     /* indented traces: a line feed and a run of spaces, sixteen bytes at a time */
     const __m128i space = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t'),
                   lf = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r');
@@ -246,7 +263,7 @@ static inline void ws(Cur *c) {
                                      _mm_or_si128(_mm_cmpeq_epi8(v, tab), _mm_cmpeq_epi8(v, cr)));
         unsigned other = (unsigned)_mm_movemask_epi8(blank) ^ 0xFFFFu;
         if (other) {
-            c->p = p + __builtin_ctz(other);
+            c->p = p + ctz32(other);
             return;
         }
         p += 16;
@@ -296,7 +313,7 @@ static int hex4(const char *p) {
  * or end when none is: sixteen bytes at a time where SSE2 is there (a signed compare below 0x20
  * flags control and non-ASCII bytes alike), then eight (a word with none of them), then one. */
 static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end) {
-#if defined(__SSE2__)
+#if defined(HAVE_SSE2)
     const __m128i quotes = _mm_set1_epi8('"'), slashes = _mm_set1_epi8('\\'),
                   space = _mm_set1_epi8(0x20);
     while (end - p >= 16) {
@@ -304,7 +321,7 @@ static inline const unsigned char *plain_run(const unsigned char *p, const unsig
         __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quotes), _mm_cmpeq_epi8(v, slashes)),
                                    _mm_cmplt_epi8(v, space));
         int mask = _mm_movemask_epi8(hit);
-        if (mask) return p + __builtin_ctz((unsigned)mask);
+        if (mask) return p + ctz32((unsigned)mask);
         p += 16;
     }
 #endif
@@ -377,7 +394,7 @@ static inline int string(Cur *c, const char **start, size_t *len, int *plain) {
     *start = (const char *)p;
     *plain = 1;
     p = plain_run(p, end);
-    if (__builtin_expect(p < end && *p == '"', 1)) {
+    if (LIKELY(p < end && *p == '"')) {
         c->p = (const char *)p + 1;
     } else {
         int rc = string_rest(c, p, plain);
@@ -679,7 +696,7 @@ static int args_key(Cur *c, Event *e, int kind, const char *k, size_t kn) {
 static void reset_args(Event *e) {
     uint64_t touched = e->touched;
     while (touched) {
-        int i = __builtin_ctzll(touched);
+        int i = ctz64(touched);
         touched &= touched - 1;
         e->tag[i] = TAG_NULL;
         e->value[i] = 0;
