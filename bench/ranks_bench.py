@@ -44,7 +44,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.rankfolder builds the folder
-SOURCE = REPO.parent / "shared" / "traces" / "public" / "hta_nccl_a100.json.gz"
+# The shared folder of test data: $TRACEANALYZE_SHARED, else ../shared beside the repository.
+SHARED = Path(os.environ.get("TRACEANALYZE_SHARED") or REPO.parent / "shared")
+SOURCE = SHARED / "traces" / "public" / "hta_nccl_a100.json.gz"
 DELAYED_RANK = 5
 
 

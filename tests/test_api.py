@@ -145,3 +145,6 @@ def test_the_command_functions_are_imported_on_first_use() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
     with pytest.raises(AttributeError, match="no attribute 'not_a_command'"):
         traceanalyze.not_a_command  # noqa: B018
+    # submodules are there as before, imported when first named
+    code = "import traceanalyze as t; t.api.summary; t.analyses.activities"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -181,21 +181,16 @@ def test_cache_info_and_clear_commands(tmp_path: Path, cache_dir: Path) -> None:
     assert other.output.splitlines()[:3] == ["key,value", f"location,{chosen}", "entries,0"]
 
 
-def test_a_rank_folder_evicts_once_after_its_ranks(
-    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A walk of the cache after each of N writes is N^2 visits: the ranks of a folder are
-    # written with eviction deferred, and the folder's run evicts once at the end.
+def _rank_folder(tmp_path: Path, ranks: int) -> tuple[Path, list[Path]]:
+    folder = tmp_path / "job"
+    folder.mkdir()
+    return folder, [write_trace(folder, STEP, name=f"r{r}.json", rank=r) for r in range(ranks)]
+
+
+def _counted_walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     from traceanalyze import engine
     from traceanalyze.load import cache
 
-    folder = tmp_path / "job"
-    folder.mkdir()
-    ranks = [write_trace(folder, STEP, name=f"r{r}.json", rank=r) for r in range(4)]
-    traceanalyze.load(ranks[0])
-    one_entry = cache_info(cache_dir).size_bytes
-    cache.clear_cache(cache_dir)
-    monkeypatch.setenv(MAX_ENV, str(int(one_entry * 2.5)))  # room for two of the four
     walks: list[Path] = []
     real_evict = cache.evict
 
@@ -205,9 +200,42 @@ def test_a_rank_folder_evicts_once_after_its_ranks(
 
     monkeypatch.setattr(cache, "evict", counted)
     monkeypatch.setattr(engine, "evict", counted)
-    engine.rank_folder(folder, workers=1, cache_dir=cache_dir)
-    assert walks == [cache_dir.resolve()]
-    assert cache_info(cache_dir).entries == 2
-    # Outside a folder's run, each write still evicts.
+    monkeypatch.setattr(cache, "_WRITES", cache._Writes())
+    return walks
+
+
+def test_a_rank_folder_walks_the_cache_a_few_times_not_once_per_rank(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A walk of the cache after each of N writes is N^2 visits: the ranks of a folder are
+    # written with eviction deferred (a walk per tenth of the limit written), and the
+    # folder's run walks once at the end.
+    from traceanalyze import engine
+
+    folder, ranks = _rank_folder(tmp_path, 9)
     traceanalyze.load(ranks[0])
-    assert len(walks) == 2
+    one_entry = cache_info(cache_dir).size_bytes
+    traceanalyze.load.cache.clear_cache(cache_dir)
+    monkeypatch.setenv(MAX_ENV, str(one_entry * 25))  # an entry is 4% of the limit
+    walks = _counted_walks(monkeypatch)
+    engine.rank_folder(folder, workers=1, cache_dir=cache_dir)
+    assert len(walks) == 4  # after the 3rd, 6th and 9th write (12% each time), and the end
+    assert cache_info(cache_dir).entries == 9
+    traceanalyze.load(tmp_path / "job" / "r0.json", cache_dir=tmp_path / "other")
+    assert len(walks) == 5  # outside a folder's run, each write walks
+
+
+def test_a_rank_folder_keeps_the_cache_within_its_limit(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from traceanalyze import engine
+
+    folder, ranks = _rank_folder(tmp_path, 4)
+    traceanalyze.load(ranks[0])
+    one_entry = cache_info(cache_dir).size_bytes
+    traceanalyze.load.cache.clear_cache(cache_dir)
+    monkeypatch.setenv(MAX_ENV, str(int(one_entry * 2.5)))  # room for two of the four
+    walks = _counted_walks(monkeypatch)
+    engine.rank_folder(folder, workers=1, cache_dir=cache_dir)
+    assert len(walks) == 5  # each write is 40% of the limit: a walk after each, and the end
+    assert cache_info(cache_dir).entries == 2

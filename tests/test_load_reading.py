@@ -165,3 +165,12 @@ def test_the_columns_are_handed_over_once(tmp_path: Path) -> None:
     ts = [part["ts"] for part in result["parts"]]
     assert sum(len(memoryview(column)) for column in ts) == 8 * 20  # 20 intervals, 8 bytes each
     assert memoryview(ts[0]).readonly
+
+
+def test_a_long_object_without_trace_events_is_still_told_apart(tmp_path: Path) -> None:
+    # The head is looked at as far as before (24 MB): a JSON object whose top level runs past
+    # 16 MB without traceEvents is skipped in a folder, not taken for a trace.
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"meta": "m" * 20_000_000, "other": 1}))
+    with pytest.raises(NotATraceError, match="no traceEvents list"):
+        chunks_module.first_look(path)

@@ -3,6 +3,7 @@
 # Before the imports: the cache key (load/cache.py) reads it while the package is importing.
 __version__ = "0.1.0"
 
+import importlib
 from typing import TYPE_CHECKING
 
 from traceanalyze.errors import (
@@ -113,6 +114,13 @@ def __getattr__(name: str) -> object:
         value = getattr(api, name)
         globals()[name] = value
         return value
+    # A submodule never imported yet (``traceanalyze.api``, ``traceanalyze.analyses``): what
+    # importing every command function used to bind as a side effect.
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{__name__}.{name}":
+            raise  # the submodule exists and one of its own imports is missing
     raise AttributeError(f"module 'traceanalyze' has no attribute {name!r}")
 
 

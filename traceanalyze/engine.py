@@ -54,8 +54,9 @@ class RankTask:
 
     cache: bool = True
     cache_dir: str | None = None
-    # Leave the cache's eviction to the caller, who evicts once after every task: a walk of
-    # the cache folder after each write visits N^2 entries (run_tasks on this machine).
+    # Leave most of the cache's eviction to the caller, who evicts once after every task: a
+    # walk of the cache folder after each write visits N^2 entries (run_tasks on this
+    # machine); a worker still walks after writing a tenth of the limit.
     defer_eviction: bool = False
 
     def __call__(self, path: str) -> RankWork | TraceAnalyzeError:

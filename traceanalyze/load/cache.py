@@ -136,22 +136,48 @@ def _remove(entry: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-# Set while writes leave eviction to their caller (see eviction_deferred).
+# Set while writes leave most eviction walks to their caller (see eviction_deferred).
 _EVICTION_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "eviction_deferred", default=False
 )
+# While deferred, this process walks the cache again once it has written this share of the
+# limit since its last walk: the folder then exceeds the limit by at most that much per
+# writing process, and N writes cost a handful of walks, not N.
+_DEFERRED_SHARE = 10
+
+
+@dataclass
+class _Writes:
+    """Bytes this process wrote into the cache since its last eviction walk."""
+
+    since_walk: int = 0
+
+
+_WRITES = _Writes()
 
 
 @contextlib.contextmanager
 def eviction_deferred() -> Iterator[None]:
-    """Entries written inside skip the eviction walk, which visits every entry of the
-    folder: after each of N writes that is N^2 visits (64 ranks: 44,000 file stats). The
-    caller evicts once after them (:func:`evict`)."""
+    """Entries written inside skip most eviction walks, each of which visits every entry of
+    the folder (after each of N writes that is N^2 visits: 44,000 file stats for 64 ranks): a
+    walk only once this process has written a tenth of the limit since its last. The caller
+    evicts once after them (:func:`evict`)."""
     token = _EVICTION_DEFERRED.set(True)
     try:
         yield
     finally:
         _EVICTION_DEFERRED.reset(token)
+
+
+def _due_for_a_walk(entry: Path, max_bytes: int) -> bool:
+    """Whether a write of ``entry`` should evict now (always, unless deferred)."""
+    if not _EVICTION_DEFERRED.get():
+        return True
+    _WRITES.since_walk += _size(entry)
+    if _WRITES.since_walk * _DEFERRED_SHARE < max_bytes:
+        return False
+    _WRITES.since_walk = 0
+    return True
 
 
 def write_entry(entry: Path, trace: Trace) -> bool:
@@ -171,8 +197,9 @@ def write_entry(entry: Path, trace: Trace) -> bool:
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
         return entry.is_dir()  # another process may have won the race with the same content
-    if not _EVICTION_DEFERRED.get():
-        evict(entry.parent, max_cache_bytes())
+    limit = max_cache_bytes()
+    if _due_for_a_walk(entry, limit):
+        evict(entry.parent, limit)
     return entry.is_dir()
 
 

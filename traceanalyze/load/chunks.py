@@ -34,8 +34,9 @@ _TOKEN = re.compile(rb'\s*(?:("(?:[^"\\]|\\.)*")|([{}\[\]:,])|([^\s{}\[\]:,"]+))
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _BYTE = re.compile(r"\(byte (\d+)\)")
 _INDEX = re.compile(r"\$(\.traceEvents)?\[(\d+)\]")
-# Bytes first read (and inflated) to look at a file's head.
+# Bytes first read (and inflated) to look at a file's head, and the most read for it.
 _LOOK_BYTES = 64 * 1024
+_HEAD_LIMIT_BYTES = 3 * CHUNK_BYTES
 # Cuts tried per chunk before the rest of the file is decoded in one piece.
 _CUT_TRIES = 3
 
@@ -93,9 +94,9 @@ def first_look(path: Path) -> bytes | None:
     if bytes(buffer.data.lstrip()[:1]) not in (b"{", b"["):
         raise _not_a_trace(buffer, path)
     while (found := _find_events(_whole(buffer))) == "more":
-        if buffer.eof or len(buffer.data) >= 2 * CHUNK_BYTES:
+        if buffer.eof or len(buffer.data) >= _HEAD_LIMIT_BYTES:
             return None  # a long head, or a cut-off one: loading tells which
-        buffer.fill(2 * len(buffer.data))
+        buffer.fill(min(2 * len(buffer.data), _HEAD_LIMIT_BYTES))
     if found is None:
         raise NotATraceError(
             "is JSON but not a Chrome trace: it has no traceEvents list", path, FIX_NOT_A_TRACE
