@@ -204,22 +204,31 @@ def _counted_walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return walks
 
 
+def _ranks_under_a_limit(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch, ranks: int, entries: float
+) -> list[Path]:
+    """`ranks` on a folder of ``ranks`` micro ranks with room for ``entries`` cache entries;
+    the cache walks it made."""
+    from traceanalyze import engine
+
+    folder, paths = _rank_folder(tmp_path, ranks)
+    traceanalyze.load(paths[0])
+    one_entry = cache_info(cache_dir).size_bytes
+    traceanalyze.load.cache.clear_cache(cache_dir)
+    monkeypatch.setenv(MAX_ENV, str(int(one_entry * entries)))
+    walks = _counted_walks(monkeypatch)
+    engine.rank_folder(folder, workers=1, cache_dir=cache_dir)
+    return walks
+
+
 def test_a_rank_folder_walks_the_cache_a_few_times_not_once_per_rank(
     tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A walk of the cache after each of N writes is N^2 visits: the ranks of a folder are
     # written with eviction deferred (a walk per tenth of the limit written), and the
     # folder's run walks once at the end.
-    from traceanalyze import engine
-
-    folder, ranks = _rank_folder(tmp_path, 9)
-    traceanalyze.load(ranks[0])
-    one_entry = cache_info(cache_dir).size_bytes
-    traceanalyze.load.cache.clear_cache(cache_dir)
-    monkeypatch.setenv(MAX_ENV, str(one_entry * 25))  # an entry is 4% of the limit
-    walks = _counted_walks(monkeypatch)
-    engine.rank_folder(folder, workers=1, cache_dir=cache_dir)
-    assert len(walks) == 4  # after the 3rd, 6th and 9th write (12% each time), and the end
+    walks = _ranks_under_a_limit(tmp_path, cache_dir, monkeypatch, ranks=9, entries=25)
+    assert len(walks) == 4  # after the 3rd, 6th and 9th write (4% each), and the end
     assert cache_info(cache_dir).entries == 9
     traceanalyze.load(tmp_path / "job" / "r0.json", cache_dir=tmp_path / "other")
     assert len(walks) == 5  # outside a folder's run, each write walks
@@ -228,14 +237,6 @@ def test_a_rank_folder_walks_the_cache_a_few_times_not_once_per_rank(
 def test_a_rank_folder_keeps_the_cache_within_its_limit(
     tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from traceanalyze import engine
-
-    folder, ranks = _rank_folder(tmp_path, 4)
-    traceanalyze.load(ranks[0])
-    one_entry = cache_info(cache_dir).size_bytes
-    traceanalyze.load.cache.clear_cache(cache_dir)
-    monkeypatch.setenv(MAX_ENV, str(int(one_entry * 2.5)))  # room for two of the four
-    walks = _counted_walks(monkeypatch)
-    engine.rank_folder(folder, workers=1, cache_dir=cache_dir)
+    walks = _ranks_under_a_limit(tmp_path, cache_dir, monkeypatch, ranks=4, entries=2.5)
     assert len(walks) == 5  # each write is 40% of the limit: a walk after each, and the end
     assert cache_info(cache_dir).entries == 2
