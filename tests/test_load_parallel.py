@@ -206,3 +206,19 @@ def test_a_gzip_stream_in_small_pieces_is_cut_across_them(
     many = parse_file(path, threads=3)
     assert_same(many, one)
     assert (chunked.merged, chunked.whole) == (1, 0)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_json_without_trace_events_is_not_a_trace_on_threads_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compress: bool
+) -> None:
+    # The chunks' merge said "has a traceEvents list" whatever they saw: a large JSON object
+    # without one read as "traceEvents is empty" instead of "not a Chrome trace".
+    from traceanalyze.errors import NotATraceError
+
+    text = json.dumps({"meta": [{"a": i} for i in range(500)], "other": 1}).encode()
+    path = tmp_path / ("doc.json.gz" if compress else "doc.json")
+    path.write_bytes(gzip.compress(text) if compress else text)
+    Chunked(monkeypatch, 300)
+    with pytest.raises(NotATraceError, match="no traceEvents list"):
+        parse_file(path, threads=3)

@@ -371,7 +371,9 @@ def _in_order(
 def _merge(results: list[_Result]) -> Scanned:
     """The chunks' pieces in file order, as one scanner would have given them."""
     header = b",".join(r.header for r in results if r.header)
-    merged = Scanned(fast._header(header), has_events=True)
+    # has_events from the chunks (extend ors them): a document without a traceEvents list is
+    # one chunk (no cut before the key), whose scanner saw none
+    merged = Scanned(fast._header(header))
     for result in results:
         merged.extend(result.scanned)
     return merged
