@@ -101,7 +101,8 @@ def rank_folder(
     source = Path(path)
     files, skipped = rank_files(source)
     folder_cache = str(Path(cache_dir).resolve()) if cache_dir is not None else None
-    # On this machine the cache is this process's too: evict once, after every rank is in it.
+    # On this machine the cache is this process's too: the workers walk it seldom (see
+    # RankTask), and this process once more after every rank is in it.
     here = engine == ENGINE_LOCAL and cache
     task = RankTask(cache, folder_cache, defer_eviction=here)
     works = run_tasks(task, files, engine, address, workers)
