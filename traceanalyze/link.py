@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA, ITERATION_SCHEMA
+from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA, ITERATION_SCHEMA, null_series
 from traceanalyze.trace import IterationSource
 
 THREAD = ["rank", "pid", "tid"]
@@ -445,5 +445,5 @@ def outermost_annotation(cpu: pl.DataFrame, start_ids: pl.Series) -> pl.Series:
     )
     # Back to the order of start_ids by a scatter (a join on the row number and a sort took
     # three times as long).
-    annotation = pl.repeat(None, len(start_ids), dtype=pl.String, eager=True)
+    annotation = null_series("annotation", len(start_ids), pl.String)
     return annotation.scatter(joined["row"], joined["annotation"]).alias("annotation")

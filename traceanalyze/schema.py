@@ -206,3 +206,17 @@ def require_columns(frame: pl.DataFrame, columns: Sequence[str], task: str, fram
             f"cannot {task}: the frame lacks column(s) {', '.join(missing)}",
             fix=f"pass the frames of a loaded Trace ({frames})",
         )
+
+
+def null_series(name: str, height: int, dtype: pl.DataType | type[pl.DataType]) -> pl.Series:
+    """A column of ``height`` nulls. One null repeated by Polars: ``pl.repeat(None, ...)``
+    costs about 150 us however short (it runs a query), which made most of turning a scanned
+    chunk into columns, whose collective and args columns are mostly all null."""
+    one = _ONE_NULL.get(dtype)
+    if one is None:
+        one = _ONE_NULL.setdefault(dtype, pl.Series("", [None], dtype=dtype))
+    return one.new_from_index(0, height).alias(name)
+
+
+# One null of each dtype asked for (building even a one-row Series costs a few microseconds).
+_ONE_NULL: dict[pl.DataType | type[pl.DataType], pl.Series] = {}

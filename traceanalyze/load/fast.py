@@ -32,6 +32,7 @@ from traceanalyze.load.scanned import (
     Scanned,
 )
 from traceanalyze.load.source import Blocks, ByteProgress, chunks, is_gzip
+from traceanalyze.schema import null_series
 
 try:
     from traceanalyze.load import _scan  # type: ignore[attr-defined]
@@ -128,15 +129,17 @@ def _header(pairs: bytes) -> TraceDocument:
 
 
 def _piece(column: str, part: dict[str, Any], names: pl.Series, raws: pl.Series) -> Piece:
+    # Series[ids], not Series.gather: gather runs a one-expression query (~70 us each, however
+    # few the rows), which made most of this function's time on a part of a few rows.
     if column in ("name", "phase"):
-        return names.gather(pl.Series(np.frombuffer(part[column], dtype=np.uint32))).alias(column)
+        return names[pl.Series(np.frombuffer(part[column], dtype=np.uint32))].alias(column)
     if column in ("ts_ns", "dur_ns"):
         return pl.Series(column, np.frombuffer(part[column[:-3]], dtype=np.int64))
     if column in ("input_dims", "input_types", "concrete_inputs"):
         raw_ids = np.frombuffer(part[column], dtype=np.int32)
         if not len(raws):
-            return pl.Series(column, [None] * len(raw_ids), dtype=pl.String)
-        gathered = raws.gather(pl.Series(np.where(raw_ids < 0, 0, raw_ids)))
+            return null_series(column, len(raw_ids), pl.String)
+        gathered = raws[pl.Series(np.where(raw_ids < 0, 0, raw_ids))]
         return gathered.alias(column).set(pl.Series(raw_ids < 0), None)
     values_bytes, tags_bytes = part[column]
     values = np.frombuffer(values_bytes, dtype=np.int64)
@@ -158,23 +161,24 @@ def _comm_piece(
     or an integer (anything else null)."""
     if column in COMM_INTS:
         return _masked(column, values, tags != _TAG_INT)
-    if not ((tags == _TAG_STR) | (tags == _TAG_INT)).any():
-        # most parts (every op that is no collective): all null, without the text cast of
-        # every row below (half the time of turning a scan into pieces)
-        return pl.repeat(None, len(tags), dtype=pl.String, eager=True).alias(column)
-    strings = names.gather(pl.Series(np.where(tags == _TAG_STR, values, 0)))
-    text = pl.select(
-        pl.when(pl.Series(tags == _TAG_STR))
-        .then(strings)
-        .when(pl.Series(tags == _TAG_INT))
-        .then(pl.Series(values).cast(pl.String))
-    ).to_series()
-    return text.alias(column)
+    is_text, is_int = tags == _TAG_STR, tags == _TAG_INT
+    if not is_text.any() and not is_int.any():
+        # most parts (every op that is no collective): all null
+        return null_series(column, len(tags), pl.String)
+    text = names[pl.Series(np.where(is_text, values, 0))].alias(column)
+    if is_int.any():
+        text = pl.Series(values).cast(pl.String).zip_with(pl.Series(is_int), text)
+    return text.alias(column).set(pl.Series(~(is_text | is_int)), None)
 
 
 def _masked(column: str, values: np.ndarray[Any, Any], nulls: np.ndarray[Any, Any]) -> pl.Series:
+    null_count = np.count_nonzero(nulls)
+    if null_count == len(values):
+        # no value at all (a kernel's args on a memcpy, a collective's on most ops)
+        dtype = pl.Float64 if values.dtype == np.float64 else pl.Int64
+        return null_series(column, len(values), dtype)
     series = pl.Series(column, values)
-    if nulls.any():
+    if null_count:
         series = series.set(pl.Series(nulls), None)
     return series
 

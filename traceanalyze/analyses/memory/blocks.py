@@ -21,6 +21,7 @@ from traceanalyze.analyses.activities import per_trace
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.memory.devices import device_name, is_accelerator
 from traceanalyze.link import THREAD, THREAD_KEY, outermost_annotation
+from traceanalyze.schema import null_series
 from traceanalyze.trace import IterationSource, Trace
 
 # One device's events, as the figures group them.
@@ -142,7 +143,7 @@ def attributed_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.Series:
     """The op each event is charged to: the innermost enclosing op that is not an allocation
     helper (ALLOCATION_HELPERS), else the innermost op (a helper called directly)."""
     if not cpu.height or not events.height:
-        return _nulls("op_id", events.height, pl.Int64)
+        return null_series("op_id", events.height, pl.Int64)
     last = last_started(events, cpu)
     ts_ns = events["ts_ns"]
     innermost = enclosing(last, ts_ns, cpu, pl.col("cat") == "cpu_op")
@@ -200,7 +201,7 @@ def enclosing(last: pl.Series, ts_ns: pl.Series, cpu: pl.DataFrame, matches: pl.
         stopped_at.append(cursor.filter(here))
         cursor, rows = parents.gather(cursor.filter(~here)), rows.filter(~here)
         rows, cursor = rows.filter(cursor.is_not_null()), cursor.drop_nulls()
-    found = _nulls("op_id", len(last), pl.Int64)
+    found = null_series("op_id", len(last), pl.Int64)
     if stopped_rows:
         found = found.scatter(pl.concat(stopped_rows), pl.concat(stopped_at))
     return found
@@ -240,14 +241,9 @@ def memory_blocks(trace: Trace) -> pl.DataFrame:
     )
 
 
-def _nulls(name: str, height: int, dtype: pl.DataType | type[pl.DataType]) -> pl.Series:
-    # Built by Polars: a Python list of a million Nones costs more than the walk it starts.
-    return pl.repeat(None, height, dtype=dtype, eager=True).alias(name)
-
-
 def _scattered(values: pl.Series, at: pl.Series, height: int) -> pl.Series:
     """``values`` at rows ``at`` of a column of ``height`` nulls."""
-    return _nulls(values.name, height, values.dtype).scatter(at, values)
+    return null_series(values.name, height, values.dtype).scatter(at, values)
 
 
 @per_trace
