@@ -1,5 +1,6 @@
-"""Builds the optional C scanner of the loader; without a compiler the package still installs
-and loads traces with its pure-Python (msgspec) path."""
+"""Builds the optional C extensions of the loader (the scanner, and linking's call tree);
+without a compiler the package still installs and loads traces with its pure-Python paths
+(msgspec, and Polars joins)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except Exception as exc:
-            print(f"warning: the C scanner was not built ({exc}); using the msgspec path")
+            print(f"warning: the C extensions were not built ({exc}); using the Python paths")
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception as exc:
-            print(f"warning: the C scanner was not built ({exc}); using the msgspec path")
+            print(f"warning: {ext.name} was not built ({exc}); using its Python path")
 
 
 setup(
@@ -32,7 +33,14 @@ setup(
             depends=["traceanalyze/load/_scan_tables.h"],
             extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-missing-field-initializers"],
             optional=True,
-        )
+        ),
+        # linking's call tree in one pass (traceanalyze/link.py keeps the Polars reference)
+        Extension(
+            "traceanalyze._tree",
+            ["traceanalyze/_tree.c"],
+            extra_compile_args=["-O3", "-std=c99", "-Wall"],
+            optional=True,
+        ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

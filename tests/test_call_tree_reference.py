@@ -1,4 +1,5 @@
-"""The columnar call tree against a brute-force reference, on random nested intervals.
+"""The call tree against a brute-force reference, on random nested intervals, by both paths:
+the C walk (traceanalyze/_tree.c, where built) and the columnar Polars steps it must equal.
 
 Times sit on a coarse grid so that shared starts, shared ends, back-to-back siblings and
 zero-length intervals at their parent's edges all occur often. Call order is (thread, start,
@@ -77,8 +78,18 @@ def reference_tree(cpu: pl.DataFrame) -> tuple[list[int], list[int | None]]:
     return depths, parents
 
 
+@pytest.fixture(params=["walk", "columnar"])
+def tree_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test below by the C walk (skipped where it is not built) and by the Polars steps."""
+    if request.param == "walk" and link._tree is None:
+        pytest.skip("traceanalyze._tree is not built")
+    if request.param == "columnar":
+        monkeypatch.setattr(link, "_tree", None)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("seed", range(40))
-def test_depth_and_parent_match_the_definition(seed: int) -> None:
+def test_depth_and_parent_match_the_definition(seed: int, tree_path: str) -> None:
     tree = with_call_tree(random_cpu_frame(seed))
     assert tree["op_id"].to_list() == list(range(tree.height))
     depths, parents = reference_tree(tree)
@@ -120,7 +131,7 @@ def reference_order(cpu: pl.DataFrame) -> list[str]:
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_ties_keep_frame_order(seed: int) -> None:
+def test_ties_keep_frame_order(seed: int, tree_path: str) -> None:
     frame = random_frame_with_ties(seed)
     tree = with_call_tree(frame)
     assert tree["name"].to_list() == reference_order(frame)
@@ -174,3 +185,53 @@ def test_wide_depth_keys_give_the_same_tree(seed: int, monkeypatch: pytest.Monke
     narrow = with_call_tree(frame)
     monkeypatch.setattr(link, "_DEPTH_KEY_BITS", 0)
     assert_frame_equal(with_call_tree(frame), narrow)
+
+
+def random_tangle(seed: int) -> pl.DataFrame:
+    """What real traces hold beside clean nesting: spans that overlap without nesting (clock
+    rounding, threads handing work over), null and negative durations, zero-length spans,
+    and a null start now and then (``nulls``)."""
+    rng = random.Random(seed)
+    rows = 300
+    return pl.DataFrame(
+        {
+            "rank": [0] * rows,
+            "pid": [rng.choice([7, 8]) for _ in range(rows)],
+            "tid": [rng.choice([1, 2, 3]) for _ in range(rows)],
+            "cat": [rng.choice(CATS) for _ in range(rows)],
+            "name": [f"op{i}" for i in range(rows)],
+            "ts_ns": [rng.randint(0, 80) for _ in range(rows)],
+            "dur_ns": [rng.choice([None, -3, 0, 0, *range(1, 40)]) for _ in range(rows)],
+        },
+        schema_overrides={"rank": pl.Int32},
+    )
+
+
+@pytest.mark.skipif(link._tree is None, reason="traceanalyze._tree is not built")
+@pytest.mark.parametrize("seed", range(30))
+def test_the_walk_equals_the_columnar_steps_on_tangled_spans(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = random_tangle(seed)
+    walked = with_call_tree(frame)
+    monkeypatch.setattr(link, "_tree", None)
+    assert_frame_equal(walked, with_call_tree(frame))
+
+
+@pytest.mark.skipif(link._tree is None, reason="traceanalyze._tree is not built")
+@pytest.mark.parametrize("case", ["null start", "beyond the limit"])
+def test_frames_the_walk_does_not_take_get_the_columnar_steps(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = random_tangle(0)
+    if case == "null start":
+        frame = frame.with_columns(ts_ns=pl.when(pl.col("name") != "op5").then("ts_ns"))
+    else:
+        monkeypatch.setattr(link, "_WALK_LIMIT_NS", 50)  # below the frame's latest starts
+    walks: list[object] = []
+    walk = link._walked_call_tree
+    monkeypatch.setattr(link, "_walked_call_tree", lambda cpu: walks.append(walk(cpu)) or walks[-1])
+    declined = with_call_tree(frame)
+    assert walks == [None]
+    monkeypatch.setattr(link, "_tree", None)
+    assert_frame_equal(with_call_tree(frame), declined)
