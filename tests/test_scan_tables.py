@@ -10,6 +10,7 @@ from types import ModuleType
 
 import pytest
 
+from traceanalyze import link
 from traceanalyze.load import fast, scanned
 from traceanalyze.load.scan_tables import KINDS, TAGGED
 
@@ -48,6 +49,7 @@ def test_the_part_kinds_are_the_tables_kinds() -> None:
 def test_the_scanner_is_built_where_required() -> None:
     # CI sets TRACEANALYZE_REQUIRE_SCANNER: a failed build must fail the run, not fall back.
     assert fast.AVAILABLE, "the C scanner did not build: python setup.py build_ext --inplace"
+    assert link._tree is not None, "traceanalyze._tree did not build: python setup.py build_ext"
 
 
 def test_the_scaling_benchs_kinds_are_the_scanners() -> None:
