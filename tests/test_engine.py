@@ -226,8 +226,11 @@ def test_pool_workers_share_the_cores_unless_the_user_chose(
 
     monkeypatch.delenv("TRACEANALYZE_THREADS", raising=False)
     monkeypatch.setenv("POLARS_MAX_THREADS", "7")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     with engine._worker_environment(3):
         assert os.environ["TRACEANALYZE_THREADS"] == "3"
         assert os.environ["POLARS_MAX_THREADS"] == "7"  # the user's setting is kept
+        assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
     assert "TRACEANALYZE_THREADS" not in os.environ
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
     assert os.environ["POLARS_MAX_THREADS"] == "7"

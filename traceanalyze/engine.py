@@ -42,6 +42,7 @@ ENGINE_LOCAL = "local"
 ENGINE_DASK = "dask"
 ENGINES = (ENGINE_LOCAL, ENGINE_DASK)
 _POLARS_THREADS_ENV = "POLARS_MAX_THREADS"
+_OPENBLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 # Below this many bytes in all, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 
@@ -167,11 +168,17 @@ def executor(
 @contextlib.contextmanager
 def _worker_environment(threads: int) -> Iterator[None]:
     """While the pool starts its workers: each scans a file and runs Polars on ``threads``
-    threads, so that the workers together use the cores once (each on every core only added
-    switching: 64 ranks on 2 cores took 10% longer). Spawned workers read the environment
-    before importing Polars, which fixes its thread count then; settings the user made are
-    kept."""
-    wanted = {THREADS_ENV: str(threads), _POLARS_THREADS_ENV: str(threads)}
+    threads (and OpenBLAS on one), so that the workers together use the cores once (each on
+    every core only added switching: 64 ranks on 2 cores took 10% longer). Spawned workers
+    read the environment before importing Polars, which fixes its thread count then;
+    settings the user made are kept."""
+    wanted = {
+        THREADS_ENV: str(threads),
+        _POLARS_THREADS_ENV: str(threads),
+        # No worker multiplies matrices, but importing NumPy starts OpenBLAS's thread per core,
+        # which spins: 0.1 CPU-s of each worker's start on the 2-core machine.
+        _OPENBLAS_THREADS_ENV: "1",
+    }
     added = [name for name in wanted if name not in os.environ]
     for name in added:
         os.environ[name] = wanted[name]
