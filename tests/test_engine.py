@@ -222,12 +222,12 @@ def test_a_broken_process_pool_falls_back_to_this_process(
 def test_pool_workers_share_the_cores_unless_the_user_chose(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from traceanalyze import engine
+    from traceanalyze.load.parallel import worker_environment
 
     monkeypatch.delenv("TRACEANALYZE_THREADS", raising=False)
     monkeypatch.setenv("POLARS_MAX_THREADS", "7")
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
-    with engine._worker_environment(3):
+    with worker_environment(3):
         assert os.environ["TRACEANALYZE_THREADS"] == "3"
         assert os.environ["POLARS_MAX_THREADS"] == "7"  # the user's setting is kept
         assert os.environ["OPENBLAS_NUM_THREADS"] == "1"

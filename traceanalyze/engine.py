@@ -36,13 +36,11 @@ from traceanalyze.analyses.distributed.skew import ALIGN_ENDS
 from traceanalyze.errors import EngineError, TraceAnalyzeError, UsageError
 from traceanalyze.load import check_ranks, load, rank_files
 from traceanalyze.load.cache import default_cache_dir, evict, eviction_deferred, max_cache_bytes
-from traceanalyze.load.parallel import THREADS_ENV
+from traceanalyze.load.parallel import worker_environment
 
 ENGINE_LOCAL = "local"
 ENGINE_DASK = "dask"
 ENGINES = (ENGINE_LOCAL, ENGINE_DASK)
-_POLARS_THREADS_ENV = "POLARS_MAX_THREADS"
-_OPENBLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 # Below this many bytes in all, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 
@@ -159,34 +157,10 @@ def executor(
         # spawn, not fork: forking a process whose Polars thread pool is running can deadlock.
         threads = max(1, (os.cpu_count() or 1) // count)
         with (
-            _worker_environment(threads),
+            worker_environment(threads),
             ProcessPoolExecutor(count, mp_context=get_context("spawn")) as pool,
         ):
             yield pool
-
-
-@contextlib.contextmanager
-def _worker_environment(threads: int) -> Iterator[None]:
-    """While the pool starts its workers: each scans a file and runs Polars on ``threads``
-    threads (and OpenBLAS on one), so that the workers together use the cores once (each on
-    every core only added switching: 64 ranks on 2 cores took 10% longer). Spawned workers
-    read the environment before importing Polars, which fixes its thread count then;
-    settings the user made are kept."""
-    wanted = {
-        THREADS_ENV: str(threads),
-        _POLARS_THREADS_ENV: str(threads),
-        # No worker multiplies matrices, but importing NumPy starts OpenBLAS's thread per core,
-        # which spins: 0.1 CPU-s of each worker's start on the 2-core machine.
-        _OPENBLAS_THREADS_ENV: "1",
-    }
-    added = [name for name in wanted if name not in os.environ]
-    for name in added:
-        os.environ[name] = wanted[name]
-    try:
-        yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)
 
 
 class InProcess(Executor):
