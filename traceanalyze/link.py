@@ -77,8 +77,8 @@ def link(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> Linked:
     cpu = cpu.with_columns(iteration=_iteration_of(cpu["ts_ns"], iterations, source))
     gpu = link_gpu(gpu, cpu, iterations, source)
     return Linked(
-        cpu.select(CPU_SCHEMA.keys()).cast(CPU_SCHEMA),  # type: ignore[arg-type]
-        gpu.select(GPU_SCHEMA.keys()).cast(GPU_SCHEMA),  # type: ignore[arg-type]
+        cpu.select(pl.col(name).cast(dtype) for name, dtype in CPU_SCHEMA.items()),
+        gpu.select(pl.col(name).cast(dtype) for name, dtype in GPU_SCHEMA.items()),
         iterations,
         source,
     )
@@ -384,18 +384,25 @@ def _whole_trace(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> pl.DataFram
 def _iteration_of(ts_ns: pl.Series, iterations: pl.DataFrame, source: IterationSource) -> pl.Series:
     """The iteration whose span holds each timestamp (null outside every span)."""
     if source is IterationSource.WHOLE_TRACE:
-        return pl.Series("iteration", [0] * len(ts_ns), dtype=pl.Int64).set(ts_ns.is_null(), None)
+        return _first_iteration(len(ts_ns)).set(ts_ns.is_null(), None)
     # Spans are sorted by start: the candidate is the last one starting at or before ts.
-    slot = iterations["ts_ns"].search_sorted(ts_ns, side="right").cast(pl.Int64) - 1
-    found = pl.DataFrame({"ts": ts_ns, "slot": slot}).select(
-        "ts", slot=pl.when(pl.col("ts").is_not_null() & (pl.col("slot") >= 0)).then("slot")
+    slots = iterations["ts_ns"].search_sorted(ts_ns, side="right").cast(pl.Int64) - 1
+    slot = pl.when(pl.col("ts").is_not_null() & (pl.col("slot") >= 0)).then("slot")
+    end = iterations["ts_ns"] + iterations["dur_ns"]
+    return (
+        pl.DataFrame({"ts": ts_ns, "slot": slots})
+        .select(
+            pl.when(pl.col("ts") < pl.lit(end).gather(slot))
+            .then(pl.lit(iterations["iteration"]).gather(slot))
+            .alias("iteration")
+        )
+        .to_series()
     )
-    span = iterations.select("iteration", end=pl.col("ts_ns") + pl.col("dur_ns"))
-    return found.select(
-        pl.when(pl.col("ts") < pl.lit(span["end"]).gather("slot"))
-        .then(pl.lit(span["iteration"]).gather("slot"))
-        .alias("iteration")
-    ).to_series()
+
+
+def _first_iteration(height: int) -> pl.Series:
+    """Iteration 0 on every row (a whole trace is one iteration)."""
+    return pl.Series("iteration", [0], pl.Int64).new_from_index(0, height)
 
 
 def link_gpu(
@@ -430,7 +437,7 @@ def link_gpu(
         annotation=outermost_annotation(cpu, gpu["call_id"]),
     )
     if source is IterationSource.WHOLE_TRACE:
-        iteration = pl.Series("iteration", [0] * gpu.height, dtype=pl.Int64)
+        iteration = _first_iteration(gpu.height)
     else:
         iteration = _iteration_of(gpu["launch_ts_ns"], iterations, source)
     return gpu.with_columns(iteration=iteration)
@@ -469,9 +476,10 @@ _NO_ROW = -1
 
 def outermost_annotation(cpu: pl.DataFrame, start_ids: pl.Series) -> pl.Series:
     """Name of the outermost user annotation (not ProfilerStep#N) enclosing each call."""
+    # Two filters: the regular expression then runs on the annotations alone.
     regions = cpu.filter(pl.col("cat") == "user_annotation").filter(~_is_profiler_step())
     if not regions.height:
-        return pl.Series("annotation", [None] * len(start_ids), dtype=pl.String)
+        return null_series("annotation", len(start_ids), pl.String)
     top = regions.filter(nesting_depth(regions) == 0)  # regions keep cpu's call order
     # gather, not [ ]: a kernel whose launch is not in the trace has a null start id
     calls = cpu.select(pl.col(THREAD_KEY, "ts_ns", "dur_ns").gather(start_ids)).with_row_index(
