@@ -3,6 +3,7 @@ of :mod:`traceanalyze.schema`. Shared by both decoders."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,13 +59,17 @@ def _stack(
     for (part_kind, cat), part in scanned.in_category_order():
         if part_kind != kind:
             continue
-        frame = pl.DataFrame([_column(n, pieces, ids) for n, pieces in part.items()])
+        columns = [_column(n, pieces, ids) for n, pieces in part.items()]
         label = categories[cat] if categories else cat
-        frames.append(frame.with_columns(cat=pl.lit(label, pl.String)))
+        # The constant columns repeat one value (with_columns of a literal is a query each,
+        # which cost as much as the rest of a small part)
+        height = len(columns[0])
+        columns.append(pl.Series("cat", [label], pl.String).new_from_index(0, height))
+        columns.append(pl.Series("rank", [rank], pl.Int32).new_from_index(0, height))
+        frames.append(pl.DataFrame(columns))
     if not frames:
         return None
-    stacked = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
-    return stacked.with_columns(rank=pl.lit(rank, pl.Int32))
+    return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
 
 
 @dataclass(frozen=True)
@@ -122,10 +127,7 @@ def _conform(frame: pl.DataFrame | None, schema: dict[str, pl.DataType]) -> pl.D
     if frame is None:
         return pl.DataFrame(schema=schema)
     try:
-        return frame.select(
-            (pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name)
-            for name, dtype in schema.items()
-        )
+        return frame.select(_conforming(tuple(schema.items()), frozenset(frame.columns)))
     except pl.exceptions.InvalidOperationError as exc:  # e.g. a device id beyond 32 bits
         column = _COLUMN.search(str(exc))
         raise BadTimestampError(
@@ -134,6 +136,18 @@ def _conform(frame: pl.DataFrame | None, schema: dict[str, pl.DataType]) -> pl.D
 
 
 _COLUMN = re.compile(r"in column '([^']+)'")
+
+
+@functools.cache
+def _conforming(
+    schema: tuple[tuple[str, pl.DataType], ...], present: frozenset[str]
+) -> list[pl.Expr]:
+    """The select of :func:`_conform`, built once per schema and set of columns (building the
+    expressions cost as much as running them on a small trace)."""
+    return [
+        (pl.col(name) if name in present else pl.lit(None)).cast(dtype).alias(name)
+        for name, dtype in schema
+    ]
 
 
 def _unlinked(schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
