@@ -8,6 +8,7 @@ one over the launching CPU op context, one for the GEMM precision. No per-row Py
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 
 import polars as pl
@@ -207,6 +208,57 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     return launching.hstack(found.with_columns(launch_op))
 
 
+@dataclass
+class _NameMemo:
+    """The name-based category and precision of every (kind, name) this process classified.
+
+    The rules' query costs ~12 ms however few names it reads (a fixed cost, mostly its
+    regexes), as much as the rest of ``classify`` on a 15 MB rank; the ranks of one job, which
+    a worker converts one after another, share their kernel names, so after the first the
+    query runs only where a trace brings new names. A name's figures depend on the rule tables
+    alone, whose identity keys the memo (a test that swaps a table gets fresh figures).
+    """
+
+    # The key and its frame in one tuple, replaced whole: threads see one pair or the other.
+    entry: tuple[tuple[object, ...], pl.DataFrame] | None = None
+
+
+_NAMES = _NameMemo()
+# Past this many distinct names the memo starts afresh (each row is a name and two short
+# strings: a few MB at most).
+_NAMES_LIMIT = 50_000
+
+
+def _rules_key(names: pl.DataFrame) -> tuple[object, ...]:
+    tables = (OWN_NAME_RULES, NAME_RULES, KIND_CATEGORIES, GEMM_PRECISION_RULES)
+    return (*map(id, tables), tuple(names.schema.items()))
+
+
+def _by_name(gpu: pl.DataFrame) -> pl.DataFrame:
+    """Per distinct (kind, name) of ``gpu`` (and others seen before): the name-based category
+    and the precision its name says. Names repeat thousands of times; matching each distinct
+    name once keeps the regex work proportional to the vocabulary, not to the number of
+    launches (the precision too: a GEMM's is its name's, read per row only where the refined
+    category is "gemm")."""
+    names = gpu.select("kind", "name")
+    key = _rules_key(names)
+    entry = _NAMES.entry
+    known = entry[1] if entry is not None and entry[0] == key else None
+    if known is None or known.height > _NAMES_LIMIT:
+        known = None
+        new = names.unique()
+    else:
+        new = names.join(known, on=["kind", "name"], how="anti", nulls_equal=True).unique()
+    if known is not None and new.height == 0:
+        return known
+    classified = new.with_columns(
+        category_expr().alias(_NAME_CATEGORY), _name_precision_expr().alias(_NAME_PRECISION)
+    )
+    known = classified if known is None else pl.concat([known, classified])
+    _NAMES.entry = (key, known)
+    return known
+
+
 def _refined_category() -> pl.Expr:
     """Apply ``OP_REFINEMENTS`` (first match wins) on top of the name-based category."""
     name_category = pl.col(_NAME_CATEGORY)
@@ -234,16 +286,7 @@ def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     require_columns(gpu, GPU_COLUMNS, "classify kernels", "trace.gpu, trace.cpu")
     require_columns(cpu, CPU_COLUMNS, "classify kernels", "trace.gpu, trace.cpu")
     lazy_gpu = gpu.lazy()
-    # Names repeat thousands of times; matching each distinct name once keeps the regex work
-    # proportional to the vocabulary, not to the number of launches (the precision too: a
-    # GEMM's is its name's, read per row only where the refined category is "gemm").
-    by_name = (
-        lazy_gpu.select("kind", "name")
-        .unique()
-        .with_columns(
-            category_expr().alias(_NAME_CATEGORY), _name_precision_expr().alias(_NAME_PRECISION)
-        )
-    )
+    by_name = _by_name(gpu).lazy()
     context = (
         _op_context_by_rows(gpu, cpu).lazy()
         if op_ids_are_rows(cpu)

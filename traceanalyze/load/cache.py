@@ -189,7 +189,12 @@ def write_entry(entry: Path, trace: Trace) -> bool:
         return False
     try:
         for name in TRACE_FRAMES:
-            getattr(trace, name).write_parquet(staging / f"{name}.parquet", compression="lz4")
+            # No column statistics: an entry is only ever read whole (read_entry), never
+            # filtered by them, and computing them was a tenth of the write (8 files of a
+            # 15 MB rank: 18.7 -> 17.0 ms, reads unchanged).
+            getattr(trace, name).write_parquet(
+                staging / f"{name}.parquet", compression="lz4", statistics=False
+            )
         meta = [{**asdict(m), "path": str(m.path)} for m in trace.meta]
         stored = {"meta": meta, "iteration_source": trace.iteration_source}
         (staging / "meta.json").write_text(json.dumps(stored, default=str))

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.activities import activities, iteration_count, per_trace
+from traceanalyze.analyses.activities import classified_activities, iteration_count, per_trace
 from traceanalyze.analyses.cputree import op_chains
 from traceanalyze.analyses.distributed.comms_rules import (
     BUS_FACTORS,
@@ -122,7 +122,7 @@ def comm_summary(trace: Trace) -> pl.DataFrame:
 
 
 def _gpu_calls(trace: Trace) -> pl.DataFrame:
-    kernels = activities(trace).filter(pl.col("category") == COMMUNICATION)
+    kernels = classified_activities(trace).filter(pl.col("category") == COMMUNICATION)
     launched_by = trace.cpu.select(
         "op_id", *(pl.col(a).alias(f"op_{a}") for a in [*ARGS, "comm_name"])
     )
@@ -142,7 +142,7 @@ def _gpu_calls(trace: Trace) -> pl.DataFrame:
 
 def _cpu_calls(trace: Trace) -> pl.DataFrame:
     """record_param_comms ops that launched no kernel: collectives run by the CPU (Gloo)."""
-    launched = activities(trace).select("op_id").drop_nulls()
+    launched = classified_activities(trace).select("op_id").drop_nulls()
     ops = trace.cpu.filter(
         (pl.col("name") == PARAM_COMMS) & pl.col("comm_name").is_not_null()
     ).join(launched, on="op_id", how="anti")

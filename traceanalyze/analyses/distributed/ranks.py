@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceanalyze.analyses.accounting import ITERATION, busy_and_span, iteration_times
-from traceanalyze.analyses.activities import activities, in_iterations
+from traceanalyze.analyses.activities import classified_activities, in_iterations
 from traceanalyze.analyses.distributed.comms import comms
 from traceanalyze.analyses.distributed.skew import (
     ALIGN_ENDS,
@@ -138,7 +138,7 @@ def _communication_times(trace: Trace) -> pl.DataFrame:
     kernels; exposed = |C| - |C and K| = |C or K| - |K|, three interval unions.
     """
     kernels = (
-        in_iterations(activities(trace))
+        in_iterations(classified_activities(trace))
         .filter(pl.col("kind") == "kernel")
         .select(*_DEVICE, "ts_ns", "dur_ns", communication=pl.col("category") == COMMUNICATION)
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.activities import activities, in_iterations
+from traceanalyze.analyses.activities import classified_activities, in_iterations
 from traceanalyze.trace import Trace
 
 ALIGN_ENDS = "collective-ends"
@@ -39,7 +39,7 @@ COLLECTIVE_SCHEMA = {
 
 def collective_starts(trace: Trace) -> pl.DataFrame:
     """One row per communication kernel launched in an iteration: ``COLLECTIVE_SCHEMA``."""
-    kernels = in_iterations(activities(trace)).filter(
+    kernels = in_iterations(classified_activities(trace)).filter(
         (pl.col("kind") == "kernel") & (pl.col("category") == "communication")
     )
     occurrence = pl.col("ts_ns").rank("ordinal").over("rank", "iteration", "name") - 1
