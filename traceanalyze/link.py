@@ -27,7 +27,7 @@ from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA, ITERATION_SCHEMA, null_s
 from traceanalyze.trace import IterationSource
 
 try:
-    from traceanalyze import _tree  # type: ignore[attr-defined]
+    from traceanalyze import _tree
 except ImportError:  # not built: the Polars steps (_columnar_depth, _parent_ids) do it all
     _tree = None
 
@@ -128,7 +128,7 @@ def _walked_call_tree(cpu: pl.DataFrame) -> list[pl.Series] | None:
     if _tree is None or not cpu.height or ts.null_count():
         return None
     extremes = [ts.min(), ts.max(), dur.min(), dur.max()]
-    if any(v is not None and abs(v) >= _WALK_LIMIT_NS for v in extremes):  # type: ignore[arg-type]
+    if any(v is not None and abs(v) >= _WALK_LIMIT_NS for v in extremes):
         return None
     if dur.null_count():
         known = dur.is_not_null().to_numpy().astype(np.uint8)
