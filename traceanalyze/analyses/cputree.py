@@ -95,13 +95,16 @@ def _op_chains_by_rows(cpu: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
         levels[f"name{level}"] = names.gather(cursor).alias(f"name{level}")
         levels[f"op{level}"] = is_op.gather(cursor).alias(f"op{level}")
         cursor = parents.gather(cursor)
-    chain = pl.lit([], pl.List(pl.String))
-    for level in range(len(levels) // 2):
-        chain = (
-            pl.when(pl.col(f"op{level}"))
-            .then(pl.concat_list(pl.col(f"name{level}"), chain))
-            .otherwise(chain)
-        )
+    # Each level is a list of its name or of nothing, and the chain their concatenation,
+    # outermost first: one expression per level. (Nesting the chain so far into both branches
+    # of each level's when/then doubled the expression per level: 2^depth nodes, which took
+    # 10 s at depth 16 and all the memory beyond.)
+    nothing = pl.lit([], pl.List(pl.String))
+    parts = [
+        pl.when(pl.col(f"op{level}")).then(pl.concat_list(f"name{level}")).otherwise(nothing)
+        for level in reversed(range(len(levels) // 2))
+    ]
+    chain = pl.concat_list(parts) if parts else nothing
     # The ids ride along so that a walk of no level (every id null) still has the rows: the
     # empty-list literal alone would make one row.
     frame = pl.DataFrame([op_ids.alias("ids"), *levels.values()])
