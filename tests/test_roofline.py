@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import traceanalyze
-from tests.conftest import PUBLIC_TRACES
+from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, skip_without
 from tests.micro import annotation, call, kernel, load, op, span
 from traceanalyze.analyses.roofline.formulas import NO_SHAPES
 from traceanalyze.analyses.roofline.model import ROOFLINE_COLUMNS, UNMODELLED_COLUMNS, roofline
@@ -402,3 +402,21 @@ def test_top_limits_every_format() -> None:
     assert len(ROOFLINE.render(results, "csv", top=2).splitlines()) == 1 + 2
     everything = json.loads(ROOFLINE.render(results, "json"))
     assert len(everything["ops"]) == results[0][1].ops.height
+
+
+def test_equally_long_rows_come_in_the_order_of_their_keys() -> None:
+    """Rows that differ only in dtype (this trace's `aten::copy_` of one shape from float and
+    from int, equally long) in key order, not in whichever order the grouping produced them,
+    which changed from run to run."""
+    path = CORPUS_TRACES / "new_htadiff_control_a100_rank3.json.gz"
+    skip_without(path)
+    trace = traceanalyze.load(path, cache=False)
+    ops = roofline(trace).ops
+    ties = ops.filter(pl.struct("gpu_us_per_iter", "op_name", "shapes").is_duplicated())
+    assert ties.height >= 2  # the rows that came in either order
+    expected = ties.sort(
+        ["gpu_us_per_iter", "op_name", "shapes", "dtype"],
+        descending=[True, False, False, False],
+        maintain_order=True,
+    )
+    assert ties["dtype"].to_list() == expected["dtype"].to_list()

@@ -299,7 +299,9 @@ def _rows(frame: pl.DataFrame, n: int, total_ns: int) -> pl.DataFrame:
     return (
         _roofline_math(rows)
         .with_columns(verdict=_verdict())
-        .sort(["gpu_us_per_iter", "op_name", "shapes"], descending=[True, False, False])
+        # Every key column breaks ties: rows that differ only in dtype (an aten::copy_ of one
+        # shape from float and from int, equally long) came out in either order from run to run.
+        .sort(["gpu_us_per_iter", *_KEY], descending=[True] + [False] * len(_KEY), nulls_last=True)
         .select(ROOFLINE_COLUMNS)
     )
 
