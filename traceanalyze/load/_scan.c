@@ -223,6 +223,13 @@ typedef struct {
     PyObject *kinds;         /* dict: category -> kind (with KIND_LEGACY) */
     int64_t events;
     uint32_t memory_name;    /* names id of "[memory]" (profile_memory's instant events) */
+    /* names id + 1 of each one-byte phase seen (0: not yet): every event has a phase, and
+     * hashing it into names each time cost a few percent of the scan */
+    uint32_t phase_ids[128];
+    /* the category of the event before, and its id: consecutive events mostly share it */
+    char last_cat[32];
+    size_t last_cat_len;
+    int64_t last_cat_id;
     Event event;             /* the event being parsed (reset field by field, see event()) */
     int taken;               /* result() handed the columns over: no more feeding */
     const char *fail;        /* why the scan declined (static text) */
@@ -851,8 +858,15 @@ static int event(Cur *c) {
             if (*c->p != '"') FAIL(c, "ph is not text");
             if ((rc = string(c, &v, &vn, &vplain))) return rc;
             if (!vplain) FAIL(c, "escaped ph");
-            int64_t id = intern_add(&s->names, v, vn, &fresh);
-            if (id < 0) FAIL(c, "out of memory");
+            int64_t id;
+            unsigned char one = vn == 1 ? (unsigned char)v[0] : 0x80;
+            if (one < 0x80 && s->phase_ids[one]) {
+                id = (int64_t)s->phase_ids[one] - 1;
+            } else {
+                id = intern_add(&s->names, v, vn, &fresh);
+                if (id < 0) FAIL(c, "out of memory");
+                if (one < 0x80) s->phase_ids[one] = (uint32_t)id + 1;
+            }
             e->phase = (uint32_t)id;
         } else if (KEY_IS(k, kn, "cat")) {
             bit = 2;
@@ -860,8 +874,18 @@ static int event(Cur *c) {
             if (*c->p != '"') FAIL(c, "cat is not text");
             if ((rc = string(c, &v, &vn, &vplain))) return rc;
             if (!vplain) FAIL(c, "escaped cat");
-            int64_t id = cat_id(s, v, vn);
-            if (id < 0) FAIL(c, "out of memory");
+            int64_t id;
+            if (s->last_cat_id >= 0 && vn == s->last_cat_len && memcmp(v, s->last_cat, vn) == 0) {
+                id = s->last_cat_id;
+            } else {
+                id = cat_id(s, v, vn);
+                if (id < 0) FAIL(c, "out of memory");
+                if (vn <= sizeof s->last_cat) {
+                    memcpy(s->last_cat, v, vn);
+                    s->last_cat_len = vn;
+                    s->last_cat_id = id;
+                }
+            }
             e->cat = (uint32_t)id;
             e->has_cat = vn > 0;
         } else if (KEY_IS(k, kn, "name")) {
@@ -1067,6 +1091,9 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     self->memory_name = (uint32_t)memory;
+    memset(self->phase_ids, 0, sizeof self->phase_ids);
+    self->last_cat_len = 0;
+    self->last_cat_id = -1;
     self->state = S_START;
     return 0;
 }
