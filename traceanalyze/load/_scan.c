@@ -260,6 +260,11 @@ static inline void ws(Cur *c) {
     /* most tokens follow one another or one space: decided on the first byte */
     if (p >= end || !is_ws((unsigned char)*p)) return;
     p++;
+    /* and the one space of ", " and ": " on the second (a vector load for it cost more) */
+    if (p < end && !is_ws((unsigned char)*p)) {
+        c->p = p;
+        return;
+    }
 #if defined(HAVE_SSE2)
     /* indented traces: a line feed and a run of spaces, sixteen bytes at a time */
     const __m128i space = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t'),
@@ -400,6 +405,22 @@ static inline int string(Cur *c, const char **start, size_t *len, int *plain) {
     const unsigned char *p = (const unsigned char *)c->p + 1, *end = (const unsigned char *)c->end;
     *start = (const char *)p;
     *plain = 1;
+#if defined(HAVE_SSE2)
+    /* A string shorter than sixteen bytes (most keys and values): its closing quote from one
+     * vector, when no escape, control or non-ASCII byte comes before it. */
+    if (LIKELY(end - p >= 16)) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        unsigned quote = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')));
+        unsigned other = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')), _mm_cmplt_epi8(v, _mm_set1_epi8(0x20))));
+        if (quote && !(other & ((quote & -quote) - 1))) {
+            p += ctz32(quote);
+            c->p = (const char *)p + 1;
+            *len = (size_t)((const char *)p - *start);
+            return 0;
+        }
+    }
+#endif
     p = plain_run(p, end);
     if (LIKELY(p < end && *p == '"')) {
         c->p = (const char *)p + 1;
