@@ -182,6 +182,7 @@ typedef struct {
     int kind;
     uint32_t cat;
     size_t rows;
+    size_t cap_rows;         /* rows every column of the part has room for (see store) */
     Buf name, phase;         /* uint32 ids in the names table */
     Buf ts, dur;             /* int64 nanoseconds */
     Buf value[N_TAGGED];     /* int64 (or double bits) */
@@ -495,6 +496,38 @@ static int number(Cur *c, Number *n) {
     return 0;
 }
 
+/* A JSON number at c->p checked against the grammar as number() does, its value not read:
+ * most numbers are in values skipped or kept as text (the recorded shapes' lists), where
+ * filling a Number cost half of the scan's number parsing. */
+static int skip_number(Cur *c) {
+    const char *p = c->p, *end = c->end;
+    if (p < end && *p == '-') p++;
+    if (p >= end) MORE(c);
+    if (*p == '0') {
+        p++;
+    } else if ((unsigned)(*p - '1') <= 8) {
+        p++;
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
+    } else {
+        FAIL(c, "bad number");
+    }
+    if (p < end && *p == '.') {
+        const char *digits = ++p;
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
+        if (p == digits) { if (p >= end) MORE(c); FAIL(c, "bad number"); }
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const char *digits = p;
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
+        if (p == digits) { if (p >= end) MORE(c); FAIL(c, "bad number"); }
+    }
+    if (p >= end) MORE(c); /* a number may continue in the next chunk */
+    c->p = p;
+    return 0;
+}
+
 static int literal(Cur *c, const char *word, size_t n) {
     if ((size_t)(c->end - c->p) < n) {
         if (memcmp(c->p, word, (size_t)(c->end - c->p)) == 0) MORE(c);
@@ -548,7 +581,6 @@ static int skip_container(Cur *c, int depth, char close) {
 
 static int skip_value(Cur *c, int depth) {
     const char *s; size_t n; int plain;
-    Number num;
     if (depth > 500) FAIL(c, "nested too deeply");
     if (c->p >= c->end) MORE(c);
     switch (*c->p) {
@@ -558,7 +590,7 @@ static int skip_value(Cur *c, int depth) {
     case 't': return literal(c, "true", 4);
     case 'f': return literal(c, "false", 5);
     case 'n': return literal(c, "null", 4);
-    default: return number(c, &num);
+    default: return skip_number(c);
     }
 }
 
@@ -802,24 +834,56 @@ static Part *part_for(Scanner *s, uint32_t cat, int kind) {
     return p;
 }
 
-static int put_tagged(Part *p, Event *e, int col) {
-    return buf_put(&p->value[col], &e->value[col], 8) || buf_put(&p->tag[col], &e->tag[col], 1);
+static int reserve_tagged(Part *p, int col, size_t rows) {
+    return buf_reserve(&p->value[col], rows * 8 - p->value[col].len) ||
+           buf_reserve(&p->tag[col], rows - p->tag[col].len);
+}
+
+/* Room for at least one more row in every column of the part: all columns grown together,
+ * so that storing a row checks one count (a capacity check per column per row was a twentieth
+ * of the scan). */
+static int part_reserve(Part *p, int kind) {
+    if (p->rows < p->cap_rows) return 0;
+    size_t rows = p->cap_rows ? 2 * p->cap_rows : 256;
+    const int *cols = KIND_COLS[kind];
+    if (buf_reserve(&p->name, rows * 4 - p->name.len) || buf_reserve(&p->ts, rows * 8 - p->ts.len))
+        return -1;
+    if (KIND_DUR[kind] && buf_reserve(&p->dur, rows * 8 - p->dur.len)) return -1;
+    if (KIND_PHASE[kind] && buf_reserve(&p->phase, rows * 4 - p->phase.len)) return -1;
+    if (reserve_tagged(p, C_PID, rows) || reserve_tagged(p, C_TID, rows)) return -1;
+    for (int i = 0; cols[i] >= 0; i++)
+        if (reserve_tagged(p, cols[i], rows)) return -1;
+    if (KIND_RAW[kind])
+        for (int i = 0; i < N_RAW; i++)
+            if (buf_reserve(&p->raw[i], rows * 4 - p->raw[i].len)) return -1;
+    p->cap_rows = rows;
+    return 0;
+}
+
+/* Append n bytes to a buffer that part_reserve made room for. */
+static inline void put(Buf *b, const void *src, size_t n) {
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+}
+
+static inline void put_tagged(Part *p, Event *e, int col) {
+    put(&p->value[col], &e->value[col], 8);
+    put(&p->tag[col], &e->tag[col], 1);
 }
 
 static int store(Scanner *s, Event *e, int kind) {
     Part *p = part_for(s, e->cat, kind);
-    if (!p) return -1;
+    if (!p || part_reserve(p, kind)) return -1;
     const int *cols = KIND_COLS[kind];
-    if (buf_put(&p->name, &e->name, 4) || put_tagged(p, e, C_PID) || put_tagged(p, e, C_TID) ||
-        buf_put(&p->ts, &e->ts, 8))
-        return -1;
-    if (KIND_DUR[kind] && buf_put(&p->dur, &e->dur, 8)) return -1;
-    if (KIND_PHASE[kind] && buf_put(&p->phase, &e->phase, 4)) return -1;
-    for (int i = 0; cols[i] >= 0; i++)
-        if (put_tagged(p, e, cols[i])) return -1;
+    put(&p->name, &e->name, 4);
+    put_tagged(p, e, C_PID);
+    put_tagged(p, e, C_TID);
+    put(&p->ts, &e->ts, 8);
+    if (KIND_DUR[kind]) put(&p->dur, &e->dur, 8);
+    if (KIND_PHASE[kind]) put(&p->phase, &e->phase, 4);
+    for (int i = 0; cols[i] >= 0; i++) put_tagged(p, e, cols[i]);
     if (KIND_RAW[kind])
-        for (int i = 0; i < N_RAW; i++)
-            if (buf_put(&p->raw[i], &e->raw[i], 4)) return -1;
+        for (int i = 0; i < N_RAW; i++) put(&p->raw[i], &e->raw[i], 4);
     p->rows++;
     return 0;
 }
