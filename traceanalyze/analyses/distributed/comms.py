@@ -30,6 +30,7 @@ from traceanalyze.analyses.distributed.comms_rules import (
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.roofline.formulas import SHAPES_PATTERN, STRINGS_PATTERN
 from traceanalyze.display import Shown
+from traceanalyze.schema import null_series
 from traceanalyze.trace import Trace
 
 COMMUNICATION = "communication"
@@ -79,16 +80,40 @@ class Comms(Shown):
 @on_counted
 def comms(trace: Trace) -> Comms:
     """Collective calls and their bandwidth (README, "Collectives")."""
-    calls = pl.concat([_gpu_calls(trace), _cpu_calls(trace)])
-    calls = _with_bandwidth(
-        calls.join(_sizes_from_shapes(trace, calls["op_id"]), on="op_id", how="left")
-    )
-    calls = calls.filter(pl.col("collective") != "").sort("rank", "ts_ns")
+    calls = collective_calls(trace)
     return Comms(
         calls=calls.select(CALL_COLUMNS),
         by_kind=_by_kind(calls, _link_peaks(trace), iteration_count(trace)),
         notes=_notes(calls),
     )
+
+
+@per_trace
+@on_counted
+def collective_calls(trace: Trace) -> pl.DataFrame:
+    """:func:`comms`' calls with the columns its summary reads too, without the summary: for
+    ``ranks``, which reads only the calls' bus bandwidth (the summary and notes are ~2 ms of a
+    15 MB rank's collectives)."""
+    calls = pl.concat([_gpu_calls(trace), _cpu_calls(trace)])
+    calls = _with_bandwidth(
+        calls.join(_sizes_from_shapes(trace, _without_args(calls)), on="op_id", how="left")
+    )
+    return calls.filter(pl.col("collective") != "").sort("rank", "ts_ns")
+
+
+def _bytes_from_args() -> pl.Expr:
+    """A call's bytes from its args: elements (the larger of in and out) times the dtype's."""
+    nelems = pl.max_horizontal("in_msg_nelems", "out_msg_nelems")
+    element = pl.col("dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
+    return nelems * element
+
+
+def _without_args(calls: pl.DataFrame) -> pl.Series:
+    """The launching ops of the calls whose args give no bytes or no dtype: only those read
+    the recorded shapes (:func:`_with_bandwidth` takes the args' where they are; newer traces
+    record them on every call, and the shapes' JSON decoding is ~6 ms of a 15 MB rank)."""
+    lacking = _bytes_from_args().is_null() | pl.col("dtype").is_null()
+    return calls.filter(lacking)["op_id"]
 
 
 def _notes(calls: pl.DataFrame) -> tuple[str, ...]:
@@ -127,17 +152,25 @@ def _gpu_calls(trace: Trace) -> pl.DataFrame:
         "op_id", *(pl.col(a).alias(f"op_{a}") for a in [*ARGS, "comm_name"])
     )
     kernels = kernels.join(launched_by, on="op_id", how="left")
-    # The c10d op above the launch names the collective where no args do.
-    c10d = op_chains(trace.cpu, kernels["op_id"]).list.eval(
-        pl.element().filter(pl.element().str.starts_with("c10d::"))
-    )
-    kernels = kernels.with_columns(c10d=c10d.list.last())
+    kernels = kernels.with_columns(c10d=_c10d_names(trace, kernels))
     return kernels.select(
         *_CALL_COLUMNS,
         *(pl.coalesce(a, f"op_{a}").alias(name) for a, name in ARGS.items()),
         raw=pl.coalesce("comm_name", "op_comm_name", "c10d", "name"),
         on=pl.lit("gpu"),
     )
+
+
+def _c10d_names(trace: Trace, kernels: pl.DataFrame) -> pl.Series:
+    """Per kernel, the c10d op above its launch: it names the collective where no args do."""
+    if not kernels["comm_name"].null_count():
+        # Every kernel names its collective, so no c10d name is read (`raw` takes the kernel's
+        # first): the walk up the call tree (~4 ms of a 15 MB rank) is skipped.
+        return null_series("c10d", kernels.height, pl.String)
+    c10d = op_chains(trace.cpu, kernels["op_id"]).list.eval(
+        pl.element().filter(pl.element().str.starts_with("c10d::"))
+    )
+    return c10d.list.last()
 
 
 def _cpu_calls(trace: Trace) -> pl.DataFrame:
@@ -165,6 +198,8 @@ def _sizes_from_shapes(trace: Trace, op_ids: pl.Series) -> pl.DataFrame:
     ``In/Out msg nelems``."""
     cpu = trace.cpu
     launch = op_ids.drop_nulls().unique().to_frame("op_id")
+    if not launch.height:  # every call has its args: the same empty frame, without the queries
+        return pl.DataFrame(schema={"op_id": op_ids.dtype, **_SHAPE_SIZES})
     parents = launch.join(cpu.select("op_id", "parent_id"), on="op_id").drop_nulls()
     annotations = cpu.filter(
         pl.col("name").str.starts_with(NCCL_ANNOTATION_PREFIX)
@@ -219,6 +254,10 @@ def _sizes_from_shapes(trace: Trace, op_ids: pl.Series) -> pl.DataFrame:
     )
 
 
+# The columns :func:`_sizes_from_shapes` adds to a launching op.
+_SHAPE_SIZES = {"shape_bytes": pl.Int64, "shape_dtype": pl.String, "shape_source": pl.String}
+
+
 def _kind(name: pl.Expr) -> pl.Expr:
     lowered = name.str.to_lowercase()
     expr: pl.Expr = pl.lit("other")
@@ -243,11 +282,9 @@ def _size_bucket(nbytes: pl.Expr) -> pl.Expr:
 
 
 def _with_bandwidth(calls: pl.DataFrame) -> pl.DataFrame:
-    nelems = pl.max_horizontal("in_msg_nelems", "out_msg_nelems")
-    element = pl.col("dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
     # Bytes per nanosecond are GB/s.
     algbw = pl.col("bytes") / pl.col("dur_ns")
-    from_args = (nelems * element).alias("bytes")
+    from_args = _bytes_from_args().alias("bytes")
     return (
         calls.with_columns(
             collective=_kind(pl.col("raw")),

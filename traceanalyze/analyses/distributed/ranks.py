@@ -20,7 +20,7 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import ITERATION, busy_and_span, iteration_times
 from traceanalyze.analyses.activities import classified_activities, in_iterations
-from traceanalyze.analyses.distributed.comms import comms
+from traceanalyze.analyses.distributed.comms import collective_calls
 from traceanalyze.analyses.distributed.skew import (
     ALIGN_ENDS,
     ALIGNMENTS,
@@ -124,8 +124,8 @@ def rank_rows(trace: Trace) -> pl.DataFrame:
 def _bus_bandwidth(trace: Trace) -> pl.DataFrame:
     """Per rank: the median bus bandwidth of its collective calls (`comms`), where known."""
     return (
-        comms(trace)
-        .calls.group_by("rank")
+        collective_calls(trace)
+        .group_by("rank")
         .agg(collective_busbw_gbps_median=pl.col("busbw_gbps").median())
     )
 
