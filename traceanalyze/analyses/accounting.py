@@ -26,6 +26,7 @@ per-iteration figure.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import polars as pl
 
@@ -34,7 +35,16 @@ from traceanalyze.analyses.cputree import outermost_mask
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
 
+if TYPE_CHECKING:
+    from polars._typing import EngineType
+
 ITERATION = ["rank", "iteration"]
+# An eager or a lazy frame: the interval unions build the same query on either.
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
+# The engine of this package's small queries (a few thousand rows): Polars' default engine
+# adds ~0.1 ms to every collect, the in-memory one a few microseconds (eager DataFrame steps
+# run on it too); the results are the same.
+IN_MEMORY: EngineType = "in-memory"
 _DEVICE = [*ITERATION, "device"]
 
 # Columns of :func:`iteration_times`, in microseconds unless the name says otherwise.
@@ -128,17 +138,55 @@ def _gpu_times(gpu: pl.DataFrame) -> pl.DataFrame:
 def busy_and_span(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Per group of ``by``: ``busy_ns``, the length of the union of the rows' intervals
     (``ts_ns``, ``dur_ns``), and ``span_ns``, first start to last end."""
+    return busy_and_span_query(frame, by).collect(engine=IN_MEMORY)
+
+
+def busy_and_span_query(frame: pl.DataFrame, by: list[str]) -> pl.LazyFrame:
+    """:func:`busy_and_span` as a query, for a caller to plan with the rest of its own.
+
+    Intervals that all have a start and a duration of zero or more (what a loaded trace has)
+    take the rows in start order alone: each adds to its group's union what reaches past
+    every earlier interval of the group (one window, no segments; sorting by the groups and
+    then the start cost as much as the rest, and a group_by of the segments as much again).
+    Others go through the union's segments (:func:`busy_segments`), the definition."""
+    if not _proper_intervals(frame):
+        return (
+            busy_segments(frame.lazy(), by)
+            .group_by(by)
+            .agg(
+                busy_ns=(pl.col("end") - pl.col("start")).sum(),
+                span_ns=pl.col("end").max() - pl.col("start").min(),
+            )
+        )
+    end = pl.col("ts_ns") + pl.col("dur_ns")
+    # The furthest end of the group's earlier intervals (null for its first): the row adds
+    # [max(start, reach), max(end, reach)], which is empty where it ends before the reach.
+    reach = pl.col("end").cum_max().shift(1).over(by)
     return (
-        busy_segments(frame, by)
+        frame.lazy()
+        .select(*by, "ts_ns", end=end)
+        .sort("ts_ns")
+        .with_columns(reach=reach)
         .group_by(by)
         .agg(
-            busy_ns=(pl.col("end") - pl.col("start")).sum(),
-            span_ns=pl.col("end").max() - pl.col("start").min(),
+            busy_ns=(pl.max_horizontal("end", "reach") - pl.max_horizontal("ts_ns", "reach")).sum(),
+            span_ns=pl.col("end").max() - pl.col("ts_ns").min(),
         )
     )
 
 
-def busy_segments(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+def _proper_intervals(frame: pl.DataFrame) -> bool:
+    """Whether every row has a start and a duration of zero or more: then a row's interval
+    never ends before it starts, which :func:`busy_and_span_query`'s coverage sum needs to
+    equal the segments' (each row's end at or past its start)."""
+    starts, durations = frame["ts_ns"], frame["dur_ns"]
+    if starts.null_count() or durations.null_count():
+        return False
+    shortest = durations.min()
+    return shortest is None or bool(shortest >= 0)  # type: ignore[operator]
+
+
+def busy_segments(frame: Frame, by: list[str]) -> Frame:
     """Per group of ``by``, the union of the rows' intervals (``ts_ns``, ``dur_ns``) as
     disjoint segments ``start``, ``end`` (ns); intervals that touch make one segment."""
     ordered = frame.select(*by, "ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")).sort(
