@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import polars as pl
 
-from traceanalyze.analyses.activities import in_iterations, per_trace, transfer_kind
+from traceanalyze.analyses.activities import per_trace, transfer_kind
 from traceanalyze.analyses.cputree import outermost_mask
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
@@ -78,10 +78,12 @@ NO_CPU = "no CPU operators recorded in the iterations"
 @per_trace
 def iteration_times(trace: Trace) -> pl.DataFrame:
     """One row per (rank, iteration) with ``COUNT_COLUMNS`` and ``TIME_COLUMNS``."""
-    steps = trace.iterations.select(*ITERATION, cpu_span_us=pl.col("dur_ns") / 1e3)
-    gpu = in_iterations(trace.gpu).with_columns(transfer_kind())
+    # One query (in-memory engine) for the whole table: its ~20 eager steps cost ~0.1-0.3 ms
+    # each, most of it fixed cost, on a rank's few thousand activities.
+    steps = trace.iterations.lazy().select(*ITERATION, cpu_span_us=pl.col("dur_ns") / 1e3)
+    gpu = trace.gpu.lazy().filter(pl.col("iteration").is_not_null()).with_columns(transfer_kind())
     frame = (
-        steps.join(_gpu_times(gpu), on=ITERATION, how="left")
+        steps.join(_gpu_times(gpu, proper_intervals(trace.gpu)), on=ITERATION, how="left")
         .join(_cpu_op_times(trace), on=ITERATION, how="left")
         .join(_launch_times(trace, gpu), on=ITERATION, how="left")
     )
@@ -96,6 +98,7 @@ def iteration_times(trace: Trace) -> pl.DataFrame:
         )
         .select(*ITERATION, *COUNT_COLUMNS, *TIME_COLUMNS)
         .sort(ITERATION)
+        .collect(engine=IN_MEMORY)
     )
 
 
@@ -105,7 +108,7 @@ def mean_per_iter(trace: Trace, column: str) -> float:
     return float(mean) if mean is not None else 0.0  # type: ignore[arg-type]
 
 
-def _gpu_times(gpu: pl.DataFrame) -> pl.DataFrame:
+def _gpu_times(gpu: pl.LazyFrame, proper: bool) -> pl.LazyFrame:
     """Per (rank, iteration): counts, activity time by kind, and busy/span/idle from the
     intervals of each device."""
     ns = pl.col("dur_ns")
@@ -122,7 +125,7 @@ def _gpu_times(gpu: pl.DataFrame) -> pl.DataFrame:
         gpu_memset_us=ns.filter(pl.col("kind") == "memset").sum() / 1e3,
     )
     devices = (
-        busy_and_span(gpu, _DEVICE)
+        busy_and_span_query(gpu, _DEVICE, proper=proper)
         .group_by(ITERATION)
         .agg(
             gpu_busy_us=pl.col("busy_ns").sum() / 1e3,
@@ -141,15 +144,22 @@ def busy_and_span(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     return busy_and_span_query(frame, by).collect(engine=IN_MEMORY)
 
 
-def busy_and_span_query(frame: pl.DataFrame, by: list[str]) -> pl.LazyFrame:
+def busy_and_span_query(
+    frame: pl.DataFrame | pl.LazyFrame, by: list[str], *, proper: bool | None = None
+) -> pl.LazyFrame:
     """:func:`busy_and_span` as a query, for a caller to plan with the rest of its own.
 
-    Intervals that all have a start and a duration of zero or more (what a loaded trace has)
-    take the rows in start order alone: each adds to its group's union what reaches past
-    every earlier interval of the group (one window, no segments; sorting by the groups and
-    then the start cost as much as the rest, and a group_by of the segments as much again).
-    Others go through the union's segments (:func:`busy_segments`), the definition."""
-    if not _proper_intervals(frame):
+    Intervals that all have a start and a duration of zero or more (``proper``, which a
+    DataFrame's rows tell; a LazyFrame's caller says it, from the frame it filtered) take the
+    rows in start order alone: each adds to its group's union what reaches past every earlier
+    interval of the group (one window, no segments; sorting by the groups and then the start
+    cost as much as the rest, and a group_by of the segments as much again). Others go
+    through the union's segments (:func:`busy_segments`), the definition."""
+    if proper is None:
+        if isinstance(frame, pl.LazyFrame):
+            raise TypeError("busy_and_span_query of a LazyFrame needs `proper`")
+        proper = proper_intervals(frame)
+    if not proper:
         return (
             busy_segments(frame.lazy(), by)
             .group_by(by)
@@ -175,10 +185,10 @@ def busy_and_span_query(frame: pl.DataFrame, by: list[str]) -> pl.LazyFrame:
     )
 
 
-def _proper_intervals(frame: pl.DataFrame) -> bool:
-    """Whether every row has a start and a duration of zero or more: then a row's interval
-    never ends before it starts, which :func:`busy_and_span_query`'s coverage sum needs to
-    equal the segments' (each row's end at or past its start)."""
+def proper_intervals(frame: pl.DataFrame) -> bool:
+    """Whether every row has a start and a duration of zero or more: then no interval ends
+    before it starts, which :func:`busy_and_span_query`'s coverage sum needs to equal the
+    segments' (true of any subset of the rows too)."""
     starts, durations = frame["ts_ns"], frame["dur_ns"]
     if starts.null_count() or durations.null_count():
         return False
@@ -201,22 +211,23 @@ def busy_segments(frame: Frame, by: list[str]) -> Frame:
     )
 
 
-def _cpu_op_times(trace: Trace) -> pl.DataFrame:
+def _cpu_op_times(trace: Trace) -> pl.LazyFrame:
     outer = (
-        trace.cpu.select(*ITERATION, "dur_ns")
-        .filter(outermost_mask(trace))
-        .filter(pl.col("iteration").is_not_null())
+        trace.cpu.lazy()
+        .select(*ITERATION, "dur_ns", _outermost=outermost_mask(trace))
+        .filter(pl.col("_outermost") & pl.col("iteration").is_not_null())
     )
     return outer.group_by(ITERATION).agg(cpu_op_us=pl.col("dur_ns").sum() / 1e3)
 
 
-def _launch_times(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
+def _launch_times(trace: Trace, gpu: pl.LazyFrame) -> pl.LazyFrame:
     """Time in the calls that launched the iteration's activities, each call counted once
     (a graph launch or a cuDNN call can launch several activities)."""
     launched = gpu.select("rank", "correlation").drop_nulls().unique()
     # Only the columns read below go through the filter and the join.
     calls = (
-        trace.cpu.select("rank", "iteration", "correlation", "dur_ns", "cat")
+        trace.cpu.lazy()
+        .select("rank", "iteration", "correlation", "dur_ns", "cat")
         .filter(pl.col("cat").is_in(RUNTIME_CATS))
         .join(launched, on=["rank", "correlation"], how="semi")
     )
