@@ -26,25 +26,19 @@ per-iteration figure.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import polars as pl
 
 from traceanalyze.analyses.activities import per_trace, transfer_kind
 from traceanalyze.analyses.cputree import outermost_mask
 from traceanalyze.link import RUNTIME_CATS
+from traceanalyze.query import IN_MEMORY
 from traceanalyze.trace import Trace
-
-if TYPE_CHECKING:
-    from polars._typing import EngineType
 
 ITERATION = ["rank", "iteration"]
 # An eager or a lazy frame: the interval unions build the same query on either.
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
-# The engine of this package's small queries (a few thousand rows): Polars' default engine
-# adds ~0.1 ms to every collect, the in-memory one a few microseconds (eager DataFrame steps
-# run on it too); the results are the same.
-IN_MEMORY: EngineType = "in-memory"
 _DEVICE = [*ITERATION, "device"]
 
 # Columns of :func:`iteration_times`, in microseconds unless the name says otherwise.

@@ -27,10 +27,11 @@ from typing import Concatenate, ParamSpec, TypeVar, cast
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import IN_MEMORY, ITERATION, iteration_times
+from traceanalyze.analyses.accounting import ITERATION, iteration_times
 from traceanalyze.analyses.activities import per_trace
 from traceanalyze.errors import UsageError
 from traceanalyze.link import RUNTIME_CATS
+from traceanalyze.query import IN_MEMORY
 from traceanalyze.schema import ITERATION_SCHEMA
 from traceanalyze.trace import IterationSource, Trace
 

@@ -18,12 +18,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import (
-    IN_MEMORY,
-    ITERATION,
-    busy_and_span_query,
-    iteration_times,
-)
+from traceanalyze.analyses.accounting import ITERATION, busy_and_span_query, iteration_times
 from traceanalyze.analyses.activities import classified_activities
 from traceanalyze.analyses.distributed.comms import collective_calls
 from traceanalyze.analyses.distributed.skew import (
@@ -37,6 +32,7 @@ from traceanalyze.analyses.distributed.skew import (
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.display import Shown
 from traceanalyze.errors import UsageError
+from traceanalyze.query import IN_MEMORY
 from traceanalyze.trace import Skipped, Trace, TraceMeta
 
 COMMUNICATION = "communication"
