@@ -95,10 +95,12 @@ def rank_rows(trace: Trace) -> pl.DataFrame:
     """Per rank: step (wall) time, GPU busy, kernel, communication kernel and exposed
     communication time, the overlap share and GPU idle time, means over the iterations."""
     figures = ("communication_kernel_us", "communication_busy_us", "exposed_communication_us")
+    # One query (in-memory engine) over the two small per-iteration tables.
     per_iteration = (
         iteration_times(trace)
+        .lazy()
         .select(*ITERATION, "wall_us", "gpu_busy_us", "gpu_kernel_us", "gpu_idle_us")
-        .join(_communication_times(trace), on=ITERATION, how="left")
+        .join(_communication_times(trace).lazy(), on=ITERATION, how="left")
         # An iteration without communication has none of it, not an unknown amount.
         .with_columns(pl.col(figures).fill_null(0.0))
     )
@@ -119,13 +121,15 @@ def rank_rows(trace: Trace) -> pl.DataFrame:
         .with_columns(pl.col("iterations").cast(pl.Int64))
         .join(_bus_bandwidth(trace), on="rank", how="left")
         .sort("rank")
+        .collect(engine=IN_MEMORY)
     )
 
 
-def _bus_bandwidth(trace: Trace) -> pl.DataFrame:
+def _bus_bandwidth(trace: Trace) -> pl.LazyFrame:
     """Per rank: the median bus bandwidth of its collective calls (`comms`), where known."""
     return (
         collective_calls(trace)
+        .lazy()
         .group_by("rank")
         .agg(collective_busbw_gbps_median=pl.col("busbw_gbps").median())
     )
