@@ -236,9 +236,13 @@ def _restrict(origin: Trace, selection: Selection | None) -> Trace:
             path=base.path,
             fix="Choose iterations the `iterations` command lists.",
         )
-    table = table.with_columns(
-        counted=pl.struct(ITERATION).is_in(keep.select(pl.struct(ITERATION)).to_series().implode())
-    )
+    if selection is not None:
+        # Without a selection `keep` is the counted rows themselves: nothing to recompute.
+        table = table.with_columns(
+            counted=pl.struct(ITERATION).is_in(
+                keep.select(pl.struct(ITERATION)).to_series().implode()
+            )
+        )
     # A user's selection always gets a Trace of its own, so the default choice of ``base``
     # (remembered per Trace) is never replaced by it.
     unchanged = keep.height == table.height and selection is None
@@ -250,6 +254,7 @@ def _restrict(origin: Trace, selection: Selection | None) -> Trace:
 
 
 def _kept(table: pl.DataFrame, selection: Selection | None) -> pl.DataFrame:
+    rows: pl.LazyFrame | pl.DataFrame
     if selection is not None and selection.ranged:
         number = pl.col("iteration")
         rows = table.filter(
@@ -257,10 +262,15 @@ def _kept(table: pl.DataFrame, selection: Selection | None) -> pl.DataFrame:
             & (number <= (selection.last if selection.last is not None else number.max()))
         )
     else:
-        rows = table.filter(pl.col("counted"))
+        rows = table.lazy().filter(pl.col("counted"))
     skip = selection.skip if selection is not None else 0
+    # One query (in-memory engine), not four eager steps.
     return (
-        rows.sort(ITERATION).filter(pl.int_range(pl.len()).over("rank") >= skip).select(ITERATION)
+        rows.lazy()
+        .sort(ITERATION)
+        .filter(pl.int_range(pl.len()).over("rank") >= skip)
+        .select(ITERATION)
+        .collect(engine=IN_MEMORY)
     )
 
 
@@ -498,6 +508,19 @@ def _notes(
     chosen = selection is not None and selection != Selection()
     if chosen:
         parts.append(f"iterations chosen with {selection.describe()}")  # type: ignore[union-attr]
+    # Most tables count every row and flag none: then there is nothing to list (and the
+    # queries below, ~1 ms, are skipped).
+    if not table["counted"].all():
+        parts.extend(_left_out_notes(table))
+    if table["flag"].null_count() < table.height:
+        standing = table.filter(pl.col("counted") & pl.col("flag").is_not_null())
+        for number, flag in standing.select("iteration", "flag").iter_rows():  # flagged only
+            parts.append(f"iteration {number} stands out ({flag}), kept in the means")
+    return tuple(parts)
+
+
+def _left_out_notes(table: pl.DataFrame) -> list[str]:
+    """One note per reason rows were left out, with the iterations it left out."""
     left_out = pl.col("kind").replace_strict(KINDS, return_dtype=pl.String, default=None)
     reasons = (
         table.filter(~pl.col("counted"))
@@ -505,10 +528,8 @@ def _notes(
         .group_by("why", maintain_order=True)
         .agg("iteration")
     )
+    notes = []
     for why, numbers in reasons.iter_rows():  # one row per reason: a handful of notes
         listed = ", ".join(map(str, numbers))
-        parts.append(f"iteration{'s' if len(numbers) > 1 else ''} {listed} left out ({why})")
-    standing = table.filter(pl.col("counted") & pl.col("flag").is_not_null())
-    for number, flag in standing.select("iteration", "flag").iter_rows():  # flagged rows only
-        parts.append(f"iteration {number} stands out ({flag}), kept in the means")
-    return tuple(parts)
+        notes.append(f"iteration{'s' if len(numbers) > 1 else ''} {listed} left out ({why})")
+    return notes

@@ -24,6 +24,7 @@ from traceanalyze.classify.rules import (
     OP_REFINEMENTS,
     OWN_NAME_RULES,
     UNKNOWN_PRECISION,
+    OpRefinement,
 )
 from traceanalyze.query import IN_MEMORY
 from traceanalyze.schema import require_columns
@@ -268,9 +269,14 @@ def _by_name(gpu: pl.DataFrame) -> pl.DataFrame:
 
 def _refined_category() -> pl.Expr:
     """Apply ``OP_REFINEMENTS`` (first match wins) on top of the name-based category."""
+    return _refined_category_of(OP_REFINEMENTS)
+
+
+@cache  # per table (a test may swap it): building the chain cost ~0.5 ms a classify
+def _refined_category_of(refinements: tuple[OpRefinement, ...]) -> pl.Expr:
     name_category = pl.col(_NAME_CATEGORY)
     chain: pl.Expr = name_category
-    for index, refinement in reversed(tuple(enumerate(OP_REFINEMENTS))):
+    for index, refinement in reversed(tuple(enumerate(refinements))):
         applies = (pl.col("kind") == "kernel") & pl.col(_flag(index)).fill_null(False)
         if refinement.applies_to is not None:
             applies = applies & name_category.is_in(refinement.applies_to)
