@@ -171,14 +171,17 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """:func:`_op_context_flags` for a cpu frame whose ``op_id`` is the row: the walk up the
     ancestors is a gather per level over the launching ops alone (no joins)."""
     flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
+    op_id = pl.col("op_id")
     launching = (
-        gpu.select("rank", "op_id")
+        gpu.lazy()
+        .select("rank", "op_id")
         .drop_nulls()
         .unique()
         # Only ops of the cpu frame, on the same rank (what the join of the general path keeps).
-        .filter(pl.col("op_id").is_between(0, cpu.height - 1))
+        .filter(op_id.is_between(0, cpu.height - 1))
+        .filter(pl.col("rank") == pl.lit(cpu["rank"]).gather(op_id))
+        .collect(engine=IN_MEMORY)  # one query, not five eager steps
     )
-    launching = launching.filter(launching["rank"] == cpu["rank"].gather(launching["op_id"]))
     ids = launching["op_id"]
     parents = cpu["parent_id"]
     # The launching ops and their ancestors up to MAX_OP_ANCESTORS levels: the only ops whose
@@ -189,13 +192,8 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     visited = pl.concat([ids, *levels]).drop_nulls().unique()
     # Each op's matches as the bits of one integer: a level of the walk is then one gather
     # and one bitwise or, whatever the number of refinements.
-    bits = visited.to_frame("op").with_columns(name=cpu["name"].gather(visited))
-    mask = bits.select(
-        pl.sum_horizontal(
-            pl.col("name").str.contains(r.op_pattern).fill_null(False).cast(pl.Int64) * (1 << i)
-            for i, r in enumerate(OP_REFINEMENTS)
-        )
-    ).to_series()
+    visited_names = visited.to_frame("op").select(name=pl.lit(cpu["name"]).gather(pl.col("op")))
+    mask = visited_names.select(_op_matches(OP_REFINEMENTS)).to_series()
     own = pl.Series("mask", [0], pl.Int64).new_from_index(0, cpu.height).scatter(visited, mask)
     # The op's own matches or'ed with each level's, in one query (a gather, fill and or per
     # level as Series steps were ~0.8 ms, each a query of its own).
@@ -214,6 +212,15 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
         if r.launch_op_pattern is not None
     ]
     return launching.hstack(found.with_columns(launch_op))
+
+
+@cache  # per table (a test may swap it): the expression is immutable
+def _op_matches(refinements: tuple[OpRefinement, ...]) -> pl.Expr:
+    """An op ``name``'s matches of the refinements' op patterns, as the bits of one integer."""
+    return pl.sum_horizontal(
+        pl.col("name").str.contains(r.op_pattern).fill_null(False).cast(pl.Int64) * (1 << i)
+        for i, r in enumerate(refinements)
+    )
 
 
 @dataclass
