@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
 from tests.micro import annotation, call, kernel, load, op
-from traceanalyze.analyses.accounting import busy_and_span
+from traceanalyze.analyses.accounting import busy_and_span, busy_segments
 from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.memcpy import memory_traffic
@@ -178,6 +179,46 @@ def test_busy_time_is_the_union_of_intervals_per_group() -> None:
     )
     result = busy_and_span(frame, ["device"]).sort("device")
     assert result.rows() == [(0, 21, 27), (1, 3, 3)]
+
+
+def _busy_by_segments(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """The definition: the union's disjoint segments, summed per group."""
+    return (
+        busy_segments(frame, by)
+        .group_by(by)
+        .agg(
+            busy_ns=(pl.col("end") - pl.col("start")).sum(),
+            span_ns=pl.col("end").max() - pl.col("start").min(),
+        )
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_busy_time_by_coverage_equals_the_union_of_segments(seed: int) -> None:
+    # Random intervals with ties of start, zero durations, nested and touching intervals, in
+    # any row order; the rows' coverage sum (proper intervals) must equal the segments' sum.
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    frame = pl.DataFrame(
+        {
+            "device": rng.integers(0, 3, n),
+            "stream": rng.integers(0, 2, n),
+            "ts_ns": rng.integers(0, 60, n) * int(rng.integers(1, 50)),
+            "dur_ns": rng.integers(0, 80, n),
+        }
+    )
+    for by in (["device"], ["device", "stream"]):
+        expected = _busy_by_segments(frame, by).sort(by)
+        assert_frame_equal(busy_and_span(frame, by).sort(by), expected)
+
+
+def test_busy_time_of_improper_intervals_follows_the_segments() -> None:
+    # A negative duration or a missing one: the segments' definition, whatever it gives.
+    frame = pl.DataFrame(
+        {"device": [0, 0, 0, 1], "ts_ns": [0, 5, 30, 0], "dur_ns": [10, -3, None, 4]}
+    )
+    expected = _busy_by_segments(frame, ["device"]).sort("device")
+    assert_frame_equal(busy_and_span(frame, ["device"]).sort("device"), expected)
 
 
 def test_summary_without_iterations_is_one_whole_trace_iteration(tmp_path: Path) -> None:

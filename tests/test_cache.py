@@ -21,6 +21,7 @@ from traceanalyze.load.cache import (
     cache_info,
     entry_for,
     evict,
+    frame_file,
     parse_size,
     read_entry,
     write_entry,
@@ -120,14 +121,18 @@ def test_evict_removes_oldest_first_and_abandoned_staging(tmp_path: Path, cache_
     assert sorted(p.name for p in cache_dir.iterdir()) == [".tmp-live-writer", kept]
 
 
-def test_a_truncated_parquet_is_rebuilt_not_trusted(
-    tmp_path: Path, cache_dir: Path, parses: list[Path]
+@pytest.mark.parametrize("kept", [0.5, 0.0, "schema"])
+def test_a_truncated_frame_file_is_rebuilt_not_trusted(
+    tmp_path: Path, cache_dir: Path, parses: list[Path], kept: float | str
 ) -> None:
     (path,) = _traces(tmp_path, 1)
     reference = traceanalyze.load(path)
     entry = entry_for(path, cache_dir)
-    gpu = entry / "gpu.parquet"
-    gpu.write_bytes(gpu.read_bytes()[: gpu.stat().st_size // 2])
+    gpu = frame_file(entry, "gpu")
+    if kept == "schema":  # cut where the rows begin: a stream of the schema alone reads whole
+        reference.gpu.clear().write_ipc_stream(gpu, compression="zstd")
+    else:
+        gpu.write_bytes(gpu.read_bytes()[: int(gpu.stat().st_size * float(kept))])
     assert read_entry(entry) is None
     assert not entry.exists()  # removed, so the rebuild replaces it
     rebuilt = traceanalyze.load(path)
@@ -142,7 +147,7 @@ def test_an_entry_of_another_schema_is_rebuilt(tmp_path: Path, cache_dir: Path) 
     entry = entry_for(path, cache_dir)
     # An entry an older release wrote under the same key: a column of another type.
     renamed = reference.gpu.with_columns(pl.col("name").cast(pl.Categorical))
-    renamed.write_parquet(entry / "gpu.parquet")
+    renamed.write_ipc_stream(frame_file(entry, "gpu"), compression="zstd")
     assert "name" in TRACE_FRAMES["gpu"]
     assert read_entry(entry) is None
     assert traceanalyze.load(path).gpu.equals(reference.gpu)

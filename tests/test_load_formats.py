@@ -28,6 +28,7 @@ from tests.micro import (
 )
 from traceanalyze.errors import TraceFormatError
 from traceanalyze.load import SeparateTracesError
+from traceanalyze.load.cache import frame_file
 from traceanalyze.schema import (
     CPU_SCHEMA,
     DEVICE_SCHEMA,
@@ -512,7 +513,7 @@ def test_damaged_cache_entry_is_rebuilt(tmp_path: Path, cache_dir: Path) -> None
     path = write_trace(tmp_path, STEP)
     reference = traceanalyze.load(path)
     (entry,) = cache_dir.iterdir()
-    (entry / "gpu.parquet").write_bytes(b"not parquet")
+    frame_file(entry, "gpu").write_bytes(b"not a frame")
     assert_traces_equal(traceanalyze.load(path), reference)
 
 

@@ -112,7 +112,7 @@ Input: TypeAlias = str | Path | Trace | VariantSet | Sequence[Subject]
 
 @dataclass(frozen=True)
 class Loading:
-    """How paths load: the Parquet cache (``cache``, ``cache_dir``) and which iterations
+    """How paths load: the cache (``cache``, ``cache_dir``) and which iterations
     count (``selection``; None: the default rule). The command line's loader adds progress
     and warnings by overriding :meth:`load_trace` and :meth:`load_variants`."""
 

@@ -26,15 +26,19 @@ per-iteration figure.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import polars as pl
 
-from traceanalyze.analyses.activities import in_iterations, per_trace, transfer_kind
+from traceanalyze.analyses.activities import per_trace, transfer_kind
 from traceanalyze.analyses.cputree import outermost_mask
 from traceanalyze.link import RUNTIME_CATS
+from traceanalyze.query import IN_MEMORY
 from traceanalyze.trace import Trace
 
 ITERATION = ["rank", "iteration"]
+# An eager or a lazy frame: the interval unions build the same query on either.
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 _DEVICE = [*ITERATION, "device"]
 
 # Columns of :func:`iteration_times`, in microseconds unless the name says otherwise.
@@ -68,10 +72,12 @@ NO_CPU = "no CPU operators recorded in the iterations"
 @per_trace
 def iteration_times(trace: Trace) -> pl.DataFrame:
     """One row per (rank, iteration) with ``COUNT_COLUMNS`` and ``TIME_COLUMNS``."""
-    steps = trace.iterations.select(*ITERATION, cpu_span_us=pl.col("dur_ns") / 1e3)
-    gpu = in_iterations(trace.gpu).with_columns(transfer_kind())
+    # One query (in-memory engine) for the whole table: its ~20 eager steps cost ~0.1-0.3 ms
+    # each, most of it fixed cost, on a rank's few thousand activities.
+    steps = trace.iterations.lazy().select(*ITERATION, cpu_span_us=pl.col("dur_ns") / 1e3)
+    gpu = trace.gpu.lazy().filter(pl.col("iteration").is_not_null()).with_columns(transfer_kind())
     frame = (
-        steps.join(_gpu_times(gpu), on=ITERATION, how="left")
+        steps.join(_gpu_times(gpu, proper_intervals(trace.gpu)), on=ITERATION, how="left")
         .join(_cpu_op_times(trace), on=ITERATION, how="left")
         .join(_launch_times(trace, gpu), on=ITERATION, how="left")
     )
@@ -86,6 +92,7 @@ def iteration_times(trace: Trace) -> pl.DataFrame:
         )
         .select(*ITERATION, *COUNT_COLUMNS, *TIME_COLUMNS)
         .sort(ITERATION)
+        .collect(engine=IN_MEMORY)
     )
 
 
@@ -95,7 +102,7 @@ def mean_per_iter(trace: Trace, column: str) -> float:
     return float(mean) if mean is not None else 0.0  # type: ignore[arg-type]
 
 
-def _gpu_times(gpu: pl.DataFrame) -> pl.DataFrame:
+def _gpu_times(gpu: pl.LazyFrame, proper: bool) -> pl.LazyFrame:
     """Per (rank, iteration): counts, activity time by kind, and busy/span/idle from the
     intervals of each device."""
     ns = pl.col("dur_ns")
@@ -112,7 +119,7 @@ def _gpu_times(gpu: pl.DataFrame) -> pl.DataFrame:
         gpu_memset_us=ns.filter(pl.col("kind") == "memset").sum() / 1e3,
     )
     devices = (
-        busy_and_span(gpu, _DEVICE)
+        busy_and_span_query(gpu, _DEVICE, proper=proper)
         .group_by(ITERATION)
         .agg(
             gpu_busy_us=pl.col("busy_ns").sum() / 1e3,
@@ -128,17 +135,62 @@ def _gpu_times(gpu: pl.DataFrame) -> pl.DataFrame:
 def busy_and_span(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Per group of ``by``: ``busy_ns``, the length of the union of the rows' intervals
     (``ts_ns``, ``dur_ns``), and ``span_ns``, first start to last end."""
+    return busy_and_span_query(frame, by).collect(engine=IN_MEMORY)
+
+
+def busy_and_span_query(
+    frame: pl.DataFrame | pl.LazyFrame, by: list[str], *, proper: bool | None = None
+) -> pl.LazyFrame:
+    """:func:`busy_and_span` as a query, for a caller to plan with the rest of its own.
+
+    Intervals that all have a start and a duration of zero or more (``proper``, which a
+    DataFrame's rows tell; a LazyFrame's caller says it, from the frame it filtered) take the
+    rows in start order alone: each adds to its group's union what reaches past every earlier
+    interval of the group (one window, no segments; sorting by the groups and then the start
+    cost as much as the rest, and a group_by of the segments as much again). Others go
+    through the union's segments (:func:`busy_segments`), the definition."""
+    if proper is None:
+        if isinstance(frame, pl.LazyFrame):
+            raise TypeError("busy_and_span_query of a LazyFrame needs `proper`")
+        proper = proper_intervals(frame)
+    if not proper:
+        return (
+            busy_segments(frame.lazy(), by)
+            .group_by(by)
+            .agg(
+                busy_ns=(pl.col("end") - pl.col("start")).sum(),
+                span_ns=pl.col("end").max() - pl.col("start").min(),
+            )
+        )
+    end = pl.col("ts_ns") + pl.col("dur_ns")
+    # The furthest end of the group's earlier intervals (null for its first): the row adds
+    # [max(start, reach), max(end, reach)], which is empty where it ends before the reach.
+    reach = pl.col("end").cum_max().shift(1).over(by)
     return (
-        busy_segments(frame, by)
+        frame.lazy()
+        .select(*by, "ts_ns", end=end)
+        .sort("ts_ns")
+        .with_columns(reach=reach)
         .group_by(by)
         .agg(
-            busy_ns=(pl.col("end") - pl.col("start")).sum(),
-            span_ns=pl.col("end").max() - pl.col("start").min(),
+            busy_ns=(pl.max_horizontal("end", "reach") - pl.max_horizontal("ts_ns", "reach")).sum(),
+            span_ns=pl.col("end").max() - pl.col("ts_ns").min(),
         )
     )
 
 
-def busy_segments(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+def proper_intervals(frame: pl.DataFrame) -> bool:
+    """Whether every row has a start and a duration of zero or more: then no interval ends
+    before it starts, which :func:`busy_and_span_query`'s coverage sum needs to equal the
+    segments' (true of any subset of the rows too)."""
+    starts, durations = frame["ts_ns"], frame["dur_ns"]
+    if starts.null_count() or durations.null_count():
+        return False
+    shortest = durations.min()
+    return shortest is None or bool(shortest >= 0)  # type: ignore[operator]
+
+
+def busy_segments(frame: Frame, by: list[str]) -> Frame:
     """Per group of ``by``, the union of the rows' intervals (``ts_ns``, ``dur_ns``) as
     disjoint segments ``start``, ``end`` (ns); intervals that touch make one segment."""
     ordered = frame.select(*by, "ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")).sort(
@@ -153,22 +205,23 @@ def busy_segments(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     )
 
 
-def _cpu_op_times(trace: Trace) -> pl.DataFrame:
+def _cpu_op_times(trace: Trace) -> pl.LazyFrame:
     outer = (
-        trace.cpu.select(*ITERATION, "dur_ns")
-        .filter(outermost_mask(trace))
-        .filter(pl.col("iteration").is_not_null())
+        trace.cpu.lazy()
+        .select(*ITERATION, "dur_ns", _outermost=outermost_mask(trace))
+        .filter(pl.col("_outermost") & pl.col("iteration").is_not_null())
     )
     return outer.group_by(ITERATION).agg(cpu_op_us=pl.col("dur_ns").sum() / 1e3)
 
 
-def _launch_times(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
+def _launch_times(trace: Trace, gpu: pl.LazyFrame) -> pl.LazyFrame:
     """Time in the calls that launched the iteration's activities, each call counted once
     (a graph launch or a cuDNN call can launch several activities)."""
     launched = gpu.select("rank", "correlation").drop_nulls().unique()
     # Only the columns read below go through the filter and the join.
     calls = (
-        trace.cpu.select("rank", "iteration", "correlation", "dur_ns", "cat")
+        trace.cpu.lazy()
+        .select("rank", "iteration", "correlation", "dur_ns", "cat")
         .filter(pl.col("cat").is_in(RUNTIME_CATS))
         .join(launched, on=["rank", "correlation"], how="semi")
     )

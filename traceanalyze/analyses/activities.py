@@ -15,6 +15,7 @@ import polars as pl
 
 from traceanalyze.classify import classify, op_ids_are_rows
 from traceanalyze.hardware.occupancy import theoretical_occupancy
+from traceanalyze.query import IN_MEMORY
 from traceanalyze.trace import Trace
 
 R = TypeVar("R")
@@ -43,24 +44,28 @@ DTYPE_PRECISION: dict[str, str] = {
 NAMELESS_PRECISION = ("tensor-core (unknown dtype)", "unknown")
 
 
-def _precision_from_dtypes(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+def _precision_from_dtypes(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.LazyFrame:
     """``gemm_precision`` from the launching op's recorded dtype where the name did not say
     it (the name's own precision is kept where it has one)."""
     first_type = pl.col("input_types").str.extract(r'^\[\s*"([^"]+)"', 1)
-    # Only the launching ops' types are read: the regex over every op cost more than the rest.
-    ids = gpu["op_id"].drop_nulls().unique()
+    nameless = pl.col("gemm_precision").is_in(list(NAMELESS_PRECISION))
+    # Only the ops that launched such a GEMM read their types (a regex over the types of
+    # every launching op cost ~1 ms of a 15 MB rank, for the handful of GEMMs that need it).
+    ids = gpu.filter(nameless)["op_id"].drop_nulls().unique()
+    if not ids.len():
+        return gpu.lazy()  # no GEMM without a precision: the frame as it is
     if op_ids_are_rows(cpu):  # as linking makes them: a gather, not a search
         launching = cpu.select("op_id", "input_types").gather(
             ids.filter(ids.is_between(0, cpu.height - 1))
         )
     else:
         launching = cpu.filter(pl.col("op_id").is_in(ids.implode()))
-    dtypes = launching.select(
+    dtypes = launching.lazy().select(
         op_id="op_id", _dtype=first_type.replace_strict(DTYPE_PRECISION, default=None)
     )
-    nameless = pl.col("gemm_precision").is_in(list(NAMELESS_PRECISION))
     return (
-        gpu.join(dtypes, on="op_id", how="left", maintain_order="left")
+        gpu.lazy()
+        .join(dtypes, on="op_id", how="left", maintain_order="left")
         .with_columns(
             gemm_precision=pl.when(nameless & pl.col("_dtype").is_not_null())
             .then(pl.col("_dtype"))
@@ -70,6 +75,7 @@ def _precision_from_dtypes(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame
     )
 
 
+@functools.cache  # an immutable expression; its regexes and branches took ~0.1 ms to build
 def transfer_kind() -> pl.Expr:
     """``kind`` with the copy and set kernels of a replayed CUDA graph as memcpy/memset."""
     graph_kernel = (pl.col("kind") == "kernel") & pl.col("launch_api").is_in(GRAPH_LAUNCHES)
@@ -119,12 +125,13 @@ def classified_activities(trace: Trace) -> pl.DataFrame:
     analyses that read none of them (collectives, ``ranks``), which then skip the occupancy
     (~4 ms of a 15 MB rank's ~17 ms); :func:`activities` builds on this one, so a command
     that wants both classifies once."""
-    classified = _precision_from_dtypes(
-        classify(trace.gpu, trace.cpu).with_columns(transfer_kind()), trace.cpu
-    )
+    # The precision reads no `kind`, so it can come first; one query after classify.
+    classified = _precision_from_dtypes(classify(trace.gpu, trace.cpu), trace.cpu)
     transfer = pl.col("kind").is_in(list(GRAPH_TRANSFER_KERNELS))
-    return classified.with_columns(
-        category=pl.when(transfer).then(pl.col("kind")).otherwise(pl.col("category"))
+    return (
+        classified.with_columns(transfer_kind())
+        .with_columns(category=pl.when(transfer).then(pl.col("kind")).otherwise(pl.col("category")))
+        .collect(engine=IN_MEMORY)
     )
 
 

@@ -7,6 +7,8 @@ one over the launching CPU op context, one for the GEMM precision. No per-row Py
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -22,7 +24,9 @@ from traceanalyze.classify.rules import (
     OP_REFINEMENTS,
     OWN_NAME_RULES,
     UNKNOWN_PRECISION,
+    OpRefinement,
 )
+from traceanalyze.query import IN_MEMORY
 from traceanalyze.schema import require_columns
 
 GPU_COLUMNS = ("rank", "kind", "name", "op_id")
@@ -167,14 +171,17 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """:func:`_op_context_flags` for a cpu frame whose ``op_id`` is the row: the walk up the
     ancestors is a gather per level over the launching ops alone (no joins)."""
     flags = [_flag(i) for i in range(len(OP_REFINEMENTS))]
+    op_id = pl.col("op_id")
     launching = (
-        gpu.select("rank", "op_id")
+        gpu.lazy()
+        .select("rank", "op_id")
         .drop_nulls()
         .unique()
         # Only ops of the cpu frame, on the same rank (what the join of the general path keeps).
-        .filter(pl.col("op_id").is_between(0, cpu.height - 1))
+        .filter(op_id.is_between(0, cpu.height - 1))
+        .filter(pl.col("rank") == pl.lit(cpu["rank"]).gather(op_id))
+        .collect(engine=IN_MEMORY)  # one query, not five eager steps
     )
-    launching = launching.filter(launching["rank"] == cpu["rank"].gather(launching["op_id"]))
     ids = launching["op_id"]
     parents = cpu["parent_id"]
     # The launching ops and their ancestors up to MAX_OP_ANCESTORS levels: the only ops whose
@@ -185,18 +192,17 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     visited = pl.concat([ids, *levels]).drop_nulls().unique()
     # Each op's matches as the bits of one integer: a level of the walk is then one gather
     # and one bitwise or, whatever the number of refinements.
-    bits = visited.to_frame("op").with_columns(name=cpu["name"].gather(visited))
-    mask = bits.select(
-        pl.sum_horizontal(
-            pl.col("name").str.contains(r.op_pattern).fill_null(False).cast(pl.Int64) * (1 << i)
-            for i, r in enumerate(OP_REFINEMENTS)
-        )
-    ).to_series()
+    visited_names = visited.to_frame("op").select(name=pl.lit(cpu["name"]).gather(pl.col("op")))
+    mask = visited_names.select(_op_matches(OP_REFINEMENTS)).to_series()
     own = pl.Series("mask", [0], pl.Int64).new_from_index(0, cpu.height).scatter(visited, mask)
-    reached = own.gather(ids)
-    for cursor in levels:
-        reached = reached | own.gather(cursor).fill_null(0)
-    found = reached.to_frame().select(
+    # The op's own matches or'ed with each level's, in one query (a gather, fill and or per
+    # level as Series steps were ~0.8 ms, each a query of its own).
+    cursors = pl.DataFrame(
+        [ids.alias("level0"), *(c.alias(f"level{i + 1}") for i, c in enumerate(levels))]
+    )
+    matched = [pl.lit(own).gather(pl.col(c)).fill_null(0) for c in cursors.columns]
+    reached = cursors.select(functools.reduce(operator.or_, matched).alias("mask"))
+    found = reached.select(
         ((pl.col("mask") // (1 << i)) % 2 == 1).alias(f) for i, f in enumerate(flags)
     )
     names = cpu["name"].gather(ids)
@@ -206,6 +212,15 @@ def _op_context_by_rows(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
         if r.launch_op_pattern is not None
     ]
     return launching.hstack(found.with_columns(launch_op))
+
+
+@cache  # per table (a test may swap it): the expression is immutable
+def _op_matches(refinements: tuple[OpRefinement, ...]) -> pl.Expr:
+    """An op ``name``'s matches of the refinements' op patterns, as the bits of one integer."""
+    return pl.sum_horizontal(
+        pl.col("name").str.contains(r.op_pattern).fill_null(False).cast(pl.Int64) * (1 << i)
+        for i, r in enumerate(refinements)
+    )
 
 
 @dataclass
@@ -261,9 +276,14 @@ def _by_name(gpu: pl.DataFrame) -> pl.DataFrame:
 
 def _refined_category() -> pl.Expr:
     """Apply ``OP_REFINEMENTS`` (first match wins) on top of the name-based category."""
+    return _refined_category_of(OP_REFINEMENTS)
+
+
+@cache  # per table (a test may swap it): building the chain cost ~0.5 ms a classify
+def _refined_category_of(refinements: tuple[OpRefinement, ...]) -> pl.Expr:
     name_category = pl.col(_NAME_CATEGORY)
     chain: pl.Expr = name_category
-    for index, refinement in reversed(tuple(enumerate(OP_REFINEMENTS))):
+    for index, refinement in reversed(tuple(enumerate(refinements))):
         applies = (pl.col("kind") == "kernel") & pl.col(_flag(index)).fill_null(False)
         if refinement.applies_to is not None:
             applies = applies & name_category.is_in(refinement.applies_to)
@@ -301,6 +321,6 @@ def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
         .with_columns(_refined_category())
         .with_columns(_precision_if_gemm(pl.col(_NAME_PRECISION)))
         .select("category", "gemm_precision")
-        .collect()
+        .collect(engine=IN_MEMORY)
     )
     return gpu.drop("category", "gemm_precision", strict=False).hstack(added)

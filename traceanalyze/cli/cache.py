@@ -1,4 +1,4 @@
-"""`traceanalyze cache info` and `cache clear`: the Parquet cache of loaded traces."""
+"""`traceanalyze cache info` and `cache clear`: the cache of loaded traces."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ _CACHE_DIR = click.option(
 
 @click.group()
 def cache() -> None:
-    """The Parquet cache that makes a second load of a trace near-instant.
+    """The cache that makes a second load of a trace near-instant.
 
     Its size is limited by $TRACEANALYZE_CACHE_MAX (default 2G; e.g. 500M; 0 turns caching
     off): the least recently used entries are removed first.

@@ -206,7 +206,7 @@ _CACHE_OPTIONS: tuple[Decorator, ...] = (
         "--cache-dir",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
-        help="Folder for the Parquet cache (default: $TRACEANALYZE_CACHE_DIR, else "
+        help="Folder for the cache of loaded traces (default: $TRACEANALYZE_CACHE_DIR, else "
         "~/.cache/traceanalyze).",
     ),
     click.option(

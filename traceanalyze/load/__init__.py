@@ -1,4 +1,4 @@
-"""Loading traces: files, gzip, folders of per-rank traces, with a Parquet cache.
+"""Loading traces: files, gzip, folders of per-rank traces, with a cache of loaded traces.
 
 ``load(path)`` returns one :class:`~traceanalyze.Trace`. For a folder of the ranks of one job
 (every trace states a different rank in its ``distributedInfo``) it combines them into one

@@ -1,4 +1,4 @@
-"""A Parquet cache of loaded traces, so the second load of a file is near-instant.
+"""A cache of loaded traces (Arrow IPC files), so the second load of a file is near-instant.
 
 Entries live in a cache folder (``$TRACEANALYZE_CACHE_DIR``, else ``$XDG_CACHE_HOME`` or
 ``~/.cache``, then ``traceanalyze/``), never beside the input unless that folder is chosen. An
@@ -115,13 +115,30 @@ def read_entry(entry: Path) -> Trace | None:
     return trace
 
 
+def frame_file(entry: Path, name: str) -> Path:
+    """Where ``entry`` keeps the frame ``name``: an Arrow IPC stream, zstd-compressed.
+
+    Measured on a 15 MB rank against the Parquet (lz4) files before it: write_entry 18.5 ->
+    11.1 ms, read_entry 9.7 -> 7.9 ms, 770 -> 420 kB (a Parquet file costs ~0.4 ms to write
+    and to read however small, and 5 of the 8 frames have a few rows). A stream has no
+    footer to tell a cut file by: the row counts in ``meta.json`` do.
+    """
+    return entry / f"{name}{_FRAME_SUFFIX}"
+
+
+_FRAME_SUFFIX = ".arrows"
+
+
 def _read_whole(entry: Path) -> Trace:
-    """The entry's trace; raises when a file is missing, damaged or has another schema."""
+    """The entry's trace; raises when a file is missing, damaged, cut short or has another
+    schema."""
     stored = json.loads((entry / "meta.json").read_text())
-    frames = {name: pl.read_parquet(entry / f"{name}.parquet") for name in TRACE_FRAMES}
+    frames = {name: pl.read_ipc_stream(frame_file(entry, name)) for name in TRACE_FRAMES}
     for name, frame in frames.items():
         if any(frame.schema.get(c) != t for c, t in TRACE_FRAMES[name].items()):
-            raise ValueError(f"{entry / name}.parquet has another schema")
+            raise ValueError(f"{frame_file(entry, name)} has another schema")
+        if frame.height != stored["heights"][name]:
+            raise ValueError(f"{frame_file(entry, name)} is cut short")
     meta = tuple(TraceMeta(**{**m, "path": Path(m["path"])}) for m in stored["meta"])
     return Trace(meta=meta, iteration_source=stored["iteration_source"], **frames)  # type: ignore[arg-type]
 
@@ -188,15 +205,13 @@ def write_entry(entry: Path, trace: Trace) -> bool:
     except OSError:
         return False
     try:
+        heights = {}
         for name in TRACE_FRAMES:
-            # No column statistics: an entry is only ever read whole (read_entry), never
-            # filtered by them, and computing them was a tenth of the write (8 files of a
-            # 15 MB rank: 18.7 -> 17.0 ms, reads unchanged).
-            getattr(trace, name).write_parquet(
-                staging / f"{name}.parquet", compression="lz4", statistics=False
-            )
+            frame = getattr(trace, name)
+            frame.write_ipc_stream(frame_file(staging, name), compression="zstd")
+            heights[name] = frame.height
         meta = [{**asdict(m), "path": str(m.path)} for m in trace.meta]
-        stored = {"meta": meta, "iteration_source": trace.iteration_source}
+        stored = {"meta": meta, "iteration_source": trace.iteration_source, "heights": heights}
         (staging / "meta.json").write_text(json.dumps(stored, default=str))
         os.replace(staging, entry)  # atomic: readers see a whole entry or none
     except OSError:

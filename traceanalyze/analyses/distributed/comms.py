@@ -10,6 +10,7 @@ above it or the kernel's name. Rules: :mod:`comms_rules`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from traceanalyze.analyses.distributed.comms_rules import (
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.roofline.formulas import SHAPES_PATTERN, STRINGS_PATTERN
 from traceanalyze.display import Shown
+from traceanalyze.query import IN_MEMORY
 from traceanalyze.trace import Trace
 
 COMMUNICATION = "communication"
@@ -79,16 +81,46 @@ class Comms(Shown):
 @on_counted
 def comms(trace: Trace) -> Comms:
     """Collective calls and their bandwidth (README, "Collectives")."""
-    calls = pl.concat([_gpu_calls(trace), _cpu_calls(trace)])
-    calls = _with_bandwidth(
-        calls.join(_sizes_from_shapes(trace, calls["op_id"]), on="op_id", how="left")
-    )
-    calls = calls.filter(pl.col("collective") != "").sort("rank", "ts_ns")
+    calls = collective_calls(trace)
     return Comms(
         calls=calls.select(CALL_COLUMNS),
         by_kind=_by_kind(calls, _link_peaks(trace), iteration_count(trace)),
         notes=_notes(calls),
     )
+
+
+@per_trace
+@on_counted
+def collective_calls(trace: Trace) -> pl.DataFrame:
+    """:func:`comms`' calls with the columns its summary reads too, without the summary: for
+    ``ranks``, which reads only the calls' bus bandwidth (the summary and notes are ~2 ms of a
+    15 MB rank's collectives)."""
+    # Two queries (in-memory engine): the calls, then their sizes and bandwidth once the
+    # calls say which need the shapes; as eager steps they were ~20 queries.
+    calls = pl.concat([_gpu_calls(trace), _cpu_calls(trace)]).collect(engine=IN_MEMORY)
+    sizes = _sizes_from_shapes(trace, _without_args(calls))
+    return (
+        _with_bandwidth(calls.lazy().join(sizes.lazy(), on="op_id", how="left"))
+        .filter(pl.col("collective") != "")
+        .sort("rank", "ts_ns")
+        .collect(engine=IN_MEMORY)
+    )
+
+
+@functools.cache  # an expression is immutable; building this one cost ~0.1 ms (its dict)
+def _bytes_from_args() -> pl.Expr:
+    """A call's bytes from its args: elements (the larger of in and out) times the dtype's."""
+    nelems = pl.max_horizontal("in_msg_nelems", "out_msg_nelems")
+    element = pl.col("dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
+    return nelems * element
+
+
+def _without_args(calls: pl.DataFrame) -> pl.Series:
+    """The launching ops of the calls whose args give no bytes or no dtype: only those read
+    the recorded shapes (:func:`_with_bandwidth` takes the args' where they are; newer traces
+    record them on every call, and the shapes' JSON decoding is ~6 ms of a 15 MB rank)."""
+    lacking = _bytes_from_args().is_null() | pl.col("dtype").is_null()
+    return calls.filter(lacking)["op_id"]
 
 
 def _notes(calls: pl.DataFrame) -> tuple[str, ...]:
@@ -121,18 +153,13 @@ def comm_summary(trace: Trace) -> pl.DataFrame:
     return comms(trace).by_kind
 
 
-def _gpu_calls(trace: Trace) -> pl.DataFrame:
+def _gpu_calls(trace: Trace) -> pl.LazyFrame:
     kernels = classified_activities(trace).filter(pl.col("category") == COMMUNICATION)
-    launched_by = trace.cpu.select(
+    launched_by = trace.cpu.lazy().select(
         "op_id", *(pl.col(a).alias(f"op_{a}") for a in [*ARGS, "comm_name"])
     )
-    kernels = kernels.join(launched_by, on="op_id", how="left")
-    # The c10d op above the launch names the collective where no args do.
-    c10d = op_chains(trace.cpu, kernels["op_id"]).list.eval(
-        pl.element().filter(pl.element().str.starts_with("c10d::"))
-    )
-    kernels = kernels.with_columns(c10d=c10d.list.last())
-    return kernels.select(
+    joined = kernels.lazy().join(launched_by, on="op_id", how="left", maintain_order="left")
+    return _with_c10d(trace, kernels, joined).select(
         *_CALL_COLUMNS,
         *(pl.coalesce(a, f"op_{a}").alias(name) for a, name in ARGS.items()),
         raw=pl.coalesce("comm_name", "op_comm_name", "c10d", "name"),
@@ -140,12 +167,28 @@ def _gpu_calls(trace: Trace) -> pl.DataFrame:
     )
 
 
-def _cpu_calls(trace: Trace) -> pl.DataFrame:
+def _with_c10d(trace: Trace, kernels: pl.DataFrame, joined: pl.LazyFrame) -> pl.LazyFrame:
+    """``c10d``: per kernel, the c10d op above its launch, which names the collective where
+    no args do."""
+    if not kernels["comm_name"].null_count():
+        # Every kernel names its collective, so `raw` reads no c10d name: the walk up the
+        # call tree (~4 ms of a 15 MB rank) is skipped.
+        return joined.with_columns(c10d=pl.lit(None, pl.String))
+    rows = joined.collect(engine=IN_MEMORY)
+    c10d = op_chains(trace.cpu, rows["op_id"]).list.eval(
+        pl.element().filter(pl.element().str.starts_with("c10d::"))
+    )
+    return rows.lazy().with_columns(c10d=c10d.list.last())
+
+
+def _cpu_calls(trace: Trace) -> pl.LazyFrame:
     """record_param_comms ops that launched no kernel: collectives run by the CPU (Gloo)."""
-    launched = classified_activities(trace).select("op_id").drop_nulls()
-    ops = trace.cpu.filter(
-        (pl.col("name") == PARAM_COMMS) & pl.col("comm_name").is_not_null()
-    ).join(launched, on="op_id", how="anti")
+    launched = classified_activities(trace).lazy().select("op_id").drop_nulls()
+    ops = (
+        trace.cpu.lazy()
+        .filter((pl.col("name") == PARAM_COMMS) & pl.col("comm_name").is_not_null())
+        .join(launched, on="op_id", how="anti")
+    )
     return ops.select(
         *_CALL_COLUMNS,
         *(pl.col(a).alias(name) for a, name in ARGS.items()),
@@ -165,6 +208,8 @@ def _sizes_from_shapes(trace: Trace, op_ids: pl.Series) -> pl.DataFrame:
     ``In/Out msg nelems``."""
     cpu = trace.cpu
     launch = op_ids.drop_nulls().unique().to_frame("op_id")
+    if not launch.height:  # every call has its args: the same empty frame, without the queries
+        return pl.DataFrame(schema={"op_id": op_ids.dtype, **_SHAPE_SIZES})
     parents = launch.join(cpu.select("op_id", "parent_id"), on="op_id").drop_nulls()
     annotations = cpu.filter(
         pl.col("name").str.starts_with(NCCL_ANNOTATION_PREFIX)
@@ -219,6 +264,10 @@ def _sizes_from_shapes(trace: Trace, op_ids: pl.Series) -> pl.DataFrame:
     )
 
 
+# The columns :func:`_sizes_from_shapes` adds to a launching op.
+_SHAPE_SIZES = {"shape_bytes": pl.Int64, "shape_dtype": pl.String, "shape_source": pl.String}
+
+
 def _kind(name: pl.Expr) -> pl.Expr:
     lowered = name.str.to_lowercase()
     expr: pl.Expr = pl.lit("other")
@@ -242,30 +291,38 @@ def _size_bucket(nbytes: pl.Expr) -> pl.Expr:
     return expr
 
 
-def _with_bandwidth(calls: pl.DataFrame) -> pl.DataFrame:
-    nelems = pl.max_horizontal("in_msg_nelems", "out_msg_nelems")
-    element = pl.col("dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
+def _with_bandwidth(calls: pl.LazyFrame) -> pl.LazyFrame:
+    sizes, bandwidth, bus = _bandwidth_steps()
+    return calls.with_columns(sizes).with_columns(bandwidth).with_columns(bus)
+
+
+@functools.cache  # immutable expressions, whose rule tables cost ~1 ms a call to build
+def _bandwidth_steps() -> tuple[list[pl.Expr], list[pl.Expr], list[pl.Expr]]:
+    """:func:`_with_bandwidth`'s three steps, each reading the one before."""
     # Bytes per nanosecond are GB/s.
     algbw = pl.col("bytes") / pl.col("dur_ns")
-    from_args = (nelems * element).alias("bytes")
+    from_args = _bytes_from_args().alias("bytes")
     return (
-        calls.with_columns(
-            collective=_kind(pl.col("raw")),
-            bytes_source=pl.when(from_args.is_not_null())
+        [
+            _kind(pl.col("raw")).alias("collective"),
+            pl.when(from_args.is_not_null())
             .then(pl.lit(BYTES_SOURCES[0]))
-            .otherwise("shape_source"),
-            bytes=pl.coalesce(from_args, "shape_bytes"),
-            dtype=pl.coalesce("dtype", "shape_dtype"),
-            us=pl.col("dur_ns") / 1e3,
-        )
-        .with_columns(
-            algbw_gbps=pl.when(pl.col("dur_ns") > 0).then(algbw),
-            size_bucket=_size_bucket(pl.col("bytes")),
-        )
-        .with_columns(
-            busbw_gbps=pl.col("algbw_gbps")
-            * _bus_factor(pl.col("collective"), pl.col("group_size").cast(pl.Float64))
-        )
+            .otherwise("shape_source")
+            .alias("bytes_source"),
+            pl.coalesce(from_args, "shape_bytes").alias("bytes"),
+            pl.coalesce("dtype", "shape_dtype").alias("dtype"),
+            (pl.col("dur_ns") / 1e3).alias("us"),
+        ],
+        [
+            pl.when(pl.col("dur_ns") > 0).then(algbw).alias("algbw_gbps"),
+            _size_bucket(pl.col("bytes")).alias("size_bucket"),
+        ],
+        [
+            (
+                pl.col("algbw_gbps")
+                * _bus_factor(pl.col("collective"), pl.col("group_size").cast(pl.Float64))
+            ).alias("busbw_gbps")
+        ],
     )
 
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import ITERATION, busy_and_span, iteration_times
-from traceanalyze.analyses.activities import classified_activities, in_iterations
-from traceanalyze.analyses.distributed.comms import comms
+from traceanalyze.analyses.accounting import ITERATION, busy_and_span_query, iteration_times
+from traceanalyze.analyses.activities import classified_activities
+from traceanalyze.analyses.distributed.comms import collective_calls
 from traceanalyze.analyses.distributed.skew import (
     ALIGN_ENDS,
     ALIGNMENTS,
@@ -32,6 +32,7 @@ from traceanalyze.analyses.distributed.skew import (
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.display import Shown
 from traceanalyze.errors import UsageError
+from traceanalyze.query import IN_MEMORY
 from traceanalyze.trace import Skipped, Trace, TraceMeta
 
 COMMUNICATION = "communication"
@@ -94,10 +95,12 @@ def rank_rows(trace: Trace) -> pl.DataFrame:
     """Per rank: step (wall) time, GPU busy, kernel, communication kernel and exposed
     communication time, the overlap share and GPU idle time, means over the iterations."""
     figures = ("communication_kernel_us", "communication_busy_us", "exposed_communication_us")
+    # One query (in-memory engine) over the two small per-iteration tables.
     per_iteration = (
         iteration_times(trace)
+        .lazy()
         .select(*ITERATION, "wall_us", "gpu_busy_us", "gpu_kernel_us", "gpu_idle_us")
-        .join(_communication_times(trace), on=ITERATION, how="left")
+        .join(_communication_times(trace).lazy(), on=ITERATION, how="left")
         # An iteration without communication has none of it, not an unknown amount.
         .with_columns(pl.col(figures).fill_null(0.0))
     )
@@ -118,14 +121,16 @@ def rank_rows(trace: Trace) -> pl.DataFrame:
         .with_columns(pl.col("iterations").cast(pl.Int64))
         .join(_bus_bandwidth(trace), on="rank", how="left")
         .sort("rank")
+        .collect(engine=IN_MEMORY)
     )
 
 
-def _bus_bandwidth(trace: Trace) -> pl.DataFrame:
+def _bus_bandwidth(trace: Trace) -> pl.LazyFrame:
     """Per rank: the median bus bandwidth of its collective calls (`comms`), where known."""
     return (
-        comms(trace)
-        .calls.group_by("rank")
+        collective_calls(trace)
+        .lazy()
+        .group_by("rank")
         .agg(collective_busbw_gbps_median=pl.col("busbw_gbps").median())
     )
 
@@ -135,31 +140,42 @@ def _communication_times(trace: Trace) -> pl.DataFrame:
     kernels' intervals, and the part of that union with no compute kernel running.
 
     On each device C is the union of the communication kernels, K the union of the other
-    kernels; exposed = |C| - |C and K| = |C or K| - |K|, three interval unions.
+    kernels; exposed = |C| - |C and K| = |C or K| - |K|, three interval unions: C and K by
+    device and kind of kernel, C or K by device, in one query (its ~25 eager steps were
+    ~10 ms of a 15 MB rank, most of it each step's fixed cost).
     """
     kernels = (
-        in_iterations(classified_activities(trace))
-        .filter(pl.col("kind") == "kernel")
+        classified_activities(trace)
+        .filter(pl.col("iteration").is_not_null() & (pl.col("kind") == "kernel"))
         .select(*_DEVICE, "ts_ns", "dur_ns", communication=pl.col("category") == COMMUNICATION)
     )
-    communication = kernels.filter(pl.col("communication"))
-    union = busy_and_span(communication, _DEVICE).select(*_DEVICE, c_ns="busy_ns")
-    compute = busy_and_span(kernels.filter(~pl.col("communication")), _DEVICE)
-    either = busy_and_span(kernels.join(union, on=_DEVICE, how="semi"), _DEVICE)
+    by_kind = busy_and_span_query(kernels, [*_DEVICE, "communication"])
+    either = busy_and_span_query(kernels, _DEVICE).select(*_DEVICE, either_ns="busy_ns")
+    busy, communication = pl.col("busy_ns"), pl.col("communication")
     per_device = (
-        union.join(compute.select(*_DEVICE, k_ns="busy_ns"), on=_DEVICE, how="left")
-        .join(either.select(*_DEVICE, either_ns="busy_ns"), on=_DEVICE, how="left")
+        by_kind.group_by(_DEVICE)
+        .agg(
+            has_c=communication.any(),
+            c_ns=busy.filter(communication).sum(),
+            # A device with no compute kernel has K empty: 0.
+            k_ns=busy.filter(~communication).sum(),
+        )
+        # Only the devices that run communication kernels.
+        .filter("has_c")
+        .join(either, on=_DEVICE, how="left")
         .group_by(ITERATION)
         .agg(
             communication_busy_us=pl.col("c_ns").sum() / 1e3,
-            exposed_communication_us=(pl.col("either_ns") - pl.col("k_ns").fill_null(0)).sum()
-            / 1e3,
+            exposed_communication_us=(pl.col("either_ns") - pl.col("k_ns")).sum() / 1e3,
         )
     )
-    durations = communication.group_by(ITERATION).agg(
-        communication_kernel_us=pl.col("dur_ns").sum() / 1e3
+    durations = (
+        kernels.lazy()
+        .filter(communication)
+        .group_by(ITERATION)
+        .agg(communication_kernel_us=pl.col("dur_ns").sum() / 1e3)
     )
-    return durations.join(per_device, on=ITERATION, how="left")
+    return durations.join(per_device, on=ITERATION, how="left").collect(engine=IN_MEMORY)
 
 
 def ranks_analysis(

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.activities import classified_activities, in_iterations
+from traceanalyze.analyses.activities import classified_activities
+from traceanalyze.query import IN_MEMORY
 from traceanalyze.trace import Trace
 
 ALIGN_ENDS = "collective-ends"
@@ -39,18 +40,26 @@ COLLECTIVE_SCHEMA = {
 
 def collective_starts(trace: Trace) -> pl.DataFrame:
     """One row per communication kernel launched in an iteration: ``COLLECTIVE_SCHEMA``."""
-    kernels = in_iterations(classified_activities(trace)).filter(
-        (pl.col("kind") == "kernel") & (pl.col("category") == "communication")
+    # One query (in-memory engine) instead of three eager steps.
+    kernels = (
+        classified_activities(trace)
+        .lazy()
+        .filter(pl.col("iteration").is_not_null())
+        .filter((pl.col("kind") == "kernel") & (pl.col("category") == "communication"))
     )
     occurrence = pl.col("ts_ns").rank("ordinal").over("rank", "iteration", "name") - 1
-    return kernels.select(
-        "rank",
-        "iteration",
-        "name",
-        occurrence=occurrence.cast(pl.Int64),
-        ts_ns="ts_ns",
-        end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
-    ).sort("rank", "iteration", "ts_ns")
+    return (
+        kernels.select(
+            "rank",
+            "iteration",
+            "name",
+            occurrence=occurrence.cast(pl.Int64),
+            ts_ns="ts_ns",
+            end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
+        )
+        .sort("rank", "iteration", "ts_ns")
+        .collect(engine=IN_MEMORY)
+    )
 
 
 def clock_offsets(collectives: pl.DataFrame, ranks: pl.Series, align: str) -> pl.DataFrame:
