@@ -3,7 +3,7 @@
 An engine maps one picklable task over files and returns the results in file order; the
 scheduling is the process pool's or Dask's (Ray was measured too and left out: bench/RESULTS.md,
 "Many ranks", says why). The task (:class:`RankTask`) loads one rank
-through the Parquet cache (converting it once) and returns the small frames of
+through the cache (converting it once) and returns the small frames of
 :func:`~traceanalyze.analyses.distributed.ranks.rank_work`, so the caller never holds more than
 the results.
 
