@@ -1,11 +1,12 @@
-"""The Parquet cache's housekeeping: the size limit and least-recently-used eviction, damaged
-entries rebuilt, concurrent writers, and the `cache info` / `cache clear` commands."""
+"""The cache's housekeeping: the size limit and least-recently-used eviction, damaged entries
+rebuilt, concurrent writers, and the `cache info` / `cache clear` commands."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+import zlib
 from pathlib import Path
 
 import polars as pl
@@ -16,6 +17,7 @@ import traceanalyze
 from tests.micro import one_step, write_trace
 from traceanalyze.cli import main
 from traceanalyze.errors import CacheSettingError
+from traceanalyze.load import cache
 from traceanalyze.load.cache import (
     MAX_ENV,
     cache_info,
@@ -129,8 +131,9 @@ def test_a_truncated_frame_file_is_rebuilt_not_trusted(
     reference = traceanalyze.load(path)
     entry = entry_for(path, cache_dir)
     gpu = frame_file(entry, "gpu")
-    if kept == "schema":  # cut where the rows begin: a stream of the schema alone reads whole
-        reference.gpu.clear().write_ipc_stream(gpu, compression="zstd")
+    if kept == "schema":  # a file of the schema alone, its checksum right: the row count tells
+        reference.gpu.clear().write_parquet(gpu)
+        _checksum_as_written(entry, "gpu")
     else:
         gpu.write_bytes(gpu.read_bytes()[: int(gpu.stat().st_size * float(kept))])
     assert read_entry(entry) is None
@@ -147,10 +150,65 @@ def test_an_entry_of_another_schema_is_rebuilt(tmp_path: Path, cache_dir: Path) 
     entry = entry_for(path, cache_dir)
     # An entry an older release wrote under the same key: a column of another type.
     renamed = reference.gpu.with_columns(pl.col("name").cast(pl.Categorical))
-    renamed.write_ipc_stream(frame_file(entry, "gpu"), compression="zstd")
+    renamed.write_parquet(frame_file(entry, "gpu"))
+    _checksum_as_written(entry, "gpu")  # whole, as that release wrote it: only the schema differs
     assert "name" in TRACE_FRAMES["gpu"]
     assert read_entry(entry) is None
     assert traceanalyze.load(path).gpu.equals(reference.gpu)
+
+
+def _checksum_as_written(entry: Path, name: str) -> None:
+    """The checksums in meta.json made right for ``name``'s file as it now is."""
+    stored = json.loads((entry / "meta.json").read_text())
+    del stored["checksum"]
+    stored["checksums"][name] = zlib.crc32(frame_file(entry, name).read_bytes())
+    stored["checksum"] = cache._meta_checksum(stored)
+    (entry / "meta.json").write_text(json.dumps(stored))
+
+
+@pytest.mark.parametrize("name", ["gpu", "cpu", "iterations", "devices", "meta.json"])
+def test_a_changed_byte_in_an_entry_is_rebuilt_not_decoded(
+    tmp_path: Path, cache_dir: Path, parses: list[Path], name: str
+) -> None:
+    # One byte changed in an Arrow stream can make Polars' decoder abort the process, panic or
+    # read other numbers, and one in meta.json name another device: the checksums turn every
+    # such entry away before its frames are decoded.
+    (path,) = _traces(tmp_path, 1)
+    reference = traceanalyze.load(path)
+    entry = entry_for(path, cache_dir)
+    damaged_file = entry / name if name == "meta.json" else frame_file(entry, name)
+    original = damaged_file.read_bytes()
+    flips = range(0, len(original), max(1, len(original) // 40))
+    for at in flips:
+        damaged = bytearray(original)
+        damaged[at] ^= 0x10
+        if not entry.exists():
+            traceanalyze.load(path)  # the rebuild of the flip before
+        damaged_file.write_bytes(bytes(damaged))
+        assert read_entry(entry) is None, at
+        assert not entry.exists()
+    rebuilt = traceanalyze.load(path)
+    assert all(getattr(rebuilt, f).equals(getattr(reference, f)) for f in TRACE_FRAMES)
+    assert rebuilt.meta == reference.meta
+    traceanalyze.load(path)  # whole again: a hit
+    assert parses.count(path) == 1 + len(flips)  # the first load, and one rebuild per flip
+
+
+def test_an_entry_without_its_meta_is_rebuilt_and_cleared(
+    tmp_path: Path, cache_dir: Path, parses: list[Path]
+) -> None:
+    first, second = _traces(tmp_path, 2)
+    traceanalyze.load(first)
+    traceanalyze.load(second)
+    for path in (first, second):
+        (entry_for(path, cache_dir) / "meta.json").unlink()
+    assert cache_info(cache_dir).entries == 2  # counted: under the limit, evicted first
+    traceanalyze.load(first)  # removed and rebuilt (its folder blocked the rebuild's rename)
+    traceanalyze.load(first)  # and then a hit
+    assert parses.count(first) == 2
+    cleared = traceanalyze.load.cache.clear_cache(cache_dir)
+    assert cleared.entries == 2
+    assert list(cache_dir.iterdir()) == []
 
 
 def test_concurrent_writers_leave_one_whole_entry(tmp_path: Path, cache_dir: Path) -> None:
