@@ -5,6 +5,7 @@ string are caught (the file is then scanned whole)."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import re
 from pathlib import Path
@@ -222,3 +223,17 @@ def test_json_without_trace_events_is_not_a_trace_on_threads_too(
     Chunked(monkeypatch, 300)
     with pytest.raises(NotATraceError, match="no traceEvents list"):
         parse_file(path, threads=3)
+
+
+@pytest.mark.parametrize(
+    ("size", "chunk", "threads"), [(175, 22, 2), (100, 10, 4), (35, 10, 4), (10, 10, 2), (9, 10, 2)]
+)
+def test_chunk_marks_cover_the_file_with_a_short_tail(size: int, chunk: int, threads: int) -> None:
+    marks = parallel.chunk_marks(size, chunk, threads)
+    lengths = [b - a for a, b in itertools.pairwise(marks)]
+    assert marks[0] == 0 and marks[-1] == size
+    assert all(length > 0 for length in lengths)
+    if len(lengths) > 2 * threads:  # enough chunks: the last of them half as long
+        assert lengths[: -2 * threads] == [chunk] * (len(lengths) - 2 * threads)
+        assert all(abs(length - chunk / 2) <= 1 + chunk / 2 for length in lengths[-2 * threads :])
+        assert max(lengths[-2 * threads :]) < chunk

@@ -174,3 +174,25 @@ def test_a_long_object_without_trace_events_is_still_told_apart(tmp_path: Path) 
     path.write_text(json.dumps({"meta": "m" * 20_000_000, "other": 1}))
     with pytest.raises(NotATraceError, match="no traceEvents list"):
         chunks_module.first_look(path)
+
+
+def test_the_scanner_keeps_its_own_copy_of_the_category_table() -> None:
+    # The table is copied when the scanner is made (a scan never takes the GIL to look a
+    # category up): later changes to the dict do not reach it; a non-ASCII category matches
+    # its UTF-8 bytes; a category not in the table is "other" (not kept as an operator).
+    kinds = {"cpu_op": fast.KINDS["cpu_op"], "opé": fast.KINDS["cpu_op"]}
+    scanner = fast._scan.Scanner(kinds)
+    kinds.clear()
+    events = [
+        {"ph": "X", "cat": cat, "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}
+        for cat in ("cpu_op", "opé", "unknown")
+    ]
+    scanner.feed(json.dumps({"traceEvents": events}, ensure_ascii=False).encode(), True)
+    result = scanner.result()
+    kept = {result["cats"][part["cat"]] for part in result["parts"]}
+    assert kept == {"cpu_op", "opé"}
+
+
+def test_a_category_table_of_the_wrong_types_is_refused() -> None:
+    with pytest.raises(TypeError):
+        fast._scan.Scanner({"cpu_op": "op"})

@@ -221,7 +221,12 @@ typedef struct {
     size_t nparts;
     Buf part_of;             /* int32 part index per (cat id * 8 + kind), -1 = none */
     Buf header;              /* "key": value pairs of the top-level object, comma separated */
-    PyObject *kinds;         /* dict: category -> kind (with KIND_LEGACY) */
+    /* the caller's table, category -> kind (with KIND_LEGACY), copied at init so that a
+     * scan never needs the GIL: a thread that took it for each new category waited for the
+     * other threads' Python work (up to the 5 ms switch interval each time) */
+    Intern known;
+    Buf known_kinds;         /* int32 kind per known id; ids past it are categories not known */
+    size_t nknown;
     int64_t events;
     uint32_t memory_name;    /* names id of "[memory]" (profile_memory's instant events) */
     /* names id + 1 of each one-byte phase seen (0: not yet): every event has a phase, and
@@ -791,23 +796,23 @@ static int args_object(Cur *c, Event *e, int kind) {
 
 /* ---- categories and parts --------------------------------------------------------------- */
 
+/* The kind the caller's table gives a category (K_OTHER when it has none); -1 when out of
+ * memory. A category not in the table is added to it past nknown, so it is hashed once. */
+static int32_t known_kind(Scanner *s, const char *k, size_t n) {
+    int fresh;
+    int64_t id = intern_add(&s->known, k, n, &fresh);
+    if (id < 0) return -1;
+    return (size_t)id < s->nknown ? ((int32_t *)s->known_kinds.data)[id] : K_OTHER;
+}
+
 static int64_t cat_id(Scanner *s, const char *k, size_t n) {
     int fresh;
     int64_t id = intern_add(&s->cats, k, n, &fresh);
     if (id < 0 || !fresh) return id;
-    int32_t kind = K_OTHER;
+    int32_t kind = known_kind(s, k, n);
     int64_t zero = 0;
-    /* the kind of a new category comes from the caller's table (needs the GIL) */
-    PyGILState_STATE g = PyGILState_Ensure();
-    PyObject *key = PyUnicode_DecodeUTF8(k, (Py_ssize_t)n, "strict");
-    if (key) {
-        PyObject *v = PyDict_GetItemWithError(s->kinds, key);
-        if (v) kind = (int32_t)PyLong_AsLong(v);
-        Py_DECREF(key);
-    }
-    PyErr_Clear();
-    PyGILState_Release(g);
-    if (buf_put(&s->cat_kinds, &kind, sizeof kind) || buf_put(&s->counts, &zero, sizeof zero))
+    if (kind == -1 || buf_put(&s->cat_kinds, &kind, sizeof kind) ||
+        buf_put(&s->counts, &zero, sizeof zero))
         return -1;
     return id;
 }
@@ -1156,15 +1161,44 @@ static Py_ssize_t scan(Scanner *s, const char *data, Py_ssize_t size, int final)
 
 /* ---- Python glue ---------------------------------------------------------------------- */
 
+/* Copy the caller's dict (category text -> int kind) into known / known_kinds. */
+static int known_categories(Scanner *self, PyObject *kinds) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kinds, &pos, &key, &value)) {
+        if (!PyUnicode_Check(key) || !PyLong_Check(value)) {
+            PyErr_SetString(PyExc_TypeError, "kinds maps category text to an int kind");
+            return -1;
+        }
+        Py_ssize_t n;
+        const char *text = PyUnicode_AsUTF8AndSize(key, &n);
+        if (!text) {
+            PyErr_Clear(); /* not encodable (a lone surrogate): no valid document holds it */
+            continue;
+        }
+        long kind = PyLong_AsLong(value);
+        if (kind == -1 && PyErr_Occurred()) return -1;
+        int fresh;
+        int32_t kind32 = (int32_t)kind;
+        if (intern_add(&self->known, text, (size_t)n, &fresh) < 0 ||
+            buf_put(&self->known_kinds, &kind32, sizeof kind32)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    self->nknown = self->known.count;
+    return 0;
+}
+
 static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw) {
     PyObject *kinds;
     if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &kinds)) return -1;
-    Py_INCREF(kinds);
-    self->kinds = kinds;
-    if (intern_init(&self->names) || intern_init(&self->raws) || intern_init(&self->cats)) {
+    if (intern_init(&self->names) || intern_init(&self->raws) || intern_init(&self->cats) ||
+        intern_init(&self->known)) {
         PyErr_NoMemory();
         return -1;
     }
+    if (known_categories(self, kinds)) return -1;
     int fresh;
     if (intern_add(&self->names, "", 0, &fresh) != 0) {
         PyErr_NoMemory();
@@ -1193,11 +1227,12 @@ static void Scanner_dealloc(Scanner *self) {
     intern_free(&self->names);
     intern_free(&self->raws);
     intern_free(&self->cats);
+    intern_free(&self->known);
+    buf_free(&self->known_kinds);
     buf_free(&self->cat_kinds); buf_free(&self->counts); buf_free(&self->part_of);
     buf_free(&self->header);
     for (size_t i = 0; i < self->nparts; i++) part_free(&self->parts[i]);
     free(self->parts);
-    Py_XDECREF(self->kinds);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 

@@ -169,10 +169,10 @@ def _scan_plain(
     with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
         opening = _opening(data[:4096])
         mapped = _Mapped(data, size)
-        total = (size + chunk_bytes - 1) // chunk_bytes
+        marks = chunk_marks(size, chunk_bytes, count)
 
         def job(index: int) -> _Result | None:
-            chunk = _plain_chunk(mapped, index, chunk_bytes)
+            chunk = _plain_chunk(mapped, index, marks)
             if chunk is None:
                 return None
             try:
@@ -181,10 +181,26 @@ def _scan_plain(
                 mapped.drop(chunk)
 
         def done(index: int) -> tuple[int, int]:
-            return min(size, (index + 1) * chunk_bytes), size
+            return marks[index + 1], size
 
-        jobs = (partial(job, index) for index in range(total))
+        jobs = (partial(job, index) for index in range(len(marks) - 1))
         return _merge(_in_order(pool, count, jobs, progress, done))
+
+
+def chunk_marks(size: int, chunk_bytes: int, count: int) -> list[int]:
+    """Where chunks are cut, about (each cut moves to the next event boundary): from 0 to
+    ``size``, every ``chunk_bytes``, but the last ``count`` chunks half as long. Threads
+    finish together only as far as their last chunks are short: events differ in cost per
+    byte (a kernel's typed args against a Python frame's name), and the slowest chunk of the
+    bench trace took twice the time of the fastest."""
+    full = max(1, size // chunk_bytes)
+    if full <= count:  # too few chunks for a short tail
+        return [min(size, k * chunk_bytes) for k in range(full)] + [size]
+    # (full - count) whole chunks, then 2 * count half chunks share what is left
+    whole = [k * chunk_bytes for k in range(full - count)]
+    start = whole[-1] + chunk_bytes
+    half = (size - start) / (2 * count)
+    return [*whole, *(start + int(k * half) for k in range(2 * count)), size]
 
 
 def _opening(head: bytes) -> bytes:
@@ -216,10 +232,11 @@ class _Mapped:
         self.data.madvise(mmap.MADV_DONTNEED, first, min(self.size, chunk.end) - first)
 
 
-def _plain_chunk(mapped: _Mapped, index: int, chunk_bytes: int) -> _Chunk | None:
-    """Chunk ``index`` of the file (None when an earlier chunk reaches past its start)."""
+def _plain_chunk(mapped: _Mapped, index: int, marks: list[int]) -> _Chunk | None:
+    """Chunk ``index`` of the file, cut near ``marks[index]`` and ``marks[index + 1]`` (None
+    when an earlier chunk reaches past its start)."""
     data, size = mapped.data, mapped.size
-    low, high = index * chunk_bytes, (index + 1) * chunk_bytes
+    low, high = marks[index], marks[index + 1]
     if index == 0:
         start = 0
     else:
