@@ -222,8 +222,8 @@ typedef struct {
     Buf part_of;             /* int32 part index per (cat id * 8 + kind), -1 = none */
     Buf header;              /* "key": value pairs of the top-level object, comma separated */
     /* the caller's table, category -> kind (with KIND_LEGACY), copied at init so that a
-     * scan never needs the GIL: a thread that took it for each new category waited for the
-     * other threads' Python work (up to the 5 ms switch interval each time) */
+     * scan never needs the GIL: a thread that took it for each new category could wait for
+     * another thread's Python work (building the pieces of its chunk) to let it go */
     Intern known;
     Buf known_kinds;         /* int32 kind per known id; ids past it are categories not known */
     size_t nknown;
