@@ -21,7 +21,6 @@ and as gzip, with HTA given ``--hta-timeout`` seconds.
 from __future__ import annotations
 
 import argparse
-import compileall
 import gzip
 import inspect
 import json
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from precompile import compile_bytecode  # bench/precompile.py, beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 # The shared folder of test data: $TRACEANALYZE_SHARED, else ../shared beside the repository.
@@ -363,16 +363,6 @@ TARGETS = {
 
 def _median(results: list[dict[str, Any]], key: str) -> float:
     return statistics.median(r[key] for r in results)
-
-
-def compile_bytecode(*checkouts: Path) -> None:
-    """Write the bytecode of each checkout's package, as installing it does: this sandbox sets
-    PYTHONDONTWRITEBYTECODE, so without it every measured process compiled every module it
-    imported (0.3 s of each process's start here, more for the larger checkout)."""
-    for checkout in checkouts:
-        for package in ("traceanalyze", "capture"):
-            if (checkout / package).is_dir():
-                compileall.compile_dir(checkout / package, quiet=1)
 
 
 def targets(python: str, args: argparse.Namespace, raw: Path, work: Path) -> None:

@@ -24,7 +24,6 @@ record (the library offers local and dask only), through the same executor inter
 from __future__ import annotations
 
 import argparse
-import compileall
 import contextlib
 import json
 import os
@@ -43,8 +42,11 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from precompile import compile_bytecode  # bench/precompile.py, beside this script
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.rankfolder builds the folder
+
 # The shared folder of test data: $TRACEANALYZE_SHARED, else ../shared beside the repository.
 SHARED = Path(os.environ.get("TRACEANALYZE_SHARED") or REPO.parent / "shared")
 SOURCE = SHARED / "traces" / "public" / "hta_nccl_a100.json.gz"
@@ -199,16 +201,6 @@ def build(folder: Path, ranks: int) -> None:
         for r in range(ranks)
     ]
     write_rank_folder(folder, SOURCE, specs, suffix=".json.gz")
-
-
-def compile_bytecode(*checkouts: Path) -> None:
-    """Write the bytecode of each checkout's package, as installing it does: this sandbox sets
-    PYTHONDONTWRITEBYTECODE, so without it every measured process compiled every module it
-    imported (0.3 s of each process's start here, more for the larger checkout)."""
-    for checkout in checkouts:
-        for package in ("traceanalyze", "capture"):
-            if (checkout / package).is_dir():
-                compileall.compile_dir(checkout / package, quiet=1)
 
 
 def cli_turns(folder: Path, baseline: Path, runs: int) -> None:

@@ -196,3 +196,10 @@ def test_the_scanner_keeps_its_own_copy_of_the_category_table() -> None:
 def test_a_category_table_of_the_wrong_types_is_refused() -> None:
     with pytest.raises(TypeError):
         fast._scan.Scanner({"cpu_op": "op"})
+
+
+def test_a_scanner_is_initialised_once() -> None:
+    # a second __init__ would mix two category tables (a skeptical pass found it)
+    scanner = fast._scan.Scanner(fast.KINDS)
+    with pytest.raises(RuntimeError, match="initialised once"):
+        scanner.__init__({"kernel": fast.KINDS["kernel"]})  # type: ignore[misc]

@@ -1193,6 +1193,11 @@ static int known_categories(Scanner *self, PyObject *kinds) {
 static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw) {
     PyObject *kinds;
     if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &kinds)) return -1;
+    if (self->known.slots) {
+        /* its tables are built once: a second init would mix two category tables */
+        PyErr_SetString(PyExc_RuntimeError, "a Scanner is initialised once; make a new one");
+        return -1;
+    }
     if (intern_init(&self->names) || intern_init(&self->raws) || intern_init(&self->cats) ||
         intern_init(&self->known)) {
         PyErr_NoMemory();
