@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from precompile import compile_bytecode  # bench/precompile.py, beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 # The shared folder of test data: $TRACEANALYZE_SHARED, else ../shared beside the repository.
@@ -468,6 +467,9 @@ def main() -> None:
         return
     ARGS_HTA_TIMEOUT[0] = args.hta_timeout
     python = sys.executable
+    # here, not at the top: a --baseline worker runs with PYTHONSAFEPATH, without this folder
+    from precompile import compile_bytecode  # bench/precompile.py
+
     compile_bytecode(REPO, *([args.baseline] if args.baseline else []))
     work = Path(tempfile.mkdtemp(prefix="traceanalyze-bench-"))
     try:
