@@ -191,7 +191,8 @@ def _scan_plain(
 
 def chunk_marks(size: int, chunk_bytes: int, count: int) -> list[int]:
     """Where chunks are cut, about (each cut moves to the next event boundary): from 0 to
-    ``size``, every ``chunk_bytes``, but the last ``count`` chunks half as long. Threads
+    ``size``, every ``chunk_bytes``, but the bytes of the last ``count`` chunks cut into twice
+    as many half chunks (a file of at most ``count`` chunks: equal chunks). Threads
     finish together only as far as their last chunks are short: events differ in cost per
     byte (a kernel's typed args against a Python frame's name), and the slowest chunk of the
     bench trace took twice the time of the fastest."""
