@@ -477,7 +477,7 @@ typedef struct {
     const char *text;
     size_t len;
     int negative, has_frac, has_exp, int_digits, frac_digits;
-    uint64_t int_value;      /* valid when int_digits <= 18 */
+    uint64_t int_value;      /* valid when int_digits <= 18 (read only then: it wraps past 19) */
     uint64_t frac_value;     /* first 3 fraction digits, scaled to thousandths */
 } Number;
 
@@ -488,6 +488,9 @@ typedef struct {
 static inline int digit_run8(const char *p, uint64_t *x) {
     uint64_t w;
     memcpy(&w, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w); /* the first byte lowest, as the arithmetic here assumes */
+#endif
     uint64_t v = w ^ 0x3030303030303030ULL;
     /* a byte is a digit when v < 10: no high nibble, and no carry into it from adding 6 (a
      * carry out of a byte only reaches the bytes after it, past the first non-digit) */
