@@ -168,12 +168,34 @@ def test_an_identical_span_written_later_is_the_child() -> None:
         assert tree["depth"].to_list() == [0, 1, 2]
 
 
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", range(20))
 def test_the_unpacked_sort_gives_the_same_order(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Threads and spans too wide for the packed key (no bits to spare) sort by five keys,
-    the same way."""
+    """Threads and spans too wide for the packed key (no bits to spare) sort by five keys
+    in Polars, the same way as the packed key and its tie-break in NumPy."""
     frame = random_frame_with_ties(seed)
     packed = with_call_tree(frame)
+    monkeypatch.setattr(link, "_PACKED_BITS", 0)
+    assert_frame_equal(with_call_tree(frame), packed)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_ties_with_unknown_durations_and_other_categories(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repeated (thread, start) keys whose tie-break reads a null duration (as 0) or a
+    category outside annotation > op > call (after them): the packed sort equals the five-key
+    sort and the definition."""
+    rng = random.Random(seed)
+    frame = random_frame_with_ties(seed)
+    frame = frame.with_columns(
+        pl.Series("dur_ns", [None if rng.random() < 0.2 else d for d in frame["dur_ns"]]),
+        pl.Series("cat", [rng.choice(["python_function", c]) for c in frame["cat"]]),
+    )
+    packed = with_call_tree(frame)
+    rank = {**CAT_RANK, "python_function": 9}
+    rows = frame.select("rank", "pid", "tid", "ts_ns", "dur_ns", "cat", "name").rows()
+    expected = sorted(rows, key=lambda r: (r[0], r[1], r[2], r[3], -(r[4] or 0), rank[r[5]]))
+    assert packed["name"].to_list() == [row[6] for row in expected]
     monkeypatch.setattr(link, "_PACKED_BITS", 0)
     assert_frame_equal(with_call_tree(frame), packed)
 
