@@ -9,6 +9,7 @@ the one earlier in the frame (the file) encloses the other.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import polars as pl
@@ -257,3 +258,61 @@ def test_frames_the_walk_does_not_take_get_the_columnar_steps(
     assert walks == [None]
     monkeypatch.setattr(link, "_tree", None)
     assert_frame_equal(with_call_tree(frame), declined)
+
+
+def _frame(rows: list[tuple[int, int, int, int | None, str]]) -> pl.DataFrame:
+    """(tid, ts_ns, dur_ns, ...) rows on rank 0, pid 1, named r0, r1, ... in frame order."""
+    return pl.DataFrame(
+        {
+            "rank": [0] * len(rows),
+            "pid": [row[0] for row in rows],
+            "tid": [row[1] for row in rows],
+            "cat": [row[4] for row in rows],
+            "name": [f"r{i}" for i in range(len(rows))],
+            "ts_ns": [row[2] for row in rows],
+            "dur_ns": [row[3] for row in rows],
+        },
+        schema={
+            "rank": pl.Int32,
+            "pid": pl.Int64,
+            "tid": pl.Int64,
+            "cat": pl.String,
+            "name": pl.String,
+            "ts_ns": pl.Int64,
+            "dur_ns": pl.Int64,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        # one column's range needs all 63 bits, the others constant: the key must stay Int64
+        [(1, 0, 0, 1, "cpu_op"), (1, 1 << 62, 0, 1, "cpu_op")],
+        [(1, 5, 10_000, 1, "cpu_op"), (1, 5, 4_620_000_000_000_000_000, 1, "cpu_op")],
+        # 64 bits: the six-key sort
+        [(1, 0, 0, 1, "cpu_op"), (1, -(1 << 62), 0, 1, "cpu_op"), (1, 1 << 62, 0, 1, "cpu_op")],
+        # every row on one thread at one instant: only the tie-break orders them
+        [(3, 4, 9, 1, "cuda_runtime"), (3, 4, 9, 5, "cpu_op"), (3, 4, 9, None, "x")],
+        # durations 2**59 ns apart (a tie-break packed as (max - dur) * 16 overflowed)
+        [(1, 1, 0, 0, "cpu_op"), (1, 1, 0, 1 << 59, "cpu_op"), (1, 1, 0, 1, "cpu_op")],
+        # the least Int64 duration is the shortest (its negation wraps)
+        [(1, 1, 0, -(1 << 63), "cpu_op"), (1, 1, 0, 0, "cpu_op"), (1, 1, 0, 7, "cpu_op")],
+    ],
+)
+def test_extreme_keys_sort_by_the_definition(
+    rows: list[tuple[int, int, int, int | None, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = _frame(rows)
+    rank = {**CAT_RANK, "cuda_driver": 3}
+    ordered = sorted(
+        frame.rows(named=True),
+        key=lambda r: (r["pid"], r["tid"], r["ts_ns"], -(r["dur_ns"] or 0), rank.get(r["cat"], 9)),
+    )
+    tree = with_call_tree(frame)
+    assert tree["name"].to_list() == [row["name"] for row in ordered]
+    threads = [(row["pid"], row["tid"]) for row in ordered]
+    changes = [0] + [int(a != b) for a, b in itertools.pairwise(threads)]
+    assert tree["thread_key"].to_list() == [1 + n for n in itertools.accumulate(changes)]
+    monkeypatch.setattr(link, "_PACKED_BITS", 0)
+    assert_frame_equal(with_call_tree(frame), tree)

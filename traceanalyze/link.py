@@ -3,7 +3,8 @@
 Done once at load time, columnar throughout:
 
 1. CPU intervals on each thread form a call tree. In call order (thread, start, longest first,
-   annotation > op > call, then file order: one stable sort by two packed keys) an interval's
+   annotation > op > call, then file order: a stable sort of one packed thread-and-start key,
+   the rest deciding only between rows that share it) an interval's
    depth is its position minus the number of intervals that ended before it started (one
    as-of join over the sorted ends); its parent is then the last interval on the same thread,
    earlier in call order, one level up (an as-of join by one packed thread-and-level key).
@@ -50,7 +51,6 @@ PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 STEP_CATS = ("user_annotation", "cpu_op")
 # At equal start and duration an annotation encloses an op, which encloses a runtime call.
 _CAT_ORDER = {"user_annotation": 0, "cpu_op": 1, "cuda_runtime": 2, "cuda_driver": 3}
-_CAT_ORDER_SLOTS = 16  # > every value of _CAT_ORDER (and its default, 9)
 # Bits of a signed Int64 that the packed call-order key (rank, pid, tid, start) may use.
 _PACKED_BITS = 63
 # A runtime call's op chain is rarely deeper than a few levels; this bounds the ancestor walk.
@@ -149,15 +149,18 @@ def call_order(cpu: pl.DataFrame) -> tuple[pl.Series, pl.Series | pl.Expr]:
     in call order where the keys do not pack).
 
     Thread and start are packed into one Int64 key where their ranges fit in 63 bits (each
-    from its least value, in the bits its range needs); the tie-break (duration and category)
-    is a second key. Packed keys are sorted by :func:`_stable_order`; other traces (or null
-    threads or starts) by Polars on the five keys, in the same order."""
+    from its least value, in the bits its range needs), sorted by :func:`_stable_order`;
+    other traces (null threads or starts, or wider ranges) are sorted by Polars on the six
+    keys, in the same order."""
     if not cpu.height:
         return pl.Series("order", [], pl.UInt32), pl.Series(THREAD_KEY, [], pl.Int64)
     packed = _packed_thread_and_start(cpu)
     if packed is None:
-        keys = [*THREAD, "ts_ns", _tie_break()]
-        order = cpu.select(pl.arg_sort_by(keys, maintain_order=True)).to_series()
+        keys = [*THREAD, "ts_ns", pl.col("dur_ns").fill_null(0), _category_rank()]
+        longest_first = [False] * 4 + [True, False]
+        order = cpu.select(
+            pl.arg_sort_by(keys, descending=longest_first, maintain_order=True)
+        ).to_series()
         # Threads are contiguous in call order: numbering them where the thread changes is
         # one pass (a dense rank of (rank, pid, tid) beforehand was a sort of its own).
         new_thread = pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift()) for c in THREAD)
@@ -171,12 +174,6 @@ def call_order(cpu: pl.DataFrame) -> tuple[pl.Series, pl.Series | pl.Expr]:
     starts_thread[0] = 1
     np.not_equal(threads[1:], threads[:-1], out=starts_thread[1:])
     return pl.Series("order", positions), pl.Series(np.cumsum(starts_thread))
-
-
-def _tie_break() -> pl.Expr:
-    """Longest first, then the category, as one non-negative integer."""
-    dur = pl.col("dur_ns").fill_null(0)
-    return (dur.max() - dur) * _CAT_ORDER_SLOTS + _category_rank()
 
 
 def _stable_order(key: np.ndarray[Any, Any], cpu: pl.DataFrame) -> np.ndarray[Any, Any]:
@@ -203,8 +200,9 @@ def _stable_order(key: np.ndarray[Any, Any], cpu: pl.DataFrame) -> np.ndarray[An
     ties = cpu.select(
         dur=pl.col("dur_ns").fill_null(0).gather(tied), rank=_category_rank().gather(tied)
     )
-    # lexsort sorts by its last key first, stably: group, longest first, category
-    within = np.lexsort((ties["rank"].to_numpy(), -ties["dur"].to_numpy(), group[rows]))
+    # lexsort sorts by its last key first, stably: group, longest first (~dur: descending
+    # without negation, which wraps at the least Int64), category
+    within = np.lexsort((ties["rank"].to_numpy(), ~ties["dur"].to_numpy(), group[rows]))
     order[rows] = order[rows][within]
     return order
 
@@ -224,10 +222,19 @@ def _packed_thread_and_start(cpu: pl.DataFrame) -> tuple[pl.Expr, int] | None:
     widths = [int(ranges[f"{c}_max"] - ranges[f"{c}_min"]).bit_length() for c in columns]
     if sum(widths) > _PACKED_BITS:
         return None
-    key = pl.lit(0, pl.Int64)
+    least: dict[str, int] = {c: ranges[f"{c}_min"] for c in columns}
+
+    # Constant columns (width 0) add nothing; the first varying one is not shifted, so every
+    # shift is at most 62 bits and the key stays Int64 (a literal 1 << 63 made it Int128).
+    def offset(column: str) -> pl.Expr:
+        return pl.col(column).cast(pl.Int64) - least[column]
+
+    key: pl.Expr | None = None
     for column, width in zip(columns, widths, strict=True):
-        key = key * (1 << width) + (pl.col(column).cast(pl.Int64) - ranges[f"{column}_min"])
-    return key, widths[-1]
+        if width:
+            key = offset(column) if key is None else key * (1 << width) + offset(column)
+    # every row on one thread at one instant: the start's offset, 0 on each row
+    return (offset("ts_ns") if key is None else key), widths[-1]
 
 
 def _category_rank() -> pl.Expr:
