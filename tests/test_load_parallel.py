@@ -8,6 +8,7 @@ import gzip
 import itertools
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +238,20 @@ def test_chunk_marks_cover_the_file_with_a_short_tail(size: int, chunk: int, thr
         assert lengths[: -2 * threads] == [chunk] * (len(lengths) - 2 * threads)
         assert all(abs(length - chunk / 2) <= 1 + chunk / 2 for length in lengths[-2 * threads :])
         assert max(lengths[-2 * threads :]) < chunk
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_the_main_thread_prepares_the_conversion_while_the_chunks_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compress: bool
+) -> None:
+    """Once every thread has a chunk, the waiting main thread makes the conversion's lazy
+    import (once per load), and the trace is the same."""
+    path = write_trace(tmp_path, _steps(40), "trace.json.gz" if compress else "trace.json")
+    one = parse_file(path, threads=1)
+    calls: list[str] = []
+    monkeypatch.setattr(
+        fast, "prepare_conversion", lambda: calls.append(threading.current_thread().name)
+    )
+    Chunked(monkeypatch, 1000)
+    assert_same(parse_file(path, threads=3), one)
+    assert calls == [threading.main_thread().name]

@@ -406,6 +406,9 @@ def _in_order(
     try:
         for job in jobs:
             running.append(pool.submit(job))
+            if len(running) == count:
+                # every thread has its first chunk: this one would only wait for them
+                fast.prepare_conversion()
             if len(running) >= 2 * count:
                 collect()
         while running:
