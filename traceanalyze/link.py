@@ -168,12 +168,18 @@ def call_order(cpu: pl.DataFrame) -> tuple[pl.Series, pl.Series | pl.Expr]:
     key, start_bits = packed
     packed_keys = cpu.select(key).to_series().to_numpy()
     positions = _stable_order(packed_keys, cpu)
-    # The thread is the key's bits above the start's.
-    threads = packed_keys[positions] >> start_bits
-    starts_thread = np.empty(len(positions), dtype=np.int64)
-    starts_thread[0] = 1
-    np.not_equal(threads[1:], threads[:-1], out=starts_thread[1:])
-    return pl.Series("order", positions), pl.Series(np.cumsum(starts_thread))
+    # The thread is the key's bits above the start's; numbered in place (a 2 GB trace has
+    # 2.6M intervals: each array of them is 21 MB at linking's peak of memory).
+    threads = packed_keys[positions]
+    np.right_shift(threads, start_bits, out=threads)
+    thread_key = np.empty(len(positions), dtype=np.int64)
+    thread_key[0] = 1
+    np.not_equal(threads[1:], threads[:-1], out=thread_key[1:])
+    del threads
+    np.cumsum(thread_key, out=thread_key)
+    # UInt32 as Polars' own sort gives: half the memory of NumPy's positions while the frame
+    # is gathered (30 MB less peak on the 2 GB trace)
+    return pl.Series("order", positions.astype(np.uint32)), pl.Series(thread_key)
 
 
 def _stable_order(key: np.ndarray[Any, Any], cpu: pl.DataFrame) -> np.ndarray[Any, Any]:
