@@ -15,6 +15,7 @@ sys.path.insert(0, str(REPO))
 
 from traceanalyze.load.scan_tables import (  # noqa: E402 (the repository first on the path)
     ARG_KEYS,
+    EXPORTS,
     KIND_SLOTS,
     KINDS,
     LEGACY_FLAG,
@@ -22,6 +23,7 @@ from traceanalyze.load.scan_tables import (  # noqa: E402 (the repository first 
     READERS,
     TAGGED,
     ArgKey,
+    export_type,
 )
 
 HEADER = REPO / "traceanalyze" / "load" / "_scan_tables.h"
@@ -59,6 +61,11 @@ def _columns() -> str:
         + _enum(tagged, "N_TAGGED")
         + "static const char *const TAGGED_NAMES[N_TAGGED] = {\n"
         + _strings([t.column for t in TAGGED])
+        + "};\n"
+        + "/* How result() exports each (scan_tables.export_type). */\n"
+        + _enum([f"X_{name.upper()}" for name in EXPORTS], "N_EXPORT_TYPES")
+        + "static const unsigned char TAGGED_EXPORT[N_TAGGED] = {"
+        + ", ".join(f"X_{export_type(t.column).upper()}" for t in TAGGED)
         + "};\n"
         + "/* Read from args (reset before each args object): C_FIRST_ARG..N_TAGGED. */\n"
         + f"#define C_FIRST_ARG {tagged[first]}\n"

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import polars as pl
-from polars.testing import assert_frame_equal
+import pytest
+from polars.testing import assert_frame_equal, assert_series_equal
 
 import traceanalyze
 from tests.micro import actual, annotation, call, expected, kernel, load, op, span, write_trace
+from traceanalyze import link
 from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA, ITERATION_SCHEMA
+from traceanalyze.trace import IterationSource
 
 CPU_TREE = {**CPU_SCHEMA, "parent": pl.String()}
 
@@ -338,3 +342,40 @@ def test_first_call_of_a_correlation_and_a_step_like_op_name(tmp_path: Path) -> 
     assert trace.iteration_source == "whole trace"
     want = expected(GPU_SCHEMA, "name launch_ts_ns op_name", ("k", 10_000, "ProfilerStep#x"))
     assert_frame_equal(actual(trace.gpu, want), want)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_iteration_of_a_time_is_the_same_in_numpy_and_polars(seed: int) -> None:
+    # _iteration_of (NumPy) against _iteration_by_polars, which defines it: times before,
+    # between, at the edges of and after the spans, and null times.
+    rng = random.Random(seed)
+    starts = sorted(rng.sample(range(0, 1000, 10), rng.randint(1, 8)))
+    spans = pl.DataFrame(
+        {
+            "ts_ns": starts,
+            "iteration": [rng.randint(0, 50) for _ in starts],
+            "end": [start + rng.choice([0, 5, 10, 40]) for start in starts],
+        }
+    )
+    iterations = spans.select("ts_ns", "iteration", dur_ns=pl.col("end") - pl.col("ts_ns"))
+    times = [None if rng.random() < 0.1 else rng.randint(-20, 1100) for _ in range(300)]
+    times += [*starts, *spans["end"].to_list()]
+    ts_ns = pl.Series("ts_ns", times, pl.Int64)
+    source = IterationSource.PROFILER_STEP
+    assert_series_equal(
+        link._iteration_of(ts_ns, iterations, source), link._iteration_by_polars(ts_ns, spans)
+    )
+
+
+def test_an_all_null_column_keeps_its_place_and_type_in_call_order(tmp_path: Path) -> None:
+    # with_call_tree leaves columns without a value out of its copies and puts them back
+    cpu = load(tmp_path, [op("aten::b", 20, 5), op("aten::a", 10, 30)]).cpu
+    unordered = cpu.select(pl.exclude(_LINKED)).reverse()
+    tree = link.with_call_tree(unordered)
+    assert [c for c in tree.columns if c in unordered.columns] == unordered.columns
+    assert tree.select(unordered.columns).schema == unordered.schema
+    assert tree["comm_name"].null_count() == 2
+    assert tree["name"].to_list() == ["aten::a", "aten::b"]
+
+
+_LINKED = ["op_id", "parent_id", "depth", "iteration"]

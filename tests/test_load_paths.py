@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -132,3 +133,37 @@ def test_progress_is_drawn_on_a_terminal_only(
         parse_file(path, progress=callback)
     with progress.loading_file(tmp_path) as callback:
         assert callback is None  # a folder: a spinner, no byte counts
+
+
+@native_only
+def test_every_exported_value_type_matches_the_msgspec_path(tmp_path: Path) -> None:
+    # The scanner hands its columns to Polars as Arrow arrays (_scan.c's export): texts as
+    # string views (inline up to 12 bytes, else in the text buffer), escapes resolved, null
+    # masks from the tags, floats from ints; and leaves the rest to Python (a collective's
+    # integer written where text goes, ids written as text). Each case against the reference.
+    names = ["", "a" * 11, "b" * 12, "c" * 13, "ops " * 10, 'q"uote\\d', "caf\u00e9 \U0001f600"]
+    events: list[dict[str, object]] = []
+    for i, name in enumerate(names):
+        args: dict[str, object] = {"External id": i}
+        if i % 2:
+            args |= {"Input Dims": [[i, 2], []], "Input type": ["float", ""]}
+        if i % 3 == 1:
+            args |= {"Collective name": "allreduce", "In msg nelems": i, "dtype": "Float"}
+        events.append(op(name, 10 * i, 5) | {"args": args})
+    events += [
+        call("cudaLaunchKernel", 100, 5, 1),
+        kernel("gemm " * 5, 110, 10, 1, grid=[4, 2, 1], block=[128, 1, 1]),
+        kernel("k", 130, 10, 2)
+        | {"args": {"correlation": 2, "warps per SM": 3, "blocks per SM": 1.5}},
+        kernel("nccl", 150, 10, 3)
+        | {"args": {"correlation": 3, "Collective name": 7, "dtype": None}},
+        {"ph": "s", "cat": "ac2g", "name": "flow", "id": 4, "pid": 1, "tid": 1, "ts": 100},
+        {"ph": "f", "cat": "ac2g", "name": "flow", "id": "0x10", "pid": 1, "tid": 1, "ts": 110},
+        {"ph": "X", "cat": "python_function", "name": "f" * 20, "pid": 1, "tid": "main",
+         "ts": 1, "dur": 2, "args": {"Python id": 1}},
+    ]  # fmt: skip
+    path = write_trace(tmp_path, events)
+    fast.scan_file(path)  # the C scanner takes it (raises if it declines)
+    fast_trace = parse_file(path)
+    assert_same(fast_trace, parse_file(path, native=False))
+    assert fast_trace.cpu.filter(pl.col("cat") == "cpu_op")["name"].to_list() == names

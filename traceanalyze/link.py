@@ -49,6 +49,8 @@ LAUNCH_APIS = (
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # Before user_annotation existed (torch <= 1.10) the step was recorded as an op (Operator).
 STEP_CATS = ("user_annotation", "cpu_op")
+# What the call order reads.
+_CALL_ORDER_COLUMNS = frozenset({*THREAD, "ts_ns", "dur_ns", "cat"})
 # At equal start and duration an annotation encloses an op, which encloses a runtime call.
 _CAT_ORDER = {"user_annotation": 0, "cpu_op": 1, "cuda_runtime": 2, "cuda_driver": 3}
 # Bits of a signed Int64 that the packed call-order key (rank, pid, tid, start) may use.
@@ -98,15 +100,42 @@ def with_call_tree(cpu: pl.DataFrame) -> pl.DataFrame:
     # into one chunk (the frame's rechunk runs on every core, its columns side by side) and
     # gathering that: on the 175 MB bench trace, cold, 45-75 ms against 60-80 for its string
     # columns alone rechunked and 55-100 for none.
+    cpu, schema = _without_empty_columns(cpu)
     cpu = cpu.rechunk()
     order, thread_key = call_order(cpu)
-    cpu = cpu[order].with_row_index("op_id")
+    cpu = _with_empty_columns(cpu[order], schema).with_row_index("op_id")
     cpu = cpu.with_columns(pl.col("op_id").cast(pl.Int64), thread_key.alias(THREAD_KEY))
     walked = _walked_call_tree(cpu)
     if walked is not None:
         return cpu.with_columns(walked)
     cpu = cpu.with_columns(depth=_columnar_depth(cpu))
     return cpu.with_columns(parent_id=_parent_ids(cpu))
+
+
+def _without_empty_columns(cpu: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, pl.DataType]]:
+    """``cpu`` without the columns that hold no value at all (besides those the call order
+    reads), and the schema to put them back with :func:`_with_empty_columns`. The collective
+    columns are null on every op of a trace without collectives, and copying a column of nulls
+    into one chunk and then into call order costs as much as a column of values (its values
+    and its null mask): 3 of 14 ms on the bench trace's 217k intervals."""
+    counts = cpu.null_count().row(0, named=True)
+    empty = [
+        name
+        for name, nulls in counts.items()
+        if nulls == cpu.height and name not in _CALL_ORDER_COLUMNS
+    ]
+    return cpu.drop(empty), dict(cpu.schema) if empty else {}
+
+
+def _with_empty_columns(cpu: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """``cpu`` with the all-null columns of ``schema`` back in their place (none: as is)."""
+    if not schema:
+        return cpu
+    height = cpu.height
+    return cpu.select(
+        pl.lit(null_series(name, height, dtype)) if name not in cpu.columns else pl.col(name)
+        for name, dtype in schema.items()
+    )
 
 
 # Starts and durations within this many nanoseconds of zero (73 years) add up far inside 64
@@ -443,15 +472,32 @@ def _iteration_of(ts_ns: pl.Series, iterations: pl.DataFrame, source: IterationS
     """The iteration whose span holds each timestamp (null outside every span)."""
     if source is IterationSource.WHOLE_TRACE:
         return _first_iteration(len(ts_ns)).set(ts_ns.is_null(), None)
-    # Spans are sorted by start: the candidate is the last one starting at or before ts.
-    slots = iterations["ts_ns"].search_sorted(ts_ns, side="right").cast(pl.Int64) - 1
+    spans = iterations.select("ts_ns", "iteration", end=pl.col("ts_ns") + pl.col("dur_ns"))
+    if spans.null_count().sum_horizontal().item():
+        return _iteration_by_polars(ts_ns, spans)
+    # Spans are sorted by start: the candidate is the last one starting at or before ts. In
+    # NumPy: Polars' search_sorted and two gathers took 5 ms on 217k ops, this 1.5.
+    starts, ends = spans["ts_ns"].to_numpy(), spans["end"].to_numpy()
+    times = ts_ns.fill_null(0).to_numpy()
+    slot = np.searchsorted(starts, times, side="right") - 1
+    inside = slot >= 0
+    np.maximum(slot, 0, out=slot)
+    inside &= times < ends[slot]
+    if ts_ns.null_count():
+        inside &= ts_ns.is_not_null().to_numpy()
+    iteration = pl.Series("iteration", spans["iteration"].to_numpy()[slot])
+    return iteration if inside.all() else iteration.set(pl.Series(~inside), None)
+
+
+def _iteration_by_polars(ts_ns: pl.Series, spans: pl.DataFrame) -> pl.Series:
+    """:func:`_iteration_of` where a span has a null start, end or number."""
+    slots = spans["ts_ns"].search_sorted(ts_ns, side="right").cast(pl.Int64) - 1
     slot = pl.when(pl.col("ts").is_not_null() & (pl.col("slot") >= 0)).then("slot")
-    end = iterations["ts_ns"] + iterations["dur_ns"]
     return (
         pl.DataFrame({"ts": ts_ns, "slot": slots})
         .select(
-            pl.when(pl.col("ts") < pl.lit(end).gather(slot))
-            .then(pl.lit(iterations["iteration"]).gather(slot))
+            pl.when(pl.col("ts") < pl.lit(spans["end"]).gather(slot))
+            .then(pl.lit(spans["iteration"]).gather(slot))
             .alias("iteration")
         )
         .to_series()
@@ -469,25 +515,30 @@ def link_gpu(
     """Join GPU activities to their launch call, launching op, annotation and iteration."""
     # The few columns first: filtering and deduplicating every column of the CPU frame took
     # 0.2-0.3 CPU s of a 2 GB trace's linking (0.11-0.13 s so).
+    # A loaded trace is one rank: then the correlation alone is the key (a join and a
+    # deduplication by (rank, correlation) cost 2x those by one integer).
+    keys = ["correlation"] if _one_rank(cpu, gpu) else ["rank", "correlation"]
     calls = (
-        cpu.select(
-            "rank",
-            "correlation",
+        cpu.filter(pl.col("correlation").is_not_null())
+        .select(
+            *keys,
             pl.col("name").alias("launch_api"),
             pl.col("ts_ns").alias("launch_ts_ns"),
             pl.col("dur_ns").alias("launch_dur_ns"),
             pl.col("tid").alias("launch_tid"),
             pl.col("op_id").alias("call_id"),
-            is_call=pl.col("cat").is_in(RUNTIME_CATS) & pl.col("correlation").is_not_null(),
+            is_call=pl.col("cat").is_in(RUNTIME_CATS),
         )
         .filter("is_call")
         .drop("is_call")
         # The first call of each correlation: a third of the time of unique(maintain_order).
-        .filter(pl.struct("rank", "correlation").is_first_distinct())
+        .filter(
+            pl.struct(keys).is_first_distinct()
+            if len(keys) > 1
+            else pl.col(keys[0]).is_first_distinct()
+        )
     )
-    gpu = gpu.join(calls, on=["rank", "correlation"], how="left").with_columns(
-        linked=pl.col("call_id").is_not_null()
-    )
+    gpu = gpu.join(calls, on=keys, how="left").with_columns(linked=pl.col("call_id").is_not_null())
     ops = nearest_ancestor(cpu, gpu["call_id"], pl.lit(_ops_not_steps(cpu)))
     gpu = gpu.with_columns(
         op_id=ops,
@@ -499,6 +550,16 @@ def link_gpu(
     else:
         iteration = _iteration_of(gpu["launch_ts_ns"], iterations, source)
     return gpu.with_columns(iteration=iteration)
+
+
+def _one_rank(*frames: pl.DataFrame) -> bool:
+    """Whether every row of ``frames`` has one and the same rank (not null)."""
+    ranks = pl.concat([frame.select(pl.col("rank").cast(pl.Int64)) for frame in frames])
+    rank = pl.col("rank")
+    low, high, nulls = ranks.select(
+        rank.min(), rank.max().alias("max"), rank.null_count().alias("nulls")
+    ).row(0)
+    return bool(nulls == 0 and low == high)
 
 
 def nearest_ancestor(cpu: pl.DataFrame, start_ids: pl.Series, matches: pl.Expr) -> pl.Series:

@@ -1509,6 +1509,541 @@ static PyObject *Scanner_feed(Scanner *self, PyObject *args) {
     return PyLong_FromSsize_t(done);
 }
 
+/* ---- Arrow export --------------------------------------------------------------------------
+ *
+ * result() hands each part's columns to Polars as one Arrow struct array (the Arrow C data
+ * interface, imported by Polars without a copy): the columns' buffers as the scanner filled
+ * them, a null mask made from the tags, texts as string views into the names or raws table.
+ * Turning the buffers into Polars series in Python (a gather of names per text column, a mask
+ * per nullable column) took ~2 ms of each chunk's time holding the GIL, which bounded a
+ * parallel load on many cores. A column is exported when its values have the type its
+ * X_* says (scan_tables.py's export type); the rare others (an id written as text, a label) stay
+ * tagged buffers for the Python code, as before. */
+
+#define ARROW_FLAG_NULLABLE 2
+
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+#if defined(_MSC_VER)
+#define REF_ADD(p) InterlockedIncrement(p)
+#define REF_SUB(p) InterlockedDecrement(p)
+#else
+#define REF_ADD(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
+#define REF_SUB(p) __atomic_sub_fetch((p), 1, __ATOMIC_ACQ_REL)
+#endif
+
+/* A table's text, shared by the string views of every column that uses it; freed with the
+ * last of them (Polars may release an array on any thread, without the GIL). */
+typedef struct {
+    volatile long refs;
+    char *data;
+    int64_t len;
+} Text;
+
+static void text_unref(Text *t) {
+    if (t && REF_SUB(&t->refs) == 0) {
+        free(t->data);
+        free(t);
+    }
+}
+
+/* A table's strings as Arrow string views (16 bytes each: the length, then the string itself
+ * up to 12 bytes, else its first 4 bytes, buffer 0 and its offset in text). */
+typedef struct {
+    Text *text;
+    uint8_t *views; /* one per id */
+    size_t count;
+} Strings;
+
+/* Append the UTF-8 of a validated JSON string's contents (escapes resolved). */
+static int unescape_into(Buf *out, const char *s, size_t n) {
+    size_t plain = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '\\') continue;
+        if (buf_put(out, s + plain, i - plain)) return -1;
+        char e = s[++i];
+        if (e == 'u') {
+            uint32_t cp = (uint32_t)hex4(s + i + 1);
+            i += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                uint32_t lo = (uint32_t)hex4(s + i + 3);
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                i += 6;
+            }
+            unsigned char u[4];
+            size_t k;
+            if (cp < 0x80) { u[0] = (unsigned char)cp; k = 1; }
+            else if (cp < 0x800) { u[0] = 0xC0 | (cp >> 6); u[1] = 0x80 | (cp & 0x3F); k = 2; }
+            else if (cp < 0x10000) { u[0] = 0xE0 | (cp >> 12); u[1] = 0x80 | ((cp >> 6) & 0x3F); u[2] = 0x80 | (cp & 0x3F); k = 3; }
+            else { u[0] = 0xF0 | (cp >> 18); u[1] = 0x80 | ((cp >> 12) & 0x3F); u[2] = 0x80 | ((cp >> 6) & 0x3F); u[3] = 0x80 | (cp & 0x3F); k = 4; }
+            if (buf_put(out, u, k)) return -1;
+        } else {
+            char r = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+            if (buf_put(out, &r, 1)) return -1;
+        }
+        plain = i + 1;
+    }
+    return buf_put(out, s + plain, n - plain);
+}
+
+/* The views of table t's strings (unescaped when ``as_text``; raw JSON is kept as written). */
+static int strings_build(Strings *out, const Intern *t, int as_text) {
+    Buf text = {0};
+    memset(out, 0, sizeof *out);
+    out->views = calloc(t->count ? t->count : 1, 16);
+    out->text = calloc(1, sizeof(Text));
+    if (!out->views || !out->text) return -1;
+    out->text->refs = 1; /* the builder's own, dropped by strings_free */
+    out->count = t->count;
+    for (size_t id = 0; id < t->count; id++) {
+        size_t n;
+        const char *s = intern_str(t, (uint32_t)id, &n);
+        size_t at = text.len;
+        if ((as_text && memchr(s, '\\', n) ? unescape_into(&text, s, n) : buf_put(&text, s, n)))
+            goto fail;
+        size_t len = text.len - at;
+        if (len > INT32_MAX || text.len > UINT32_MAX) goto fail; /* views hold 32-bit offsets */
+        uint8_t *view = out->views + 16 * id;
+        int32_t len32 = (int32_t)len, zero = 0, offset = (int32_t)at;
+        memcpy(view, &len32, 4);
+        if (len <= 12) {
+            if (len) memcpy(view + 4, text.data + at, len); /* the rest stays 0 (calloc) */
+        } else {
+            memcpy(view + 4, text.data + at, 4);
+            memcpy(view + 8, &zero, 4);
+            memcpy(view + 12, &offset, 4);
+        }
+    }
+    out->text->data = text.data;
+    out->text->len = (int64_t)text.len;
+    return 0;
+fail:
+    buf_free(&text);
+    return -1;
+}
+
+static void strings_free(Strings *s) {
+    free(s->views);
+    text_unref(s->text);
+    memset(s, 0, sizeof *s);
+}
+
+/* An exported array's memory: what its release frees. */
+typedef struct {
+    const void *buffers[4];
+    void *owned[2];  /* the null mask and the values or views */
+    Text *text;      /* a string column's text (a reference) */
+    int64_t text_len; /* the views' one buffer length, as Arrow asks for view arrays */
+} Owned;
+
+static void release_array(struct ArrowArray *a) {
+    for (int64_t i = 0; i < a->n_children; i++) {
+        struct ArrowArray *child = a->children[i];
+        if (child->release) child->release(child);
+        free(child);
+    }
+    free(a->children);
+    Owned *own = a->private_data;
+    if (own) {
+        free(own->owned[0]);
+        free(own->owned[1]);
+        text_unref(own->text);
+        free(own);
+    }
+    a->release = NULL;
+}
+
+static void release_schema(struct ArrowSchema *s) {
+    for (int64_t i = 0; i < s->n_children; i++) {
+        struct ArrowSchema *child = s->children[i];
+        if (child->release) child->release(child);
+        free(child);
+    }
+    free(s->children);
+    s->release = NULL;
+}
+
+static const uint64_t EMPTY_VALUES[2] = {0, 0}; /* a buffer for no rows (never NULL) */
+
+/* A leaf array of ``rows`` over ``values`` (taken: freed on release), with ``mask`` (taken;
+ * NULL when no row is null). */
+static struct ArrowArray *leaf(size_t rows, void *values, uint8_t *mask, int64_t nulls) {
+    struct ArrowArray *a = calloc(1, sizeof *a);
+    Owned *own = calloc(1, sizeof *own);
+    if (!a || !own) {
+        free(a);
+        free(own);
+        free(values);
+        free(mask);
+        return NULL;
+    }
+    own->owned[0] = mask;
+    own->owned[1] = values;
+    own->buffers[0] = mask;
+    own->buffers[1] = values ? values : (const void *)EMPTY_VALUES;
+    a->length = (int64_t)rows;
+    a->null_count = nulls;
+    a->n_buffers = 2;
+    a->buffers = own->buffers;
+    a->release = release_array;
+    a->private_data = own;
+    return a;
+}
+
+/* A string view leaf: also the text buffer and its length (Arrow's variadic sizes). */
+static struct ArrowArray *view_leaf(size_t rows, uint8_t *views, uint8_t *mask, int64_t nulls,
+                                    Text *text) {
+    struct ArrowArray *a = leaf(rows, views, mask, nulls);
+    if (!a) return NULL;
+    Owned *own = a->private_data;
+    REF_ADD(&text->refs);
+    own->text = text;
+    own->text_len = text->len;
+    own->buffers[2] = text->data ? text->data : (const void *)EMPTY_VALUES;
+    own->buffers[3] = &own->text_len;
+    a->n_buffers = 4;
+    return a;
+}
+
+/* The null mask of rows whose tag is in ``valid`` (a bit per tag); NULL with *nulls 0 when
+ * every row is valid. *failed is set when out of memory. */
+static uint8_t *mask_of(const uint8_t *tags, size_t rows, unsigned valid, int64_t *nulls,
+                        int *failed) {
+    size_t invalid = 0;
+    for (size_t i = 0; i < rows; i++) invalid += !((valid >> tags[i]) & 1);
+    *nulls = (int64_t)invalid;
+    if (!invalid) return NULL;
+    uint8_t *mask = calloc((rows + 7) / 8, 1);
+    if (!mask) { *failed = 1; return NULL; }
+    for (size_t i = 0; i < rows; i++) mask[i >> 3] |= (uint8_t)(((valid >> tags[i]) & 1) << (i & 7));
+    return mask;
+}
+
+/* Views of ``rows`` ids (uint32, or int32 with -1 for null, or int64 values with tags whose
+ * TAG_STR rows only are valid). */
+static uint8_t *views_of(const Strings *strings, const void *ids, int width, size_t rows) {
+    uint8_t *views = malloc(rows ? 16 * rows : 16);
+    if (!views) return NULL;
+    for (size_t i = 0; i < rows; i++) {
+        int64_t id = width == 4 ? (int64_t)((const uint32_t *)ids)[i]
+                   : width == -4 ? (int64_t)((const int32_t *)ids)[i]
+                                 : ((const int64_t *)ids)[i];
+        if (id >= 0 && (size_t)id < strings->count) memcpy(views + 16 * i, strings->views + 16 * id, 16);
+        else memset(views + 16 * i, 0, 16);
+    }
+    return views;
+}
+
+/* The columns of one part being exported. */
+typedef struct {
+    struct ArrowArray *arrays[N_TAGGED + N_RAW + 4];
+    const char *names[N_TAGGED + N_RAW + 4];
+    const char *formats[N_TAGGED + N_RAW + 4];
+    int n;
+    int failed;
+} Export;
+
+static void export_add(Export *x, const char *name, const char *format, struct ArrowArray *a) {
+    if (!a) { x->failed = 1; return; }
+    x->arrays[x->n] = a;
+    x->names[x->n] = name;
+    x->formats[x->n] = format;
+    x->n++;
+}
+
+/* Moves b's memory out (b is left empty). */
+static void *take(Buf *b) {
+    void *data = b->data;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return data;
+}
+
+static unsigned tags_of(const uint8_t *tags, size_t rows) {
+    unsigned seen = 0;
+    for (size_t i = 0; i < rows; i++) seen |= 1u << tags[i];
+    return seen;
+}
+
+/* Tagged column i of p, exported as ``type`` says, or left in p (not exportable). */
+static void export_tagged(Export *x, Part *p, int i, int type, const Strings *names) {
+    size_t rows = p->rows;
+    const uint8_t *tags = (const uint8_t *)p->tag[i].data;
+    unsigned seen = tags_of(tags, rows);
+    const unsigned INT = 1u << TAG_INT, FLOAT = 1u << TAG_FLOAT, STR = 1u << TAG_STR;
+    int64_t nulls = 0;
+    int failed = 0;
+    uint8_t *mask;
+    switch (type) {
+    case X_INT:
+        if (seen & (FLOAT | STR)) return;
+        /* fall through: only ints and nulls */
+    case X_INT_ONLY:
+        mask = mask_of(tags, rows, INT, &nulls, &failed);
+        if (failed) break;
+        export_add(x, TAGGED_NAMES[i], "l", leaf(rows, take(&p->value[i]), mask, nulls));
+        buf_free(&p->tag[i]);
+        return;
+    case X_FLOAT: {
+        mask = mask_of(tags, rows, INT | FLOAT, &nulls, &failed);
+        if (failed) break;
+        int64_t *values = (int64_t *)p->value[i].data;
+        for (size_t r = 0; r < rows; r++) {
+            if (tags[r] != TAG_INT) continue;
+            double d = (double)values[r];
+            memcpy(&values[r], &d, 8);
+        }
+        export_add(x, TAGGED_NAMES[i], "g", leaf(rows, take(&p->value[i]), mask, nulls));
+        buf_free(&p->tag[i]);
+        return;
+    }
+    case X_TEXT: {
+        /* with an int (its digits become the text), or no text at all (a null column of
+         * Python's, without 16 bytes of views a row) */
+        if ((seen & INT) || !(seen & STR)) return;
+        mask = mask_of(tags, rows, STR, &nulls, &failed);
+        if (failed) break;
+        uint8_t *views = views_of(names, p->value[i].data, 8, rows);
+        /* rows not valid got some name's view: masked, and their ids are in range anyway */
+        export_add(x, TAGGED_NAMES[i], "vu", views ? view_leaf(rows, views, mask, nulls, names->text)
+                                                   : (free(mask), NULL));
+        buf_free(&p->value[i]);
+        buf_free(&p->tag[i]);
+        return;
+    }
+    default:
+        return;
+    }
+    x->failed = 1;
+}
+
+/* A struct array (and its schema) of the exported columns: the caller owns both. */
+static int export_struct(Export *x, size_t rows, struct ArrowSchema **schema_out,
+                         struct ArrowArray **array_out) {
+    struct ArrowSchema *schema = calloc(1, sizeof *schema);
+    struct ArrowArray *array = calloc(1, sizeof *array);
+    Owned *own = calloc(1, sizeof *own);
+    struct ArrowSchema **schemas = calloc((size_t)x->n + 1, sizeof *schemas);
+    struct ArrowArray **arrays = calloc((size_t)x->n + 1, sizeof *arrays);
+    if (!schema || !array || !own || !schemas || !arrays) goto fail;
+    for (int i = 0; i < x->n; i++) {
+        schemas[i] = calloc(1, sizeof **schemas);
+        if (!schemas[i]) goto fail;
+        schemas[i]->format = x->formats[i];
+        schemas[i]->name = x->names[i];
+        schemas[i]->flags = ARROW_FLAG_NULLABLE;
+        schemas[i]->release = release_schema;
+        arrays[i] = x->arrays[i];
+        x->arrays[i] = NULL;
+    }
+    schema->format = "+s";
+    schema->name = "";
+    schema->n_children = x->n;
+    schema->children = schemas;
+    schema->release = release_schema;
+    array->length = (int64_t)rows;
+    array->n_buffers = 1;
+    array->buffers = own->buffers; /* no null mask: buffers[0] stays NULL */
+    array->n_children = x->n;
+    array->children = arrays;
+    array->release = release_array;
+    array->private_data = own;
+    *schema_out = schema;
+    *array_out = array;
+    return 0;
+fail:
+    if (schemas)
+        for (int i = 0; i < x->n; i++) free(schemas[i]);
+    free(schemas);
+    free(arrays);
+    free(own);
+    free(schema);
+    free(array);
+    return -1;
+}
+
+static void export_discard(Export *x) {
+    for (int i = 0; i < x->n; i++) {
+        if (!x->arrays[i]) continue;
+        x->arrays[i]->release(x->arrays[i]);
+        free(x->arrays[i]);
+    }
+    x->n = 0;
+}
+
+/* Part p's columns as a struct array (those exported leave p's buffers empty). */
+static int export_part(Scanner *s, Part *p, const Strings *names, const Strings *raws,
+                       struct ArrowSchema **schema, struct ArrowArray **array) {
+    Export x = {0};
+    size_t rows = p->rows;
+    int kind = p->kind;
+    uint8_t *views = views_of(names, p->name.data, 4, rows);
+    export_add(&x, "name", "vu", views ? view_leaf(rows, views, NULL, 0, names->text) : NULL);
+    buf_free(&p->name);
+    if (KIND_PHASE[kind]) {
+        views = views_of(names, p->phase.data, 4, rows);
+        export_add(&x, "phase", "vu", views ? view_leaf(rows, views, NULL, 0, names->text) : NULL);
+        buf_free(&p->phase);
+    }
+    export_add(&x, "ts_ns", "l", leaf(rows, take(&p->ts), NULL, 0));
+    if (KIND_DUR[kind]) export_add(&x, "dur_ns", "l", leaf(rows, take(&p->dur), NULL, 0));
+    for (int i = 0; i < N_TAGGED; i++)
+        if (p->tag[i].data && !x.failed) export_tagged(&x, p, i, TAGGED_EXPORT[i], names);
+    if (KIND_RAW[kind]) {
+        for (int r = 0; r < N_RAW && !x.failed; r++) {
+            int failed = 0;
+            int64_t nulls = 0;
+            const int32_t *ids = (const int32_t *)p->raw[r].data;
+            size_t invalid = 0;
+            for (size_t i = 0; i < rows; i++) invalid += ids[i] < 0;
+            uint8_t *mask = NULL;
+            if (invalid) {
+                mask = calloc((rows + 7) / 8, 1);
+                if (!mask) failed = 1;
+                else
+                    for (size_t i = 0; i < rows; i++) mask[i >> 3] |= (uint8_t)((ids[i] >= 0) << (i & 7));
+            }
+            nulls = (int64_t)invalid;
+            views = failed ? NULL : views_of(raws, ids, -4, rows);
+            export_add(&x, RAW_NAMES[r], "vu",
+                       views ? view_leaf(rows, views, mask, nulls, raws->text) : (free(mask), NULL));
+            buf_free(&p->raw[r]);
+        }
+    }
+    if (x.failed || export_struct(&x, rows, schema, array)) {
+        export_discard(&x);
+        return -1;
+    }
+    return 0;
+}
+
+/* A Python object holding an exported array until Polars takes it (__arrow_c_array__). */
+typedef struct {
+    PyObject_HEAD
+    struct ArrowSchema *schema;
+    struct ArrowArray *array;
+} Exported;
+
+static void Exported_dealloc(Exported *self) {
+    if (self->schema) {
+        if (self->schema->release) self->schema->release(self->schema);
+        free(self->schema);
+    }
+    if (self->array) {
+        if (self->array->release) self->array->release(self->array);
+        free(self->array);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static void schema_capsule_free(PyObject *capsule) {
+    struct ArrowSchema *s = PyCapsule_GetPointer(capsule, "arrow_schema");
+    if (!s) { PyErr_Clear(); return; }
+    if (s->release) s->release(s);
+    free(s);
+}
+
+static void array_capsule_free(PyObject *capsule) {
+    struct ArrowArray *a = PyCapsule_GetPointer(capsule, "arrow_array");
+    if (!a) { PyErr_Clear(); return; }
+    if (a->release) a->release(a);
+    free(a);
+}
+
+/* The Arrow PyCapsule interface: the array moves into the capsules (once). */
+static PyObject *Exported_arrow_c_array(Exported *self, PyObject *args, PyObject *kw) {
+    static char *keywords[] = {"requested_schema", NULL};
+    PyObject *requested = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", keywords, &requested)) return NULL;
+    if (requested != Py_None) {
+        PyErr_SetString(PyExc_NotImplementedError, "the columns are exported with their own types");
+        return NULL;
+    }
+    if (!self->schema || !self->array) {
+        PyErr_SetString(PyExc_RuntimeError, "the columns were already handed over");
+        return NULL;
+    }
+    PyObject *schema = PyCapsule_New(self->schema, "arrow_schema", schema_capsule_free);
+    if (!schema) return NULL;
+    self->schema = NULL;
+    PyObject *array = PyCapsule_New(self->array, "arrow_array", array_capsule_free);
+    if (!array) { Py_DECREF(schema); return NULL; }
+    self->array = NULL;
+    return Py_BuildValue("(NN)", schema, array);
+}
+
+static PyMethodDef Exported_methods[] = {
+    {"__arrow_c_array__", (PyCFunction)(void (*)(void))Exported_arrow_c_array,
+     METH_VARARGS | METH_KEYWORDS, "(schema, array) capsules of the Arrow C data interface."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ExportedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "traceanalyze.load._scan.Exported",
+    .tp_basicsize = sizeof(Exported),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Exported_dealloc,
+    .tp_methods = Exported_methods,
+    .tp_doc = "Scanned columns as an Arrow struct array, taken once (pl.DataFrame(it)).",
+};
+
+static PyObject *exported_of(struct ArrowSchema *schema, struct ArrowArray *array) {
+    Exported *e = PyObject_New(Exported, &ExportedType);
+    if (!e) {
+        schema->release(schema);
+        free(schema);
+        array->release(array);
+        free(array);
+        return NULL;
+    }
+    e->schema = schema;
+    e->array = array;
+    return (PyObject *)e;
+}
+
+/* A table's strings as one exported string view array (id -> text), for the Python code. */
+static int export_strings(const Strings *strings, struct ArrowSchema **schema_out,
+                          struct ArrowArray **array_out) {
+    size_t bytes = strings->count ? 16 * strings->count : 16;
+    uint8_t *views = malloc(bytes);
+    struct ArrowSchema *schema = calloc(1, sizeof *schema);
+    if (!views || !schema) { free(views); free(schema); return -1; }
+    memcpy(views, strings->views, strings->count * 16);
+    struct ArrowArray *array = view_leaf(strings->count, views, NULL, 0, strings->text);
+    if (!array) { free(schema); return -1; }
+    schema->format = "vu";
+    schema->name = "";
+    schema->flags = ARROW_FLAG_NULLABLE;
+    schema->release = release_schema;
+    *schema_out = schema;
+    *array_out = array;
+    return 0;
+}
+
 static PyObject *bytes_of(Buf *b) {
     return PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
 }
@@ -1557,33 +2092,13 @@ static PyObject *column_of(Buf *b) {
     return (PyObject *)column;
 }
 
-/* Unescape a validated JSON string's contents into UTF-8. */
+/* A validated JSON string's contents as a Python str (escapes resolved). */
 static PyObject *decode_string(const char *s, size_t n) {
     if (!memchr(s, '\\', n)) return PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "strict");
     Buf out = {0};
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (ch != '\\') { buf_put(&out, &ch, 1); continue; }
-        char e = s[++i];
-        if (e == 'u') {
-            uint32_t cp = (uint32_t)hex4(s + i + 1);
-            i += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                uint32_t lo = (uint32_t)hex4(s + i + 3);
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                i += 6;
-            }
-            unsigned char u[4];
-            int k;
-            if (cp < 0x80) { u[0] = (unsigned char)cp; k = 1; }
-            else if (cp < 0x800) { u[0] = 0xC0 | (cp >> 6); u[1] = 0x80 | (cp & 0x3F); k = 2; }
-            else if (cp < 0x10000) { u[0] = 0xE0 | (cp >> 12); u[1] = 0x80 | ((cp >> 6) & 0x3F); u[2] = 0x80 | (cp & 0x3F); k = 3; }
-            else { u[0] = 0xF0 | (cp >> 18); u[1] = 0x80 | ((cp >> 12) & 0x3F); u[2] = 0x80 | ((cp >> 6) & 0x3F); u[3] = 0x80 | (cp & 0x3F); k = 4; }
-            buf_put(&out, u, (size_t)k);
-        } else {
-            char r = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
-            buf_put(&out, &r, 1);
-        }
+    if (unescape_into(&out, s, n)) {
+        buf_free(&out);
+        return PyErr_NoMemory();
     }
     PyObject *text = PyUnicode_DecodeUTF8(out.data ? out.data : "", (Py_ssize_t)out.len, "strict");
     buf_free(&out);
@@ -1610,26 +2125,35 @@ static int set_item(PyObject *d, const char *key, PyObject *value) {
     return rc;
 }
 
-static PyObject *part_dict(Part *p) {
+/* A part: its kind, category, rows, the Arrow struct array of its exported columns
+ * ("table"), and the tagged columns not exported, as (values, tags) buffers. */
+static PyObject *part_dict(Part *p, PyObject *table) {
     PyObject *d = PyDict_New();
-    if (!d) return NULL;
-    if (set_item(d, "kind", PyLong_FromLong(p->kind)) || set_item(d, "cat", PyLong_FromLong(p->cat)) ||
-        set_item(d, "rows", PyLong_FromSize_t(p->rows)) || set_item(d, "name", column_of(&p->name)) ||
-        set_item(d, "ts", column_of(&p->ts)))
+    if (!d) {
+        Py_DECREF(table);
+        return NULL;
+    }
+    if (set_item(d, "table", table) || set_item(d, "kind", PyLong_FromLong(p->kind)) ||
+        set_item(d, "cat", PyLong_FromLong(p->cat)) || set_item(d, "rows", PyLong_FromSize_t(p->rows)))
         goto fail;
-    if (p->dur.len && set_item(d, "dur", column_of(&p->dur))) goto fail;
-    if (p->phase.len && set_item(d, "phase", column_of(&p->phase))) goto fail;
     for (int i = 0; i < N_TAGGED; i++) {
-        if (!p->tag[i].len) continue;
+        if (!p->tag[i].data) continue; /* exported, or not a column of this kind */
         PyObject *pair = Py_BuildValue("(NN)", column_of(&p->value[i]), column_of(&p->tag[i]));
         if (set_item(d, TAGGED_NAMES[i], pair)) goto fail;
     }
-    for (int i = 0; i < N_RAW; i++)
-        if (p->raw[i].len && set_item(d, RAW_NAMES[i], column_of(&p->raw[i]))) goto fail;
     return d;
 fail:
     Py_DECREF(d);
     return NULL;
+}
+
+/* Every part exported (GIL released: no Python object is touched); -1 when out of memory. */
+static int export_all(Scanner *self, Strings *names, Strings *raws, struct ArrowSchema **schemas,
+                      struct ArrowArray **arrays) {
+    if (strings_build(names, &self->names, 1) || strings_build(raws, &self->raws, 0)) return -1;
+    for (size_t i = 0; i < self->nparts; i++)
+        if (export_part(self, &self->parts[i], names, raws, &schemas[i], &arrays[i])) return -1;
+    return 0;
 }
 
 static PyObject *Scanner_result(Scanner *self, PyObject *unused) {
@@ -1638,26 +2162,61 @@ static PyObject *Scanner_result(Scanner *self, PyObject *unused) {
         return NULL;
     }
     self->taken = 1; /* the parts' memory moves into the result */
-    PyObject *d = PyDict_New();
-    if (!d) return NULL;
-    PyObject *parts = PyList_New((Py_ssize_t)self->nparts);
-    if (!parts) goto fail;
-    for (size_t i = 0; i < self->nparts; i++) {
-        PyObject *p = part_dict(&self->parts[i]);
-        if (!p) { Py_DECREF(parts); goto fail; }
+    size_t nparts = self->nparts;
+    Strings names = {0}, raws = {0};
+    struct ArrowSchema **schemas = calloc(nparts + 3, sizeof *schemas);
+    struct ArrowArray **arrays = calloc(nparts + 3, sizeof *arrays);
+    PyObject *d = NULL, *parts = NULL;
+    int failed = !schemas || !arrays;
+    if (!failed) {
+        Py_BEGIN_ALLOW_THREADS
+        failed = export_all(self, &names, &raws, schemas, arrays) ||
+                 export_strings(&names, &schemas[nparts], &arrays[nparts]);
+        Py_END_ALLOW_THREADS
+    }
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    d = PyDict_New();
+    parts = d ? PyList_New((Py_ssize_t)nparts) : NULL;
+    if (!parts) goto done;
+    /* each exported array now belongs to a Python object (NULLed here as it is handed over) */
+    for (size_t i = 0; i < nparts; i++) {
+        PyObject *table = exported_of(schemas[i], arrays[i]);
+        schemas[i] = NULL;
+        arrays[i] = NULL;
+        PyObject *p = table ? part_dict(&self->parts[i], table) : NULL;
+        if (!p) goto done;
         PyList_SET_ITEM(parts, (Py_ssize_t)i, p);
     }
-    if (set_item(d, "parts", parts) || set_item(d, "names", strings_of(&self->names, 1)) ||
-        set_item(d, "raws", strings_of(&self->raws, 0)) ||
+    PyObject *names_table = exported_of(schemas[nparts], arrays[nparts]);
+    schemas[nparts] = NULL;
+    arrays[nparts] = NULL;
+    PyObject *list = parts;
+    parts = NULL;
+    if (set_item(d, "parts", list) || set_item(d, "names", names_table) ||
         set_item(d, "cats", strings_of(&self->cats, 1)) || set_item(d, "counts", bytes_of(&self->counts)) ||
         set_item(d, "header", bytes_of(&self->header)) || set_item(d, "bare", PyBool_FromLong(self->bare)) ||
         set_item(d, "has_events", PyBool_FromLong(self->seen_events)) ||
-        set_item(d, "events", PyLong_FromLongLong(self->events)))
-        goto fail;
+        set_item(d, "events", PyLong_FromLongLong(self->events))) {
+        Py_CLEAR(d);
+    }
+done:
+    for (size_t i = 0; schemas && arrays && i <= nparts; i++) {
+        if (schemas[i]) { if (schemas[i]->release) schemas[i]->release(schemas[i]); free(schemas[i]); }
+        if (arrays[i]) { if (arrays[i]->release) arrays[i]->release(arrays[i]); free(arrays[i]); }
+    }
+    free(schemas);
+    free(arrays);
+    strings_free(&names);
+    strings_free(&raws);
+    Py_XDECREF(parts);
+    if (!d || PyErr_Occurred()) {
+        Py_XDECREF(d);
+        return NULL;
+    }
     return d;
-fail:
-    Py_DECREF(d);
-    return NULL;
 }
 
 static PyMethodDef Scanner_methods[] = {
@@ -1683,7 +2242,9 @@ static PyTypeObject ScannerType = {
 static struct PyModuleDef scan_module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, NULL};
 
 PyMODINIT_FUNC PyInit__scan(void) {
-    if (PyType_Ready(&ScannerType) < 0 || PyType_Ready(&ColumnType) < 0) return NULL;
+    if (PyType_Ready(&ScannerType) < 0 || PyType_Ready(&ColumnType) < 0 ||
+        PyType_Ready(&ExportedType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&scan_module);
     if (!m) return NULL;
     Unsupported = PyErr_NewException("traceanalyze.load._scan.Unsupported", NULL, NULL);

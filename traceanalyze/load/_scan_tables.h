@@ -77,6 +77,16 @@ static const char *const TAGGED_NAMES[N_TAGGED] = {
     "python_id",
     "python_parent_id",
 };
+/* How result() exports each (scan_tables.export_type). */
+enum {
+    X_INT,
+    X_FLOAT,
+    X_TEXT,
+    X_INT_ONLY,
+    X_PYTHON,
+    N_EXPORT_TYPES
+};
+static const unsigned char TAGGED_EXPORT[N_TAGGED] = {X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_FLOAT, X_FLOAT, X_FLOAT, X_INT, X_FLOAT, X_TEXT, X_INT_ONLY, X_INT_ONLY, X_INT_ONLY, X_TEXT, X_INT, X_PYTHON, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT};
 /* Read from args (reset before each args object): C_FIRST_ARG..N_TAGGED. */
 #define C_FIRST_ARG C_EXT
 /* Args kept as raw JSON text (interned). */

@@ -24,9 +24,7 @@ from traceanalyze.load.scan_tables import KINDS as SCAN_KINDS
 from traceanalyze.load.scan_tables import category_codes
 from traceanalyze.load.scanned import (
     COLUMNS,
-    COMM_INTS,
     COMM_STRINGS,
-    FLOATS,
     LEGACY_CATS,
     Piece,
     Scanned,
@@ -103,11 +101,12 @@ def _feed_pieces(scanner: Any, pieces: Iterable[bytes | memoryview]) -> bytes:
 
 
 def prepare_conversion() -> None:
-    """Make the import that :func:`_scanned` would make on first use: ``pl.Series`` of a NumPy
-    array imports ``numpy.ma`` (10 ms, holding the GIL). The scanner threads' first chunks end
-    together, and their first conversions then took turns with it (14-17 ms each where later
-    ones take 2-4); :mod:`~traceanalyze.load.parallel`'s main thread, idle while they scan,
-    calls this instead (5 ms less wall time on the 2-core machine, median of 16 pairs)."""
+    """Make an import the load would make later on one thread: ``pl.Series`` of a NumPy array
+    imports ``numpy.ma`` (10-14 ms, holding the GIL), first in linking's call order, which runs
+    alone. :mod:`~traceanalyze.load.parallel`'s main thread, idle while the scanner threads
+    scan, calls this instead. (When each chunk's conversion built series of NumPy arrays, the
+    first conversions waited for it: 5 ms less wall time on the 2-core machine, median of 16
+    pairs.)"""
     import numpy.ma  # noqa: F401
 
 
@@ -121,15 +120,32 @@ def _scanned(result: dict[str, Any]) -> Scanned:
         has_events=result["has_events"],
         events=result["events"],
     )
-    names = pl.Series("name", result["names"], dtype=pl.String)
-    # A null first: a recorded shape's id + 1 then gathers its text, or null for none (-1),
-    # in one step (a gather and then a masked set cost 5 NumPy and Polars calls a column).
-    raws = pl.Series("raw", [None, *result["raws"]], dtype=pl.String)
+    names = _Names(result)
     for part in result["parts"]:
         kind = _KIND_NAMES[part["kind"]]
-        columns = {c: _piece(c, part, names, raws) for c in COLUMNS[kind]}
+        # The columns _scan.c exported, as Arrow arrays Polars takes without a copy (one call
+        # that releases the GIL); the few it left to Python (_piece) are built here.
+        table = pl.DataFrame(part["table"])
+        columns = {
+            c: table.get_column(c) if c in table.columns else _piece(c, part, names)
+            for c in COLUMNS[kind]
+        }
         scanned.add(kind, cats[part["cat"]], columns)
     return scanned
+
+
+class _Names:
+    """The names table (id -> text) as a Series, made on first use: only the columns left to
+    Python read it."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        self._result = result
+        self._series: pl.Series | None = None
+
+    def series(self) -> pl.Series:
+        if self._series is None:
+            self._series = pl.Series("name", self._result["names"])
+        return self._series
 
 
 def _header(pairs: bytes) -> TraceDocument:
@@ -139,57 +155,30 @@ def _header(pairs: bytes) -> TraceDocument:
         raise Declined(f"unusual metadata ({exc})") from None
 
 
-def _piece(column: str, part: dict[str, Any], names: pl.Series, raws: pl.Series) -> Piece:
-    # Series[ids], not Series.gather: gather runs a one-expression query (~70 us each, however
-    # few the rows), which made most of this function's time on a part of a few rows.
-    if column in ("name", "phase"):
-        return names[pl.Series(np.frombuffer(part[column], dtype=np.uint32))].alias(column)
-    if column in ("ts_ns", "dur_ns"):
-        return pl.Series(column, np.frombuffer(part[column[:-3]], dtype=np.int64))
-    if column in ("input_dims", "input_types", "concrete_inputs"):
-        raw_ids = np.frombuffer(part[column], dtype=np.int32)
-        return raws[pl.Series(raw_ids + 1)].alias(column)
+def _piece(column: str, part: dict[str, Any], names: _Names) -> Piece:
+    """A tagged column _scan.c did not export (see scan_tables.EXPORTS): a text column with no
+    text or with an integer among its values, or mixed values (ids written as text, a
+    label)."""
     values_bytes, tags_bytes = part[column]
     values = np.frombuffer(values_bytes, dtype=np.int64)
     tags = np.frombuffer(tags_bytes, dtype=np.uint8)
-    if column in COMM_STRINGS or column in COMM_INTS:
-        return _comm_piece(column, values, tags, names)
-    if column in FLOATS:
-        floats = np.where(tags == _TAG_FLOAT, values.view(np.float64), values.astype(np.float64))
-        return _masked(column, floats, (tags == _TAG_NULL) | (tags == _TAG_STR))
-    # a float or a text among the values (tags above _TAG_INT): one pass, not three
-    if column == "label" or (len(tags) and tags.max() > _TAG_INT):
-        return _objects(values, tags, names)
-    return _masked(column, values, tags == _TAG_NULL)
+    if column in COMM_STRINGS:
+        if not np.isin(tags, (_TAG_STR, _TAG_INT)).any():
+            return null_series(column, len(tags), pl.String)  # most parts: no collective
+        return _comm_text(column, values, tags, names.series())
+    return _objects(values, tags, names.series())
 
 
-def _comm_piece(
+def _comm_text(
     column: str, values: np.ndarray[Any, Any], tags: np.ndarray[Any, Any], names: pl.Series
 ) -> pl.Series:
-    """A collective's arg as the msgspec path types it: text (a number written as its digits)
-    or an integer (anything else null)."""
-    if column in COMM_INTS:
-        return _masked(column, values, tags != _TAG_INT)
+    """A collective's text arg as the msgspec path types it: the text, or an integer's digits
+    (anything else null)."""
     is_text, is_int = tags == _TAG_STR, tags == _TAG_INT
-    if not is_text.any() and not is_int.any():
-        # most parts (every op that is no collective): all null
-        return null_series(column, len(tags), pl.String)
+    # Series[ids], not Series.gather: gather runs a one-expression query (~70 us each)
     text = names[pl.Series(np.where(is_text, values, 0))].alias(column)
-    if is_int.any():
-        text = pl.Series(values).cast(pl.String).zip_with(pl.Series(is_int), text)
+    text = pl.Series(values).cast(pl.String).zip_with(pl.Series(is_int), text)
     return text.alias(column).set(pl.Series(~(is_text | is_int)), None)
-
-
-def _masked(column: str, values: np.ndarray[Any, Any], nulls: np.ndarray[Any, Any]) -> pl.Series:
-    null_count = np.count_nonzero(nulls)
-    if null_count == len(values):
-        # no value at all (a kernel's args on a memcpy, a collective's on most ops)
-        dtype = pl.Float64 if values.dtype == np.float64 else pl.Int64
-        return null_series(column, len(values), dtype)
-    series = pl.Series(column, values)
-    if null_count:
-        series = series.set(pl.Series(nulls), None)
-    return series
 
 
 def _objects(

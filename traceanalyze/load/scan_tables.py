@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traceanalyze.load.scanned import CALL_CATS, GPU_KINDS, OP_CATS, PYTHON_CATS, SKIPPED_CATS
+from traceanalyze.load.scanned import (
+    CALL_CATS,
+    COMM_INTS,
+    COMM_STRINGS,
+    FLOATS,
+    GPU_KINDS,
+    OP_CATS,
+    PYTHON_CATS,
+    SKIPPED_CATS,
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,30 @@ TAGGED = (
     Tagged("PYID", "python_id"),
     Tagged("PYPARENT", "python_parent_id"),
 )
+
+# How the scanner's result() hands a tagged column to Polars (an Arrow column, X_<NAME> in C),
+# the types both decoders give the column (scanned.py's sets):
+#   int       Int64, null where null; left to Python when a float or a text is among them
+#   float     Float64 from ints and floats, null where null or text
+#   text      String from texts, null where null or float; left to Python with an int among
+#             them (its digits become the text)
+#   int_only  Int64 from ints, null where anything else
+#   python    always left to Python (a label: int, float or text, as written)
+EXPORTS = ("int", "float", "text", "int_only", "python")
+
+
+def export_type(column: str) -> str:
+    """The EXPORTS type of a tagged column."""
+    if column in FLOATS:
+        return "float"
+    if column in COMM_STRINGS:
+        return "text"
+    if column in COMM_INTS:
+        return "int_only"
+    if column == "label":
+        return "python"
+    return "int"
+
 
 # Args kept as their raw JSON text (interned), on CPU ops: (C enum constant R_<name>, column).
 RAW = (("DIMS", "input_dims"), ("TYPES", "input_types"), ("CONCRETE", "concrete_inputs"))
