@@ -167,3 +167,27 @@ def test_every_exported_value_type_matches_the_msgspec_path(tmp_path: Path) -> N
     fast_trace = parse_file(path)
     assert_same(fast_trace, parse_file(path, native=False))
     assert fast_trace.cpu.filter(pl.col("cat") == "cpu_op")["name"].to_list() == names
+
+
+@native_only
+def test_recorded_shapes_seen_before_read_as_the_msgspec_path_reads_them(tmp_path: Path) -> None:
+    # The scanner compares an op's array, object and string args with the last two values of
+    # its (op name, position) as bytes (_scan.c's memo_value): values equal, longer, shorter,
+    # alternating, nested, and a value equal to one but with an escape or more white space.
+    shapes: list[object] = [
+        [[8, 512], []], [[8, 512], [], [1]], [[8, 512]], [[8, 512], []], [[8, 51]],
+        [[8, 512], []], {"a": [1]}, "text", 'te"xt', [], [[]], [[8, 512], []],
+    ]  # fmt: skip
+    events = []
+    for i, shape in enumerate(shapes * 3):
+        args = {"Input Dims": shape, "Input type": shape, "Input Strides": shape, "Ev Idx": i}
+        events.append(op("aten::add" if i % 2 else "aten::mul", 10 * i, 5) | {"args": args})
+    path = write_trace(tmp_path, events)
+    text = path.read_text().replace(
+        '"Input Dims": [[8, 512], []]', '"Input Dims": [[8, 512],  []]', 1
+    )
+    path.write_text(text)
+    fast.scan_file(path)  # the C scanner takes it (raises if it declines)
+    trace = parse_file(path)
+    assert_same(trace, parse_file(path, native=False))
+    assert trace.cpu["input_dims"].n_unique() > 8

@@ -124,7 +124,11 @@ def _without_empty_columns(cpu: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, p
         for name, nulls in counts.items()
         if nulls == cpu.height and name not in _CALL_ORDER_COLUMNS
     ]
-    return cpu.drop(empty), dict(cpu.schema) if empty else {}
+    if not empty:
+        return cpu, {}
+    # the frame made of the other columns, not a drop (a query, which rechunks every column)
+    kept = pl.DataFrame([cpu.get_column(name) for name in cpu.columns if name not in empty])
+    return kept, dict(cpu.schema)
 
 
 def _with_empty_columns(cpu: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:

@@ -233,6 +233,17 @@ typedef struct {
     Sep way[2];
 } SepSlot;
 
+/* Values remembered per (event name, args position): the last two a position held, for the
+ * values that are arrays, objects or strings (see memo_value). */
+#define MEMO_BITS 12
+typedef struct {
+    uint32_t key;            /* see memo_value */
+    uint32_t id[2];          /* in the raws or the skipped table; the latest first */
+    uint8_t filled;
+} Memo;
+/* Bytes of skipped values the scanner keeps for the memo at most (beyond it, not kept). */
+#define SKIPPED_LIMIT (1u << 20)
+
 /* The event keys the scanner reads. */
 enum { EK_OTHER, EK_PH, EK_CAT, EK_NAME, EK_PID, EK_TID, EK_TS, EK_DUR, EK_ID, EK_ARGS };
 
@@ -247,6 +258,8 @@ typedef struct {
     int bare;
     int seen_events;
     Intern names, raws, cats;
+    Intern skipped;          /* skipped args values that are arrays, objects or strings */
+    Memo memo[1u << MEMO_BITS];
     Buf cat_kinds;           /* int32 kind per cat id */
     Buf counts;              /* int64 events per cat id */
     Part *parts;
@@ -985,6 +998,52 @@ static void reset_args(Event *e) {
     for (int i = 0; i < N_RAW; i++) e->raw[i] = -1;
 }
 
+/* A raw (A_RAW) or skipped (A_SKIP) args value at c->p that starts with '[', '{' or '"': such
+ * a value ends where its closing bracket or quote is, whatever follows, so bytes equal to a
+ * value the parser accepted before parse as that value. An op's recorded shapes repeat from
+ * call to call of one operator (the last two values of an (op name, args position) hold
+ * three in four of the bench trace's): compared as bytes with those, they skip validating
+ * (each number and string of them) and hashing, which were a seventh of the scan. Otherwise
+ * parsed and kept as before (and remembered). */
+static int memo_value(Cur *c, Event *e, int reader, int slot, int position) {
+    Scanner *s = c->s;
+    int raw = reader == A_RAW;
+    Intern *table = raw ? &s->raws : &s->skipped;
+    if (position >= SEP_SLOTS) position = SEP_SLOTS - 1;
+    /* the key's lowest bit is the table, whatever the name id (it wraps harmlessly) */
+    uint32_t key = (e->name * SEP_SLOTS + (uint32_t)position) << 1 | (uint32_t)raw;
+    Memo *m = &s->memo[(key * 2654435761u) >> (32 - MEMO_BITS)];
+    if (m->filled && m->key == key) {
+        for (int way = 0; way < 2; way++) {
+            size_t n;
+            uint32_t id = m->id[way];
+            const char *value = intern_str(table, id, &n);
+            if ((size_t)(c->end - c->p) < n || memcmp(c->p, value, n) != 0) continue;
+            c->p += n;
+            if (raw) e->raw[slot] = (int32_t)id;
+            m->id[way] = m->id[0];
+            m->id[0] = id;
+            return 0;
+        }
+    }
+    const char *start = c->p;
+    int rc, fresh;
+    if ((rc = skip_value(c, 2))) return rc;
+    if (!raw && table->arena.len >= SKIPPED_LIMIT) return 0;
+    int64_t id = intern_add(table, start, (size_t)(c->p - start), &fresh);
+    if (id < 0) FAIL(c, "out of memory");
+    if (raw) e->raw[slot] = (int32_t)id;
+    if (!m->filled || m->key != key) {
+        m->key = key;
+        m->filled = 1;
+        m->id[1] = (uint32_t)id;
+    } else {
+        m->id[1] = m->id[0];
+    }
+    m->id[0] = (uint32_t)id;
+    return 0;
+}
+
 /* Parse an args object for an event of ``kind`` (K_GPU/K_CALL/K_META: Kineto's typed args;
  * K_OP: the recorded shapes; K_OTHER: only a look for NPU tasks). */
 static int args_object(Cur *c, Event *e, int kind) {
@@ -1007,6 +1066,11 @@ static int args_object(Cur *c, Event *e, int kind) {
         } else {
             reader = arg_key(kind, k, kn, &slot);
             sep_learn(at, from, c->p, c->end, reader, slot);
+        }
+        if ((reader == A_RAW || reader == A_SKIP) && c->p < c->end &&
+            (*c->p == '[' || *c->p == '{' || *c->p == '"')) {
+            if ((rc = memo_value(c, e, reader, slot, i))) return rc;
+            continue;
         }
         if ((rc = read_arg(c, e, reader, slot))) return rc;
     }
@@ -1446,7 +1510,7 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     if (intern_init(&self->names) || intern_init(&self->raws) || intern_init(&self->cats) ||
-        intern_init(&self->known)) {
+        intern_init(&self->known) || intern_init(&self->skipped)) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1480,6 +1544,7 @@ static void Scanner_dealloc(Scanner *self) {
     intern_free(&self->raws);
     intern_free(&self->cats);
     intern_free(&self->known);
+    intern_free(&self->skipped);
     buf_free(&self->known_kinds);
     buf_free(&self->cat_kinds); buf_free(&self->counts); buf_free(&self->part_of);
     buf_free(&self->header);
