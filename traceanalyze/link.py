@@ -523,15 +523,14 @@ def link_gpu(
     # deduplication by (rank, correlation) cost 2x those by one integer).
     keys = ["correlation"] if _one_rank(cpu, gpu) else ["rank", "correlation"]
     calls = (
-        cpu.filter(pl.col("correlation").is_not_null())
-        .select(
+        cpu.select(
             *keys,
             pl.col("name").alias("launch_api"),
             pl.col("ts_ns").alias("launch_ts_ns"),
             pl.col("dur_ns").alias("launch_dur_ns"),
             pl.col("tid").alias("launch_tid"),
             pl.col("op_id").alias("call_id"),
-            is_call=pl.col("cat").is_in(RUNTIME_CATS),
+            is_call=pl.col("cat").is_in(RUNTIME_CATS) & pl.col("correlation").is_not_null(),
         )
         .filter("is_call")
         .drop("is_call")

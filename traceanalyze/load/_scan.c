@@ -183,6 +183,9 @@ typedef struct {
     uint32_t cat;
     size_t rows;
     size_t cap_rows;         /* rows every column of the part has room for (see store) */
+    /* the tagged columns of the kind (a bit each), and those with buffers: an args column gets
+     * its buffers at its first value (see store); until then every row of it is null */
+    uint64_t wanted, dense;
     Buf name, phase;         /* uint32 ids in the names table */
     Buf ts, dur;             /* int64 nanoseconds */
     Buf value[N_TAGGED];     /* int64 (or double bits) */
@@ -1116,6 +1119,9 @@ static Part *part_for(Scanner *s, uint32_t cat, int kind) {
     memset(p, 0, sizeof *p);
     p->kind = kind;
     p->cat = cat;
+    p->wanted = (1ULL << C_PID) | (1ULL << C_TID);
+    for (const int *col = KIND_COLS[kind]; *col >= 0; col++) p->wanted |= 1ULL << *col;
+    p->dense = p->wanted & ((1ULL << C_FIRST_ARG) - 1); /* pid, tid, id: every event has them */
     index = (int32_t *)s->part_of.data;
     index[slot] = (int32_t)s->nparts++;
     return p;
@@ -1132,18 +1138,30 @@ static int reserve_tagged(Part *p, int col, size_t rows) {
 static int part_reserve(Part *p, int kind) {
     if (p->rows < p->cap_rows) return 0;
     size_t rows = p->cap_rows ? 2 * p->cap_rows : 256;
-    const int *cols = KIND_COLS[kind];
     if (buf_reserve(&p->name, rows * 4 - p->name.len) || buf_reserve(&p->ts, rows * 8 - p->ts.len))
         return -1;
     if (KIND_DUR[kind] && buf_reserve(&p->dur, rows * 8 - p->dur.len)) return -1;
     if (KIND_PHASE[kind] && buf_reserve(&p->phase, rows * 4 - p->phase.len)) return -1;
-    if (reserve_tagged(p, C_PID, rows) || reserve_tagged(p, C_TID, rows)) return -1;
-    for (int i = 0; cols[i] >= 0; i++)
-        if (reserve_tagged(p, cols[i], rows)) return -1;
+    for (uint64_t cols = p->dense; cols; cols &= cols - 1)
+        if (reserve_tagged(p, ctz64(cols), rows)) return -1;
     if (KIND_RAW[kind])
         for (int i = 0; i < N_RAW; i++)
             if (buf_reserve(&p->raw[i], rows * 4 - p->raw[i].len)) return -1;
     p->cap_rows = rows;
+    return 0;
+}
+
+/* Buffers for args column i of p at its first value: null (tag and value 0) in every row
+ * before. Most args columns of a kind are null on most of its events (a collective's args on
+ * every op of a trace without collectives: 9 bytes a row written, and faulted in, for
+ * nothing), and one never set has no buffers at all. */
+static int materialize(Part *p, int i) {
+    if (reserve_tagged(p, i, p->cap_rows)) return -1;
+    memset(p->value[i].data, 0, p->rows * 8);
+    memset(p->tag[i].data, TAG_NULL, p->rows);
+    p->value[i].len = p->rows * 8;
+    p->tag[i].len = p->rows;
+    p->dense |= 1ULL << i;
     return 0;
 }
 
@@ -1161,14 +1179,16 @@ static inline void put_tagged(Part *p, Event *e, int col) {
 static int store(Scanner *s, Event *e, int kind) {
     Part *p = part_for(s, e->cat, kind);
     if (!p || part_reserve(p, kind)) return -1;
-    const int *cols = KIND_COLS[kind];
+    /* args columns set in this event that have no buffers yet: made, if the value is not null */
+    for (uint64_t fresh = e->touched & p->wanted & ~p->dense; fresh; fresh &= fresh - 1) {
+        int i = ctz64(fresh);
+        if (e->tag[i] != TAG_NULL && materialize(p, i)) return -1;
+    }
     put(&p->name, &e->name, 4);
-    put_tagged(p, e, C_PID);
-    put_tagged(p, e, C_TID);
     put(&p->ts, &e->ts, 8);
     if (KIND_DUR[kind]) put(&p->dur, &e->dur, 8);
     if (KIND_PHASE[kind]) put(&p->phase, &e->phase, 4);
-    for (int i = 0; cols[i] >= 0; i++) put_tagged(p, e, cols[i]);
+    for (uint64_t cols = p->dense; cols; cols &= cols - 1) put_tagged(p, e, ctz64(cols));
     if (KIND_RAW[kind])
         for (int i = 0; i < N_RAW; i++) put(&p->raw[i], &e->raw[i], 4);
     p->rows++;

@@ -21,7 +21,7 @@ import polars as pl
 
 from traceanalyze.load.decode import TraceDocument
 from traceanalyze.load.scan_tables import KINDS as SCAN_KINDS
-from traceanalyze.load.scan_tables import category_codes
+from traceanalyze.load.scan_tables import category_codes, export_type
 from traceanalyze.load.scanned import (
     COLUMNS,
     COMM_STRINGS,
@@ -156,9 +156,11 @@ def _header(pairs: bytes) -> TraceDocument:
 
 
 def _piece(column: str, part: dict[str, Any], names: _Names) -> Piece:
-    """A tagged column _scan.c did not export (see scan_tables.EXPORTS): a text column with no
-    text or with an integer among its values, or mixed values (ids written as text, a
-    label)."""
+    """A tagged column _scan.c did not export (see scan_tables.EXPORTS): one never set, a
+    text column with no text or with an integer among its values, or mixed values (ids
+    written as text, a label)."""
+    if column not in part:  # never set in this part: no buffers (see _scan.c's materialize)
+        return _nulls(column, part["rows"])
     values_bytes, tags_bytes = part[column]
     values = np.frombuffer(values_bytes, dtype=np.int64)
     tags = np.frombuffer(tags_bytes, dtype=np.uint8)
@@ -167,6 +169,22 @@ def _piece(column: str, part: dict[str, Any], names: _Names) -> Piece:
             return null_series(column, len(tags), pl.String)  # most parts: no collective
         return _comm_text(column, values, tags, names.series())
     return _objects(values, tags, names.series())
+
+
+# The type of a column of nulls, by its export type (scan_tables.export_type); None: a list
+# (a label, typed by the frames like any Python piece).
+_NULL_TYPES: dict[str, type[pl.DataType] | None] = {
+    "int": pl.Int64,
+    "int_only": pl.Int64,
+    "float": pl.Float64,
+    "text": pl.String,
+    "python": None,
+}
+
+
+def _nulls(column: str, rows: int) -> Piece:
+    dtype = _NULL_TYPES[export_type(column)]
+    return [None] * rows if dtype is None else null_series(column, rows, dtype)
 
 
 def _comm_text(
