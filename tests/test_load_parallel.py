@@ -8,7 +8,6 @@ import gzip
 import itertools
 import json
 import re
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -238,31 +237,3 @@ def test_chunk_marks_cover_the_file_with_a_short_tail(size: int, chunk: int, thr
         assert lengths[: -2 * threads] == [chunk] * (len(lengths) - 2 * threads)
         assert all(abs(length - chunk / 2) <= 1 + chunk / 2 for length in lengths[-2 * threads :])
         assert max(lengths[-2 * threads :]) < chunk
-
-
-@pytest.mark.parametrize("compress", [False, True])
-def test_the_main_thread_makes_linking_s_import_once_every_chunk_is_given_out(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compress: bool
-) -> None:
-    """Once every chunk is given out (a thread is about to idle), the waiting main thread makes
-    the lazy import linking would make alone (once per load), and the trace is the same."""
-    path = write_trace(tmp_path, _steps(40), "trace.json.gz" if compress else "trace.json")
-    one = parse_file(path, threads=1)
-    started: list[int] = []
-    scan_chunk = parallel._scan_chunk
-
-    def counted(chunk: parallel._Chunk, opening: bytes) -> parallel._Result:
-        started.append(chunk.index)
-        return scan_chunk(chunk, opening)
-
-    calls: list[tuple[str, int]] = []
-    monkeypatch.setattr(parallel, "_scan_chunk", counted)
-    monkeypatch.setattr(
-        fast,
-        "prepare_conversion",
-        lambda: calls.append((threading.current_thread().name, len(started))),
-    )
-    Chunked(monkeypatch, 1000)
-    assert_same(parse_file(path, threads=3), one)
-    assert len(started) > 6
-    assert calls == [(threading.main_thread().name, len(started))]

@@ -23,10 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.ma
 import polars as pl
 
 from traceanalyze.schema import CPU_SCHEMA, GPU_SCHEMA, ITERATION_SCHEMA, null_series
 from traceanalyze.trace import IterationSource
+
+# numpy.ma is imported with the package, not by linking's first pl.Series of a NumPy array
+# (Polars looks for a mask there, and NumPy imports the module on first use): 10-14 ms of
+# one thread in every load, where every core is busy, or alone after the scan.
 
 try:
     from traceanalyze import _tree

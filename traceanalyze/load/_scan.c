@@ -1577,6 +1577,11 @@ static void Scanner_dealloc(Scanner *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* Bytes below which feed() keeps the GIL: a chunk's opening "[" and closing "]" take
+ * microseconds, and letting the GIL go for them cost the thread a wait to take it back while
+ * another thread held it for Python work (up to the interpreter's 5 ms switch interval). */
+#define FEED_WITH_GIL 4096
+
 static PyObject *Scanner_feed(Scanner *self, PyObject *args) {
     Py_buffer view;
     int final = 0;
@@ -1586,9 +1591,13 @@ static PyObject *Scanner_feed(Scanner *self, PyObject *args) {
     }
     if (!PyArg_ParseTuple(args, "y*|p", &view, &final)) return NULL;
     Py_ssize_t done;
-    Py_BEGIN_ALLOW_THREADS
-    done = scan(self, view.buf, view.len, final);
-    Py_END_ALLOW_THREADS
+    if (view.len < FEED_WITH_GIL) {
+        done = scan(self, view.buf, view.len, final);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        done = scan(self, view.buf, view.len, final);
+        Py_END_ALLOW_THREADS
+    }
     PyBuffer_Release(&view);
     if (PyErr_Occurred()) return NULL;
     if (done < 0) {

@@ -100,16 +100,6 @@ def _feed_pieces(scanner: Any, pieces: Iterable[bytes | memoryview]) -> bytes:
     return tail
 
 
-def prepare_conversion() -> None:
-    """Make an import the load would make later on one thread: ``pl.Series`` of a NumPy array
-    imports ``numpy.ma`` (10-14 ms, holding the GIL), first in linking's call order, which runs
-    alone. :mod:`~traceanalyze.load.parallel`'s main thread, idle while the scanner threads
-    scan, calls this instead. (When each chunk's conversion built series of NumPy arrays, the
-    first conversions waited for it: 5 ms less wall time on the 2-core machine, median of 16
-    pairs.)"""
-    import numpy.ma  # noqa: F401
-
-
 def _scanned(result: dict[str, Any]) -> Scanned:
     header = _header(result["header"])
     cats: list[str] = result["cats"]

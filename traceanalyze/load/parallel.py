@@ -29,7 +29,7 @@ import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -408,14 +408,6 @@ def _in_order(
             running.append(pool.submit(job))
             if len(running) >= 2 * count:
                 collect()
-        # Every chunk is given out: from when a thread has none left, a core would idle
-        # while the others finish theirs. This thread makes an import then that linking
-        # would make alone (fast.prepare_conversion), not earlier, when every core scans.
-        pending = [future for future in running if not future.done()]
-        while len(pending) >= count:
-            wait(pending, return_when=FIRST_COMPLETED)
-            pending = [future for future in pending if not future.done()]
-        fast.prepare_conversion()
         while running:
             collect()
     finally:
