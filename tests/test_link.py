@@ -379,3 +379,13 @@ def test_an_all_null_column_keeps_its_place_and_type_in_call_order(tmp_path: Pat
 
 
 _LINKED = ["op_id", "parent_id", "depth", "iteration"]
+
+
+def test_a_step_number_beyond_64_bits_is_no_step(tmp_path: Path) -> None:
+    # ProfilerStep#<20 digits> made the step's number cast fail with a Polars traceback
+    trace = load(
+        tmp_path,
+        [annotation("ProfilerStep#99999999999999999999", 0, 10), op("aten::mm", 1, 1)],
+    )
+    assert trace.iteration_source is IterationSource.WHOLE_TRACE
+    assert trace.cpu["iteration"].to_list() == [0, 0]

@@ -191,3 +191,21 @@ def test_recorded_shapes_seen_before_read_as_the_msgspec_path_reads_them(tmp_pat
     trace = parse_file(path)
     assert_same(trace, parse_file(path, native=False))
     assert trace.cpu["input_dims"].n_unique() > 8
+
+
+@native_only
+def test_a_float_arg_written_as_text_reads_as_the_msgspec_path_reads_it(tmp_path: Path) -> None:
+    # "warps per SM": "4" is 4.0 on both paths (a skeptical pass found the scanner's null);
+    # text that spells no number is null on both.
+    args = {"correlation": 1, "warps per SM": "4", "blocks per SM": "0.5", "stream": 7}
+    events = [
+        call("cudaLaunchKernel", 1, 1, 1),
+        kernel("k", 2, 1, 1) | {"args": args},
+        kernel("k", 4, 1, 1) | {"args": {**args, "warps per SM": "many"}},
+    ]
+    path = write_trace(tmp_path, events)
+    fast.scan_file(path)  # the C scanner takes it (raises if it declines)
+    trace = parse_file(path)
+    assert_same(trace, parse_file(path, native=False))
+    assert trace.gpu["warps_per_sm"].to_list() == [4.0, None]
+    assert trace.gpu["blocks_per_sm"].to_list() == [0.5, 0.5]

@@ -51,7 +51,8 @@ LAUNCH_APIS = (
     "cuMemsetD8Async", "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
     "hipGraphLaunch", "hipMemcpyAsync", "hipMemcpyWithStream", "hipMemsetAsync",
 )  # fmt: skip
-PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+# At most 18 digits: the step number must fit in an Int64 (a longer one is no step).
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")
 # Before user_annotation existed (torch <= 1.10) the step was recorded as an op (Operator).
 STEP_CATS = ("user_annotation", "cpu_op")
 # What the call order reads.

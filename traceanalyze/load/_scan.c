@@ -1864,6 +1864,31 @@ typedef struct {
     int failed;
 } Export;
 
+/* A part exported: its text columns each an array of its own (Polars keeps an imported
+ * buffer's whole array alive: a name gathered from a struct's column kept every column of the
+ * struct allocated, 21 MB of the bench trace's export for a 60-row frame of iterations), the
+ * other columns one struct array. */
+typedef struct {
+    struct ArrowSchema *schema;
+    struct ArrowArray *array;
+    int ntexts;
+    const char *text_names[N_TAGGED + N_RAW + 4];
+    struct ArrowSchema *text_schemas[N_TAGGED + N_RAW + 4];
+    struct ArrowArray *text_arrays[N_TAGGED + N_RAW + 4];
+} PartExport;
+
+static void part_export_free(PartExport *pe) {
+    if (pe->schema) { if (pe->schema->release) pe->schema->release(pe->schema); free(pe->schema); }
+    if (pe->array) { if (pe->array->release) pe->array->release(pe->array); free(pe->array); }
+    for (int i = 0; i < pe->ntexts; i++) {
+        struct ArrowSchema *ts = pe->text_schemas[i];
+        struct ArrowArray *ta = pe->text_arrays[i];
+        if (ts) { if (ts->release) ts->release(ts); free(ts); }
+        if (ta) { if (ta->release) ta->release(ta); free(ta); }
+    }
+    memset(pe, 0, sizeof *pe);
+}
+
 static void export_add(Export *x, const char *name, const char *format, struct ArrowArray *a) {
     if (!a) { x->failed = 1; return; }
     x->arrays[x->n] = a;
@@ -1906,6 +1931,7 @@ static void export_tagged(Export *x, Part *p, int i, int type, const Strings *na
         buf_free(&p->tag[i]);
         return;
     case X_FLOAT: {
+        if (seen & STR) return; /* text ("4") reads as its number in Python */
         mask = mask_of(tags, rows, INT | FLOAT, &nulls, &failed);
         if (failed) break;
         int64_t *values = (int64_t *)p->value[i].data;
@@ -1993,8 +2019,41 @@ static void export_discard(Export *x) {
 }
 
 /* Part p's columns as a struct array (those exported leave p's buffers empty). */
+/* Move x's text columns (string views) into pe, each with a schema of its own. */
+static int split_texts(Export *x, PartExport *pe) {
+    int kept = 0;
+    for (int i = 0; i < x->n; i++) {
+        if (strcmp(x->formats[i], "vu") != 0) {
+            x->arrays[kept] = x->arrays[i];
+            x->names[kept] = x->names[i];
+            x->formats[kept] = x->formats[i];
+            kept++;
+            continue;
+        }
+        struct ArrowSchema *schema = calloc(1, sizeof *schema);
+        if (!schema) {
+            /* the rest stay in x (discarded by the caller); this one is released here */
+            x->arrays[i]->release(x->arrays[i]);
+            free(x->arrays[i]);
+            for (int j = i + 1; j < x->n; j++) x->arrays[kept++] = x->arrays[j];
+            x->n = kept;
+            return -1;
+        }
+        schema->format = "vu";
+        schema->name = x->names[i];
+        schema->flags = ARROW_FLAG_NULLABLE;
+        schema->release = release_schema;
+        pe->text_names[pe->ntexts] = x->names[i];
+        pe->text_schemas[pe->ntexts] = schema;
+        pe->text_arrays[pe->ntexts] = x->arrays[i];
+        pe->ntexts++;
+    }
+    x->n = kept;
+    return 0;
+}
+
 static int export_part(Scanner *s, Part *p, const Strings *names, const Strings *raws,
-                       struct ArrowSchema **schema, struct ArrowArray **array) {
+                       PartExport *pe) {
     Export x = {0};
     size_t rows = p->rows;
     int kind = p->kind;
@@ -2031,7 +2090,7 @@ static int export_part(Scanner *s, Part *p, const Strings *names, const Strings 
             buf_free(&p->raw[r]);
         }
     }
-    if (x.failed || export_struct(&x, rows, schema, array)) {
+    if (x.failed || split_texts(&x, pe) || export_struct(&x, rows, &pe->schema, &pe->array)) {
         export_discard(&x);
         return -1;
     }
@@ -2223,15 +2282,18 @@ static int set_item(PyObject *d, const char *key, PyObject *value) {
     return rc;
 }
 
-/* A part: its kind, category, rows, the Arrow struct array of its exported columns
- * ("table"), and the tagged columns not exported, as (values, tags) buffers. */
-static PyObject *part_dict(Part *p, PyObject *table) {
+/* A part: its kind, category, rows, its exported columns (the text columns in "texts", name ->
+ * array, the others one struct array, "table"), and the tagged columns not exported, as
+ * (values, tags) buffers. */
+static PyObject *part_dict(Part *p, PyObject *table, PyObject *texts) {
     PyObject *d = PyDict_New();
     if (!d) {
         Py_DECREF(table);
+        Py_DECREF(texts);
         return NULL;
     }
-    if (set_item(d, "table", table) || set_item(d, "kind", PyLong_FromLong(p->kind)) ||
+    if (set_item(d, "table", table) || set_item(d, "texts", texts) ||
+        set_item(d, "kind", PyLong_FromLong(p->kind)) ||
         set_item(d, "cat", PyLong_FromLong(p->cat)) || set_item(d, "rows", PyLong_FromSize_t(p->rows)))
         goto fail;
     for (int i = 0; i < N_TAGGED; i++) {
@@ -2246,12 +2308,25 @@ fail:
 }
 
 /* Every part exported (GIL released: no Python object is touched); -1 when out of memory. */
-static int export_all(Scanner *self, Strings *names, Strings *raws, struct ArrowSchema **schemas,
-                      struct ArrowArray **arrays) {
+static int export_all(Scanner *self, Strings *names, Strings *raws, PartExport *parts,
+                      struct ArrowSchema **names_schema, struct ArrowArray **names_array) {
     if (strings_build(names, &self->names, 1) || strings_build(raws, &self->raws, 0)) return -1;
     for (size_t i = 0; i < self->nparts; i++)
-        if (export_part(self, &self->parts[i], names, raws, &schemas[i], &arrays[i])) return -1;
-    return 0;
+        if (export_part(self, &self->parts[i], names, raws, &parts[i])) return -1;
+    return export_strings(names, names_schema, names_array);
+}
+
+/* pe's text columns as a dict (name -> Exported); pe gives them up. */
+static PyObject *texts_dict(PartExport *pe) {
+    PyObject *d = PyDict_New();
+    for (int i = 0; d && i < pe->ntexts; i++) {
+        /* exported_of takes the arrays (it releases them when it fails) */
+        PyObject *one = exported_of(pe->text_schemas[i], pe->text_arrays[i]);
+        pe->text_schemas[i] = NULL;
+        pe->text_arrays[i] = NULL;
+        if (set_item(d, pe->text_names[i], one)) Py_CLEAR(d);
+    }
+    return d; /* on failure, what was not handed over stays in pe */
 }
 
 static PyObject *Scanner_result(Scanner *self, PyObject *unused) {
@@ -2262,14 +2337,14 @@ static PyObject *Scanner_result(Scanner *self, PyObject *unused) {
     self->taken = 1; /* the parts' memory moves into the result */
     size_t nparts = self->nparts;
     Strings names = {0}, raws = {0};
-    struct ArrowSchema **schemas = calloc(nparts + 3, sizeof *schemas);
-    struct ArrowArray **arrays = calloc(nparts + 3, sizeof *arrays);
+    PartExport *exports = calloc(nparts + 1, sizeof *exports);
+    struct ArrowSchema *names_schema = NULL;
+    struct ArrowArray *names_array = NULL;
     PyObject *d = NULL, *parts = NULL;
-    int failed = !schemas || !arrays;
+    int failed = !exports;
     if (!failed) {
         Py_BEGIN_ALLOW_THREADS
-        failed = export_all(self, &names, &raws, schemas, arrays) ||
-                 export_strings(&names, &schemas[nparts], &arrays[nparts]);
+        failed = export_all(self, &names, &raws, exports, &names_schema, &names_array);
         Py_END_ALLOW_THREADS
     }
     if (failed) {
@@ -2281,16 +2356,21 @@ static PyObject *Scanner_result(Scanner *self, PyObject *unused) {
     if (!parts) goto done;
     /* each exported array now belongs to a Python object (NULLed here as it is handed over) */
     for (size_t i = 0; i < nparts; i++) {
-        PyObject *table = exported_of(schemas[i], arrays[i]);
-        schemas[i] = NULL;
-        arrays[i] = NULL;
-        PyObject *p = table ? part_dict(&self->parts[i], table) : NULL;
+        PartExport *pe = &exports[i];
+        PyObject *texts = texts_dict(pe);
+        PyObject *table = texts ? exported_of(pe->schema, pe->array) : NULL;
+        if (texts) {
+            pe->schema = NULL;
+            pe->array = NULL;
+        }
+        PyObject *p = table ? part_dict(&self->parts[i], table, texts) : NULL;
+        if (!table) Py_XDECREF(texts);
         if (!p) goto done;
         PyList_SET_ITEM(parts, (Py_ssize_t)i, p);
     }
-    PyObject *names_table = exported_of(schemas[nparts], arrays[nparts]);
-    schemas[nparts] = NULL;
-    arrays[nparts] = NULL;
+    PyObject *names_table = exported_of(names_schema, names_array);
+    names_schema = NULL;
+    names_array = NULL;
     PyObject *list = parts;
     parts = NULL;
     if (set_item(d, "parts", list) || set_item(d, "names", names_table) ||
@@ -2301,12 +2381,10 @@ static PyObject *Scanner_result(Scanner *self, PyObject *unused) {
         Py_CLEAR(d);
     }
 done:
-    for (size_t i = 0; schemas && arrays && i <= nparts; i++) {
-        if (schemas[i]) { if (schemas[i]->release) schemas[i]->release(schemas[i]); free(schemas[i]); }
-        if (arrays[i]) { if (arrays[i]->release) arrays[i]->release(arrays[i]); free(arrays[i]); }
-    }
-    free(schemas);
-    free(arrays);
+    for (size_t i = 0; exports && i < nparts; i++) part_export_free(&exports[i]);
+    free(exports);
+    if (names_schema) { if (names_schema->release) names_schema->release(names_schema); free(names_schema); }
+    if (names_array) { if (names_array->release) names_array->release(names_array); free(names_array); }
     strings_free(&names);
     strings_free(&raws);
     Py_XDECREF(parts);

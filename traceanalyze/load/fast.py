@@ -25,6 +25,7 @@ from traceanalyze.load.scan_tables import category_codes, export_type
 from traceanalyze.load.scanned import (
     COLUMNS,
     COMM_STRINGS,
+    FLOATS,
     LEGACY_CATS,
     Piece,
     Scanned,
@@ -113,11 +114,17 @@ def _scanned(result: dict[str, Any]) -> Scanned:
     names = _Names(result)
     for part in result["parts"]:
         kind = _KIND_NAMES[part["kind"]]
-        # The columns _scan.c exported, as Arrow arrays Polars takes without a copy (one call
-        # that releases the GIL); the few it left to Python (_piece) are built here.
+        # The columns _scan.c exported, as Arrow arrays Polars takes without a copy (the text
+        # columns one array each, the others one struct array); the few it left to Python
+        # (_piece) are built here.
         table = pl.DataFrame(part["table"])
+        texts: dict[str, Any] = part["texts"]
         columns = {
-            c: table.get_column(c) if c in table.columns else _piece(c, part, names)
+            c: table.get_column(c)
+            if c in table.columns
+            else pl.Series(texts[c]).alias(c)
+            if c in texts
+            else _piece(c, part, names)
             for c in COLUMNS[kind]
         }
         scanned.add(kind, cats[part["cat"]], columns)
@@ -146,14 +153,18 @@ def _header(pairs: bytes) -> TraceDocument:
 
 
 def _piece(column: str, part: dict[str, Any], names: _Names) -> Piece:
-    """A tagged column _scan.c did not export (see scan_tables.EXPORTS): one never set, a
-    text column with no text or with an integer among its values, or mixed values (ids
-    written as text, a label)."""
+    """A tagged column _scan.c did not export (see scan_tables.EXPORTS): one never set, a float
+    column with a text among its values, a text column with no text or with an integer among
+    its values, or mixed values (ids written as text, a label)."""
     if column not in part:  # never set in this part: no buffers (see _scan.c's materialize)
         return _nulls(column, part["rows"])
     values_bytes, tags_bytes = part[column]
     values = np.frombuffer(values_bytes, dtype=np.int64)
     tags = np.frombuffer(tags_bytes, dtype=np.uint8)
+    if column in FLOATS:  # with a text among them: read as the msgspec path reads it
+        return pl.Series(
+            column, _objects(values, tags, names.series()), dtype=pl.Float64, strict=False
+        )
     if column in COMM_STRINGS:
         if not np.isin(tags, (_TAG_STR, _TAG_INT)).any():
             return null_series(column, len(tags), pl.String)  # most parts: no collective

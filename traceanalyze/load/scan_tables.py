@@ -73,7 +73,8 @@ TAGGED = (
 # How the scanner's result() hands a tagged column to Polars (an Arrow column, X_<NAME> in C),
 # the types both decoders give the column (scanned.py's sets):
 #   int       Int64, null where null; left to Python when a float or a text is among them
-#   float     Float64 from ints and floats, null where null or text
+#   float     Float64 from ints and floats, null where null; left to Python with a text among
+#             them (text that spells a number reads as it, other text null)
 #   text      String from texts, null where null or float; left to Python with an int among
 #             them (its digits become the text)
 #   int_only  Int64 from ints, null where anything else
