@@ -389,3 +389,33 @@ def test_a_step_number_beyond_64_bits_is_no_step(tmp_path: Path) -> None:
     )
     assert trace.iteration_source is IterationSource.WHOLE_TRACE
     assert trace.cpu["iteration"].to_list() == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("ranks", "one"),
+    [
+        ([[3, 3], [3]], True),
+        ([[3, 3], []], True),
+        ([[], []], True),  # nothing to tell apart: one rank, as a concatenation of them said
+        ([[3, 4], [3]], False),
+        ([[3, 3], [4]], False),
+        ([[3, None], [3]], False),
+        ([[], [None]], False),
+    ],
+)
+def test_one_rank_looks_at_every_row_of_every_frame(
+    ranks: list[list[int | None]], one: bool
+) -> None:
+    frames = [pl.DataFrame({"rank": pl.Series(values, dtype=pl.Int32)}) for values in ranks]
+    assert link._one_rank(*frames) is one
+
+
+def test_a_category_test_is_is_in() -> None:
+    cats = pl.Series("cat", ["cuda_runtime", "cpu_op", None, "cuda_driver", "cuda_runtime_x", ""])
+    frame = pl.DataFrame({"cat": cats})
+    for categories in (link.RUNTIME_CATS, link.STEP_CATS, ("cpu_op",)):
+        assert_series_equal(
+            frame.select(link._cat_is(categories)).to_series(),
+            frame.select(pl.col("cat").is_in(categories)).to_series(),
+            check_names=False,
+        )

@@ -391,9 +391,7 @@ def find_iterations(
 ) -> tuple[pl.DataFrame, IterationSource]:
     """Iteration spans and how they were found (see the module docstring)."""
     # The regular expression only on the rows left by the cheap tests (see _STEP_PREFIX).
-    steps = cpu.filter(pl.col("cat").is_in(STEP_CATS) & _may_be_profiler_step()).filter(
-        _is_profiler_step()
-    )
+    steps = cpu.filter(_cat_is(STEP_CATS) & _may_be_profiler_step()).filter(_is_profiler_step())
     if steps.height:
         frame = steps.select(
             "rank",
@@ -415,6 +413,12 @@ def find_iterations(
         )
         return _iteration_frame(frame), IterationSource.named(IterationSource.ANNOTATION, name)
     return _whole_trace(cpu, gpu, rank), IterationSource.WHOLE_TRACE
+
+
+def _cat_is(categories: tuple[str, ...]) -> pl.Expr:
+    """Whether ``cat`` is one of ``categories``: a comparison each, which costs two thirds of
+    ``is_in``'s hashing of every row's text (0.6 against 0.9 ms on 217k intervals)."""
+    return pl.any_horizontal(pl.col("cat") == category for category in categories)
 
 
 def _is_profiler_step() -> pl.Expr:
@@ -536,7 +540,7 @@ def link_gpu(
             pl.col("dur_ns").alias("launch_dur_ns"),
             pl.col("tid").alias("launch_tid"),
             pl.col("op_id").alias("call_id"),
-            is_call=pl.col("cat").is_in(RUNTIME_CATS) & pl.col("correlation").is_not_null(),
+            is_call=_cat_is(RUNTIME_CATS) & pl.col("correlation").is_not_null(),
         )
         .filter("is_call")
         .drop("is_call")
@@ -563,12 +567,17 @@ def link_gpu(
 
 def _one_rank(*frames: pl.DataFrame) -> bool:
     """Whether every row of ``frames`` has one and the same rank (not null)."""
-    ranks = pl.concat([frame.select(pl.col("rank").cast(pl.Int64)) for frame in frames])
+    # Each frame's extremes (a concatenation of the columns first cost 0.4 ms on 240k rows)
     rank = pl.col("rank")
-    low, high, nulls = ranks.select(
-        rank.min(), rank.max().alias("max"), rank.null_count().alias("nulls")
-    ).row(0)
-    return bool(nulls == 0 and low == high)
+    seen: set[int] = set()
+    for frame in frames:
+        low, high, nulls = frame.select(
+            rank.min(), rank.max().alias("max"), rank.null_count().alias("nulls")
+        ).row(0)
+        if nulls:
+            return False
+        seen.update(value for value in (low, high) if value is not None)
+    return len(seen) <= 1
 
 
 def nearest_ancestor(cpu: pl.DataFrame, start_ids: pl.Series, matches: pl.Expr) -> pl.Series:

@@ -1169,15 +1169,33 @@ static int materialize(Part *p, int i) {
     return 0;
 }
 
-/* Append n bytes to a buffer that part_reserve made room for. */
-static inline void put(Buf *b, const void *src, size_t n) {
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
+/* Row ``row`` of a column of ``width``-byte values, in the room part_reserve made. The
+ * buffers' lengths are not kept row by row (a load and a store per column per row):
+ * part_lengths sets them from the rows when the part is handed over. */
+static inline void put(Buf *b, size_t row, const void *src, size_t width) {
+    memcpy(b->data + row * width, src, width);
 }
 
 static inline void put_tagged(Part *p, Event *e, int col) {
-    put(&p->value[col], &e->value[col], 8);
-    put(&p->tag[col], &e->tag[col], 1);
+    put(&p->value[col], p->rows, &e->value[col], 8);
+    put(&p->tag[col], p->rows, &e->tag[col], 1);
+}
+
+/* Every buffer's length from the part's rows (see put). */
+static void part_lengths(Part *p) {
+    size_t rows = p->rows;
+    int kind = p->kind;
+    p->name.len = rows * 4;
+    p->ts.len = rows * 8;
+    if (KIND_DUR[kind]) p->dur.len = rows * 8;
+    if (KIND_PHASE[kind]) p->phase.len = rows * 4;
+    for (uint64_t cols = p->dense; cols; cols &= cols - 1) {
+        int i = ctz64(cols);
+        p->value[i].len = rows * 8;
+        p->tag[i].len = rows;
+    }
+    if (KIND_RAW[kind])
+        for (int i = 0; i < N_RAW; i++) p->raw[i].len = rows * 4;
 }
 
 static int store(Scanner *s, Event *e, int kind) {
@@ -1188,14 +1206,15 @@ static int store(Scanner *s, Event *e, int kind) {
         int i = ctz64(fresh);
         if (e->tag[i] != TAG_NULL && materialize(p, i)) return -1;
     }
-    put(&p->name, &e->name, 4);
-    put(&p->ts, &e->ts, 8);
-    if (KIND_DUR[kind]) put(&p->dur, &e->dur, 8);
-    if (KIND_PHASE[kind]) put(&p->phase, &e->phase, 4);
+    size_t row = p->rows;
+    put(&p->name, row, &e->name, 4);
+    put(&p->ts, row, &e->ts, 8);
+    if (KIND_DUR[kind]) put(&p->dur, row, &e->dur, 8);
+    if (KIND_PHASE[kind]) put(&p->phase, row, &e->phase, 4);
     for (uint64_t cols = p->dense; cols; cols &= cols - 1) put_tagged(p, e, ctz64(cols));
     if (KIND_RAW[kind])
-        for (int i = 0; i < N_RAW; i++) put(&p->raw[i], &e->raw[i], 4);
-    p->rows++;
+        for (int i = 0; i < N_RAW; i++) put(&p->raw[i], row, &e->raw[i], 4);
+    p->rows = row + 1;
     return 0;
 }
 
@@ -2311,8 +2330,10 @@ fail:
 static int export_all(Scanner *self, Strings *names, Strings *raws, PartExport *parts,
                       struct ArrowSchema **names_schema, struct ArrowArray **names_array) {
     if (strings_build(names, &self->names, 1) || strings_build(raws, &self->raws, 0)) return -1;
-    for (size_t i = 0; i < self->nparts; i++)
+    for (size_t i = 0; i < self->nparts; i++) {
+        part_lengths(&self->parts[i]);
         if (export_part(self, &self->parts[i], names, raws, &parts[i])) return -1;
+    }
     return export_strings(names, names_schema, names_array);
 }
 
