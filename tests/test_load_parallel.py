@@ -8,6 +8,8 @@ import gzip
 import itertools
 import json
 import re
+import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -225,15 +227,110 @@ def test_json_without_trace_events_is_not_a_trace_on_threads_too(
         parse_file(path, threads=3)
 
 
-@pytest.mark.parametrize(
-    ("size", "chunk", "threads"), [(175, 22, 2), (100, 10, 4), (35, 10, 4), (10, 10, 2), (9, 10, 2)]
-)
-def test_chunk_marks_cover_the_file_with_a_short_tail(size: int, chunk: int, threads: int) -> None:
-    marks = parallel.chunk_marks(size, chunk, threads)
+@pytest.mark.parametrize(("size", "chunk"), [(175, 22), (100, 10), (35, 10), (10, 10), (9, 10)])
+def test_chunk_marks_cover_the_file_in_equal_chunks(size: int, chunk: int) -> None:
+    marks = parallel.chunk_marks(size, chunk, 2)
     lengths = [b - a for a, b in itertools.pairwise(marks)]
     assert marks[0] == 0 and marks[-1] == size
     assert all(length > 0 for length in lengths)
-    if len(lengths) > 2 * threads:  # enough chunks: the last of them half as long
-        assert lengths[: -2 * threads] == [chunk] * (len(lengths) - 2 * threads)
-        assert all(abs(length - chunk / 2) <= 1 + chunk / 2 for length in lengths[-2 * threads :])
-        assert max(lengths[-2 * threads :]) < chunk
+    assert lengths[:-1] == [chunk] * (len(lengths) - 1)
+    assert lengths[-1] < 2 * chunk  # the last takes what is left
+
+
+class _SlowScanner:
+    """The C scanner, a millisecond slower per block fed: small test files would otherwise be
+    scanned before an idle thread could take part of a chunk."""
+
+    def __init__(self, kinds: Any) -> None:
+        self.scanner = fast._scan.Scanner(kinds)
+
+    def feed(self, data: Any, final: bool) -> int:
+        time.sleep(0.001)
+        return int(self.scanner.feed(data, final))
+
+    def result(self) -> Any:
+        return self.scanner.result()
+
+
+class Stealing(Chunked):
+    """Chunked, with blocks of ``block`` bytes fed slowly and a steal whenever a thread is idle
+    and a running chunk has two blocks left; counts the steals."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, size: int, block: int) -> None:
+        super().__init__(monkeypatch, size)
+        self.steals = 0
+        monkeypatch.setattr(parallel, "BLOCK_BYTES", block)
+        monkeypatch.setattr(parallel, "MIN_STEAL_BYTES", 2 * block)
+        slow = types.SimpleNamespace(Scanner=_SlowScanner, Unsupported=fast._scan.Unsupported)
+        monkeypatch.setattr(parallel, "_scan", slow)
+        steal = parallel._Plan.steal
+
+        def counted_steal(plan: Any) -> Any:
+            stolen = steal(plan)
+            self.steals += stolen is not None
+            return stolen
+
+        monkeypatch.setattr(parallel._Plan, "steal", counted_steal)
+
+
+@pytest.mark.parametrize("bare", [False, True])
+@pytest.mark.parametrize("block", [200, 700, 3000])
+def test_threads_that_take_the_rest_of_a_chunk_give_the_same_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bare: bool, block: int
+) -> None:
+    events = _steps(150)
+    if bare:
+        path = tmp_path / "bare.json"
+        path.write_text(json.dumps(events, indent=1))
+    else:
+        path = write_trace(tmp_path, events, traceName="after the events")
+    one = parse_file(path, threads=1)
+    # two chunks for four threads: two of them start by taking parts of them
+    stealing = Stealing(monkeypatch, path.stat().st_size // 2, block)
+    many = parse_file(path, threads=4)
+    assert_same(many, one)
+    assert (stealing.merged, stealing.whole) == (1, 0)
+    assert stealing.steals >= 2
+    if not bare:
+        assert many.meta[0].trace_name == "after the events"  # read by the new last chunk
+
+
+def test_a_stolen_cut_inside_a_string_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each op's name, its last key, ends with the boundary pattern: a cut looked for from
+    # most places of an event falls inside the next name, not at the event's end
+    fake = "x" * 150 + '}, {"ph": "X", "cat": "cpu_op", "name": "fake", "ts": 1}, {y'
+    ops = [
+        {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5, "name": fake}
+        for i in range(400)
+    ]
+    path = write_trace(tmp_path, ops)
+    one = parse_file(path, threads=1, native=False)
+    stealing = Stealing(monkeypatch, path.stat().st_size // 2, 1000)
+    for _ in range(3):
+        assert_same(parse_file(path, threads=4), one)
+    assert stealing.steals >= 1
+    assert stealing.whole >= 1  # a cut fell inside a name: the file was scanned again whole
+
+
+# Every fourth real trace (all of them: test_chunked_threads_agree_with_one_scanner_on_real_traces)
+STOLEN = REAL[::4]
+
+
+@pytest.mark.parametrize("path", STOLEN, ids=[p.name for p in STOLEN])
+def test_real_traces_split_by_stealing_agree_with_one_scanner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: Path
+) -> None:
+    if path.suffix == ".gz":  # stealing is for plain files: inflated first
+        plain = tmp_path / path.stem
+        plain.write_bytes(gzip.decompress(path.read_bytes()))
+        path = plain
+    try:
+        one = parse_file(path, threads=1)
+    except TraceAnalyzeError:
+        return  # errors in chunks: test_chunked_threads_agree_with_one_scanner_on_real_traces
+    size = path.stat().st_size
+    stealing = Stealing(monkeypatch, size // 2, max(256, size // 64))
+    assert_same(parse_file(path, threads=5), one)
+    assert stealing.steals >= 1

@@ -19,6 +19,17 @@ start a real event: so, by induction from chunk 0, when every chunk is accepted 
 and the pieces are those one scanner would have produced. When any chunk is declined, the file is
 scanned again by one scanner (:func:`fast.scan_file`), which then takes it or declines it for its
 own reasons.
+
+Balancing. A thread scans a plain file's chunk a block at a time (``BLOCK_BYTES``), claiming each
+block before it feeds it. Once no chunk is left to start, a thread without work takes the second
+half of what is left of the largest chunk still being scanned: it moves that chunk's end back to
+a candidate boundary past the half (and past the block its scanner claimed) and scans the rest
+as a chunk of its own, which inherits the end of the document when the chunk had it. A stolen cut
+is checked like any other (the chunk it ends must end there between two events), and the pieces
+are put together by where each chunk starts, so the result is the one scanner's. Events differ in
+cost per byte (a kernel's typed args against a Python frame's name), so equal chunks finish at
+different times: the slowest of the bench trace's took twice the time of the fastest, and the
+last chunks left one core idle for a third of a chunk's time on average.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import contextlib
 import mmap
 import os
 import re
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -51,8 +63,13 @@ MIN_CHUNK_BYTES = 4 * 1024 * 1024
 MAX_CHUNK_BYTES = 32 * 1024 * 1024
 # Inflated bytes per byte of a gzip trace, about (to size its chunks before inflating it).
 _GZIP_RATIO = 15
-# Chunks per thread aimed at, for an even finish.
-_CHUNKS_PER_THREAD = 4
+# Chunks per thread aimed at (threads balance their last ones by stealing; see the module doc).
+_CHUNKS_PER_THREAD = 2
+# Bytes of a plain file a scanner is fed at a time: what another thread cannot take from it,
+# and how often its scanned pages are dropped.
+BLOCK_BYTES = 4 * 1024 * 1024
+# The least left to scan in a chunk for a thread without work to take half of it.
+MIN_STEAL_BYTES = 2 * 1024 * 1024
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _OBJECT_OPEN = b'{"traceEvents":['
 
@@ -166,44 +183,178 @@ def _scan_plain(
     progress: ByteProgress | None,
 ) -> Scanned:
     """A plain file, mapped read-only: the scanners read the page cache in place (no copy,
-    no fresh buffers to fault in). Each chunk's pages are dropped once it is scanned, so
-    resident memory stays a few chunks however large the file."""
+    no fresh buffers to fault in). Scanned pages are dropped a block at a time, so resident
+    memory stays a few blocks however large the file."""
     with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
         opening = _opening(data[:4096])
-        mapped = _Mapped(data, size)
-        marks = chunk_marks(size, chunk_bytes, count)
-
-        def job(index: int) -> _Result | None:
-            chunk = _plain_chunk(mapped, index, marks)
-            if chunk is None:
-                return None
-            try:
-                return _scan_chunk(chunk, opening)
-            finally:
-                mapped.drop(chunk)
-
-        def done(index: int) -> tuple[int, int]:
-            return marks[index + 1], size
-
-        jobs = (partial(job, index) for index in range(len(marks) - 1))
-        return _merge(_in_order(pool, count, jobs, progress, done))
+        plan = _Plan(_Mapped(data, size), chunk_marks(size, chunk_bytes, count), opening)
+        workers = [pool.submit(plan.work) for _ in range(count)]
+        try:
+            for done in plan.finished(count):
+                if progress:
+                    progress(done, size)
+        finally:
+            plan.stop()
+            wait(workers)  # the map must outlive every scan that reads it
+        for worker in workers:
+            worker.result()  # a chunk declined (_Rejected) or a read failed
+        if progress:
+            progress(size, size)
+        return _merge([result for _, result in sorted(plan.results, key=lambda r: r[0])])
 
 
 def chunk_marks(size: int, chunk_bytes: int, count: int) -> list[int]:
     """Where chunks are cut, about (each cut moves to the next event boundary): from 0 to
-    ``size``, every ``chunk_bytes``, but the bytes of the last ``count`` chunks cut into twice
-    as many half chunks (a file of at most ``count`` chunks: equal chunks). Threads
-    finish together only as far as their last chunks are short: events differ in cost per
-    byte (a kernel's typed args against a Python frame's name), and the slowest chunk of the
-    bench trace took twice the time of the fastest."""
+    ``size``, every ``chunk_bytes``, the last chunk taking what is left (at least a chunk)."""
     full = max(1, size // chunk_bytes)
-    if full <= count:  # too few chunks for a short tail
-        return [min(size, k * chunk_bytes) for k in range(full)] + [size]
-    # (full - count) whole chunks, then 2 * count half chunks share what is left
-    whole = [k * chunk_bytes for k in range(full - count)]
-    start = whole[-1] + chunk_bytes
-    half = (size - start) / (2 * count)
-    return [*whole, *(start + int(k * half) for k in range(2 * count)), size]
+    return [k * chunk_bytes for k in range(full)] + [size]
+
+
+class _Running:
+    """A chunk of a plain file being scanned: its end, which another thread may move back
+    (see :meth:`_Plan.steal`), and how far its scanner has claimed."""
+
+    def __init__(self, start: int, end: int, first: bool, last: bool) -> None:
+        self.lock = threading.Lock()
+        self.start = start
+        self.end = end
+        self.first = first  # the start of the document
+        self.last = last  # to the end of the document
+        self.claimed = start
+
+    def left(self) -> int:
+        with self.lock:
+            return self.end - self.claimed
+
+
+class _Plan:
+    """The chunks of a plain file, handed to the threads in file order, then split by
+    stealing (see the module doc); their results by where each starts."""
+
+    def __init__(self, mapped: _Mapped, marks: list[int], opening: bytes) -> None:
+        self.mapped = mapped
+        self.marks = marks
+        self.opening = opening
+        self.lock = threading.Lock()
+        self.next = 0  # the next chunk of marks to start
+        self.running: list[_Running] = []
+        self.results: list[tuple[int, _Result]] = []
+        self.done = threading.Condition(self.lock)
+        self.scanned = 0  # bytes of finished chunks
+        self.idle = 0  # threads that found no more work
+        self.stopped = False
+
+    def work(self) -> None:
+        """One thread's loop: chunks until none is left to start or to split."""
+        try:
+            while not self.stopped and (running := self.take()) is not None:
+                result = _scan_running(running, self)
+                with self.lock:
+                    self.running.remove(running)
+                    self.results.append((running.start, result))
+                    self.scanned += running.end - running.start
+                    self.done.notify_all()
+        except BaseException:
+            self.stopped = True  # the file is scanned again whole: the others stop
+            raise
+        finally:
+            with self.lock:
+                self.idle += 1
+                self.done.notify_all()
+
+    def finished(self, threads: int) -> Iterator[int]:
+        """Bytes of the chunks finished so far, each time one finishes, until ``threads``
+        threads have no more work."""
+        reported = -1
+        while True:
+            with self.lock:
+                while self.scanned == reported and self.idle < threads:
+                    self.done.wait()
+                scanned, idle = self.scanned, self.idle
+            if scanned != reported:
+                reported = scanned
+                yield scanned
+            if idle >= threads:
+                return
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def take(self) -> _Running | None:
+        with self.lock:
+            while self.next < len(self.marks) - 1:
+                chunk = _plain_chunk(self.mapped, self.next, self.marks)
+                self.next += 1
+                if chunk is not None:
+                    running = _Running(chunk.start, chunk.end, chunk.index == 0, chunk.last)
+                    self.running.append(running)
+                    return running
+            return self.steal()
+
+    def steal(self) -> _Running | None:
+        """The second half of what is left of the largest running chunk, as a chunk of its
+        own (None when every chunk is nearly done). Called with the plan's lock held."""
+        if not self.running:
+            return None
+        victim = max(self.running, key=_Running.left)
+        with victim.lock:
+            claimed, end = victim.claimed, victim.end
+        if end - claimed < MIN_STEAL_BYTES:
+            return None
+        half = max(claimed + (end - claimed) // 2, self.mapped.events)
+        found = _BOUNDARY.search(self.mapped.data, half, end)
+        if found is None:
+            return None
+        cut, start = found.start() + 1, found.end() - 1
+        with victim.lock:
+            if victim.claimed > found.start() or victim.end != end:
+                return None  # its scanner got there first
+            stolen = _Running(start, end, first=False, last=victim.last)
+            victim.end, victim.last = cut, False
+        self.running.append(stolen)
+        return stolen
+
+
+def _scan_running(running: _Running, plan: _Plan) -> _Result:
+    """A chunk of a plain file scanned a block at a time (see the module doc): as a small
+    document of its own, opened as where it started says, closed as it ends (its end may move
+    back while it is scanned). Scanned pages are dropped as it goes."""
+    scanner = _scan.Scanner(fast.KINDS)
+    bare = plan.opening == b"["
+    # an object document's first chunk, or its last one after the first: closed by "]}"
+    closes_object = not bare and (running.first or running.last)
+    if not running.first:
+        _feed_all(scanner, _OBJECT_OPEN if closes_object else b"[")
+    mapped, pos, block = plan.mapped, running.start, BLOCK_BYTES
+    dropped = pos  # the pages before this are dropped
+    with memoryview(mapped.data) as view:
+        try:
+            while True:
+                if plan.stopped:
+                    raise _Rejected
+                with running.lock:
+                    end, last = running.end, running.last
+                    stop = min(end, pos + block)
+                    running.claimed = stop
+                final = last and stop == end
+                with view[pos:stop] as fed:  # released even if a traceback holds it
+                    used = scanner.feed(fed, final)
+                pos += used
+                if final:
+                    break
+                if pos == end:  # between two events: the chunk is whole
+                    scanner.feed(b"]}" if closes_object else b"]", True)
+                    break
+                if stop == end:
+                    raise _Rejected  # the chunk does not end between two events
+                # an item longer than the block: a longer one
+                block = 2 * block if used == 0 else BLOCK_BYTES
+                if pos - dropped >= BLOCK_BYTES:  # whole pages only: the one at pos is read on
+                    dropped = mapped.drop(dropped, pos // mapped.page * mapped.page)
+        except _scan.Unsupported:
+            raise _Rejected from None
+    mapped.drop(dropped, running.end)
+    return _result_of(scanner)
 
 
 def _opening(head: bytes) -> bytes:
@@ -228,11 +379,14 @@ class _Mapped:
         self.page = mmap.PAGESIZE
         self.events = _events_key(data)
 
-    def drop(self, chunk: _Chunk) -> None:
-        if chunk.data is not self.data or not hasattr(mmap, "MADV_DONTNEED"):
-            return
-        first = chunk.start // self.page * self.page
-        self.data.madvise(mmap.MADV_DONTNEED, first, min(self.size, chunk.end) - first)
+    def drop(self, start: int, end: int) -> int:
+        """Drop the pages that hold bytes ``start`` to ``end`` from this process (a page
+        shared with a neighbour is read again from the page cache if it still needs it);
+        returns ``end``."""
+        if hasattr(mmap, "MADV_DONTNEED") and end > start:
+            first = start // self.page * self.page
+            self.data.madvise(mmap.MADV_DONTNEED, first, min(self.size, end) - first)
+        return end
 
 
 def _plain_chunk(mapped: _Mapped, index: int, marks: list[int]) -> _Chunk | None:
@@ -305,11 +459,11 @@ def _scan_stream(pieces: Iterator[_Chunk], count: int, pool: ThreadPoolExecutor)
     head = bytes(first.parts[0][:4096]) if first.parts else b""
     opening = _opening(head)
 
-    def jobs() -> Iterator[Callable[[], _Result | None]]:
+    def jobs() -> Iterator[Callable[[], _Result]]:
         for chunk in _chain(first, pieces):
             yield partial(_scan_chunk, chunk, opening)
 
-    return _merge(_in_order(pool, count, jobs(), None, None))
+    return _merge(_in_order(pool, count, jobs()))
 
 
 def _chain(first: _Chunk, rest: Iterator[_Chunk]) -> Iterator[_Chunk]:
@@ -327,33 +481,14 @@ class _Result:
 
 
 def _scan_chunk(chunk: _Chunk, opening: bytes) -> _Result:
-    """One chunk scanned as a small document of its own (see the module doc): its opening,
-    its bytes in place, its closing, fed one after the other (nothing is written into the
-    chunk's buffer, which its neighbours' scanners read at the same time)."""
+    """A gzip stream's chunk scanned as a small document of its own (see the module doc): its
+    opening, its parts fed in order (joined only where an event straddles two), its closing;
+    the whole chunk consumed unless it is the last."""
+    assert chunk.parts is not None
     scanner = _scan.Scanner(fast.KINDS)
     bare = opening == b"["
-    if chunk.parts is not None:
-        return _scan_parts(scanner, chunk, bare)
-    with memoryview(chunk.data)[chunk.start : chunk.end] as view:
-        try:
-            if chunk.index:  # the last chunk ends the document; one in the middle does not
-                _feed_all(scanner, b"[" if bare or not chunk.last else _OBJECT_OPEN)
-            if chunk.last:
-                scanner.feed(view, True)
-            else:
-                _feed_all(scanner, view)
-                scanner.feed(b"]" if bare or chunk.index else b"]}", True)
-        except _scan.Unsupported:
-            raise _Rejected from None
-    return _result_of(scanner)
-
-
-def _scan_parts(scanner: Any, chunk: _Chunk, bare: bool) -> _Result:
-    """A chunk given as parts (see :func:`_scan_chunk`): the parts fed in order, the whole
-    chunk consumed unless it is the last."""
-    assert chunk.parts is not None
     try:
-        if chunk.index:
+        if chunk.index:  # the last chunk ends the document; one in the middle does not
             _feed_all(scanner, b"[" if bare or not chunk.last else _OBJECT_OPEN)
         rest = fast._feed_pieces(scanner, chunk.parts)
         if chunk.last:
@@ -382,34 +517,19 @@ def _feed_all(scanner: Any, data: bytes | memoryview) -> None:
 
 
 def _in_order(
-    pool: ThreadPoolExecutor,
-    count: int,
-    jobs: Iterator[Callable[[], _Result | None]],
-    progress: ByteProgress | None,
-    done_bytes: Callable[[int], tuple[int, int]] | None,
+    pool: ThreadPoolExecutor, count: int, jobs: Iterator[Callable[[], _Result]]
 ) -> list[_Result]:
     """Run ``jobs`` on the pool, at most two per thread at a time (memory stays bounded), and
     return their results in order."""
     results: list[_Result] = []
-    running: deque[Future[_Result | None]] = deque()
-    finished = 0
-
-    def collect() -> None:
-        nonlocal finished
-        result = running.popleft().result()
-        if result is not None:
-            results.append(result)
-        if progress and done_bytes:
-            progress(*done_bytes(finished))
-        finished += 1
-
+    running: deque[Future[_Result]] = deque()
     try:
         for job in jobs:
             running.append(pool.submit(job))
             if len(running) >= 2 * count:
-                collect()
+                results.append(running.popleft().result())
         while running:
-            collect()
+            results.append(running.popleft().result())
     finally:
         for future in running:
             future.cancel()
