@@ -9,16 +9,16 @@ concatenation); what a scanner extracts from an event is the business of ``_scan
 Cutting. Chunk ``k`` runs from the first candidate boundary ``}<ws>,<ws>{`` whose ``}`` lies at or
 after mark ``k`` of the (decompressed) document to the first one at or after mark ``k + 1`` (never
 before the ``traceEvents`` key). A plain file's marks come from :func:`chunk_marks` (equal chunks,
-then a tail of half chunks); a gzip stream, whose inflated size is not known beforehand, is cut
-every ``chunk_bytes`` of inflated bytes. A candidate can lie inside a string, so every chunk is
-scanned as a small document of its own: chunk 0 (which starts at the true start) followed by ``]``
-(``]}`` for an object document), each middle chunk as ``[`` chunk ``]``, the last as ``[`` (or
-``{"traceEvents":[``) followed by the rest of the file. A scanner that starts at a real event
-accepts its chunk only if the chunk ends exactly between two events, which makes the next chunk's
-start a real event: so, by induction from chunk 0, when every chunk is accepted every cut was real
-and the pieces are those one scanner would have produced. When any chunk is declined, the file is
-scanned again by one scanner (:func:`fast.scan_file`), which then takes it or declines it for its
-own reasons.
+split further while they are scanned: see Balancing); a gzip stream, whose inflated size is not
+known beforehand, is cut every ``chunk_bytes`` of inflated bytes. A candidate can lie inside a
+string, so every chunk is scanned as a small document of its own: chunk 0 (which starts at the true
+start) followed by ``]`` (``]}`` for an object document), each middle chunk as ``[`` chunk ``]``,
+the last as ``[`` (or ``{"traceEvents":[``) followed by the rest of the file. A scanner that starts
+at a real event accepts its chunk only if the chunk ends exactly between two events, which makes
+the next chunk's start a real event: so, by induction from chunk 0, when every chunk is accepted
+every cut was real and the pieces are those one scanner would have produced. When any chunk is
+declined, the file is scanned again by one scanner (:func:`fast.scan_file`), which then takes it or
+declines it for its own reasons.
 
 Balancing. A thread scans a plain file's chunk a block at a time (``BLOCK_BYTES``), claiming each
 block before it feeds it. Once no chunk is left to start, a thread without work takes the second
