@@ -8,6 +8,8 @@ import gzip
 import itertools
 import json
 import re
+import subprocess
+import sys
 import time
 import types
 from pathlib import Path
@@ -171,6 +173,43 @@ def test_progress_reaches_the_size_of_the_file(
     assert seen[-1] == (size, size)
 
 
+def test_progress_never_goes_back_when_the_file_is_scanned_again_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # chunks report their bytes, then a declined cut (inside a name, near the end) sends the
+    # file to one scanner, which counts from the start again
+    events = _steps(200)
+    events[-20]["name"] = 'x}, {"ph": "X", "cat": "cpu_op", "name": "fake", "ts": 1}, {y'
+    path = write_trace(tmp_path, events)
+    size = path.stat().st_size
+    chunked = Chunked(monkeypatch, size // 40)
+    seen: list[int] = []
+    fallback = parallel.fast.scan_file
+
+    def whole_with_progress(path: Path, progress: Any = None) -> Any:
+        if progress:  # what the single scanner reports: from its first piece again
+            progress(size // 4, size)
+        return fallback(path, progress)
+
+    monkeypatch.setattr(parallel.fast, "scan_file", whole_with_progress)
+    parallel.scan_file(path, lambda done, total: seen.append(done), threads=3)
+    assert chunked.merged == 0  # scanned again whole
+    assert seen == sorted(seen) and len(seen) == len(set(seen))
+    assert seen[-1] == size
+
+
+def test_a_bare_array_is_not_searched_for_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "bare.json"
+    late = {"ph": "X", "cat": "cpu_op", "name": "n", "pid": 1, "tid": 1, "ts": 9000, "dur": 5}
+    path.write_text(json.dumps([*_steps(30), {**late, "args": {"traceEvents": 1}}]))
+    with (
+        open(path, "rb") as file,
+        parallel.mmap.mmap(file.fileno(), 0, access=parallel.mmap.ACCESS_READ) as data,
+    ):
+        assert parallel._Mapped(data, len(data), b"[").events == 0
+        assert parallel._Mapped(data, len(data), b"{").events > 0  # (an object would be)
+
+
 def test_threads_option_sets_the_loads_threads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -261,7 +300,12 @@ class Stealing(Chunked):
         self.steals = 0
         monkeypatch.setattr(parallel, "BLOCK_BYTES", block)
         monkeypatch.setattr(parallel, "MIN_STEAL_BYTES", 2 * block)
-        slow = types.SimpleNamespace(Scanner=_SlowScanner, Unsupported=fast._scan.Unsupported)
+        slow = types.SimpleNamespace(
+            Scanner=_SlowScanner,
+            Unsupported=fast._scan.Unsupported,
+            find_boundary=fast._scan.find_boundary,
+            find_bytes=fast._scan.find_bytes,
+        )
         monkeypatch.setattr(parallel, "_scan", slow)
         steal = parallel._Plan.steal
 
@@ -334,3 +378,56 @@ def test_real_traces_split_by_stealing_agree_with_one_scanner(
     stealing = Stealing(monkeypatch, size // 2, max(256, size // 64))
     assert_same(parse_file(path, threads=5), one)
     assert stealing.steals >= 1
+
+
+# A file truncated while a threaded load reads it (a profiler exporting again to the same path):
+# in a process of its own, as the mapped pages past the new end raise SIGBUS.
+_TRUNCATE = """
+import os, sys
+from pathlib import Path
+from traceanalyze.load import parallel
+from traceanalyze.load.parse import parse_file
+path, when = Path(sys.argv[1]), sys.argv[2]
+size = path.stat().st_size
+half = size // 2
+# three chunks, no steals: when the file shrinks while they are scanned, a scanner's own read
+# past the new end is what fails
+parallel.MIN_CHUNK_BYTES = parallel.MAX_CHUNK_BYTES = size // 3
+parallel.BLOCK_BYTES = 16 * 1024
+parallel.MIN_STEAL_BYTES = size
+if when == "cut":  # before the chunks are cut
+    init = parallel._Plan.__init__
+    def truncated_init(self, *args):
+        init(self, *args)
+        os.truncate(path, half)
+    parallel._Plan.__init__ = truncated_init
+else:  # once every chunk is cut, while they are scanned
+    take = parallel._Plan.take
+    def take_then_truncate(self):
+        running = take(self)
+        if running is not None and running.last:
+            os.truncate(path, half)
+        return running
+    parallel._Plan.take = take_then_truncate
+try:
+    parse_file(path, threads=3)
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize("when", ["cut", "scan"])
+def test_a_file_truncated_while_it_is_read_is_an_error_not_a_crash(
+    tmp_path: Path, when: str
+) -> None:
+    path = write_trace(tmp_path, _steps(1500))
+    done = subprocess.run(
+        [sys.executable, "-c", _TRUNCATE, str(path), when],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]  # -7 / 135: killed by SIGBUS
+    with pytest.raises(TraceAnalyzeError) as one:  # the truncated file, read by one scanner
+        parse_file(path, threads=1)
+    assert done.stdout.strip() == f"{type(one.value).__name__} {one.value}"

@@ -133,6 +133,8 @@ def scan_file(
     count = default_threads() if threads is None else max(1, threads)
     if _scan is None or count == 1:
         return fast.scan_file(path, progress)
+    # a file scanned again whole after its chunks reported bytes must not go back
+    progress = _never_back(progress) if progress else None
     try:
         with open(path, "rb") as file:
             head = file.read(2)
@@ -157,6 +159,19 @@ def scan_file(
         return fast.scan_file(path, progress)
     except OSError:
         return fast.scan_file(path, progress)  # which names the read error precisely
+
+
+def _never_back(progress: ByteProgress) -> ByteProgress:
+    """``progress``, called only with more bytes done than any call before."""
+    done = -1
+
+    def forward(now: int, total: int) -> None:
+        nonlocal done
+        if now > done:
+            done = now
+            progress(now, total)
+
+    return forward
 
 
 # --- chunks of a plain file ---------------------------------------------------------------
@@ -184,10 +199,14 @@ def _scan_plain(
 ) -> Scanned:
     """A plain file, mapped read-only: the scanners read the page cache in place (no copy,
     no fresh buffers to fault in). Scanned pages are dropped a block at a time, so resident
-    memory stays a few blocks however large the file."""
+    memory stays a few blocks however large the file. Only C reads the mapped pages (the
+    scanners, and the searches for cuts), where a page past the end of a file truncated
+    meanwhile (SIGBUS) declines the scan: the file is then read again, as one scanner reads
+    it."""
     with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        opening = _opening(data[:4096])
-        plan = _Plan(_Mapped(data, size), chunk_marks(size, chunk_bytes, count), opening)
+        opening = _opening(file.read(4096))
+        mapped = _Mapped(data, size, opening)
+        plan = _Plan(mapped, chunk_marks(size, chunk_bytes, count), opening)
         workers = [pool.submit(plan.work) for _ in range(count)]
         try:
             for done in plan.finished(count):
@@ -302,12 +321,13 @@ class _Plan:
         if end - claimed < MIN_STEAL_BYTES:
             return None
         half = max(claimed + (end - claimed) // 2, self.mapped.events)
-        found = _BOUNDARY.search(self.mapped.data, half, end)
+        found = _boundary(self.mapped.data, half, end)
         if found is None:
             return None
-        cut, start = found.start() + 1, found.end() - 1
+        close, start = found
+        cut = close + 1
         with victim.lock:
-            if victim.claimed > found.start() or victim.end != end:
+            if victim.claimed > close or victim.end != end:
                 return None  # its scanner got there first
             stolen = _Running(start, end, first=False, last=victim.last)
             victim.end, victim.last = cut, False
@@ -364,20 +384,40 @@ def _opening(head: bytes) -> bytes:
     return head[:1]
 
 
-def _events_key(data: bytes | mmap.mmap) -> int:
+def _events_key(data: mmap.mmap) -> int:
     """Where the ``traceEvents`` key is (0 if not found): no cut before it (the top-level
     metadata, such as a long ``distributedInfo``, holds lists of objects too)."""
-    return max(0, data.find(b'"traceEvents"'))
+    try:
+        at: int = _scan.find_bytes(data, b'"traceEvents"', 0)
+    except _scan.Unsupported:
+        raise _Rejected from None
+    return max(0, at)
+
+
+def _boundary(data: mmap.mmap, start: int, end: int = -1) -> tuple[int, int] | None:
+    """The positions of the ``}`` and the ``{`` of the first candidate boundary in
+    ``data[start:end]`` (None when there is none). The mapped file's pages are read in C, where
+    a file truncated meanwhile declines the scan instead of killing the process (SIGBUS)."""
+    try:
+        found: tuple[int, int] | None = _scan.find_boundary(data, start, end)
+    except _scan.Unsupported:
+        raise _Rejected from None
+    return found
 
 
 class _Mapped:
     """The mapped file, and dropping a scanned chunk's pages from this process."""
 
-    def __init__(self, data: mmap.mmap, size: int) -> None:
+    def __init__(self, data: mmap.mmap, size: int, opening: bytes) -> None:
         self.data = data
         self.size = size
         self.page = mmap.PAGESIZE
-        self.events = _events_key(data)
+        # A bare array has no key: looking for one read every page of the file (a 175 MB
+        # array: 167 MB more mapped at once). An object's key is near its start, else the
+        # pages the search read are dropped again.
+        self.events = 0 if opening == b"[" else _events_key(data)
+        if self.events > BLOCK_BYTES or (opening != b"[" and not self.events):
+            self.drop(0, self.events or size)
 
     def drop(self, start: int, end: int) -> int:
         """Drop the pages that hold bytes ``start`` to ``end`` from this process (a page
@@ -397,14 +437,14 @@ def _plain_chunk(mapped: _Mapped, index: int, marks: list[int]) -> _Chunk | None
     if index == 0:
         start = 0
     else:
-        first = _BOUNDARY.search(data, max(low, mapped.events))
-        if first is None or first.start() >= high:
+        first = _boundary(data, max(low, mapped.events))
+        if first is None or first[0] >= high:
             return None  # no boundary in this chunk's range: the chunk before takes it all
-        start = first.end() - 1
-    following = _BOUNDARY.search(data, max(high, mapped.events)) if high < size else None
+        start = first[1]
+    following = _boundary(data, max(high, mapped.events)) if high < size else None
     if following is None:  # the last chunk: to the end of the file
         return _Chunk(index, data, start, size, last=True)
-    return _Chunk(index, data, start, following.start() + 1, last=False)
+    return _Chunk(index, data, start, following[0] + 1, last=False)
 
 
 # --- chunks of a gzip stream ------------------------------------------------------------------
