@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -393,7 +394,8 @@ half = size // 2
 # three chunks, no steals: when the file shrinks while they are scanned, a scanner's own read
 # past the new end is what fails
 parallel.MIN_CHUNK_BYTES = parallel.MAX_CHUNK_BYTES = size // 3
-parallel.BLOCK_BYTES = 16 * 1024
+# small blocks: every feed under 4 kB, where the scanner keeps the GIL
+parallel.BLOCK_BYTES = 2048 if when == "small feeds" else 16 * 1024
 parallel.MIN_STEAL_BYTES = size
 if when == "cut":  # before the chunks are cut
     init = parallel._Plan.__init__
@@ -416,7 +418,7 @@ except Exception as exc:
 """
 
 
-@pytest.mark.parametrize("when", ["cut", "scan"])
+@pytest.mark.parametrize("when", ["cut", "scan", "small feeds"])
 def test_a_file_truncated_while_it_is_read_is_an_error_not_a_crash(
     tmp_path: Path, when: str
 ) -> None:
@@ -431,3 +433,79 @@ def test_a_file_truncated_while_it_is_read_is_an_error_not_a_crash(
     with pytest.raises(TraceAnalyzeError) as one:  # the truncated file, read by one scanner
         parse_file(path, threads=1)
     assert done.stdout.strip() == f"{type(one.value).__name__} {one.value}"
+
+
+def test_a_file_emptied_before_it_is_mapped_is_the_empty_file_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_trace(tmp_path, _steps(1500))
+    Chunked(monkeypatch, path.stat().st_size // 4)
+    mapped = parallel._mapped
+
+    def emptied_first(file: Any) -> Any:
+        os.truncate(path, 0)
+        return mapped(file)
+
+    monkeypatch.setattr(parallel, "_mapped", emptied_first)
+    with pytest.raises(TraceAnalyzeError) as threaded:
+        parse_file(path, threads=3)
+    with pytest.raises(TraceAnalyzeError) as one:
+        parse_file(path, threads=1)
+    assert (type(threaded.value), str(threaded.value)) == (type(one.value), str(one.value))
+
+
+# SIGBUS that is not a guarded read's: as if the scanner's handler were not there.
+_CHAINED = """
+import mmap, os, signal, sys
+if sys.argv[1] == "python handler":
+    signal.signal(signal.SIGBUS, lambda *_: print("handled", flush=True))
+from traceanalyze.load import _scan
+os.kill(os.getpid(), signal.SIGBUS)
+print("alive", flush=True)
+# the guard is still there: a read of a truncated mapped file declines
+with open(sys.argv[2], "rb") as file:
+    data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    os.truncate(sys.argv[2], 0)
+    try:
+        _scan.find_boundary(data, 0, -1)
+    except _scan.Unsupported:
+        print("declined", flush=True)
+"""
+
+
+@pytest.mark.parametrize("before", ["default", "python handler"])
+def test_a_sigbus_sent_by_kill_goes_where_it_went_before(tmp_path: Path, before: str) -> None:
+    path = tmp_path / "pages.bin"
+    path.write_bytes(b"x" * 65536)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHAINED, before, str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if before == "default":
+        # killed as without the scanner (by the default action, or by a sanitizer's handler)
+        bare = subprocess.run(
+            [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGBUS)"],
+            check=False,
+            capture_output=True,
+        )
+        assert done.returncode == bare.returncode != 0
+        assert "alive" not in done.stdout
+    else:
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split() == ["handled", "alive", "declined"]
+
+
+def test_progress_never_goes_back_when_msgspec_reads_a_declined_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # begin/end pairs: the scanner declines the file, then the msgspec path reads it all again
+    events: list[dict[str, object]] = [*_steps(1500)]
+    events.append({"ph": "B", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1})
+    events.append({"ph": "E", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2})
+    path = write_trace(tmp_path, events)
+    Chunked(monkeypatch, path.stat().st_size // 4)
+    seen: list[int] = []
+    parse_file(path, progress=lambda done, total: seen.append(done), threads=3)
+    assert seen == sorted(seen) and len(seen) == len(set(seen))

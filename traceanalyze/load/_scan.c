@@ -1620,20 +1620,38 @@ static void Scanner_dealloc(Scanner *self) {
 /* Set while this thread reads a guarded input. Volatile, and fenced where it is set and
  * cleared: the compiler sees no reader of it between the two (the handler is invisible to
  * it), and without these would drop the first store and move the input's reads past it. */
-static __thread sigjmp_buf *volatile bus_jump;
+#if defined(__GNUC__) && defined(__linux__)
+/* initial-exec: the handler reads it without __tls_get_addr, which may allocate */
+#define BUS_TLS __thread __attribute__((tls_model("initial-exec")))
+#else
+#define BUS_TLS __thread
+#endif
+static BUS_TLS sigjmp_buf *volatile bus_jump;
 #define BUS_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 static struct sigaction bus_before;
 
+/* A SIGBUS that is not a guarded read's goes where it would have gone without this handler:
+ * to the handler before it, called as it expects; with no handler before it, the default
+ * (the process ends) or, where it was ignored, nothing for a signal sent with kill(). */
 static void on_bus(int sig, siginfo_t *info, void *context) {
     sigjmp_buf *jump = bus_jump;
-    (void)sig;
-    (void)info;
-    (void)context;
     if (jump) {
         bus_jump = NULL;
         siglongjmp(*jump, 1);
     }
+    if (bus_before.sa_flags & SA_SIGINFO) {
+        bus_before.sa_sigaction(sig, info, context);
+        return;
+    }
+    if (bus_before.sa_handler != SIG_DFL && bus_before.sa_handler != SIG_IGN) {
+        bus_before.sa_handler(sig);
+        return;
+    }
+    int sent = info && info->si_code <= 0; /* kill(), raise(): not a fault */
+    if (bus_before.sa_handler == SIG_IGN && sent) return;
+    /* the default action: a fault repeats under it, a sent signal is sent again */
     sigaction(SIGBUS, &bus_before, NULL);
+    if (sent) raise(sig);
 }
 
 static int guard_install(void) {
@@ -1759,7 +1777,7 @@ static PyObject *Scanner_feed(Scanner *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*|p", &view, &final)) return NULL;
     Py_ssize_t done;
     if (view.len < FEED_WITH_GIL) {
-        done = scan(self, view.buf, view.len, final);
+        done = guarded_scan(self, view.buf, view.len, final); /* a mapped file's last bytes too */
     } else {
         Py_BEGIN_ALLOW_THREADS
         done = guarded_scan(self, view.buf, view.len, final);

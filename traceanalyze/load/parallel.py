@@ -49,7 +49,7 @@ from typing import Any
 
 from traceanalyze.load import fast
 from traceanalyze.load.scanned import Scanned
-from traceanalyze.load.source import GZIP_MAGIC, ByteProgress, chunks
+from traceanalyze.load.source import GZIP_MAGIC, ByteProgress, chunks, never_back
 
 try:
     from traceanalyze.load import _scan  # type: ignore[attr-defined]
@@ -134,7 +134,7 @@ def scan_file(
     if _scan is None or count == 1:
         return fast.scan_file(path, progress)
     # a file scanned again whole after its chunks reported bytes must not go back
-    progress = _never_back(progress) if progress else None
+    progress = never_back(progress) if progress else None
     try:
         with open(path, "rb") as file:
             head = file.read(2)
@@ -159,19 +159,6 @@ def scan_file(
         return fast.scan_file(path, progress)
     except OSError:
         return fast.scan_file(path, progress)  # which names the read error precisely
-
-
-def _never_back(progress: ByteProgress) -> ByteProgress:
-    """``progress``, called only with more bytes done than any call before."""
-    done = -1
-
-    def forward(now: int, total: int) -> None:
-        nonlocal done
-        if now > done:
-            done = now
-            progress(now, total)
-
-    return forward
 
 
 # --- chunks of a plain file ---------------------------------------------------------------
@@ -203,7 +190,7 @@ def _scan_plain(
     scanners, and the searches for cuts), where a page past the end of a file truncated
     meanwhile (SIGBUS) declines the scan: the file is then read again, as one scanner reads
     it."""
-    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with open(path, "rb") as file, _mapped(file) as data:
         opening = _opening(file.read(4096))
         mapped = _Mapped(data, size, opening)
         plan = _Plan(mapped, chunk_marks(size, chunk_bytes, count), opening)
@@ -220,6 +207,15 @@ def _scan_plain(
         if progress:
             progress(size, size)
         return _merge([result for _, result in sorted(plan.results, key=lambda r: r[0])])
+
+
+def _mapped(file: Any) -> mmap.mmap:
+    """``file`` mapped read-only; a file emptied since its size was read declines (mmap
+    refuses an empty file, and one scanner then says what the file is)."""
+    try:
+        return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    except ValueError:
+        raise _Rejected from None
 
 
 def chunk_marks(size: int, chunk_bytes: int, count: int) -> list[int]:

@@ -13,7 +13,7 @@ from traceanalyze.load.chunks import scan_document
 from traceanalyze.load.decode import FIX_NOT_A_TRACE, gc_paused
 from traceanalyze.load.metadata import BadRankError, device_frame, rank_of, trace_meta
 from traceanalyze.load.scanned import Scanned
-from traceanalyze.load.source import ByteProgress
+from traceanalyze.load.source import ByteProgress, never_back
 from traceanalyze.trace import Trace
 
 # Called with a stage name ("decode", "frames", "link") after each stage.
@@ -43,6 +43,7 @@ def scan(
     threads: int | None = None,
 ) -> Scanned:
     """The column pieces of ``path``: from the C scanner when it takes the file, else msgspec."""
+    progress = never_back(progress) if progress else None  # msgspec after the scanner declined
     if native and fast.AVAILABLE:
         try:
             return parallel.scan_file(path, progress, threads)

@@ -31,6 +31,22 @@ _MIN_ROOM_BYTES = 64 * 1024
 _GZIP_READ_BYTES = 1024 * 1024
 
 ByteProgress = Callable[[int, int], None]
+
+
+def never_back(progress: ByteProgress) -> ByteProgress:
+    """``progress``, called only with more bytes done than any call before (a file read again
+    by another decoder after a first one declined it starts its count again)."""
+    done = -1
+
+    def forward(now: int, total: int) -> None:
+        nonlocal done
+        if now > done:
+            done = now
+            progress(now, total)
+
+    return forward
+
+
 INFLATE_ENV = "TRACEANALYZE_INFLATE"
 
 
