@@ -166,14 +166,12 @@ def scan_file(
 
 @dataclass
 class _Chunk:
-    """A chunk's bytes: ``data[start:end]``, or (a gzip stream's) ``parts`` fed in order."""
+    """A gzip stream's chunk: the views of the inflated pieces it spans, fed in order (a plain
+    file's chunks are :class:`_Running`)."""
 
     index: int
-    data: bytes | mmap.mmap
-    start: int
-    end: int
     last: bool
-    parts: list[memoryview] | None = None
+    parts: list[memoryview]
 
 
 def _scan_plain(
@@ -298,10 +296,9 @@ class _Plan:
     def take(self) -> _Running | None:
         with self.lock:
             while self.next < len(self.marks) - 1:
-                chunk = _plain_chunk(self.mapped, self.next, self.marks)
+                running = _plain_chunk(self.mapped, self.next, self.marks)
                 self.next += 1
-                if chunk is not None:
-                    running = _Running(chunk.start, chunk.end, chunk.index == 0, chunk.last)
+                if running is not None:
                     self.running.append(running)
                     return running
             return self.steal()
@@ -425,22 +422,21 @@ class _Mapped:
         return end
 
 
-def _plain_chunk(mapped: _Mapped, index: int, marks: list[int]) -> _Chunk | None:
+def _plain_chunk(mapped: _Mapped, index: int, marks: list[int]) -> _Running | None:
     """Chunk ``index`` of the file, cut near ``marks[index]`` and ``marks[index + 1]`` (None
     when an earlier chunk reaches past its start)."""
-    data, size = mapped.data, mapped.size
     low, high = marks[index], marks[index + 1]
     if index == 0:
         start = 0
     else:
-        first = _boundary(data, max(low, mapped.events))
+        first = _boundary(mapped.data, max(low, mapped.events))
         if first is None or first[0] >= high:
             return None  # no boundary in this chunk's range: the chunk before takes it all
         start = first[1]
-    following = _boundary(data, max(high, mapped.events)) if high < size else None
+    following = _boundary(mapped.data, max(high, mapped.events)) if high < mapped.size else None
     if following is None:  # the last chunk: to the end of the file
-        return _Chunk(index, data, start, size, last=True)
-    return _Chunk(index, data, start, following[0] + 1, last=False)
+        return _Running(start, mapped.size, first=index == 0, last=True)
+    return _Running(start, following[0] + 1, first=index == 0, last=False)
 
 
 # --- chunks of a gzip stream ------------------------------------------------------------------
@@ -466,16 +462,14 @@ def _gzip_pieces(path: Path, chunk_bytes: int, progress: ByteProgress | None) ->
             seam = piece[-len(_EVENTS_KEY) :]
         at = max(at, chunk_bytes - size) if keyed else len(piece)
         while at < len(piece) and (found := _BOUNDARY.search(piece, at)) is not None:
-            yield _Chunk(
-                index, b"", 0, 0, last=False, parts=[*earlier, view[begin : found.start() + 1]]
-            )
+            yield _Chunk(index, last=False, parts=[*earlier, view[begin : found.start() + 1]])
             index += 1
             earlier, size = [], 0
             begin = found.end() - 1
             at = begin + chunk_bytes
         earlier.append(view[begin:])
         size += len(piece) - begin
-    yield _Chunk(index, b"", 0, 0, last=True, parts=earlier)
+    yield _Chunk(index, last=True, parts=earlier)
 
 
 _EVENTS_KEY = b'"traceEvents"'
@@ -520,7 +514,6 @@ def _scan_chunk(chunk: _Chunk, opening: bytes) -> _Result:
     """A gzip stream's chunk scanned as a small document of its own (see the module doc): its
     opening, its parts fed in order (joined only where an event straddles two), its closing;
     the whole chunk consumed unless it is the last."""
-    assert chunk.parts is not None
     scanner = _scan.Scanner(fast.KINDS)
     bare = opening == b"["
     try:
