@@ -12,7 +12,8 @@ from click.testing import CliRunner
 import traceanalyze
 from tests.conftest import public_trace_files
 from tests.micro import annotation, call, kernel, load, op
-from traceanalyze.analyses.accounting import DEFINITIONS, iteration_times
+from traceanalyze.analyses.step.definitions import DEFINITIONS
+from traceanalyze.analyses.step.times import step_times
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.analyses.summary import WHOLE_TRACE_NOTE, summary

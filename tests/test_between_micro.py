@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from tests.micro import annotation, call, kernel, load, op, write_trace
-from traceanalyze.analyses.accounting import mean_per_iter
+from traceanalyze.analyses.step.model import mean_per_iter
 from traceanalyze.analyses.between.idle import device_gaps, idle_breakdown
 from traceanalyze.analyses.between.launches import launch_events, launch_outliers, launch_table
 from traceanalyze.analyses.between.streams import stream_table

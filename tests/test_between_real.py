@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 import traceanalyze
-from traceanalyze.analyses.accounting import mean_per_iter
+from traceanalyze.analyses.step.model import mean_per_iter
 from traceanalyze.analyses.between.idle import idle_breakdown
 from traceanalyze.analyses.between.launches import launch_events, launch_table
 from traceanalyze.analyses.between.streams import stream_table

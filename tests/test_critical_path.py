@@ -17,7 +17,7 @@ from polars.testing import assert_frame_equal
 import traceanalyze
 from tests.conftest import public_trace_files
 from tests.micro import annotation, call, kernel, op, write_trace
-from traceanalyze.analyses.accounting import iteration_times, mean_per_iter
+from traceanalyze.analyses.step.model import mean_per_iter, step_model
 from traceanalyze.analyses.between.critical_graph import _sorted_points, _step_end
 from traceanalyze.analyses.between.critical_path import (
     NO_SYNC,

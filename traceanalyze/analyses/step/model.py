@@ -278,3 +278,8 @@ def gpu_busy_pct_of_wall(model: StepModel, median_ms: float | None) -> float | N
     busy = model.means["gpu_busy_us_per_iter"]
     wall = median_ms * 1e3 if median_ms else model.means["wall_us_per_iter"]
     return min(busy / wall * 100, 100.0) if wall > 0 else None
+
+
+def mean_per_iter(trace: Trace, column: str) -> float:
+    """The mean per counted step of one step-table column (``wall_us``, ``gpu_busy_us``, ...)."""
+    return step_model(trace).means[f"{column}_per_iter"]
