@@ -58,7 +58,7 @@ from traceanalyze.analyses.roofline.model import Roofline
 from traceanalyze.analyses.roofline.model import roofline as roofline_of
 from traceanalyze.analyses.stacks import StacksResult
 from traceanalyze.analyses.stacks import stacks as stacks_of
-from traceanalyze.analyses.summary import Summary, summary_with_wall
+from traceanalyze.analyses.summary import Summary, summary_with_wall, verdict_fields
 from traceanalyze.analyses.variants.compare import comparison, steady_median_ms
 from traceanalyze.analyses.variants.diff import TraceDiff
 from traceanalyze.analyses.variants.diff import diff as diff_traces
@@ -413,7 +413,13 @@ def idle(
     x: Input, *, largest: int = LARGEST_GAPS, loading: Loading | None = None
 ) -> IdleResult | PerVariant[IdleResult]:
     """The GPU's idle time per iteration split by cause, per stream, and the largest gaps."""
-    return _each(x, loading, lambda s: idle_breakdown(s.trace, largest))
+    return _each(
+        x,
+        loading,
+        lambda s: replace(
+            idle_breakdown(s.trace, largest), bound=verdict_fields(s.trace, s.median_ms)["bound"]
+        ),
+    )
 
 
 def stacks(
@@ -464,7 +470,8 @@ def critical_path(x: PathLike | Trace, *, loading: Loading | None = None) -> Cri
     >>> path.iterations.height
     3
     """
-    return critical_path_of(one_trace(x, loading))
+    trace = one_trace(x, loading)
+    return replace(critical_path_of(trace), **verdict_fields(trace, _capture_median(trace)))
 
 
 def comms(x: PathLike | Trace, *, loading: Loading | None = None) -> Comms:

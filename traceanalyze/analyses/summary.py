@@ -246,6 +246,13 @@ def wall_verdict(model: StepModel, median_ms: float | None) -> dict[str, Any]:
     }
 
 
+def verdict_fields(trace: Trace, median_ms: float | None) -> dict[str, Any]:
+    """``bound``, ``bound_margin_pct`` and ``bound_note`` as `summary` gives them for
+    ``trace`` against ``median_ms``: what every command that states a bound shows."""
+    fields = wall_verdict(step_model(trace), median_ms)
+    return {key: fields[key] for key in ("bound", "bound_margin_pct", "bound_note")}
+
+
 def summary_with_wall(trace: Trace, median_ms: float | None) -> Summary:
     """The summary, its wall share and bound verdict against the capture's median where
     given (``wall_source`` says which): what the summary and check commands report."""

@@ -4,7 +4,7 @@ counted" both print these (a test keeps the README in step), so a figure is defi
 from __future__ import annotations
 
 from traceanalyze.analyses.step.verdict import (
-    AGREEING_STEPS_MIN_PCT,
+    AGREEING_STEPS,
     BUSY_OVER_WALL_TOLERANCE_PCT,
     GPU_BOUND_MIN_PCT,
 )
@@ -54,7 +54,8 @@ DEFINITIONS: dict[str, str] = {
     f"{GPU_BOUND_MIN_PCT:g}% of the wall; else `communication-bound`, `CPU-bound` or "
     "`sync-bound` for the side holding more than half of the rest; else `balanced`; `cannot "
     "tell` without GPU activity, without launch calls to tell why the GPU waited, with one "
-    f"step only, or where fewer than {AGREEING_STEPS_MIN_PCT:.0f}% of the steps agree. Against "
+    f"step only, or where fewer than {AGREEING_STEPS[0]} in {AGREEING_STEPS[1]} steps agree. "
+    "Against "
     "a capture's median, the GPU side keeps its traced time and the rest of the median is the "
     "host's, split as the trace's gaps are",
     "bound_margin_pct": "how many points of the wall's split would have to move for the "

@@ -26,7 +26,7 @@ from traceanalyze.analyses.step.gaps import CAUSE_NAMES, HOST, window_gaps
 from traceanalyze.analyses.step.syncs import priced_calls, sync_table
 from traceanalyze.analyses.step.times import STEP_COLUMNS
 from traceanalyze.analyses.step.verdict import (
-    AGREEING_STEPS_MIN_PCT,
+    AGREEING_STEPS,
     BUSY_OVER_WALL_TOLERANCE_PCT,
     CANNOT_TELL,
     SIDES,
@@ -90,14 +90,17 @@ def _model(trace: Trace) -> StepModel:
     steps = _with_verdicts(_with_idle_causes(rows, gaps))
     calls = priced_calls(trace)
     means = _means(steps)
-    verdict = _verdict(steps, means, gaps, calls)
+    launched = bool(trace.gpu["linked"].fill_null(value=False).any())
+    verdict = _verdict(steps, means, gaps, calls, launched=launched)
     return StepModel(steps, gaps, calls, means, verdict, WALL_FROM_TRACE)
 
 
 @per_trace
 def _all_gaps(regions: Trace) -> pl.DataFrame:
-    # Over every step of the regions (windows depend on the steps before them), once a trace.
-    return window_gaps(regions, step_windows(regions))
+    # Over every step of the regions (windows depend on the steps before them), once a trace;
+    # a rank with no GPU activity at all has no GPU timeline, so no gaps.
+    windows = step_windows(regions).join(regions.gpu.select("rank").unique(), on="rank")
+    return window_gaps(regions, windows)
 
 
 def _with_idle_causes(rows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
@@ -139,41 +142,62 @@ def _per_step(means: Mapping[str, float]) -> dict[str, float]:
 
 
 def _verdict(
-    steps: pl.DataFrame, means: Mapping[str, float], gaps: pl.DataFrame, calls: pl.DataFrame
+    steps: pl.DataFrame,
+    means: Mapping[str, float],
+    gaps: pl.DataFrame,
+    calls: pl.DataFrame,
+    *,
+    launched: bool,
 ) -> Verdict:
+    """The steps' verdict: the one at least two in three steps share (each step judged on its
+    own split), its margin and evidence from those steps' split; else ``cannot tell``."""
     parts = _per_step(means)
     times = side_times(parts)
     shares = shares_of(times)
-    evidence = describe(times, parts)
-    missing = _missing_evidence(steps, gaps, shares)
+    missing = _missing_evidence(steps, gaps, shares, launched)
     if missing is not None:
-        return Verdict(CANNOT_TELL, None, shares, f"{missing}; {evidence}")
-    bound, margin = judge(times)
-    notes = [f"{bound} by {margin:.1f} points: {evidence}", *_carried_in(steps, calls)]
-    if steps.height == 1:
-        return Verdict(
-            CANNOT_TELL,
-            None,
-            shares,
-            "one step only, and a verdict needs two or more that agree (profile more steps); "
-            f"that step alone: {'; '.join(notes)}",
-        )
-    agreeing = steps.filter(pl.col("bound") == bound).height
-    if agreeing / steps.height * 100 < AGREEING_STEPS_MIN_PCT:
-        counts = steps.group_by("bound").len().sort("len", "bound", descending=[True, False])
+        return Verdict(CANNOT_TELL, None, shares, f"{missing}; {describe(times, parts)}")
+    counts = steps.group_by("bound").len().sort("len", "bound", descending=[True, False])
+    bound, agreeing = counts.row(0)
+    share, out_of = AGREEING_STEPS
+    if steps.height == 1 or agreeing * out_of < steps.height * share:
+        judged, margin = judge(times)
+        said = [f"{judged} by {margin:.1f} points: {describe(times, parts)}"]
         split = ", ".join(f"{n} {b}" for b, n in counts.iter_rows())  # a few verdicts
-        return Verdict(
-            CANNOT_TELL,
-            None,
-            shares,
-            f"the steps disagree ({split} of {steps.height}); over all of them " + "; ".join(notes),
+        why = (
+            "one step only, and a verdict needs two or more that agree (profile more steps); "
+            "that step alone: "
+            if steps.height == 1
+            else f"the steps disagree ({split} of {steps.height}); over all of them: "
         )
-    return Verdict(bound, margin, shares, "; ".join(notes) + f"; {agreeing} of {steps.height} "
-                   "steps agree")  # fmt: skip
+        return Verdict(CANNOT_TELL, None, shares, why + "; ".join(said + _carried_in(steps, calls)))
+    agreed = _per_step(_means(steps.filter(pl.col("bound") == bound)))
+    agreed_times = side_times(agreed)
+    _, margin = judge(agreed_times)
+    notes = [
+        f"{bound} by {margin:.1f} points: {describe(agreed_times, agreed)}",
+        *_carried_in(steps, calls),
+        f"{agreeing} of {steps.height} steps agree{_dissent(steps, bound)}",
+    ]
+    return Verdict(bound, margin, shares_of(agreed_times), "; ".join(notes))
+
+
+def _dissent(steps: pl.DataFrame, bound: str) -> str:
+    """The steps whose own verdict differs, with why they stand out where they do."""
+    others = steps.filter(pl.col("bound") != bound)
+    if not others.height:
+        return ""
+    named = [
+        f"step {number} is {its}" + (f" ({flag})" if flag else "")
+        # The few steps that disagree.
+        for number, its, flag in others.select("iteration", "bound", "flag").head(3).iter_rows()
+    ]
+    more = f" and {others.height - 3} more" if others.height > 3 else ""
+    return ": " + ", ".join(named) + more
 
 
 def _missing_evidence(
-    steps: pl.DataFrame, gaps: pl.DataFrame, shares: Mapping[str, float]
+    steps: pl.DataFrame, gaps: pl.DataFrame, shares: Mapping[str, float], launched: bool
 ) -> str | None:
     """Why no verdict can be given, or None."""
     if not steps.height or float(steps["gpu_busy_us"].sum()) <= 0:
@@ -182,7 +206,7 @@ def _missing_evidence(
         return None
     # Gaps whose next work has no launch call read as queued: with no launch call recorded at
     # all, nothing tells whether the GPU waited for the host.
-    if not steps["launch_us"].sum() and float(gaps["gap_ns"].sum()) > 0:
+    if not launched and float(gaps["gap_ns"].sum()) > 0:
         return "the trace records no launch calls, so why the GPU waited cannot be told"
     return None
 

@@ -4,7 +4,8 @@ The window's figures (:mod:`.window`, :mod:`.split`), in µs:
 
 * ``wall_us``: the window's length, the step's period on the timeline;
 * ``gpu_busy_us``: time at least one GPU activity of the rank runs in the window, whatever its
-  launch time; ``gpu_idle_us`` = ``wall_us`` - ``gpu_busy_us``;
+  launch time; ``gpu_idle_us`` = ``wall_us`` - ``gpu_busy_us`` (0 on a rank whose trace holds
+  no GPU activity at all: no GPU timeline was recorded, so none is idle);
 * ``compute_us``, ``exposed_communication_us``, ``exposed_copy_us``: the busy time split by
   what runs (they add up to ``gpu_busy_us``); ``communication_us``: all collective time in the
   window, hidden under compute or not;
@@ -50,12 +51,17 @@ def step_times(trace: Trace) -> pl.DataFrame:
     """
     windows = step_windows(trace)
     split = window_split(trace, windows)
+    recorded = trace.gpu.select("rank").unique().with_columns(_recorded=pl.lit(value=True))
     us = {name.removesuffix("_ns") + "_us": pl.col(name) / 1e3 for name in SPLIT_COLUMNS}
     window = (
         windows.lazy()
         .join(split, on=STEP, how="left")
         .with_columns(wall_us=(pl.col("hi_ns") - pl.col("lo_ns")).fill_null(0) / 1e3, **us)
-        .with_columns(gpu_idle_us=pl.col("wall_us") - pl.col("gpu_busy_us"))
+        .join(recorded.lazy(), on="rank", how="left")
+        .with_columns(
+            gpu_idle_us=pl.when(pl.col("_recorded")).then(pl.col("wall_us") - pl.col("gpu_busy_us"))
+        )
+        .with_columns(pl.col("gpu_idle_us").fill_null(0.0))
     )
     return (
         iteration_times(trace)

@@ -35,8 +35,8 @@ BOUNDS = (GPU_BOUND, COMMUNICATION_BOUND, CPU_BOUND, SYNC_BOUND, BALANCED, CANNO
 
 # The GPU side bounds the step when it holds at least this share of the wall time.
 GPU_BOUND_MIN_PCT = 80.0
-# A verdict over several steps holds when at least this share of the steps has it.
-AGREEING_STEPS_MIN_PCT = 200 / 3
+# A verdict over several steps holds when at least this share of the steps has it (2 of 3).
+AGREEING_STEPS = (2, 3)
 # A profiled run's GPU time may exceed an unprofiled capture median by a few percent; beyond
 # this the two do not describe the same work and no verdict is given.
 BUSY_OVER_WALL_TOLERANCE_PCT = 10.0
