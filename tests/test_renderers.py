@@ -53,16 +53,20 @@ def test_cold_markdown(capture: VariantSet) -> None:
 
 def test_comparison_markdown(capture: VariantSet) -> None:
     lines = COMPARISON.render(comparison(capture.variants), "md").splitlines()
-    # GPU busy 120 and 180 µs per iteration: cuDNN's speed-up is 120 / 180 = 0.67.
+    # Each call (call1, call2, ...) is a step: 60 µs of GPU busy time a step in both, so a
+    # speed-up of 1; wall time from the steps' windows, 400 against 443.3 µs: 0.90.
     assert lines[:4] == [
         "| variant | GPU busy µs/iter | speed-up | speed-up wall | bound | kernels/iter | "
         "memcpy/iter | fused kernel |",
         "|---|---:|---:|---:|---|---:|---:|---|",
-        "| naive | 120 | 1.00 | 1.00 | CPU-bound | 2 | 0 | — |",
-        "| sdpa_cudnn | 180 | 0.67 | 0.58 | CPU-bound | 3 | 0 | "
+        "| naive | 60 | 1 | 1.00 | CPU-bound | 1 | 0 | — |",
+        "| sdpa_cudnn | 60 | 1 | 0.90 | CPU-bound | 1 | 0 | "
         "cudnn_generated_fort_native_sdpa_sm90_flash_fpr… |",
     ]
-    assert "- `naive`: GPU busy time 15% of the wall time (the trace's iteration span)" in lines
+    assert (
+        "- `naive`: CPU-bound by 42.5 points: of the wall, GPU 15.0% (compute 15.0%), CPU 85.0% "
+        "(host 85.0%); 2 of 2 steps agree"
+    ) in lines
 
 
 def test_roofline_markdown(tmp_path: Path) -> None:
