@@ -481,8 +481,8 @@ def bound(report: Report) -> list[Evidence]:
         return []
     row = variant.row or {}
     verdict = row.get("bound") or variant.summary.get("bound")
-    if not verdict:
-        return []
+    if not verdict or not variant.summary.get("gpu_busy_us_per_iter"):
+        return []  # no GPU activity: nothing to say of what bounds it
     figures = variant.summary
     busy, wall = figures["gpu_busy_us_per_iter"], figures["wall_us_per_iter"]
     whole = figures["iteration_source"] == IterationSource.WHOLE_TRACE

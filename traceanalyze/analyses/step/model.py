@@ -162,7 +162,7 @@ def _verdict(
     share, out_of = AGREEING_STEPS
     if steps.height == 1 or agreeing * out_of < steps.height * share:
         judged, margin = judge(times)
-        said = [f"{judged} by {margin:.1f} points: {describe(times, parts)}"]
+        said = [f"{describe(times, parts)}, {judged} by {margin:.1f} points"]
         split = ", ".join(f"{n} {b}" for b, n in counts.iter_rows())  # a few verdicts
         why = (
             "one step only, and a verdict needs two or more that agree (profile more steps); "
@@ -175,7 +175,7 @@ def _verdict(
     agreed_times = side_times(agreed)
     _, margin = judge(agreed_times)
     notes = [
-        f"{bound} by {margin:.1f} points: {describe(agreed_times, agreed)}",
+        f"{describe(agreed_times, agreed)} ({WALL_FROM_TRACE}); margin {margin:.1f} points",
         *_carried_in(steps, calls),
         f"{agreeing} of {steps.height} steps agree{_dissent(steps, bound)}",
     ]
@@ -271,7 +271,8 @@ def against_wall(model: StepModel, median_ms: float | None, steady: bool = False
     times = side_times(scaled)
     bound, margin = judge(times)
     over = (
-        f"; the profiled GPU time exceeds it by {gpu_side / wall_us * 100 - 100:.1f}%"
+        f"; the profiled GPU time exceeds it by {gpu_side / wall_us * 100 - 100:.1f}%, the GPU "
+        "side is capped at the wall"
         if gpu_side > wall_us
         else ""
     )
@@ -279,8 +280,8 @@ def against_wall(model: StepModel, median_ms: float | None, steady: bool = False
         bound,
         margin,
         shares_of(times),
-        f"{bound} by {margin:.1f} points against the {source} ({wall_us:,.1f} µs){over}: "
-        + describe(times, scaled),
+        f"{describe(times, scaled)} (wall: {source}, {wall_us:,.1f} µs{over}); margin "
+        f"{margin:.1f} points",
     )
 
 

@@ -128,7 +128,7 @@ def describe(times: Mapping[str, float], parts: Mapping[str, float]) -> str:
         ]
         detail = f" ({', '.join(inner)})" if inner else ""
         pieces.append(f"{SIDE_LABELS[side.name]} {share:.1f}%{detail}")
-    return "of the wall, " + ", ".join(pieces)
+    return ", ".join(pieces) + " of the wall"
 
 
 SIDE_LABELS = {"gpu": "GPU", "communication": "communication", "cpu": "CPU", "sync": "sync"}
