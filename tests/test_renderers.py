@@ -64,8 +64,8 @@ def test_comparison_markdown(capture: VariantSet) -> None:
         "cudnn_generated_fort_native_sdpa_sm90_flash_fpr… |",
     ]
     assert (
-        "- `naive`: CPU-bound by 42.5 points: of the wall, GPU 15.0% (compute 15.0%), CPU 85.0% "
-        "(host 85.0%); 2 of 2 steps agree"
+        "- `naive`: CPU-bound: GPU 15.0% (compute 15.0%), CPU 85.0% (host 85.0%) of the wall (the "
+        "trace's step windows); margin 42.5 points; 2 of 2 steps agree"
     ) in lines
 
 

@@ -96,7 +96,7 @@ def _bound_lines(table: pl.DataFrame) -> str:
     if not others.height:
         return ""
     rows = others.select("variant", "bound", "bound_note").rows()  # one row per variant
-    lines = [f"- `{variant}`: {note}" for variant, _, note in rows]
+    lines = [f"- `{variant}`: {bound}: {note}" for variant, bound, note in rows]
     return (
         "Not GPU-bound (a faster kernel alone will not shorten these steps, or the trace cannot "
         "tell):\n\n" + "\n".join(lines) + "\n"
