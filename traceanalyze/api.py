@@ -688,6 +688,7 @@ def ranks(
         cache_dir=loading.cache_dir,
         straggler_pct=straggler_pct,
         align=align,
+        selection=loading.selection,
     )
 
 

@@ -22,13 +22,16 @@ import polars as pl
 from traceanalyze.analyses.activities import per_trace
 from traceanalyze.analyses.iterations import choice_of, counted
 from traceanalyze.analyses.stacks import frames_of_ops
-from traceanalyze.analyses.step.gaps import CAUSE_NAMES, HOST, window_gaps
+from traceanalyze.analyses.step.gaps import CAUSE_NAMES, HOST, QUEUED, window_gaps
 from traceanalyze.analyses.step.syncs import priced_calls, sync_table
 from traceanalyze.analyses.step.times import STEP_COLUMNS
 from traceanalyze.analyses.step.verdict import (
     AGREEING_STEPS,
     BUSY_OVER_WALL_TOLERANCE_PCT,
     CANNOT_TELL,
+    DISPATCH_MAX_NS,
+    QUEUED_DISPATCH,
+    QUEUED_WAITING,
     SIDES,
     Verdict,
     describe,
@@ -41,12 +44,20 @@ from traceanalyze.analyses.step.window import STEP, step_windows
 from traceanalyze.display import Shown
 from traceanalyze.trace import Trace
 
-IDLE_COLUMNS = tuple(idle_column(cause) for cause in CAUSE_NAMES)
+IDLE_COLUMNS = (
+    *(idle_column(cause) for cause in CAUSE_NAMES),
+    QUEUED_DISPATCH,
+    QUEUED_WAITING,
+)
 # Every figure with a mean per step.
 FIGURES = (*STEP_COLUMNS, *IDLE_COLUMNS)
 WALL_FROM_TRACE = "the trace's step windows"
 WALL_FROM_MEDIAN = "capture median"
 WALL_FROM_STEADY = "cold capture's steady median (one-off first calls left out)"
+WAITING_NOTE = (
+    "the GPU waits with work queued for most of the time it does not compute, on a dependency "
+    "the trace does not show (another stream's event, a host callback, a peer rank): "
+)
 # Carried-in work is named in the verdict's note when it is at least this share of the wall.
 CARRIED_IN_NOTE_MIN_PCT = 1.0
 
@@ -104,6 +115,14 @@ def _all_gaps(regions: Trace) -> pl.DataFrame:
 
 
 def _with_idle_causes(rows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
+    """Each step's idle time per cause, and its queued gaps split into the GPU's dispatch
+    (short) and waits on a dependency (long), for the verdict."""
+    queued = pl.col("cause") == QUEUED
+    waiting = queued & (pl.col("gap_ns") >= DISPATCH_MAX_NS)
+    split = gaps.group_by(STEP).agg(
+        (pl.col("gap_ns").filter(queued & ~waiting).sum() / 1e3).alias(QUEUED_DISPATCH),
+        (pl.col("gap_ns").filter(waiting).sum() / 1e3).alias(QUEUED_WAITING),
+    )
     by_cause = (
         gaps.group_by(*STEP, "cause")
         .agg(us=pl.col("gap_ns").sum() / 1e3)
@@ -113,8 +132,10 @@ def _with_idle_causes(rows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
     by_cause = by_cause.with_columns(pl.lit(0.0).alias(c) for c in missing).rename(
         {c: idle_column(c) for c in CAUSE_NAMES}
     )
-    return rows.join(by_cause, on=STEP, how="left").with_columns(
-        pl.col(*IDLE_COLUMNS).cast(pl.Float64).fill_null(0.0)
+    return (
+        rows.join(by_cause, on=STEP, how="left")
+        .join(split, on=STEP, how="left")
+        .with_columns(pl.col(*IDLE_COLUMNS).cast(pl.Float64).fill_null(0.0))
     )
 
 
@@ -175,10 +196,13 @@ def _verdict(
     agreed_times = side_times(agreed)
     _, margin = judge(agreed_times)
     notes = [
-        f"{describe(agreed_times, agreed)} ({WALL_FROM_TRACE}); margin {margin:.1f} points",
+        f"{describe(agreed_times, agreed)} ({WALL_FROM_TRACE})",
         *_carried_in(steps, calls),
         f"{agreeing} of {steps.height} steps agree{_dissent(steps, bound)}",
     ]
+    if bound == CANNOT_TELL:
+        return Verdict(bound, None, shares_of(agreed_times), WAITING_NOTE + "; ".join(notes))
+    notes[0] += f"; margin {margin:.1f} points"
     return Verdict(bound, margin, shares_of(agreed_times), "; ".join(notes))
 
 

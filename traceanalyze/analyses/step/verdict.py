@@ -1,15 +1,18 @@
 """What bounds a step: one verdict, its margin and its evidence, from the step's time split.
 
 A step's wall time splits into parts that add up (:mod:`.split`, :mod:`.gaps`), and each part
-belongs to one *side* (``SIDES``): the GPU (compute, exposed copies, and idle gaps whose work was
-already queued), communication (collectives no compute hides), the CPU (idle gaps waiting for
-the host: its work, its launches, its data loading) or synchronisation (idle gaps after a
-blocking sync). The verdict (``RULES``, in order):
+belongs to one *side* (``SIDES``): the GPU (compute, exposed copies, and short idle gaps before
+work already queued: dispatch), communication (collectives no compute hides), the CPU (idle gaps
+waiting for the host: its work, its launches, its data loading), synchronisation (idle gaps
+after a blocking sync) or waiting (longer gaps before work already queued: the GPU had work and
+waited on a dependency the trace does not show, another stream's event, a host callback, a
+peer). The verdict, in order:
 
 * ``GPU-bound`` when the GPU side holds at least ``GPU_BOUND_MIN_PCT`` of the wall: a faster
   kernel shortens the step;
 * else ``communication-bound``, ``CPU-bound`` or ``sync-bound``: the side that holds more than
-  half of the time the GPU side leaves;
+  half of the time the GPU side leaves (where that side is waiting, ``cannot tell``: the trace
+  does not show what the GPU waited for);
 * else ``balanced``: no side holds most of it;
 * ``cannot tell`` where the evidence is missing (no GPU activity, no launch calls to tell why
   the GPU waited), one step only, or steps that disagree.
@@ -23,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from traceanalyze.analyses.step.gaps import DATA_LOADING, HOST, LAUNCH, QUEUED, SYNC
+from traceanalyze.analyses.step.gaps import DATA_LOADING, HOST, LAUNCH, SYNC
 
 GPU_BOUND = "GPU-bound"
 COMMUNICATION_BOUND = "communication-bound"
@@ -35,6 +38,11 @@ BOUNDS = (GPU_BOUND, COMMUNICATION_BOUND, CPU_BOUND, SYNC_BOUND, BALANCED, CANNO
 
 # The GPU side bounds the step when it holds at least this share of the wall time.
 GPU_BOUND_MIN_PCT = 80.0
+# A gap before queued work shorter than this is the GPU's own dispatch between kernels (HTA's
+# kernel wait uses 30 µs by default); a longer one is a wait on a dependency.
+DISPATCH_MAX_NS = 10_000
+QUEUED_DISPATCH = "idle_queued_dispatch_us"
+QUEUED_WAITING = "idle_queued_waiting_us"
 # A verdict over several steps holds when at least this share of the steps has it (2 of 3).
 AGREEING_STEPS = (2, 3)
 # A profiled run's GPU time may exceed an unprofiled capture median by a few percent; beyond
@@ -58,14 +66,16 @@ class Side:
 
 
 SIDES: tuple[Side, ...] = (
-    Side("gpu", GPU_BOUND, ("compute_us", "exposed_copy_us", idle_column(QUEUED)),
-         "the GPU runs the step's kernels and copies, or has them queued"),
+    Side("gpu", GPU_BOUND, ("compute_us", "exposed_copy_us", QUEUED_DISPATCH),
+         "the GPU runs the step's kernels and copies, or dispatches the next one queued"),
     Side("communication", COMMUNICATION_BOUND, ("exposed_communication_us",),
          "collective kernels that no compute hides (their time includes waiting for peers)"),
     Side("cpu", CPU_BOUND, tuple(idle_column(c) for c in (HOST, LAUNCH, DATA_LOADING)),
          "the GPU waits for the host: its CPU work, its launches, its data loading"),
     Side("sync", SYNC_BOUND, (idle_column(SYNC),),
          "the GPU waits out the round trip of a blocking synchronisation"),
+    Side("waiting", CANNOT_TELL, (QUEUED_WAITING,),
+         "the GPU has work queued and waits on a dependency the trace does not show"),
 )  # fmt: skip
 OTHER_SIDES = SIDES[1:]
 
@@ -119,7 +129,7 @@ def describe(times: Mapping[str, float], parts: Mapping[str, float]) -> str:
     pieces = []
     for side in SIDES:
         share = times[side.name] / total * 100
-        if side.name in ("communication", "sync") and times[side.name] <= 0:
+        if side.name in ("communication", "sync", "waiting") and times[side.name] <= 0:
             continue
         inner = [
             f"{_label(p)} {float(parts.get(p) or 0.0) / total * 100:.1f}%"
@@ -131,11 +141,17 @@ def describe(times: Mapping[str, float], parts: Mapping[str, float]) -> str:
     return ", ".join(pieces) + " of the wall"
 
 
-SIDE_LABELS = {"gpu": "GPU", "communication": "communication", "cpu": "CPU", "sync": "sync"}
+SIDE_LABELS = {
+    "gpu": "GPU",
+    "communication": "communication",
+    "cpu": "CPU",
+    "sync": "sync",
+    "waiting": "waiting on queued work",
+}
 _LABELS = {
     "compute_us": "compute",
     "exposed_copy_us": "copies",
-    idle_column(QUEUED): "queued gaps",
+    QUEUED_DISPATCH: "dispatch gaps",
     idle_column(HOST): "host",
     idle_column(LAUNCH): "launch",
     idle_column(DATA_LOADING): "data loading",
