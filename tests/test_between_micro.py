@@ -15,13 +15,12 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from tests.micro import annotation, call, kernel, load, op, write_trace
-from traceanalyze.analyses.step.model import mean_per_iter
 from traceanalyze.analyses.between.idle import idle_breakdown
-from traceanalyze.analyses.step.model import step_model
 from traceanalyze.analyses.between.launches import launch_events, launch_outliers, launch_table
 from traceanalyze.analyses.between.streams import stream_table
 from traceanalyze.analyses.between.where import where_time_goes
 from traceanalyze.analyses.kernels import kernel_table
+from traceanalyze.analyses.step.model import mean_per_iter, step_model
 from traceanalyze.cli import main
 from traceanalyze.render.between.idle import where_time_goes_markdown
 

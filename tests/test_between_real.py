@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 
 import traceanalyze
-from traceanalyze.analyses.step.model import mean_per_iter
 from traceanalyze.analyses.between.idle import idle_breakdown
 from traceanalyze.analyses.between.launches import launch_events, launch_table
 from traceanalyze.analyses.between.streams import stream_table
 from traceanalyze.analyses.iterations import counted
+from traceanalyze.analyses.step.model import mean_per_iter
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((ROOT / "sample_traces").glob("h200_*/*.json.gz"))

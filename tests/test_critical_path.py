@@ -15,10 +15,9 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 import traceanalyze
-from traceanalyze import api
 from tests.conftest import public_trace_files
 from tests.micro import annotation, call, kernel, op, write_trace
-from traceanalyze.analyses.step.model import mean_per_iter, step_model
+from traceanalyze import api
 from traceanalyze.analyses.between.critical_graph import _sorted_points, _step_end
 from traceanalyze.analyses.between.critical_path import (
     NO_SYNC,
@@ -27,6 +26,7 @@ from traceanalyze.analyses.between.critical_path import (
     path_shares,
 )
 from traceanalyze.analyses.iterations import counted
+from traceanalyze.analyses.step.model import mean_per_iter, step_model
 from traceanalyze.cli import main
 from traceanalyze.render.between.critical_path import path_verdict
 

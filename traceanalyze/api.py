@@ -41,7 +41,7 @@ from traceanalyze.analyses.distributed.ranks import DEFAULT_STRAGGLER_PCT, Ranks
 from traceanalyze.analyses.distributed.skew import ALIGN_ENDS
 from traceanalyze.analyses.graphs import graph_table
 from traceanalyze.analyses.info import trace_info
-from traceanalyze.analyses.iterations import Selection, counted, iteration_notes, iteration_rows
+from traceanalyze.analyses.iterations import Selection, counted, iteration_notes
 from traceanalyze.analyses.kernels import (
     kernel_table,
     occupancy_by_category,
@@ -58,6 +58,7 @@ from traceanalyze.analyses.roofline.model import Roofline
 from traceanalyze.analyses.roofline.model import roofline as roofline_of
 from traceanalyze.analyses.stacks import StacksResult
 from traceanalyze.analyses.stacks import stacks as stacks_of
+from traceanalyze.analyses.step.model import step_rows
 from traceanalyze.analyses.summary import Summary, summary_with_wall, verdict_fields
 from traceanalyze.analyses.variants.compare import comparison, steady_median_ms
 from traceanalyze.analyses.variants.diff import TraceDiff
@@ -368,7 +369,7 @@ def iterations(x: Input, *, loading: Loading | None = None) -> pl.DataFrame:
     >>> iterations("sample_traces/h200_default/sdpa_flash.json.gz")["counted"].to_list()
     [True, True, True]
     """
-    return per_variant(subjects(x, loading), lambda s: iteration_rows(s.trace), top=None)
+    return per_variant(subjects(x, loading), lambda s: step_rows(s.trace), top=None)
 
 
 def notes(x: Input, *, loading: Loading | None = None) -> list[str]:

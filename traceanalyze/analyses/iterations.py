@@ -481,7 +481,7 @@ def _iteration_at(frame: pl.DataFrame, ts: str, spans: pl.DataFrame) -> pl.Serie
         )
         .select(
             "row",
-            iteration=pl.when(pl.col("at") <= pl.col("end")).then("iteration"),
+            iteration=pl.when(pl.col("at") < pl.col("end")).then("iteration"),
         )
     )
     return rows.join(found, on="row", how="left").sort("row")["iteration"].alias("iteration")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
-from traceanalyze.analyses.iterations import choice_of, counted
+from traceanalyze.analyses.iterations import choice_of, counted, iteration_rows
 from traceanalyze.analyses.stacks import frames_of_ops
 from traceanalyze.analyses.step.gaps import CAUSE_NAMES, HOST, QUEUED, window_gaps
 from traceanalyze.analyses.step.syncs import priced_calls, sync_table
@@ -136,6 +136,7 @@ def _with_idle_causes(rows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
         rows.join(by_cause, on=STEP, how="left")
         .join(split, on=STEP, how="left")
         .with_columns(pl.col(*IDLE_COLUMNS).cast(pl.Float64).fill_null(0.0))
+        .select(*rows.columns, *IDLE_COLUMNS)
     )
 
 
@@ -332,3 +333,11 @@ def gpu_busy_pct_of_wall(model: StepModel, median_ms: float | None) -> float | N
 def mean_per_iter(trace: Trace, column: str) -> float:
     """The mean per counted step of one step-table column (``wall_us``, ``gpu_busy_us``, ...)."""
     return step_model(trace).means[f"{column}_per_iter"]
+
+
+def step_rows(trace: Trace) -> pl.DataFrame:
+    """The `iterations` table: every step of the regions (counted or not) with its kind, flag,
+    whether it counts, every time figure, its idle time by cause and its own verdict."""
+    rows = iteration_rows(trace).drop("lo_ns", "hi_ns")
+    gaps = _all_gaps(choice_of(trace).regions)
+    return _with_verdicts(_with_idle_causes(rows, gaps))

@@ -136,7 +136,7 @@ def explain(
         new_figures=after,
         parts=parts,
         cpu=_cpu_side(base, new),
-        sentence=_sentence(parts, before, after, base_label),
+        sentence=_sentence(parts, before, after, base_label, (low, high)),
         memory=memory_change(base, new),
     )
 
@@ -408,7 +408,11 @@ def cublas_cpu_us_per_iter(trace: Trace) -> float:
 
 
 def _sentence(
-    parts: pl.DataFrame, before: dict[str, float], after: dict[str, float], base_label: str
+    parts: pl.DataFrame,
+    before: dict[str, float],
+    after: dict[str, float],
+    base_label: str,
+    spread: tuple[float | None, float | None] = (None, None),
 ) -> str:
     """Why NEW is faster or slower than BASE: the GPU span's change and its largest parts."""
     span_before, span_after = before["gpu_span_us_per_iter"], after["gpu_span_us_per_iter"]
@@ -436,9 +440,11 @@ def _sentence(
         .to_list()
     )
     relative = f", {pct:+.1f}%" if span_before else ""  # no share of nothing
+    low, high = spread
+    ranged = f"; {low:+,.1f} to {high:+,.1f} µs with one step of each" if low is not None else ""
     head = (
         f"GPU span per iteration {span_before:,.1f} → {span_after:,.1f} µs "
-        f"({change:+,.1f} µs{relative}) against `{base_label}`"
+        f"({change:+,.1f} µs{relative}{ranged}) against `{base_label}`"
     )
     if not named:
         return f"{head}: no part changes by {SMALL_PART_PCT:g}% of the span or more."

@@ -325,7 +325,27 @@ def _headline(figures: Mapping[str, Any], row: dict[str, Any]) -> str:
     bound = row.get("bound") or figures["bound"]
     note = row.get("bound_note") or figures["bound_note"]
     verdict = f"{bound}: {note}" if bound else f"No bound verdict: {note}"
-    return f"{counts}; {times}. {verdict}.\n"
+    return f"{counts}; {times}{_communication(figures)}{_carried(figures)}. {verdict}.\n"
+
+
+def _communication(figures: Mapping[str, Any]) -> str:
+    """Collectives' time per step and its exposed part, where the step has any."""
+    total = figures.get("communication_us_per_iter") or 0.0
+    if total <= 0:
+        return ""
+    return (
+        f"; collectives {total:,.1f} µs, {figures['exposed_communication_us_per_iter']:,.1f} of "
+        "them exposed (no compute under them; a collective's time includes waiting for its "
+        "peers)"
+    )
+
+
+def _carried(figures: Mapping[str, Any]) -> str:
+    """GPU work launched before the step that ran in its window, where there is any."""
+    carried = figures.get("carried_in_us_per_iter") or 0.0
+    if carried <= 0:
+        return ""
+    return f"; {carried:,.1f} µs of the GPU busy time carried in (launched before the step)"
 
 
 def _count(value: float, noun: str) -> str:

@@ -149,7 +149,7 @@ def _bound_findings(figures: Mapping[str, Any], row: dict[str, Any]) -> list[str
         else " less CPU work between GPU activities will"
     )
     return [
-        f"{row['bound_note']}: {figures['gpu_busy_us_per_iter']:.1f} µs of GPU "
+        f"{row['bound']}: {row['bound_note']}: {figures['gpu_busy_us_per_iter']:.1f} µs of GPU "
         f"busy time per iteration, {figures['cpu_op_us_per_iter']:.1f} µs in CPU operators; "
         f"a faster kernel will not help,{advice}."
     ]
