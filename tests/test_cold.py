@@ -450,8 +450,8 @@ def test_a_variant_that_never_catches_up_has_no_break_even() -> None:
     # Cheaper once but slower per call: ahead for a while, then behind for good.
     cheap = timings("cheap", (450.0, 350.0), (500.0, 360.0))
     assert payback(cheap, NAIVE).note == (
-        "no break-even: 200.0 µs cheaper once but 50.0 µs per call slower than naive, so ahead "
-        "for the first 4 calls and behind after (capture timing)"
+        "no break-even: 200.0 µs cheaper once but 50.0 µs per call slower than naive, so it "
+        "falls behind after 5 more calls (capture timing)"
     )
 
 

@@ -195,7 +195,7 @@ def _repeated_sequence(trace: Trace) -> Found:
         ]
         if runs:
             # The run spanning the most time; of equal spans the busier thread (listed first).
-            found.append(max(runs, key=lambda b: int(b["end"].max() - b["ts_ns"].min())))
+            found.append(max(runs, key=_time_spanned))
     if not found:
         return None
     spans = pl.concat([_start_to_start(trace, blocks) for blocks in found])
@@ -216,8 +216,13 @@ def _holds_the_work(trace: Trace, spans: pl.DataFrame) -> bool:
     inside = work.join(window, on="rank").filter(
         (pl.col("ts_ns") >= pl.col("first")) & (pl.col("ts_ns") < pl.col("last"))
     )
-    total = work["dur_ns"].sum()
-    return bool(total) and inside["dur_ns"].sum() * 100 >= total * MIN_COVERAGE_PCT
+    total = int(work["dur_ns"].sum())
+    return total > 0 and int(inside["dur_ns"].sum()) * 100 >= total * MIN_COVERAGE_PCT
+
+
+def _time_spanned(blocks: pl.DataFrame) -> int:
+    """From the first block's start to the last one's end, in ns."""
+    return int(blocks.select(pl.col("end").max() - pl.col("ts_ns").min()).item())
 
 
 def _on(ops: pl.DataFrame, thread: dict[str, object]) -> pl.DataFrame:

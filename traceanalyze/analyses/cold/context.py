@@ -276,10 +276,10 @@ def _never(base: str, advantage: float, one_off: float, source: str) -> str:
         return f"never catches up: as fast as {base} per call and {one_off:,.1f} µs costlier once"
     if one_off > 0:
         return f"never catches up: {slower} and {one_off:,.1f} µs costlier once ({source})"
-    ahead = math.floor(-one_off / -advantage)
+    behind = math.floor(-one_off / -advantage) + 1  # calls after call 1 until it is behind
     return (
-        f"no break-even: {-one_off:,.1f} µs cheaper once but {slower}, so ahead for the first "
-        f"{ahead:,} calls and behind after ({source})"
+        f"no break-even: {-one_off:,.1f} µs cheaper once but {slower}, so it falls behind "
+        f"after {behind:,} more call{'' if behind == 1 else 's'} ({source})"
     )
 
 
@@ -315,7 +315,7 @@ def _caveats(
             "the first calls are the traces' first, not known to be fresh processes' (one-off "
             "work done before a trace began is not in it)"
         )
-    states = {variant.cache_state, baseline.cache_state} - {None}
+    states = {s for s in (variant.cache_state, baseline.cache_state) if s is not None}
     if states:
         parts.append(f"for caches {' / '.join(sorted(states))}")
     return "; ".join(parts)

@@ -251,15 +251,9 @@ def _summary_row(variant: ColdVariant, timings: Timings, paid: Payback) -> dict[
     cpu = _first_call(variant)
     state, state_source = _cache_state(variant)
     hits = hits_seen(variant.start.caches) if variant.start is not None else None
-    notes = [
-        variant.reason,
-        context.caches_note,
-        _warm(context),
-        _in_this_trace(variant),
-        _hits_despite_empty(state, hits),
-    ]
-    if not cpu.height:
-        notes.append(_no_comparison(variant))
+    notes = [variant.reason, context.caches_note, _warm(context)]
+    notes += [_in_this_trace(variant)] if cpu.height else [_no_comparison(variant)]
+    notes.append(_hits_despite_empty(state, hits))
     timed = context.timed
     row: dict[str, object] = {
         "variant": variant.label,
@@ -349,8 +343,8 @@ def _in_this_trace(variant: ColdVariant) -> str | None:
     earlier = ""
     if ops or activities:
         earlier = (
-            f" (this trace holds {ops:,} operators and {activities:,} GPU activities before "
-            "call 1)"
+            f" (this trace holds {_count(ops, 'operator')} and "
+            f"{_count(activities, 'GPU activity', 'GPU activities')} before call 1)"
         )
     return (
         "call 1 is the first call in this trace, not known to be a fresh process's first: "
@@ -358,6 +352,10 @@ def _in_this_trace(variant: ColdVariant) -> str | None:
         f"model) paid part of the one-off cost{earlier}; a cold capture (`python -m capture "
         "--cold`) records fresh processes"
     )
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
 def _hits_despite_empty(state: str | None, hits: str | None) -> str | None:
