@@ -155,6 +155,12 @@ def test_a_warm_up_call_from_the_manifest_is_named(tmp_path: Path) -> None:
     row = result.summary.filter(pl.col("variant") == "sdpa_math").row(0, named=True)
     assert row["first_call_in"] == "a process after 1 warm-up call (capture manifest)"
     assert str(row["note"]).startswith("1 warm-up call ran before profiling (manifest)")
+    # The one-off work ran before profiling: no break-even from what is left of it.
+    assert row["break_even_calls"] is None
+    assert row["break_even_note"] == (
+        "no break-even: sdpa_math and naive ran warm-up calls before profiling (manifest), so "
+        "the one-off work is not in the trace"
+    )
 
 
 def compile_call(hit: bool) -> list[Event]:

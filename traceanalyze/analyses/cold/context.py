@@ -196,6 +196,7 @@ class Timings:
     untraced: tuple[tuple[str, float], ...]  # ColdContext.untraced
     fresh_process: bool  # call 1 is a fresh process's first call
     cache_state: str | None
+    warm_up_calls: int | None = None  # calls before profiling, as the manifest says
 
 
 @dataclass(frozen=True)
@@ -255,6 +256,13 @@ def _paid(
     assert mine.excess_us is not None and theirs.excess_us is not None
     advantage = theirs.steady_us - mine.steady_us
     one_off = mine.excess_us - theirs.excess_us
+    warmed = [t for t in (variant, baseline) if t.warm_up_calls]
+    if source == FROM_TRACE and warmed:
+        note = (
+            f"no break-even: {' and '.join(t.label for t in warmed)} ran warm-up calls before "
+            "profiling (manifest), so the one-off work is not in the trace"
+        )
+        return Payback(source, advantage, one_off, None, note)
     if advantage < 0 or (advantage == 0 and one_off > 0):
         note = _never(baseline.label, advantage, one_off, source)
         return Payback(source, advantage, one_off, None, note)

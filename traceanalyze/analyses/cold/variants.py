@@ -235,6 +235,7 @@ def _timings(variant: ColdVariant) -> Timings:
         context.untraced,
         context.fresh_process,
         _cache_state(variant)[0],
+        context.warm_up_calls,
     )
 
 
