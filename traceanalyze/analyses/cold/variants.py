@@ -92,8 +92,9 @@ DEFINITIONS: dict[str, str] = {
     "calls timed for both, else the traces (under the profiler)",
     "break_even_calls": "calls after which the variant's extra one-off work is paid back by "
     "its steady advantage: ceil(one_off_difference_us / advantage_us), 0 when it is cheaper "
-    "from the first call; none where it never catches up (slower per call, or faster only "
-    "under the profiler while the timed medians say otherwise); `break_even_note` says which "
+    "from the first call; none where it never catches up (slower per call), where the timings "
+    "disagree on which is faster per call, or where the one-off work ran in warm-up calls "
+    "before profiling; `break_even_note` says which "
     "source and what it holds, or why there is none (a row of the breakdown: its own excess "
     "alone over the traces' per-call difference, side cpu only)",
 }
