@@ -13,8 +13,8 @@ Found, in this order of preference:
    threads the period that covers the longest run, at most ``MAX_PERIOD`` operators long; of
    those threads the one whose run spans the most time (the thread that drives the loop: a
    training step's forward runs on it while its backward runs on autograd's thread, which is
-   busier). Each call runs from the start of its block to the start of the next (the last to
-   the end of the process's last CPU event), so it holds what other threads did meanwhile.
+   busier). Each call runs from the start of its block to the start of the next, so it holds
+   what other threads did meanwhile; the last block, whose end is not known, is no call.
    The calls must hold most of the work (``MIN_COVERAGE_PCT`` of the GPU activity time, as
    iterations must): a run of one operator repeated within a single step is no loop.
 
@@ -196,10 +196,8 @@ def _repeated_sequence(trace: Trace) -> Found:
         if runs:
             # The run spanning the most time; of equal spans the busier thread (listed first).
             found.append(max(runs, key=_time_spanned))
-    if not found:
-        return None
-    spans = pl.concat([_start_to_start(trace, blocks) for blocks in found])
-    if not _holds_the_work(trace, spans):
+    spans = pl.concat([_start_to_start(blocks) for blocks in found]) if found else None
+    if spans is None or spans.height < 2 or not _holds_the_work(trace, spans):
         return None
     return spans.select(*_SPAN, order="ts_ns"), "repeated operator sequence"
 
@@ -231,18 +229,11 @@ def _on(ops: pl.DataFrame, thread: dict[str, object]) -> pl.DataFrame:
     return ops.join(key, on=["rank", "pid", "tid"]).sort("ts_ns")
 
 
-def _start_to_start(trace: Trace, blocks: pl.DataFrame) -> pl.DataFrame:
-    """Each block from its start to the next block's start; the last to the end of its own
-    operators or of the last CPU event its process starts after it, whichever is later."""
-    last = blocks.row(blocks.height - 1, named=True)
-    tail = trace.cpu.filter(
-        (pl.col("rank") == last["rank"])
-        & (pl.col("pid") == last["pid"])
-        & (pl.col("ts_ns") >= last["ts_ns"])
-    ).select((pl.col("ts_ns") + pl.col("dur_ns")).max())
-    last_end = max(int(last["end"]), int(tail.item() or 0))
-    ends = pl.col("ts_ns").shift(-1).fill_null(last_end)
-    return blocks.with_columns(dur_ns=ends - pl.col("ts_ns")).drop("end")
+def _start_to_start(blocks: pl.DataFrame) -> pl.DataFrame:
+    """Each block from its start to the next block's start; the last block, whose end is not
+    known (what follows it may be the loop's next work or other work), is no call."""
+    ends = pl.col("ts_ns").shift(-1)
+    return blocks.with_columns(dur_ns=ends - pl.col("ts_ns")).drop("end").head(-1)
 
 
 def _outside_compiles(trace: Trace) -> pl.DataFrame:
