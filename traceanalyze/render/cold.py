@@ -41,8 +41,12 @@ CALL_COLUMNS = ("call", "name", "shape_index", "role", "cpu_us", "gpu_us", "wall
 def view_frame(result: ColdSet, view: str) -> pl.DataFrame:
     """The table one view shows: per cause and operator, per cause, per call, per variant or
     per cache event."""
-    frames = {"op": result.rows, "cause": result.causes, "call": result.calls}
-    frames["cache"] = result.caches
+    frames = {
+        "op": result.rows,
+        "cause": result.causes,
+        "call": result.calls,
+        "cache": result.caches,
+    }
     return frames.get(view, result.summary)
 
 
@@ -52,8 +56,7 @@ def cold_markdown(result: ColdSet, *, view: str | None = None, full_names: bool 
     if view is not None:
         return _keyed(view_frame(result, view), tuple(view_frame(result, view).columns))
     if result.summary.height == 1 and result.baseline is None:
-        row = result.summary.row(0, named=True)
-        parts = [_variant_part(result, row, full_names, level="")]
+        parts = [_variant_part(result, result.summary.row(0, named=True), full_names, level="")]
     else:
         rows = result.summary.to_dicts()
         parts = [_summary_tables(result)]
