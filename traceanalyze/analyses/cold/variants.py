@@ -179,8 +179,10 @@ def cold_set(
     started = [v for v in found if v.start is not None]
     return ColdSet(
         summary,
-        _stacked([_rows(v, by_trace[v.label], _start(v).excess) for v in started]),
-        _stacked([_rows(v, by_trace[v.label], _by_cause(_start(v).excess)) for v in started]),
+        _stacked([_rows(v, by_trace[v.label], _start(v).excess, label) for v in started]),
+        _stacked(
+            [_rows(v, by_trace[v.label], _by_cause(_start(v).excess), label) for v in started]
+        ),
         _stacked([_labelled(v, _start(v).calls) for v in started]),
         _stacked([_labelled(v, _start(v).caches) for v in started]),
         label,
@@ -391,7 +393,9 @@ def _by_cause(excess: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _rows(variant: ColdVariant, paid: Payback, excess: pl.DataFrame) -> pl.DataFrame:
+def _rows(
+    variant: ColdVariant, paid: Payback, excess: pl.DataFrame, baseline: str | None
+) -> pl.DataFrame:
     """``excess`` with the variant, its context and each row's break-even: its own excess
     over the traces' per-call difference (side cpu; none where the traces give none)."""
     assert variant.start is not None
@@ -401,6 +405,11 @@ def _rows(variant: ColdVariant, paid: Payback, excess: pl.DataFrame) -> pl.DataF
     if paid.calls is not None and paid.advantage_us:
         calls = (pl.col("excess_us") / paid.advantage_us).ceil().clip(lower_bound=0)
         break_even = pl.when(cpu).then(calls.cast(pl.Int64))
+        own = (
+            f"this row's excess alone over {paid.advantage_us:,.1f} µs less per call than "
+            f"{baseline} ({paid.source})"
+        )
+        note = pl.when(cpu).then(pl.lit(own)).otherwise(pl.lit(GPU_BREAK_EVEN))
     return excess.select(
         pl.lit(variant.label).alias("variant"),
         pl.all(),
