@@ -542,6 +542,10 @@ def test_break_even_across_a_capture_folder(tmp_path: Path) -> None:
     rows = result.rows.filter(pl.col("variant") == "sdpa_cudnn")
     # A row pays back its own (trace) excess over the traces' per-call difference (200 µs).
     assert rows.filter(pl.col("side") == "cpu")["break_even_calls"].to_list() == [4, 1, 1, 1, 1]
+    assert rows.filter(pl.col("side") == "cpu")["break_even_note"].unique().to_list() == [
+        "this row's excess alone over 200.0 µs less per call than naive (trace (under the "
+        "profiler))"
+    ]
     assert rows.filter(pl.col("side") == "gpu")["break_even_calls"].to_list() == [None]
     assert set(rows["cache_state"].to_list()) == {"as_found"}
     causes_of = result.causes.filter(pl.col("variant") == "sdpa_cudnn")
