@@ -14,7 +14,6 @@ from click.testing import CliRunner
 import traceanalyze
 from tests.conftest import SHARED, skip_without
 from tests.micro import annotation, call, kernel, load, op, write_trace
-from traceanalyze.analyses.cold.context import FROM_TIMING, Payback
 from traceanalyze.analyses.iterations import (
     Selection,
     choice_of,
@@ -250,13 +249,6 @@ def test_the_user_chooses_iterations(tmp_path: Path) -> None:
     assert [list(row)[:4] for row in json.loads(table.stdout)] == [
         ["rank", "iteration", "kind", "flag"]
     ] * 3
-
-
-def test_break_even_is_net_of_the_baselines_one_off_cost() -> None:
-    paid = Payback(100.0, FROM_TIMING, None, baseline_excess_us=500.0)
-    assert paid.net_calls(900.0) == 4  # (900 - 500) / 100
-    assert paid.net_calls(300.0) == 0  # cheaper than the baseline from the first call
-    assert paid.net_calls(None) is None
 
 
 # The real traces issue 19 names.

@@ -620,8 +620,14 @@ def cold(
 def _some_calls(result: ColdSet, path: Path) -> ColdSet:
     if not result.rows.height:
         reasons = "; ".join(n for n in result.summary["note"].drop_nulls().unique())
+        # A single compile is still worth naming: what its cache events show.
+        seen = result.summary.filter(pl.col("cache_state_source") == "trace")
+        caches = "".join(
+            f"; the trace's cache events show {state}" + (f" ({hits})" if hits else "")
+            for state, hits in seen.select("cache_state", "cache_hits").unique().iter_rows()
+        )
         raise AnalysisError(
-            f"no first call to compare with steady calls ({reasons or 'no calls found'})",
+            f"no first call to compare with steady calls ({reasons or 'no calls found'}{caches})",
             path,
             "Profile from before the first call and several calls after it, each in "
             "record_function('call<i>') (python -m capture --cold does), or in profiler steps.",
