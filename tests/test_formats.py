@@ -27,11 +27,11 @@ ONE: Forms[pl.DataFrame] = Forms(
     ),
     json=lambda frame, **_: {"rows": frame.height},
 )
-PER_VARIANT = labelled(ONE, table=lambda frame: frame)
+PER_VARIANT = labelled(ONE)
 
 
 def test_every_format_choice_has_one_writer_and_says_who_reads_it() -> None:
-    assert FORMATS == ("md", "json", "csv")
+    assert FORMATS == ("md", "json", "csv", "parquet")
     assert set(WRITERS) == set(FOR_PEOPLE) == set(FORMATS)
 
 

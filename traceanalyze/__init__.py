@@ -55,6 +55,8 @@ if TYPE_CHECKING:
         ranks,
         report,
         roofline,
+        schema,
+        sql,
         stacks,
         streams,
         summary,
@@ -99,6 +101,8 @@ __all__ = [
     "ranks",
     "report",
     "roofline",
+    "schema",
+    "sql",
     "stacks",
     "streams",
     "summary",
@@ -127,4 +131,5 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_API_NAMES})
+    """The public names only (``dir(ta)`` in a notebook), not the imports."""
+    return sorted({*__all__, "__version__"})

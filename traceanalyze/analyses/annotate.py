@@ -24,6 +24,7 @@ from traceanalyze.analyses.memory.devices import device_name
 from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.analyses.report.findings import Finding
 from traceanalyze.analyses.roofline.model import activity_rooflines
+from traceanalyze.display import ShortRepr
 from traceanalyze.load.annotated import ACTIVITY_KEY, with_occurrence
 from traceanalyze.load.variants import Variant, VariantSet, capture_entry, label_of
 from traceanalyze.trace import Trace
@@ -45,8 +46,8 @@ MEMORY_TRACK = "Memory allocated, {}"
 PATH_TRACK = "Critical path"
 
 
-@dataclass(frozen=True)
-class Annotation:
+@dataclass(frozen=True, repr=False)  # ShortRepr: each field's shape, never whole tables
+class Annotation(ShortRepr):
     """Everything `annotate` adds to a trace."""
 
     activities: pl.DataFrame  # ACTIVITY_KEY + ACTIVITY_COLUMNS, one row per GPU activity

@@ -15,6 +15,7 @@ from traceanalyze.cli.options import (
     cache_options,
     iteration_options,
     output_options,
+    table_option,
     warn_skipped,
 )
 from traceanalyze.cli.progress import loading
@@ -60,6 +61,7 @@ from traceanalyze.render.ranks import RANKS
     help="Worker processes of the local engine or local cluster [default: one per CPU].",
 )
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
+@table_option(RANKS)
 @output_options
 @cache_options
 @iteration_options
@@ -71,6 +73,7 @@ def ranks(
     address: str | None,
     workers: int | None,
     full_names: bool,
+    table: str | None,
     out: Output,
     loader: Loader,
 ) -> None:
@@ -95,4 +98,5 @@ def ranks(
             loading=loader,
         )
     warn_skipped(result.skipped)
-    out.write(RANKS.render(result, out.format, full_names=full_names), inputs=[folder])
+    text = RANKS.render(result, out.format, full_names=full_names, table=table)
+    out.write(text, inputs=[folder])

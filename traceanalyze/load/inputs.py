@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import enum
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 
 from capture.manifest import MANIFEST_FILE
-from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceAnalyzeError, TraceReadError
+from traceanalyze.errors import (
+    EmptyTraceError,
+    NotATraceError,
+    TraceAnalyzeError,
+    TraceReadError,
+    path_error,
+)
 from traceanalyze.load.chunks import first_look
+from traceanalyze.load.foreign import refuse_foreign
 from traceanalyze.trace import Skipped
 
 # The file a capture (python -m capture) writes beside its traces, as capture names it.
@@ -74,11 +82,24 @@ def resolve(path: str | os.PathLike[str]) -> Input:
     missing path is a :class:`TraceReadError` unless its name is a trace's (loading it then
     says precisely what is wrong)."""
     source = Path(path)
-    if source.is_dir():
+    status = _status(source)
+    if status is not None and stat.S_ISDIR(status.st_mode):
         return _folder(source)
-    if not source.exists() and not is_trace_name(source):
+    if status is None and not is_trace_name(source):
         raise TraceReadError("no such file or folder", source, "Check the path.")
+    refuse_foreign(source)
     return Input(source, InputKind.TRACE, (source,), manifest=manifest_beside(source))
+
+
+def _status(path: Path) -> os.stat_result | None:
+    """``path``'s status; None when nothing is there. Any other refusal (a name too long,
+    no permission to a folder on the way) is one error naming the path."""
+    try:
+        return path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise path_error(exc, path) from None
 
 
 def manifest_beside(trace_file: Path) -> Path | None:
@@ -162,6 +183,7 @@ def _look(path: Path) -> tuple[bytes | None, str | None]:
     """The head of ``path`` (see :func:`first_look`), and why it is not a trace (None: it
     may be one)."""
     try:
+        refuse_foreign(path)
         return first_look(path), None
     except (NotATraceError, TraceReadError) as error:
         return None, reason_of(error, path)

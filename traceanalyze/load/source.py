@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, BinaryIO
 
-from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
+from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError, path_error
 
 GZIP_MAGIC = b"\x1f\x8b"
 # Decompressed bytes per chunk: large enough that per-chunk costs vanish, small enough that a
@@ -204,6 +204,9 @@ def _gunzip(
     inflate: Any = module.decompressobj(wbits=31)
     packed = head
     read = len(head)
+    # Whether the first bytes inflated start a JSON document (None: none inflated yet): a
+    # stream that ends early is a cut-off trace only if it does.
+    inflated_json: bool | None = None
     while True:
         if not packed:
             try:
@@ -229,16 +232,43 @@ def _gunzip(
             packed = inflate.unused_data + packed
             inflate = None
         if data:
+            if inflated_json is None and (first := data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]):
+                inflated_json = first in (b"{", b"[")
             if progress:
                 progress(min(read, total), total)
             yield data
     if inflate is not None and not inflate.eof:
+        if not _cut_off(inflated_json, file):
+            raise TraceFormatError(
+                "is corrupt gzip data (it ends before its end mark, and neither its header "
+                "nor what it inflates to is a trace's)",
+                path,
+                "Copy or re-export the file again.",
+            )
         # Every member ends with its checksum and size; a stream without them was cut off.
         raise TraceFormatError(
             "the gzip stream is truncated",
             path,
             "Copy or re-export the file again; it was cut off while being written or copied.",
         )
+
+
+# A gzip header's extra flags (XFL) and operating system (OS) bytes as gzip writers set them
+# (RFC 1952): a header with others is damaged, not the start of a cut-off file.
+_GZIP_XFL = frozenset({0, 2, 4})
+_GZIP_OS = frozenset({*range(14), 255})
+
+
+def _cut_off(inflated_json: bool | None, file: BinaryIO) -> bool:
+    """Whether a gzip stream that ends early is a trace cut off (else it is corrupt): what it
+    inflated starts a JSON document or, where nothing was inflated, its header is sound."""
+    if inflated_json is not None:
+        return inflated_json
+    try:
+        header = os.pread(file.fileno(), 10, 0)
+    except OSError:
+        return True  # cannot look again: say what the stream itself shows
+    return len(header) < 10 or (header[8] in _GZIP_XFL and header[9] in _GZIP_OS)
 
 
 def _read_error(exc: OSError, path: Path) -> TraceReadError:
@@ -248,6 +278,4 @@ def _read_error(exc: OSError, path: Path) -> TraceReadError:
         return TraceReadError("is a folder, not a file", path, "Pass the trace file.")
     if isinstance(exc, PermissionError):
         return TraceReadError("permission denied", path, "Make the file readable for this user.")
-    return TraceReadError(
-        f"cannot be read ({exc.strerror})", path, "Copy it to a local disk and try again."
-    )
+    return path_error(exc, path)

@@ -1,0 +1,102 @@
+"""`sql`: SQL over a trace's tables, through Polars' SQL context (no database, no copy to one).
+
+The tables are the loaded trace's frames, classified and linked, with times as integer
+nanoseconds on the trace's clock (``ts_ns``, ``dur_ns``) and durations in microseconds too
+(``dur_us``, what every other table states):
+
+- ``gpu``: every GPU activity (kernel, memcpy, memset) with its category, its launching call
+  and op, ``op_chain`` (the CPU ops around the launch, outermost first, joined by `` > ``),
+  the outermost annotation and its iteration; ``kernels``: the kernels alone.
+- ``cpu_ops``: CPU operators (the profiler's ``cpu_op`` events) with their parent and depth.
+- ``annotations``: ``record_function`` regions and profiler steps.
+- ``runtime``: CUDA/HIP runtime and driver calls.
+- ``memory``: ``[memory]`` allocation and free events (``profile_memory=True``).
+- ``iterations``: the `iterations` command's table.
+
+Only the tables a query names are built. Each table's columns are declared
+(`traceanalyze schema sql`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import polars as pl
+
+from traceanalyze.analyses.activities import activities
+from traceanalyze.analyses.cputree import op_chains
+from traceanalyze.analyses.step.model import step_rows
+from traceanalyze.errors import UsageError
+from traceanalyze.tables import conform, declared
+from traceanalyze.trace import Trace
+
+# Joins the CPU ops of a launch's chain in the ``op_chain`` column.
+CHAIN_SEPARATOR = " > "
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+
+
+def _dur_us() -> pl.Expr:
+    return (pl.col("dur_ns") / 1e3).alias("dur_us")
+
+
+def gpu_table(trace: Trace) -> pl.DataFrame:
+    """Every GPU activity, classified, with its launching op's chain."""
+    frame = activities(trace)
+    chains = op_chains(trace.cpu, frame["op_id"]).list.join(CHAIN_SEPARATOR)
+    return frame.with_columns(_dur_us(), op_chain=chains)
+
+
+def kernels_table(trace: Trace) -> pl.DataFrame:
+    return gpu_table(trace).filter(pl.col("kind") == "kernel")
+
+
+def _cpu(trace: Trace, cats: pl.Expr) -> pl.DataFrame:
+    return trace.cpu.filter(cats).with_columns(_dur_us())
+
+
+# Table name -> how it is built from a trace (each conformed to ``sql.<name>``).
+TABLES: dict[str, Callable[[Trace], pl.DataFrame]] = {
+    "gpu": gpu_table,
+    "kernels": kernels_table,
+    "cpu_ops": lambda trace: _cpu(trace, pl.col("cat") == "cpu_op"),
+    "annotations": lambda trace: _cpu(trace, pl.col("cat") == "user_annotation"),
+    "runtime": lambda trace: _cpu(trace, pl.col("cat").is_in(RUNTIME_CATS)),
+    "memory": lambda trace: trace.memory,
+    "iterations": step_rows,
+}
+
+
+def named_tables(query: str) -> list[str]:
+    """The tables ``query`` names (a word of the query equal to a table's name)."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query)}
+    return [name for name in TABLES if name in words]
+
+
+def tables_for(trace: Trace, query: str) -> dict[str, pl.DataFrame]:
+    """The tables ``query`` names, built from ``trace`` as declared (the columns a table
+    declares are those a query sees)."""
+    return {name: _declared(TABLES[name](trace), f"sql.{name}") for name in named_tables(query)}
+
+
+def _declared(frame: pl.DataFrame, name: str) -> pl.DataFrame:
+    columns = declared(name).schema.names()
+    return conform(frame.select(c for c in columns if c in frame.columns), name)
+
+
+def run_query(query: str, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """``query`` over ``tables``; a query Polars cannot run is one :class:`UsageError`."""
+    if not query.strip():
+        raise UsageError("the query is empty", None, _FIX)
+    context = pl.SQLContext(frames=tables)
+    try:
+        return context.execute(query, eager=True)
+    except (pl.exceptions.PolarsError, ValueError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise UsageError(f"the query failed: {reason}", None, _FIX) from None
+
+
+_FIX = (
+    f"Query the tables {', '.join(TABLES)} (`traceanalyze schema sql` lists their columns), "
+    "in Polars' SQL dialect"
+)
