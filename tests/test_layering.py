@@ -11,6 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "traceanalyze"
 # (a layer, the layers above it that it must not import)
 RULES = [
+    ("tables", ("load", "classify", "hardware", "analyses", "render", "cli")),
     ("load", ("analyses", "render", "cli")),
     ("classify", ("analyses", "render", "cli")),
     ("hardware", ("load", "classify", "analyses", "render", "cli")),

@@ -210,3 +210,17 @@ def test_csv_and_json_of_one_table_of_a_nested_answer() -> None:
     assert len(rows) == gaps.height
     whole = json.loads(run("idle", str(NAIVE), "--format", "json").stdout)
     assert whole["largest_gaps"] == rows
+
+
+def test_help_lists_every_command_on_one_line_that_fits() -> None:
+    from traceanalyze.cli import SECTIONS
+
+    listed = {name: line for section in SECTIONS.values() for name, line in section.items()}
+    assert set(listed) == set(main.commands), "give each command a line in cli.SECTIONS"
+    longest = max(map(len, main.commands))
+    for name, line in listed.items():
+        assert len(line) + longest + 6 <= 80, name  # fits an 80-column terminal whole
+    shown = CliRunner().invoke(main, ["--help"], terminal_width=80).stdout
+    for name, line in listed.items():
+        assert f"  {name}" in shown and line in shown, name
+    assert "..." not in shown

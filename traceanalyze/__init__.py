@@ -23,6 +23,10 @@ else:
     # ``traceanalyze.load`` is the module traceanalyze/load/, callable as load(path): the
     # function does not shadow the module, so ``import traceanalyze.load`` works too.
     from traceanalyze import load
+if TYPE_CHECKING:  # the function; at run time the callable module (Trace frames' schemas)
+    from traceanalyze.api import schema as schema
+else:
+    from traceanalyze import schema
 from traceanalyze.load.variants import Variant, VariantSet, load_variants
 from traceanalyze.trace import IterationSource, Trace, TraceMeta
 
@@ -55,7 +59,6 @@ if TYPE_CHECKING:
         ranks,
         report,
         roofline,
-        schema,
         sql,
         stacks,
         streams,

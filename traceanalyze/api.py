@@ -645,6 +645,9 @@ class ReportResult(display.Shown):
 # `report` writes markdown only (`compare` is its table for programs).
 REPORT: Forms[ReportResult] = Forms(
     markdown=lambda result, **options: result.markdown(**options),
+    # Its table (a notebook's ``to_frame()``) is the comparison, as `compare` writes it.
+    tables={"": lambda result, **_: result.report.comparison},
+    command="compare",
     refused={
         fmt: "report writes markdown; use `compare` for JSON or CSV"
         for fmt, for_people in FOR_PEOPLE.items()

@@ -5,8 +5,9 @@ nanoseconds on the trace's clock (``ts_ns``, ``dur_ns``) and durations in micros
 (``dur_us``, what every other table states):
 
 - ``gpu``: every GPU activity (kernel, memcpy, memset) with its category, its launching call
-  and op, ``op_chain`` (the CPU ops around the launch, outermost first, joined by `` > ``),
-  the outermost annotation and its iteration; ``kernels``: the kernels alone.
+  and op, ``op_chain`` (its launching op and the ops around it, outermost first, joined by
+  `` > ``), ``stack`` (the same with the ``record_function`` regions, modules and profiler
+  steps among them), the outermost annotation and its iteration; ``kernels``: the kernels.
 - ``cpu_ops``: CPU operators (the profiler's ``cpu_op`` events) with their parent and depth.
 - ``annotations``: ``record_function`` regions and profiler steps.
 - ``runtime``: CUDA/HIP runtime and driver calls.
@@ -34,6 +35,8 @@ from traceanalyze.trace import Trace
 # Joins the CPU ops of a launch's chain in the ``op_chain`` column.
 CHAIN_SEPARATOR = " > "
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+# What ``stack`` names: operators and the record_function regions around them.
+STACK_CATS = ("cpu_op", "user_annotation")
 
 
 def _dur_us() -> pl.Expr:
@@ -41,10 +44,12 @@ def _dur_us() -> pl.Expr:
 
 
 def gpu_table(trace: Trace) -> pl.DataFrame:
-    """Every GPU activity, classified, with its launching op's chain."""
+    """Every GPU activity, classified, with its launching op's chain of operators and its
+    whole CPU stack (operators and annotations)."""
     frame = activities(trace)
     chains = op_chains(trace.cpu, frame["op_id"]).list.join(CHAIN_SEPARATOR)
-    return frame.with_columns(_dur_us(), op_chain=chains)
+    stacks = op_chains(trace.cpu, frame["op_id"], STACK_CATS).list.join(CHAIN_SEPARATOR)
+    return frame.with_columns(_dur_us(), op_chain=chains, stack=stacks)
 
 
 def kernels_table(trace: Trace) -> pl.DataFrame:

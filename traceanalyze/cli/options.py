@@ -66,7 +66,7 @@ class Output:
             raise click.UsageError(
                 f"-o {path} says {implied} by its suffix but --format says {fmt}; make them agree."
             )
-        if fmt in BINARY and path is None:
+        if BINARY[fmt] and path is None:
             raise click.UsageError(f"{fmt} is a binary format; write it to a file: -o FILE.{fmt}")
         out = cls(fmt, path, force)
         if path is not None:

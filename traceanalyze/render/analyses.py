@@ -9,21 +9,24 @@ import polars as pl
 from traceanalyze.analyses.summary import Summary
 from traceanalyze.render.formats import Forms, Labelled, labelled, shown_table
 from traceanalyze.render.table import markdown_record, prose_number
-from traceanalyze.tables import conform
+from traceanalyze.tables import VARIANT, conform
 
 
 def summary_row(summary: Summary) -> pl.DataFrame:
     """The summary as one row of its table: every key but ``launch_apis`` (whose keys are
-    data: its own table), the fixed mappings as struct columns."""
+    data: its own table) and ``variant`` (the labelled forms add it), the fixed mappings as
+    struct columns."""
     record = {k: str(v) if k == "iteration_source" else v for k, v in summary.items()}
-    del record["launch_apis"]
+    for key in ("launch_apis", VARIANT):
+        record.pop(key, None)
     return pl.DataFrame([record], infer_schema_length=None)
 
 
 def summary_json(summary: Summary) -> dict[str, Any]:
     """The JSON object: the keys in the record's order, each value of its declared type."""
     row = conform(summary_row(summary), "summary.figures").row(0, named=True)
-    return {key: summary.launch_apis if key == "launch_apis" else row[key] for key in summary}
+    row |= {"launch_apis": summary.launch_apis, VARIANT: summary.variant}
+    return {key: row[key] for key in summary}
 
 
 def launch_api_rows(summary: Summary) -> pl.DataFrame:

@@ -117,8 +117,8 @@ MARKDOWN = "md"
 # Whether a format is read by people (markdown: it links the charts written beside its file
 # and carries the warnings) rather than by programs (JSON, CSV, Parquet).
 FOR_PEOPLE: dict[str, bool] = {"md": True, "json": False, "csv": False, "parquet": False}
-# Formats written as bytes, which only a file can take.
-BINARY = frozenset({"parquet"})
+# Whether a format is written as bytes, which only a file can take.
+BINARY: dict[str, bool] = {"md": False, "json": False, "csv": False, "parquet": True}
 
 
 def refusal(forms: Forms[Any], fmt: str) -> str | None:

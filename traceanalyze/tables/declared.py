@@ -29,7 +29,7 @@ _CPU_COLUMNS = ("rank", "op_id", "parent_id", "depth", "name", "pid", "tid", "ts
 _GPU_EXTRA = {
     "category": STR, "gemm_precision": STR, "threads_per_block": I64,
     "active_blocks_per_sm": I64, "theoretical_occupancy_pct": F64, "occupancy_limiter": STR,
-    "achieved_occupancy_pct": F64, "dur_us": F64, "op_chain": STR,
+    "achieved_occupancy_pct": F64, "dur_us": F64, "op_chain": STR, "stack": STR,
 }  # fmt: skip
 _SQL_GPU = {**GPU_SCHEMA, **_GPU_EXTRA}
 _SQL_CPU = {c: CPU_SCHEMA[c] for c in _CPU_COLUMNS} | {"dur_us": F64, "iteration": I64}

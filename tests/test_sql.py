@@ -1,0 +1,175 @@
+"""`sql` (issue 41): SQL over a trace's tables gives what the matching command gives on the
+samples, and the README's three queries (the kernels under one module, the copies over 1 MiB,
+time per stream per step) match sums computed by hand from the raw JSON of a corpus trace."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+import traceanalyze
+from tests.conftest import CORPUS_TRACES, skip_without
+from traceanalyze import tables
+from traceanalyze.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+NAIVE = REPO / "sample_traces" / "h200_default" / "naive.json.gz"
+DDP = CORPUS_TRACES / "hta_nccl_a100_2rank_rank0.json.gz"
+MIB = 1024 * 1024
+
+
+def test_the_iterations_table_is_the_iterations_command() -> None:
+    assert_frame_equal(
+        traceanalyze.sql(NAIVE, "SELECT * FROM iterations"), traceanalyze.iterations(NAIVE)
+    )
+
+
+def test_kernels_by_name_are_the_kernels_commands_counts_and_totals() -> None:
+    query = "SELECT name, count(*) AS count, sum(dur_us) AS total_us FROM gpu GROUP BY name"
+    by_sql = traceanalyze.sql(NAIVE, query).sort("name")
+    table = traceanalyze.kernels(NAIVE).select("name", "count", "total_us").sort("name")
+    assert by_sql["name"].to_list() == table["name"].to_list()
+    assert by_sql["count"].to_list() == table["count"].to_list()
+    assert by_sql["total_us"].to_list() == pytest.approx(table["total_us"].to_list())
+
+
+def test_the_copies_are_the_memcpy_commands() -> None:
+    query = (
+        "SELECT op_chain, count(*) AS n, sum(dur_us) AS us FROM gpu WHERE kind = 'memcpy' "
+        "GROUP BY op_chain"
+    )
+    [row] = traceanalyze.sql(NAIVE, query).rows(named=True)
+    [copy] = traceanalyze.memcpy(NAIVE).filter(pl.col("kind") == "memcpy").rows(named=True)
+    assert copy["chain"].startswith(row["op_chain"].replace(" > ", " -> "))
+    assert (row["n"], row["us"]) == (copy["count"], pytest.approx(copy["total_us"]))
+
+
+def test_every_table_follows_its_declared_schema() -> None:
+    for table in tables.TABLES.values():
+        if table.option == tables.FROM:
+            frame = traceanalyze.sql(NAIVE, f"SELECT * FROM {table.view}")
+            assert frame.schema == table.schema, table.name
+
+
+def test_a_folder_of_variants_adds_the_variant() -> None:
+    query = "SELECT variant, count(*) AS kernels FROM kernels GROUP BY variant ORDER BY variant"
+    frame = traceanalyze.sql("sample_traces/h200_graph_replay", query)
+    assert frame["variant"].to_list() == ["naive", "sdpa_cudnn", "sdpa_flash"]
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("SELECT * FROM nosuch", "nosuch"),
+        ("SELECT nosuch FROM kernels", "nosuch"),
+        ("SELEC * FROM kernels", "the query failed"),
+        ("  ", "the query is empty"),
+    ],
+)
+def test_a_query_that_fails_is_one_line_and_exit_2(query: str, words: str) -> None:
+    result = CliRunner().invoke(main, ["sql", str(NAIVE), query])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith("traceanalyze: error: ") and words in line
+    assert "traceanalyze schema sql" in line
+
+
+def test_the_output_is_any_tables(tmp_path: Path) -> None:
+    query = "SELECT category, count(*) AS n FROM kernels GROUP BY category ORDER BY category"
+    text = CliRunner().invoke(main, ["sql", str(NAIVE), query, "--format", "csv"]).stdout
+    assert text.splitlines()[:2] == ["category,n", "elementwise,3"]
+    target = tmp_path / "q.parquet"
+    assert CliRunner().invoke(main, ["sql", str(NAIVE), query, "-o", str(target)]).exit_code == 0
+    assert pl.read_parquet(target).equals(pl.read_csv(io.StringIO(text)))
+
+
+# --- the README's queries against hand computations on a corpus trace ----------------------
+
+
+def _events() -> list[dict[str, Any]]:
+    skip_without(DDP)
+    with gzip.open(DDP, "rt") as handle:
+        events: list[dict[str, Any]] = json.load(handle)["traceEvents"]
+    return events
+
+
+def _launches(events: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Each runtime launch call by its correlation id."""
+    return {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+
+
+def _inside(call: dict[str, Any], spans: list[dict[str, Any]]) -> bool:
+    return any(
+        s["tid"] == call["tid"] and s["ts"] <= call["ts"] <= s["ts"] + s["dur"] for s in spans
+    )
+
+
+def test_the_kernels_under_one_module_by_hand() -> None:
+    events = _events()
+    module = [e for e in events if e.get("name") == "DistributedDataParallel.forward"]
+    launches = _launches(events)
+    expected: dict[str, list[float]] = defaultdict(list)
+    for e in events:
+        call = launches.get(e.get("args", {}).get("correlation", -1))
+        if e.get("cat") == "kernel" and call is not None and _inside(call, module):
+            expected[e["name"]].append(e["dur"])
+    query = (
+        "SELECT name, count(*) AS launches, sum(dur_us) AS us FROM kernels "
+        "WHERE stack LIKE '%DistributedDataParallel.forward%' GROUP BY name"
+    )
+    got = {r["name"]: (r["launches"], r["us"]) for r in traceanalyze.sql(DDP, query).to_dicts()}
+    assert got.keys() == expected.keys()
+    for name, durations in expected.items():
+        assert got[name] == (len(durations), pytest.approx(sum(durations), abs=1e-3)), name
+
+
+def test_the_copies_over_one_mib_by_hand() -> None:
+    events = _events()
+    expected = sorted(
+        (e["args"]["bytes"], e["dur"])
+        for e in events
+        if e.get("cat") == "gpu_memcpy" and e["args"].get("bytes", 0) > MIB
+    )
+    query = "SELECT bytes, dur_us FROM gpu WHERE kind = 'memcpy' AND bytes > 1048576"
+    got = sorted(traceanalyze.sql(DDP, query).rows())
+    assert [b for b, _ in got] == [b for b, _ in expected]
+    assert [d for _, d in got] == pytest.approx([d for _, d in expected], abs=1e-3)
+    assert len(got) == 54
+
+
+def test_time_per_stream_per_step_by_hand() -> None:
+    events = _events()
+    steps = {
+        int(e["name"].removeprefix("ProfilerStep#")): e
+        for e in events
+        if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X"
+    }
+    launches = _launches(events)
+    expected: dict[tuple[int, int], float] = defaultdict(float)
+    for e in events:
+        call = launches.get(e.get("args", {}).get("correlation", -1))
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset") or call is None:
+            continue
+        for number, step in steps.items():  # the step whose span holds the launch call
+            if step["ts"] <= call["ts"] < step["ts"] + step["dur"]:
+                expected[number, e["args"]["stream"]] += e["dur"]
+    query = (
+        "SELECT iteration, stream, sum(dur_us) AS us FROM gpu WHERE iteration IS NOT NULL "
+        "GROUP BY iteration, stream ORDER BY iteration, stream"
+    )
+    got = {(i, s): us for i, s, us in traceanalyze.sql(DDP, query).rows()}
+    assert got.keys() == expected.keys()
+    assert list(got.values()) == pytest.approx([expected[k] for k in got], abs=1e-3)
