@@ -18,7 +18,8 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces" / "h200_default"
 
 def test_output_onto_a_trace_inside_an_input_folder_is_refused(tmp_path: Path) -> None:
     folder = shutil.copytree(SAMPLES, tmp_path / "capture")
-    target = folder / "naive.json.gz"
+    # The capture's manifest: a file the command reads, with a suffix -o takes.
+    target = folder / "manifest.json"
     before = target.read_bytes()
     result = CliRunner().invoke(main, ["summary", str(folder), "-o", str(target), "--force"])
     assert result.exit_code == 2
