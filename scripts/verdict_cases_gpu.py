@@ -171,7 +171,6 @@ def _host_bound(torch: Any, device: str, scale: float) -> tuple[Any, Any]:
         y = x
         for _ in range(max(int(400 * scale), 20)):
             y = y * 1.0001 + 0.0001
-        return None
 
     return step, _profiled(torch, step, device)
 
