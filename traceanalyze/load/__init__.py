@@ -44,7 +44,7 @@ from traceanalyze.load.inputs import (
     no_traces,
     resolve,
 )
-from traceanalyze.load.parallel import default_threads, worker_environment
+from traceanalyze.load.parallel import default_threads, worker_settings
 from traceanalyze.load.parse import StageTimer, parse_file
 from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Skipped, Trace, TraceMeta
@@ -207,10 +207,9 @@ def _parse_in_workers(
     threads: int,
 ) -> None:
     # spawn, not fork: forking a process whose Polars thread pool is running can deadlock.
-    with (
-        worker_environment(threads),
-        ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool,
-    ):
+    with ProcessPoolExecutor(
+        workers, mp_context=get_context("spawn"), **worker_settings(threads)
+    ) as pool:
         futures = {
             i: pool.submit(_load_file, files[i], cache, cache_dir, None, None, threads)
             for i in pending

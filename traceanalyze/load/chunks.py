@@ -24,7 +24,6 @@ from traceanalyze.load.decode import (
     TraceDocument,
     decode_events,
     format_error,
-    gc_paused,
 )
 from traceanalyze.load.extract import Chunk, extract, pair_spans
 from traceanalyze.load.scanned import Scanned
@@ -73,8 +72,7 @@ def scan_document(path: Path, progress: ByteProgress | None = None) -> Scanned:
             raise EmptyTraceError(
                 "the file is empty", path, "Re-export the trace from the profiler."
             )
-    with gc_paused():
-        return _scan(buffer, path)
+    return _scan(buffer, path)
 
 
 def first_look(path: Path) -> bytes | None:

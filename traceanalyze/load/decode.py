@@ -9,10 +9,7 @@ scanner (:mod:`.fast`) reads the same layout faster and hands anything unusual b
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -198,18 +195,6 @@ _LENIENT_EVENT_ARRAY = msgspec.json.Decoder(list[LenientEvent])
 FIX_NOT_A_TRACE = "Pass a trace written by torch.profiler (export_chrome_trace)."
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cycle collector: building millions of small objects would trigger it often."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def decode_args(
     events: list[Event],
     path: Path,
@@ -256,13 +241,12 @@ def decode_events(data: bytes | memoryview, *, document: bool, bare: bool) -> Tr
     """Decode a whole document (``document``) or a JSON array of events with the fast
     :class:`Event`; when a phase is outside the spec, again with :class:`LenientEvent`.
     msgspec's own errors propagate (see :func:`format_error`)."""
-    with gc_paused():
-        try:
-            return _decode_with(data, document, bare, _DOCUMENT, _EVENT_ARRAY)
-        except msgspec.ValidationError as exc:
-            if not str(exc).endswith(".ph`"):
-                raise
-        return _decode_with(data, document, bare, _LENIENT_DOCUMENT, _LENIENT_EVENT_ARRAY)
+    try:
+        return _decode_with(data, document, bare, _DOCUMENT, _EVENT_ARRAY)
+    except msgspec.ValidationError as exc:
+        if not str(exc).endswith(".ph`"):
+            raise
+    return _decode_with(data, document, bare, _LENIENT_DOCUMENT, _LENIENT_EVENT_ARRAY)
 
 
 def _decode_with(

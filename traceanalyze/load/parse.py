@@ -10,7 +10,7 @@ from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceFormatErro
 from traceanalyze.link import link
 from traceanalyze.load import fast, frames, parallel
 from traceanalyze.load.chunks import scan_document
-from traceanalyze.load.decode import FIX_NOT_A_TRACE, gc_paused
+from traceanalyze.load.decode import FIX_NOT_A_TRACE
 from traceanalyze.load.metadata import BadRankError, device_frame, rank_of, trace_meta
 from traceanalyze.load.scanned import Scanned
 from traceanalyze.load.source import ByteProgress, never_back
@@ -31,8 +31,7 @@ def parse_file(
     """Read, decode, build frames and link one trace file. ``native=False`` skips the C
     scanner (the msgspec path gives the same Trace); ``threads`` scanner threads (default
     :func:`~traceanalyze.load.parallel.default_threads`)."""
-    with gc_paused():  # the pieces are acyclic; collecting while building them is pure cost
-        return _parse(path, timer or (lambda _stage: None), progress, native, threads)
+    return _parse(path, timer or (lambda _stage: None), progress, native, threads)
 
 
 def scan(
