@@ -1515,6 +1515,16 @@ static Py_ssize_t scan(Scanner *s, const char *data, Py_ssize_t size, int final)
 
 /* ---- Python glue ---------------------------------------------------------------------- */
 
+/* One category the caller knows, with its kind (KIND_LEGACY or'ed in); -1 when out of memory. */
+static int known_add(Scanner *self, const char *text, size_t n, int32_t kind) {
+    int fresh;
+    if (intern_add(&self->known, text, n, &fresh) < 0 ||
+        buf_put(&self->known_kinds, &kind, sizeof kind))
+        return -1;
+    self->nknown = self->known.count;
+    return 0;
+}
+
 /* Copy the caller's dict (category text -> int kind) into known / known_kinds. */
 static int known_categories(Scanner *self, PyObject *kinds) {
     PyObject *key, *value;
@@ -1532,15 +1542,33 @@ static int known_categories(Scanner *self, PyObject *kinds) {
         }
         long kind = PyLong_AsLong(value);
         if (kind == -1 && PyErr_Occurred()) return -1;
-        int fresh;
-        int32_t kind32 = (int32_t)kind;
-        if (intern_add(&self->known, text, (size_t)n, &fresh) < 0 ||
-            buf_put(&self->known_kinds, &kind32, sizeof kind32)) {
+        if (known_add(self, text, (size_t)n, (int32_t)kind)) {
             PyErr_NoMemory();
             return -1;
         }
     }
-    self->nknown = self->known.count;
+    return 0;
+}
+
+/* The tables every scan starts from, the known categories aside (pure C: the fuzzing
+ * harness, fuzz/scan_fuzzer.c, sets a scanner up without Python); -1 when out of memory. */
+static int scanner_open(Scanner *self) {
+    if (intern_init(&self->names) || intern_init(&self->raws) || intern_init(&self->cats) ||
+        intern_init(&self->known) || intern_init(&self->skipped))
+        return -1;
+    return 0;
+}
+
+static int scanner_start(Scanner *self) {
+    int fresh;
+    if (intern_add(&self->names, "", 0, &fresh) != 0) return -1;
+    int64_t memory = intern_add(&self->names, "[memory]", 8, &fresh);
+    if (memory < 0) return -1;
+    self->memory_name = (uint32_t)memory;
+    memset(self->phase_ids, 0, sizeof self->phase_ids);
+    self->last_cat_len = 0;
+    self->last_cat_id = -1;
+    self->state = S_START;
     return 0;
 }
 
@@ -1552,27 +1580,15 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "a Scanner is initialised once; make a new one");
         return -1;
     }
-    if (intern_init(&self->names) || intern_init(&self->raws) || intern_init(&self->cats) ||
-        intern_init(&self->known) || intern_init(&self->skipped)) {
+    if (scanner_open(self)) {
         PyErr_NoMemory();
         return -1;
     }
     if (known_categories(self, kinds)) return -1;
-    int fresh;
-    if (intern_add(&self->names, "", 0, &fresh) != 0) {
+    if (scanner_start(self)) {
         PyErr_NoMemory();
         return -1;
     }
-    int64_t memory = intern_add(&self->names, "[memory]", 8, &fresh);
-    if (memory < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    self->memory_name = (uint32_t)memory;
-    memset(self->phase_ids, 0, sizeof self->phase_ids);
-    self->last_cat_len = 0;
-    self->last_cat_id = -1;
-    self->state = S_START;
     return 0;
 }
 
@@ -1582,7 +1598,8 @@ static void part_free(Part *p) {
     for (int i = 0; i < N_RAW; i++) buf_free(&p->raw[i]);
 }
 
-static void Scanner_dealloc(Scanner *self) {
+/* Everything a scanner holds (not the object itself). */
+static void scanner_close(Scanner *self) {
     intern_free(&self->names);
     intern_free(&self->raws);
     intern_free(&self->cats);
@@ -1593,6 +1610,10 @@ static void Scanner_dealloc(Scanner *self) {
     buf_free(&self->header);
     for (size_t i = 0; i < self->nparts; i++) part_free(&self->parts[i]);
     free(self->parts);
+}
+
+static void Scanner_dealloc(Scanner *self) {
+    scanner_close(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
