@@ -34,6 +34,7 @@ from traceanalyze.load.cache import (
     write_entry,
 )
 from traceanalyze.load.folder import load_traces
+from traceanalyze.load.forks import before_polars
 from traceanalyze.load.inputs import (
     KNOWN_NOT_TRACES,
     MANIFEST,
@@ -82,6 +83,7 @@ def load(
     a folder that are not traces are skipped, each named with why in ``Trace.skipped``.
     ``threads``: how many threads scan a file (default ``$TRACEANALYZE_THREADS``, else the
     cores this process may use)."""
+    before_polars()
     found = resolve(path)
     if found.kind is InputKind.TRACE:
         return _load_file(found.path, cache, cache_dir, timer, progress, threads)
@@ -153,6 +155,7 @@ def load_each(
 ) -> list[Trace]:
     """Load several separate traces, in parallel processes when they are large (``threads``
     in all, shared among the processes)."""
+    before_polars()
     files = [Path(p) for p in paths]
     for file in files:
         if file.is_dir():

@@ -10,6 +10,7 @@ scanner (:mod:`.fast`) reads the same layout faster and hands anything unusual b
 from __future__ import annotations
 
 import re
+import sys
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -193,6 +194,18 @@ _LENIENT_EVENT_ARRAY = msgspec.json.Decoder(list[LenientEvent])
 
 
 FIX_NOT_A_TRACE = "Pass a trace written by torch.profiler (export_chrome_trace)."
+
+
+def too_deep(path: Path) -> TraceFormatError:
+    """The error for JSON nested deeper than the decoders go: msgspec's limit is the
+    interpreter's recursion limit (about 1,000 levels; the C scanner hands anything past 500
+    to msgspec), where a Kineto trace nests a handful."""
+    return TraceFormatError(
+        "nests arrays or objects deeper than any trace does (past the JSON decoder's limit of "
+        f"about {sys.getrecursionlimit():,} levels)",
+        path,
+        FIX_NOT_A_TRACE,
+    )
 
 
 def decode_args(

@@ -150,6 +150,8 @@ def _header(pairs: bytes) -> TraceDocument:
         return _HEADER.decode(b"{" + pairs + b"}")
     except msgspec.MsgspecError as exc:
         raise Declined(f"unusual metadata ({exc})") from None
+    except RecursionError:  # the msgspec path names it
+        raise Declined("metadata nested too deeply") from None
 
 
 def _piece(column: str, part: dict[str, Any], names: _Names) -> Piece:

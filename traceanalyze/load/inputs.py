@@ -181,7 +181,7 @@ def _head_rank(head: bytes | None) -> int | None:
         return None
     try:  # the head ends with the "[" of traceEvents: close the list and the object
         rank = msgspec.json.decode(head + b"]}", type=_Head).distributedInfo.get("rank")
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):  # loading the file says what is wrong
         return None
     return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 

@@ -29,9 +29,12 @@ is rewritten while it is read (a profiler exporting again to the same path) is o
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
@@ -170,13 +173,49 @@ def _scan_open(
             raise _Rejected  # too small to share: one scanner
         chunk_bytes = expected // (count * _CHUNKS_PER_THREAD)
         chunk_bytes = min(MAX_CHUNK_BYTES, max(MIN_CHUNK_BYTES, chunk_bytes))
-    with ThreadPoolExecutor(count, thread_name_prefix="traceanalyze-scan") as pool:
+    with _threads(count) as pool:
         if gzipped:
             return _scan_stream(_gzip_pieces(path, chunk_bytes, progress), count, pool)
         scanned = _scan_plain(file.fileno(), before, chunk_bytes, pool, progress)
     if _changed(before, os.fstat(file.fileno())):
         raise _Changed
     return scanned
+
+
+@contextlib.contextmanager
+def _threads(count: int) -> Iterator[ThreadPoolExecutor]:
+    """The scanner threads, every one finished when this ends, however it ends: after a
+    failure or a Ctrl-C their chunks were cancelled or told to stop (at their next block), and
+    a KeyboardInterrupt that arrives while they finish is raised once they have."""
+    prefix = f"traceanalyze-scan-{next(_POOLS)}"
+    pool = ThreadPoolExecutor(count, thread_name_prefix=prefix)
+    try:
+        yield pool
+    finally:
+        interrupted: KeyboardInterrupt | None = None
+        while True:
+            try:
+                pool.shutdown(wait=True, cancel_futures=True)
+                _join_strays(prefix)
+                break
+            except KeyboardInterrupt as error:
+                interrupted = error
+        if interrupted is not None:
+            raise interrupted
+
+
+_POOLS = itertools.count()
+
+
+def _join_strays(prefix: str) -> None:
+    """Wait for the pool's threads that it does not know of: a Ctrl-C inside ``submit``,
+    while a new thread started, leaves it out of the pool's list (it ends at once: the pool
+    is shut down)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(
+        thread.name.startswith(prefix + "_") for thread in threading.enumerate()
+    ):
+        time.sleep(0.001)
 
 
 def _changed(before: os.stat_result, after: os.stat_result) -> bool:
@@ -226,10 +265,9 @@ def _scan_plain(
                 progress(done, size)
         results = [future.result() for future in futures]
     finally:
-        reader.stopped = True  # the others stop at their next block
+        reader.stopped = True  # the others stop at their next block (see _threads)
         for future in futures:
             future.cancel()
-        wait(futures)  # no thread reads the file once this returns
     if progress:
         progress(size, size)
     return _merge(results)
@@ -526,8 +564,7 @@ def _in_order(
             results.append(running.popleft().result())
     finally:
         for future in running:
-            future.cancel()
-        wait(running)  # the chunks' buffers must outlive every scan that reads them
+            future.cancel()  # those already scanning finish their chunk (see _threads)
     return [*results, *last]
 
 

@@ -10,7 +10,8 @@ from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceFormatErro
 from traceanalyze.link import link
 from traceanalyze.load import fast, frames, parallel
 from traceanalyze.load.chunks import scan_document
-from traceanalyze.load.decode import FIX_NOT_A_TRACE
+from traceanalyze.load.decode import FIX_NOT_A_TRACE, too_deep
+from traceanalyze.load.forks import before_polars
 from traceanalyze.load.metadata import BadRankError, device_frame, rank_of, trace_meta
 from traceanalyze.load.scanned import Scanned
 from traceanalyze.load.source import ByteProgress, never_back
@@ -31,6 +32,7 @@ def parse_file(
     """Read, decode, build frames and link one trace file. ``native=False`` skips the C
     scanner (the msgspec path gives the same Trace); ``threads`` scanner threads (default
     :func:`~traceanalyze.load.parallel.default_threads`)."""
+    before_polars()
     return _parse(path, timer or (lambda _stage: None), progress, native, threads)
 
 
@@ -48,7 +50,10 @@ def scan(
             return parallel.scan_file(path, progress, threads)
         except fast.Declined:
             pass
-    return scan_document(path, progress)
+    try:
+        return scan_document(path, progress)
+    except RecursionError:  # msgspec's, deep in a value: one line, not a traceback
+        raise too_deep(path) from None
 
 
 def _parse(
