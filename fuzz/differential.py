@@ -63,8 +63,12 @@ def check(path: Path, tally: Counter[str]) -> str | None:
         except AssertionError as exc:
             return f"C scanner and msgspec path differ: {exc}"
     elif taken:
-        tally["C scanner accepts, the Trace is refused" if not isinstance(native, Trace)
-              else "C scanner accepts, msgspec path refuses"] += 1  # fmt: skip
+        # the scanner took the JSON: what refuses it is the same code on both paths
+        if isinstance(native, Trace) or isinstance(python, Trace):
+            return f"one path refuses: C scanner {native!r}, msgspec path {python!r}"
+        if (type(native), str(native)) != (type(python), str(python)):
+            return f"different errors: C scanner {native!r}, msgspec path {python!r}"
+        tally["both refuse the Trace alike"] += 1
     else:
         tally["C scanner declines"] += 1
     # the threaded loader in chunks of a few dozen bytes: one scanner's outcome

@@ -62,10 +62,14 @@ MAX_CHUNK_BYTES = 32 * 1024 * 1024
 # Inflated bytes per byte of a gzip trace, about (to size its chunks before inflating it).
 _GZIP_RATIO = 15
 # Chunks per thread: equal chunks finish at different times (events differ in cost per
-# byte), and the last ones leave a core idle; more, smaller chunks shorten that tail.
-_CHUNKS_PER_THREAD = 2
-# Bytes of a plain file read (and fed to a scanner) at a time by each thread.
-BLOCK_BYTES = 4 * 1024 * 1024
+# byte: the slowest of the bench trace's took twice the time of the fastest), and the last ones
+# leave a core idle; more, smaller chunks shorten that tail (instead of threads taking work
+# from each other, which cost two levels of locks for a few ms).
+_CHUNKS_PER_THREAD = 4
+# Bytes of a plain file read (and fed to a scanner) at a time by each thread: about a core's
+# L2 cache, so the scanner reads what the read just copied while it is still there; a thread
+# told to stop (another chunk failed, Ctrl-C) stops within a block.
+BLOCK_BYTES = 1024 * 1024
 # Bytes read at a mark to find the cut after it (doubled while none is found).
 _LOOK_BYTES = 64 * 1024
 # A gzip chunk that grows past this many chunk sizes without a cut (no boundary, or no
