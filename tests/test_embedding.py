@@ -371,3 +371,62 @@ def _write_bomb(path: Path, blank_bytes: int) -> None:
             out.write(packer.compress(block))
         out.write(packer.compress(b'{"traceEvents": []}'))
         out.write(packer.flush())
+
+
+# --- a file written while it is read ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("native", "threads", "gzipped"),
+    [(True, 1, False), (True, 1, True), (False, 1, False), (True, 3, True)],
+    ids=["one scanner", "one scanner, gzip", "msgspec path", "threads, gzip"],
+)
+def test_a_file_rewritten_while_one_reader_reads_it_is_one_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: bool, threads: int, gzipped: bool
+) -> None:
+    # a profiler exporting again to the same path while it is loaded: what was read may mix the
+    # two versions, so the load says so instead of returning it
+    from traceanalyze.errors import TraceReadError
+    from traceanalyze.load import parallel, source
+
+    path = write_steps(tmp_path / "trace.json", 2000)
+    if gzipped:
+        import gzip
+
+        path = path.with_suffix(".json.gz")
+        path.write_bytes(gzip.compress((tmp_path / "trace.json").read_bytes()))
+    monkeypatch.setattr(source, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(parallel, "MIN_CHUNK_BYTES", 4096)
+    data = path.read_bytes()
+    rewritten = []
+
+    def rewrite_once(done: int, total: int) -> None:
+        if not rewritten and done < total:
+            rewritten.append(done)
+            os.utime(path, ns=(0, 0))
+            path.write_bytes(data)  # the same bytes, written again
+
+    with pytest.raises(TraceReadError, match="changed while it was read"):
+        parse_file(path, progress=rewrite_once, native=native, threads=threads)
+    assert rewritten
+
+
+def test_an_item_longer_than_any_event_is_one_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one value of 2 kB where the limit is 1 kB: the scanner is not handed ever longer joins
+    from traceanalyze.load import parallel, source
+
+    for module in (source, fast, parallel):
+        monkeypatch.setattr(module, "MAX_ITEM_BYTES", 1024)
+    monkeypatch.setattr(source, "CHUNK_BYTES", 256)
+    path = write_steps(tmp_path / "trace.json", 20)
+    text = path.read_text().replace('"aten::mm"', '"' + "m" * 2048 + '"', 1)
+    path.write_text(text)
+    import gzip
+
+    zipped = tmp_path / "trace.json.gz"
+    zipped.write_bytes(gzip.compress(text.encode()))
+    for each in (path, zipped):
+        with pytest.raises(TraceFormatError, match="a single JSON value longer than 0 MB"):
+            parse_file(each, threads=1)

@@ -47,7 +47,15 @@ from typing import Any
 from traceanalyze.errors import TraceReadError
 from traceanalyze.load import fast
 from traceanalyze.load.scanned import Scanned
-from traceanalyze.load.source import GZIP_MAGIC, ByteProgress, chunks, never_back
+from traceanalyze.load.source import (
+    FIX_CHANGED,
+    GZIP_MAGIC,
+    MAX_ITEM_BYTES,
+    ByteProgress,
+    chunks,
+    item_too_long,
+    never_back,
+)
 
 try:
     from traceanalyze.load import _scan  # type: ignore[attr-defined]
@@ -80,8 +88,6 @@ _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _EVENTS_KEY = b'"traceEvents"'
 _OBJECT_OPEN = b'{"traceEvents":['
 _PREADV = getattr(os, "preadv", None)  # not on Windows: one scanner reads the file there
-
-FIX_CHANGED = "Load it again once whatever writes it (a profiler's export?) has finished."
 
 
 def default_threads() -> int:
@@ -156,6 +162,8 @@ def scan_file(
         return fast.scan_file(path, progress)
     except _Changed:
         raise TraceReadError("changed while it was read", path, FIX_CHANGED) from None
+    except fast.ItemTooLong:
+        raise item_too_long(path) from None
     except OSError:
         return fast.scan_file(path, progress)  # which names the read error precisely
     finally:
@@ -190,19 +198,20 @@ def _scan_open(
 def _threads(count: int) -> Iterator[ThreadPoolExecutor]:
     """The scanner threads, every one finished when this ends, however it ends: after a
     failure or a Ctrl-C their chunks were cancelled or told to stop (at their next block), and
-    a KeyboardInterrupt that arrives while they finish is raised once they have."""
+    a KeyboardInterrupt (or a signal handler's exception) that arrives while they finish is
+    raised once they have."""
     prefix = f"traceanalyze-scan-{next(_POOLS)}"
     pool = ThreadPoolExecutor(count, thread_name_prefix=prefix)
     try:
         yield pool
     finally:
-        interrupted: KeyboardInterrupt | None = None
+        interrupted: BaseException | None = None
         while True:
             try:
                 pool.shutdown(wait=True, cancel_futures=True)
                 _join_strays(prefix)
                 break
-            except KeyboardInterrupt as error:
+            except BaseException as error:  # Ctrl-C, or a signal handler's own exception
                 interrupted = error
         if interrupted is not None:
             raise interrupted
@@ -423,6 +432,8 @@ def _scan_span(reader: _Reader, opening: bytes, span: _Span) -> _Result:
 
 def _grown(reader: _Reader, buffer: bytearray, kept: int) -> bytearray:
     """A buffer twice as long, holding ``buffer``'s first ``kept`` bytes."""
+    if kept > MAX_ITEM_BYTES:
+        raise fast.ItemTooLong
     bigger = bytearray(2 * len(buffer))
     bigger[:kept] = buffer[:kept]
     reader._local.buffer = bigger
