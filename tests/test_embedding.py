@@ -430,3 +430,16 @@ def test_an_item_longer_than_any_event_is_one_error(
     for each in (path, zipped):
         with pytest.raises(TraceFormatError, match="a single JSON value longer than 0 MB"):
             parse_file(each, threads=1)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    # opening a named pipe waits for a writer: a pipe (or device) is one error, at once
+    pipe = tmp_path / "trace.json"
+    os.mkfifo(pipe)
+    result = CliRunner().invoke(main, ["info", str(pipe), "--no-cache"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        f"traceanalyze: error: {pipe}: is not a regular file (a pipe, socket or device). "
+        "Save the trace to a file and pass that file."
+    )

@@ -197,7 +197,21 @@ def _remove(entry: Path) -> None:
         os.replace(entry, aside)
     except OSError:
         return  # already gone (another process removed it)
-    shutil.rmtree(aside, ignore_errors=True)
+    _discard(aside)
+
+
+def _discard(folder: Path) -> None:
+    """Remove ``folder`` whole, even when a Ctrl-C arrives meanwhile (it is raised once the
+    folder is gone: an interrupted removal would leave part of an entry behind)."""
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            break
+        except BaseException as error:  # KeyboardInterrupt, or a signal handler's exception
+            interrupted = error
+    if interrupted is not None:
+        raise interrupted
 
 
 # Set while writes leave most eviction walks to their caller (see eviction_deferred).
@@ -277,7 +291,7 @@ def write_entry(entry: Path, trace: Trace) -> bool:
         (staging / "meta.json").write_text(json.dumps(stored, default=str))
         os.replace(staging, entry)  # atomic: readers see a whole entry or none
     except BaseException as error:  # a full disk, Ctrl-C: no half entry, no staging left
-        shutil.rmtree(staging, ignore_errors=True)
+        _discard(staging)
         if not isinstance(error, OSError):
             raise
         return entry.is_dir()  # another process may have won the race with the same content

@@ -14,7 +14,7 @@ from traceanalyze.load.decode import FIX_NOT_A_TRACE, too_deep
 from traceanalyze.load.forks import before_polars
 from traceanalyze.load.metadata import BadRankError, device_frame, rank_of, trace_meta
 from traceanalyze.load.scanned import Scanned
-from traceanalyze.load.source import ByteProgress, never_back
+from traceanalyze.load.source import ByteProgress, never_back, refuse_special
 from traceanalyze.trace import Trace
 
 # Called with a stage name ("decode", "frames", "link") after each stage.
@@ -45,6 +45,7 @@ def scan(
 ) -> Scanned:
     """The column pieces of ``path``: from the C scanner when it takes the file, else msgspec."""
     progress = never_back(progress) if progress else None  # msgspec after the scanner declined
+    refuse_special(path)
     if native and fast.AVAILABLE:
         try:
             return parallel.scan_file(path, progress, threads)

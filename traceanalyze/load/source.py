@@ -189,6 +189,21 @@ def unchanged(file: BinaryIO, before: os.stat_result, read: int, path: Path) -> 
         raise TraceReadError("changed while it was read", path, FIX_CHANGED)
 
 
+def refuse_special(path: Path) -> None:
+    """A :class:`TraceReadError` when ``path`` is a pipe, socket or device: opening a pipe
+    waits for a writer, and a stream cannot be read the several times a load reads a file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # reading it names the problem
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise TraceReadError(
+            "is not a regular file (a pipe, socket or device)",
+            path,
+            "Save the trace to a file and pass that file.",
+        )
+
+
 def _open(path: Path) -> tuple[BufferedReader, os.stat_result, bytes]:
     try:
         file = path.open("rb")
