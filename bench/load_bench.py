@@ -487,7 +487,7 @@ def main() -> None:
         "--threads", help="only the thread scaling: comma-separated counts, e.g. 1,2,4,8"
     )
     parser.add_argument(
-        "--targets", action="store_true", help="only the targets (issues 23, 42), as ratios, pass/fail"
+        "--targets", action="store_true", help="only the targets (issues 23, 42): ratios, pass/fail"
     )
     parser.add_argument(
         "--baseline",
