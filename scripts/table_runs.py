@@ -24,7 +24,7 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_traces"
 # Commands that take no trace or write no table.
-NOT_TABLES = frozenset({"capture", "cache", "annotate", "report", "schema", "sql"})
+NOT_TABLES = frozenset({"capture", "cache", "annotate", "report", "schema"})
 TWO_TRACES = frozenset({"diff", "explain"})
 FOLDERS = frozenset({"ranks", "compare"})  # take a folder (or several paths)
 EXTRA = {"check": ("-e", "kernels_per_iter >= 0", "-e", "category:other >= 0")}
@@ -33,7 +33,12 @@ CHOOSERS = ("--table", "--by")
 
 
 def views(command: click.Command) -> tuple[str | None, list[str]]:
-    """The option that picks ``command``'s table and its choices ([''] for one table)."""
+    """The option that picks ``command``'s table and its choices ([''] for one table; for
+    `sql`, the tables a query reads, picked by its FROM)."""
+    if command.name == "sql":
+        from traceanalyze.analyses.sql import TABLES
+
+        return "FROM", list(TABLES)
     for param in command.params:
         flags = getattr(param, "opts", [])
         chooser = next((f for f in flags if f in CHOOSERS), None)
@@ -58,6 +63,8 @@ def runs(trace: Path, folder: Path | None = None) -> Iterator[tuple[str, str, li
         inputs = [str(folder if name in FOLDERS else trace)] * (2 if name in TWO_TRACES else 1)
         for view in choices:
             chosen = [chooser, view] if chooser else []
+            if chooser == "FROM":  # `sql TRACE QUERY`: the whole table
+                chosen = [f"SELECT * FROM {view}"]
             yield name, view, [name, *inputs, *EXTRA.get(name, ()), *chosen]
 
 
@@ -80,7 +87,7 @@ def load_once() -> None:
 
 def _observe() -> dict[str, dict[str, set[str]]]:
     """Make every table pass unconformed and record each column's dtypes by table."""
-    import traceanalyze.tables as tables
+    from traceanalyze import tables
 
     seen: dict[str, dict[str, set[str]]] = {}
 
@@ -90,9 +97,15 @@ def _observe() -> dict[str, dict[str, set[str]]]:
             columns.setdefault(column, set()).add(str(dtype))
         return frame
 
+    # Every caller imported conform itself: its code is swapped, to run with the tables
+    # module's globals, where `_recording` is then bound (a drafting aid, never in a test).
     tables.__dict__["_recording"] = recording
-    tables.conform.__code__ = (lambda frame, name: _recording(frame, name)).__code__  # type: ignore[name-defined]  # noqa: F821
+    tables.conform.__code__ = _via_recording.__code__
     return seen
+
+
+def _via_recording(frame: pl.DataFrame, name: str) -> pl.DataFrame:
+    return _recording(frame, name)  # type: ignore[name-defined, no-any-return]  # noqa: F821
 
 
 def draft(commands: list[str], traces: list[Path]) -> dict[str, dict[str, set[str]]]:

@@ -225,10 +225,16 @@ def test_output_file_is_not_overwritten_without_force(trace: Path, tmp_path: Pat
     assert json.loads(out.read_text()).keys() >= SUMMARY_KEYS
 
 
-def test_output_file_may_not_be_the_input(trace: Path) -> None:
-    result = run("summary", trace, "-o", trace, "--force")
+def test_output_file_may_not_be_the_input(tmp_path: Path) -> None:
+    # A plain .json trace: a suffix -o writes (-o run.json.gz is refused for its suffix).
+    plain = write_trace(tmp_path, EVENTS, name="run.json")
+    before = plain.read_bytes()
+    result = run("summary", plain, "-o", plain, "--force")
     assert result.exit_code == 2
     assert "is one of the inputs" in result.stderr
+    assert plain.read_bytes() == before
+    gz = run("summary", tmp_path / "x.json.gz", "-o", tmp_path / "x.json.gz", "--force")
+    assert gz.exit_code == 2 and "writes no .gz files" in gz.stderr
 
 
 # ---------------------------------------------------------------------------------------------

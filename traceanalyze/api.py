@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, Self, TypeAlias, TypeVar
+from typing import Any, Generic, NamedTuple, Self, TypeAlias, TypeVar, cast
 
 import polars as pl
 
@@ -308,7 +308,7 @@ def info_records(
     return [
         trace_info(s.trace) if s.label is None else {VARIANT: s.label, **trace_info(s.trace)}
         for given in listed
-        for s in subjects(given, loading)
+        for s in subjects(cast(Input, given), loading)
     ]
 
 
@@ -599,7 +599,7 @@ def variant_set(
     if not isinstance(listed, (list, tuple)) or not all(map(is_path, listed)):
         raise wrong_input(paths, "trace files or folders (str or pathlib.Path), a list of them, "
                           "or a VariantSet")  # fmt: skip
-    return loading.variants(listed, labels)
+    return loading.variants(cast(Sequence[PathLike], listed), labels)
 
 
 def compare(
@@ -870,12 +870,12 @@ def conformed(result: R) -> R:
 
 
 def _markdown(forms: Forms[Any]) -> Callable[[Any], str]:
-    return lambda result: forms.render(result, MARKDOWN)
+    return lambda result: str(forms.render(result, MARKDOWN))
 
 
 def _alone(forms: Forms[Any]) -> Callable[[Any], str]:
     """The markdown of one unlabelled result of a type rendered as labelled pairs."""
-    return lambda result: forms.render([(None, result)], MARKDOWN)
+    return lambda result: str(forms.render([(None, result)], MARKDOWN))
 
 
 def _frame(forms: Forms[Any], *, alone: bool) -> Callable[[Any, str | None], pl.DataFrame]:
@@ -887,8 +887,8 @@ def _frame(forms: Forms[Any], *, alone: bool) -> Callable[[Any, str | None], pl.
 
 display.MARKDOWN.update({kind: _markdown(forms) for kind, forms in _ONE.items()})
 display.MARKDOWN.update({kind: _alone(forms) for kind, forms in _LABELLED.items()})
-display.MARKDOWN[PerVariant] = lambda r: _LABELLED[type(r.results[0][1])].render(
-    list(r.results), MARKDOWN
+display.MARKDOWN[PerVariant] = lambda r: str(
+    _LABELLED[type(r.results[0][1])].render(list(r.results), MARKDOWN)
 )
 display.FRAMES.update({kind: _frame(forms, alone=False) for kind, forms in _ONE.items()})
 display.FRAMES.update({kind: _frame(forms, alone=True) for kind, forms in _LABELLED.items()})

@@ -5,7 +5,7 @@ wrong type or out of range is one error saying what was expected.
 >>> check_number("top", 0)
 Traceback (most recent call last):
 ...
-traceanalyze.errors.UsageError: top=0 is out of range: give a whole number of at least 1 (or None for every row).
+traceanalyze.errors.UsageError: top=0 is out of range: give a whole number of at least 1 ...
 """
 
 from __future__ import annotations

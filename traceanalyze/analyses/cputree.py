@@ -47,9 +47,7 @@ def outermost_mask(trace: Trace) -> pl.Series:
     return pl.Series([False]).new_from_index(0, trace.cpu.height).scatter(ops["row"], outermost)
 
 
-def op_chains(
-    cpu: pl.DataFrame, op_ids: pl.Series, cats: Sequence[str] = ("cpu_op",)
-) -> pl.Series:
+def op_chains(cpu: pl.DataFrame, op_ids: pl.Series, cats: Sequence[str] = ("cpu_op",)) -> pl.Series:
     """For each op id, the names of it and its ancestors of the categories ``cats`` (cpu_op:
     the operators; add user_annotation for the record_function regions), outermost first."""
     if _ids_are_rows(cpu, op_ids):

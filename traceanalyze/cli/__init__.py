@@ -68,7 +68,7 @@ SECTIONS: dict[str, dict[str, str]] = {
         "ranks": "Per rank of a job: stragglers, collective skew",
     },
     "Query and tools": {
-        "sql": "SQL over a trace's tables (kernels, ops, memory...)",
+        "sql": "SQL over a trace's kernels, ops, memory and steps",
         "schema": "The declared columns of each command's tables",
         "check": "Check expectations against a trace (for CI)",
         "annotate": "A copy of a trace with the analysis, for Perfetto",

@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 import click
 
+from traceanalyze import files
 from traceanalyze.analyses.iterations import Selection
 from traceanalyze.api import Loading
 from traceanalyze.cli.progress import loading, loading_file
@@ -107,7 +108,7 @@ class Output:
         self.check_free(self.path)
         with _writing(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(text)
+            files.write_text(self.path, text)
         click.echo(f"wrote {self.path}", err=True)
 
     def write_with(self, write: Callable[[Path], R], inputs: Sequence[Path] = ()) -> R:
@@ -141,7 +142,7 @@ class Output:
         assert self.path is not None
         target = self.path.parent / name
         with _writing(target):
-            target.write_bytes(data)
+            files.write_bytes(target, data)
         click.echo(f"wrote {target}", err=True)
 
 
@@ -267,6 +268,10 @@ _CACHE_OPTIONS: tuple[Decorator, ...] = (
 )
 
 
+@overload
+def output_options(func: F, *, folder_file: str | None = None) -> F: ...
+@overload
+def output_options(func: None = None, *, folder_file: str | None = None) -> Callable[[F], F]: ...
 def output_options(func: F | None = None, *, folder_file: str | None = None) -> Any:
     """--format, -o/--output and --force; the command receives ``out: Output``. With
     ``folder_file``, -o naming a folder writes that file inside it (else it is refused)."""

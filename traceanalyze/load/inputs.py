@@ -32,6 +32,7 @@ from traceanalyze.errors import (
 )
 from traceanalyze.load.chunks import first_look
 from traceanalyze.load.foreign import refuse_foreign
+from traceanalyze.load.source import refuse_special
 from traceanalyze.trace import Skipped
 
 # The file a capture (python -m capture) writes beside its traces, as capture names it.
@@ -87,6 +88,7 @@ def resolve(path: str | os.PathLike[str]) -> Input:
         return _folder(source)
     if status is None and not is_trace_name(source):
         raise TraceReadError("no such file or folder", source, "Check the path.")
+    refuse_special(source)
     refuse_foreign(source)
     return Input(source, InputKind.TRACE, (source,), manifest=manifest_beside(source))
 
@@ -203,7 +205,7 @@ def _head_rank(head: bytes | None) -> int | None:
         return None
     try:  # the head ends with the "[" of traceEvents: close the list and the object
         rank = msgspec.json.decode(head + b"]}", type=_Head).distributedInfo.get("rank")
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):  # loading the file says what is wrong
         return None
     return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 

@@ -66,7 +66,7 @@ def cold_markdown(result: ColdSet, *, view: str | None = None, full_names: bool 
 # or without ``view`` the whole comparison.
 COLD: Forms[ColdSet] = Forms(
     markdown=cold_markdown,
-    json=lambda result, **options: COLD.table(result, **options),
+    json=lambda result, **options: COLD.table(result, **options),  # noqa: PLW0108 (not yet bound)
     tables={view: _VIEW_ATTRIBUTES[view] for view in VIEWS},
     command="cold",
     choose="view",

@@ -17,8 +17,10 @@ from traceanalyze.tables import conform
 TOP_COLLECTIVES = 10
 
 
-RANK_FIGURES = ("median_wall_us_per_iter", "straggler_pct", "stragglers", "clock_alignment",
-                "collectives_matched", "median_start_spread_us", "max_start_spread_us", "notes")  # fmt: skip
+RANK_FIGURES = (
+    "median_wall_us_per_iter", "straggler_pct", "stragglers", "clock_alignment",
+    "collectives_matched", "median_start_spread_us", "max_start_spread_us", "notes",
+)  # fmt: skip
 
 
 def ranks_figures(result: RanksResult) -> pl.DataFrame:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -157,12 +158,12 @@ def csv_schema(name: str, *, variant: bool = False) -> dict[str, pl.DataType]:
     return flat
 
 
-def _flat(column: str, dtype: pl.DataType) -> dict[str, pl.DataType]:
+def _flat(column: str, dtype: Any) -> dict[str, pl.DataType]:
     if isinstance(dtype, pl.Struct):
         return {k: v for f in dtype.fields for k, v in _flat(f"{column}.{f.name}", f.dtype).items()}
     if isinstance(dtype, (pl.List, pl.Array)):
         return {column: pl.String()}
-    return {column: dtype}
+    return {column: dtype if isinstance(dtype, pl.DataType) else dtype()}
 
 
 def schema_rows(tables: Sequence[Table]) -> pl.DataFrame:

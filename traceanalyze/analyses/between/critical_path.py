@@ -77,7 +77,6 @@ class CriticalPath(Shown):
     bound_note: str | None = None
 
 
-
 @per_trace
 @on_counted
 def critical_path(trace: Trace) -> CriticalPath:

@@ -196,7 +196,7 @@ def comms_markdown(result: Comms, *, by: str = "call", top: int | None = None) -
 # what the trace lacks first.
 COMMS: Forms[Comms] = Forms(
     markdown=comms_markdown,
-    json=lambda result, **options: COMMS.table(result, **options),
+    json=lambda result, **options: COMMS.table(result, **options),  # noqa: PLW0108 (not yet bound)
     tables={
         "call": lambda result, *, top=None, **_: comms_table(result, by="call", top=top),
         "kind": lambda result, *, top=None, **_: comms_table(result, by="kind", top=top),

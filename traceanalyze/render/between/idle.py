@@ -14,7 +14,6 @@ from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_table
 from traceanalyze.tables import conform
 
-
 # The figures of one idle result, in its JSON's order (the rest are its tables).
 IDLE_FIGURES = ("gpu_idle_us_per_iter", "wall_us_per_iter", "bound", "iterations",
                 "gpu_activities_per_iter")  # fmt: skip

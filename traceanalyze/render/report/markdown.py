@@ -29,8 +29,8 @@ from traceanalyze.render.table import (
     markdown_table,
     prose_number,
 )
-from traceanalyze.trace import IterationSource
 from traceanalyze.tables import conform
+from traceanalyze.trace import IterationSource
 
 CHART_GPU = "gpu_time_by_category"
 CHART_CPU_GPU = "cpu_vs_gpu"
