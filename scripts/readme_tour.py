@@ -30,7 +30,7 @@ from click.testing import CliRunner
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 BLOCK = re.compile(
-    r"<!-- tour: (?P<args>[^|>]+?)(?: \| lines (?P<lines>\d+))? -->\n.*?<!-- /tour -->",
+    r"<!-- tour: (?P<args>.+?)(?: \| lines (?P<lines>\d+))? -->\n.*?<!-- /tour -->",
     re.DOTALL,
 )
 

@@ -15,7 +15,7 @@ iteration) it must show:
 |                |         |        |        |                | planning time > 0               |
 
 (The memsets of naive are cuBLAS's, of cuDNN its softmax-statistics zeroing.) Changing any of
-these numbers is a change of the contract: update ARCHITECTURE.md with it.
+these numbers is a change of the contract: update docs/architecture.md with it.
 
 ``h200_backward_large`` (B4 H32 S2048 D128, forward + backward): every variant analyses, and the
 flash and cuDNN backward passes run fused attention kernels.

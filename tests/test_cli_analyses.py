@@ -1,5 +1,5 @@
 """The analysis commands through click's CliRunner: formats, -o, the JSON contract of
-ARCHITECTURE.md, check's exit status, and bad input."""
+docs/architecture.md, check's exit status, and bad input."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces" / "h200_default"
 FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>(Flash_fwd_params)"
 COMMANDS = ("kernels", "summary", "occupancy", "cudnn", "memcpy")
 
-# The CLI contract (ARCHITECTURE.md): keys that `--format json` must always carry.
+# The CLI contract (docs/architecture.md): keys that `--format json` must always carry.
 KERNELS_KEYS = {
     "name",
     "category",

@@ -1,4 +1,5 @@
-"""Imports point down only (ARCHITECTURE.md): read from the source, so a new fault fails here."""
+"""Imports point down only (docs/architecture.md): read from the source, so a new fault fails
+here."""
 
 from __future__ import annotations
 

@@ -208,3 +208,22 @@ def test_schema_prints_each_tables_columns_with_units() -> None:
     assert {r["selected_by"] for r in rows} == {"idle --table causes"}
     unknown = CliRunner().invoke(main, ["schema", "nosuch"])
     assert unknown.exit_code == 2 and "writes no tables" in unknown.stderr
+
+
+@pytest.mark.parametrize(("command", "view"), _runs(), ids=[" ".join(r).strip() for r in _runs()])
+def test_every_table_command_writes_markdown_and_json(
+    command: str, view: str, load_once: Path
+) -> None:
+    # The whole answer in markdown and JSON, and the one table --table names (a markdown
+    # renderer once received table=None and raised a TypeError: explain, roofline).
+    for name, chosen, args in table_runs.runs(NAIVE, table_runs.alone_in_folder(
+            NAIVE, load_once / "md" / f"{command}.{view}")):  # fmt: skip
+        if (name, chosen) != (command, view):
+            continue
+        # The default answer too: without the --table or --by that ends the arguments.
+        whole = args[:-2] if args[-2:-1] in (["--table"], ["--by"]) else args
+        for fmt in ("md", "json"):
+            for given in (args, whole):
+                result = CliRunner().invoke(main, [*given, "--format", fmt])
+                assert result.exit_code == 0, (given, fmt, result.output)
+                assert result.stdout.strip(), (given, fmt)

@@ -92,6 +92,12 @@ class Forms(Generic[R]):
         return self.choose == "table" and options.get("table") is not None
 
 
+def _whole(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` for the markdown of a whole answer: without --table's None (no table
+    chosen), which the answers' markdown functions do not take."""
+    return {k: v for k, v in options.items() if not (k == "table" and v is None)}
+
+
 def _json(forms: Forms[Any], result: Any, options: dict[str, Any]) -> str:
     if forms.chosen(options):
         return to_json(forms.table(result, **options))
@@ -104,7 +110,7 @@ WRITERS: dict[str, Callable[[Forms[Any], Any, dict[str, Any]], str | bytes]] = {
     "md": lambda forms, result, options: (
         shown_table(forms.table(result, **options), **options)
         if forms.chosen(options)
-        else forms.markdown(result, **options)
+        else forms.markdown(result, **_whole(options))
     ),
     "json": _json,
     "csv": lambda forms, result, options: to_csv(forms.table(result, **options)),

@@ -120,7 +120,7 @@ def _table(frame: pl.DataFrame, columns: Sequence[str]) -> str:
     return markdown_table(frame.select(kept).rename({c: heading(c) for c in kept}))
 
 
-def explain_markdown(result: Explanation, *, charts: Sequence[str] = ()) -> str:
+def explain_markdown(result: Explanation, *, charts: Sequence[str] = (), **_: Any) -> str:
     total = float(result.parts["us_per_iter_delta"].sum())
     # The traces' labels head the columns, unless they cannot (equal, or a heading's name).
     labels = {result.base, result.new}
