@@ -1,4 +1,4 @@
-"""The library is the command line's twin: the facade's doctests, the README's notebook cells,
+"""The library is the command line's twin: the facade's doctests, docs/python.md's notebook cells,
 and each function's answer equal to what its command writes."""
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ def test_the_facade_doctests_pass() -> None:
     assert failed == 0
 
 
-def test_the_readme_notebook_section_runs() -> None:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_docs_notebook_section_runs() -> None:
+    text = (REPO / "docs" / "python.md").read_text(encoding="utf-8")
     section = text.split("## In a notebook", 1)[1].split("\n## ", 1)[0]
     cells = PYTHON_BLOCK.findall(section)
     assert len(cells) >= 5
     namespace: dict[str, object] = {}
     for cell in cells:
-        exec(compile(cell, "README.md (In a notebook)", "exec"), namespace)
+        exec(compile(cell, "docs/python.md (In a notebook)", "exec"), namespace)
     assert isinstance(namespace["trace"], traceanalyze.Trace)
 
 
