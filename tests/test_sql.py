@@ -92,6 +92,51 @@ def test_the_output_is_any_tables(tmp_path: Path) -> None:
     assert pl.read_parquet(target).equals(pl.read_csv(io.StringIO(text)))
 
 
+# One trace of each sample capture: each records something the others lack.
+SAMPLES = [
+    min(f.glob("*.json.gz")) for f in sorted((REPO / "sample_traces").iterdir()) if f.is_dir()
+]
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.parent.name for p in SAMPLES])
+def test_gpu_time_per_launching_op_is_kernels_by_op(path: Path) -> None:
+    query = (
+        "SELECT op_name AS launch_op, count(*) AS n, sum(dur_ns) AS ns FROM gpu "
+        "WHERE iteration IN (SELECT iteration FROM iterations WHERE counted) GROUP BY op_name"
+    )
+    by_sql = {r["launch_op"]: r for r in traceanalyze.sql(path, query).to_dicts()}
+    table = traceanalyze.kernels(path, by="op")
+    counted = traceanalyze.iterations(path).filter("counted").height
+    assert set(by_sql) == set(table["launch_op"].to_list())
+    for row in table.to_dicts():
+        mine = by_sql[row["launch_op"]]
+        assert mine["n"] / counted == pytest.approx(row["count_per_iter"]), row["launch_op"]
+        assert mine["ns"] / 1e3 / counted == pytest.approx(row["us_per_iter"]), row["launch_op"]
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.parent.name for p in SAMPLES])
+def test_the_tables_hold_what_info_and_kernels_count(path: Path) -> None:
+    [info] = traceanalyze.info(path).to_dicts()
+    kinds = dict(traceanalyze.sql(path, "SELECT kind, count(*) FROM gpu GROUP BY kind").rows())
+    # The kinds as classified (a CUDA graph's memcpy node, a kernel in the file, is a copy),
+    # as `kernels` counts them; info counts the file's own kinds: the totals agree.
+    table = traceanalyze.kernels(path).group_by("kind").agg(pl.col("count").sum())
+    assert kinds == dict(table.rows())
+    assert sum(kinds.values()) == info["kernels"] + info["memcpy"] + info["memset"]
+    assert traceanalyze.sql(path, "SELECT count(*) FROM kernels").item() == kinds["kernel"]
+    assert traceanalyze.sql(path, "SELECT count(*) FROM cpu_ops").item() == info["cpu_ops"]
+    assert traceanalyze.sql(path, "SELECT count(*) FROM runtime").item() == info["runtime_calls"]
+    linked = traceanalyze.sql(path, "SELECT count(*) FROM gpu WHERE linked").item()
+    assert linked == info["gpu_linked"]
+
+
+def test_the_memory_table_holds_the_memory_commands_events() -> None:
+    path = REPO / "sample_traces" / "h200_memory_check" / "memory_check.json.gz"
+    events = traceanalyze.memory(path).events
+    assert events > 0
+    assert traceanalyze.sql(path, "SELECT count(*) FROM memory").item() == events
+
+
 # --- the README's queries against hand computations on a corpus trace ----------------------
 
 
