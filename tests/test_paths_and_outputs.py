@@ -6,10 +6,15 @@ the format (Parquet included, an unknown suffix refused) and a folder is written
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
+import os
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -62,6 +67,83 @@ def test_an_output_name_too_long_is_one_line(tmp_path: Path, suffix: str) -> Non
     line = one_error_line(run("kernels", str(NAIVE), "-o", str(target)), 1)
     assert line.startswith(f"{_ERROR}cannot write {target}: File name too long.")
     assert "shorter name" in line
+
+
+# Paths the file system itself refuses, made for real: (how to make the path, errno text).
+_REFUSED: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "name too long": (lambda d: d / f"{LONG}.json", os.strerror(errno.ENAMETOOLONG)),
+    "through a file": (lambda d: _file(d) / "x.json", os.strerror(errno.ENOTDIR)),
+    "symbolic link loop": (lambda d: _loop(d) / "x.json", os.strerror(errno.ELOOP)),
+}
+
+
+def _file(folder: Path) -> Path:
+    (folder / "plain").write_text("a file, not a folder")
+    return folder / "plain"
+
+
+def _loop(folder: Path) -> Path:
+    (folder / "loop").symlink_to(folder / "loop")
+    return folder / "loop"
+
+
+@pytest.mark.parametrize("case", list(_REFUSED))
+@pytest.mark.parametrize("side", ["input", "output"])
+def test_every_path_the_system_refuses_is_one_line(tmp_path: Path, case: str, side: str) -> None:
+    make, reason = _REFUSED[case]
+    path = make(tmp_path)
+    args = ["summary", str(path)] if side == "input" else ["kernels", str(NAIVE), "-o", str(path)]
+    line = one_error_line(run(*args), 1)
+    assert str(path) in line and reason in line, line
+    assert line.rstrip(".").count(". ") >= 1  # the reason, then the fix
+    if side == "input":
+        with pytest.raises(TraceReadError, match=re.escape(reason)):
+            traceanalyze.load(path)
+
+
+# Errors no test can provoke for real (a failing disk, a full one): raised where the file is
+# opened, each must still be one line with the system's words and a fix.
+_INJECTED = [errno.EIO, errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT, errno.EMFILE]
+
+
+@pytest.mark.parametrize("number", _INJECTED, ids=errno.errorcode.get)
+def test_an_injected_os_error_on_an_output_is_one_line(
+    tmp_path: Path, number: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_open = os.open
+
+    def failing(path: Any, flags: int, *args: Any) -> int:
+        if str(path).startswith(str(tmp_path)):
+            raise OSError(number, os.strerror(number), str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", failing)
+    target = tmp_path / "k.csv"
+    line = one_error_line(run("kernels", str(NAIVE), "-o", str(target)), 1)
+    assert line.startswith(f"{_ERROR}cannot write {target}: {os.strerror(number)}. "), line
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("number", _INJECTED, ids=errno.errorcode.get)
+def test_an_injected_os_error_on_an_input_is_one_line(
+    tmp_path: Path, number: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = tmp_path / "t.json.gz"
+    trace.write_bytes(NAIVE.read_bytes())
+    real_open = Path.open
+
+    def failing(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self == trace:
+            raise OSError(number, os.strerror(number), str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", failing)
+    monkeypatch.setenv("TRACEANALYZE_CACHE_DIR", str(tmp_path / "cache"))
+    line = one_error_line(run("summary", str(trace), "--no-cache"), 1)
+    assert line.startswith(f"{_ERROR}{trace}: "), line
+    assert os.strerror(number).lower() in line.lower(), line
+    with pytest.raises(TraceReadError, match=f"(?i){re.escape(os.strerror(number))}"):
+        traceanalyze.load(trace, cache=False)
 
 
 def test_an_input_folder_without_permission_is_one_line(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ traces load (--no-cache, --cache-dir, progress). Commands receive one ``out: Out
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -125,10 +126,10 @@ class Output:
         """Never write onto an input, nor onto an existing file inside an input folder (a
         trace the command reads, whatever --force says)."""
         with _writing(path):
-            resolved = path.resolve()
+            resolved = _resolved(path)
         for given in map(Path, inputs):
             with _writing(given):
-                source = given.resolve()
+                source = _resolved(given)
             if resolved == source:
                 raise click.UsageError(f"-o {path} is one of the inputs; refusing to overwrite it.")
             if source.is_dir() and resolved.is_file() and source in resolved.parents:
@@ -162,11 +163,23 @@ def _writing(path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
+        if isinstance(exc, FileExistsError) and exc.filename and not os.path.isdir(exc.filename):
+            # Making the folders: a part of the path is a file (the system says "exists").
+            exc = NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), exc.filename)
         reason, fix = os_problem(exc)
         where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
         raise OutputError(
             f"cannot write {path}: {reason}{where}. {fix}; or write to standard output (-o -)."
         ) from None
+
+
+def _resolved(path: Path) -> Path:
+    """``path.resolve()``, a loop of symbolic links an OSError (pathlib before Python 3.13
+    raises RuntimeError for one)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path)) from None
 
 
 def _write_bytes(path: Path, data: bytes) -> None:
