@@ -212,7 +212,12 @@ def test_every_result_has_a_dataframe_form_and_a_short_repr() -> None:
         assert isinstance(result.to_frame(), pl.DataFrame)  # type: ignore[attr-defined]
         assert len(repr(result)) < 600, type(result).__name__
     assert isinstance(traceanalyze.info(NAIVE), pl.DataFrame)
-    assert len(repr(traceanalyze.annotate(NAIVE))) < 300
+    annotation = traceanalyze.annotate(NAIVE)
+    assert len(repr(annotation)) < 300
+    assert annotation.to_frame().equals(annotation.activities)
+    assert annotation.to_frame("copies").equals(annotation.copies)
+    with pytest.raises(traceanalyze.errors.UsageError, match="not one of"):
+        annotation.to_frame("nosuch")
     assert len(repr(traceanalyze.load_variants(["sample_traces/h200_default"])[0])) < 300
 
 
