@@ -181,6 +181,28 @@ def test_the_kernels_under_one_module_by_hand() -> None:
         assert got[name] == (len(durations), pytest.approx(sum(durations), abs=1e-3)), name
 
 
+def test_a_region_inside_the_launching_op_is_in_the_stack() -> None:
+    # DLRM's all-to-all: `nccl:all_to_all` opens inside `record_param_comms`, the op that
+    # launches the NCCL kernel; the stack is the launch call's, so the region is in it.
+    path = CORPUS_TRACES / "new_htadiff_control_a100_rank3.json.gz"
+    skip_without(path)
+    with gzip.open(path, "rt") as handle:
+        events: list[dict[str, Any]] = json.load(handle)["traceEvents"]
+    regions = [e for e in events if e.get("name") == "nccl:all_to_all" and e.get("ph") == "X"]
+    launches = _launches(events)
+    durations = [
+        e["dur"]
+        for e in events
+        if e.get("cat") == "kernel"
+        and (call := launches.get(e["args"].get("correlation", -1))) is not None
+        and _inside(call, regions)
+    ]
+    query = "SELECT count(*), sum(dur_ns) FROM kernels WHERE stack LIKE '%nccl:all_to_all%'"
+    [(count, ns)] = traceanalyze.sql(path, query).rows()
+    assert (count, ns / 1e3) == (len(durations), pytest.approx(sum(durations)))
+    assert count == 42
+
+
 def test_the_copies_over_one_mib_by_hand() -> None:
     events = _events()
     expected = sorted(

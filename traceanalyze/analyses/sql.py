@@ -6,8 +6,9 @@ nanoseconds on the trace's clock (``ts_ns``, ``dur_ns``) and durations in micros
 
 - ``gpu``: every GPU activity (kernel, memcpy, memset) with its category, its launching call
   and op, ``op_chain`` (its launching op and the ops around it, outermost first, joined by
-  `` > ``), ``stack`` (the same with the ``record_function`` regions, modules and profiler
-  steps among them), the outermost annotation and its iteration; ``kernels``: the kernels.
+  `` > ``), ``stack`` (every operator and ``record_function`` region open around its launch
+  call, profiler steps included; Python frames are not in it), the outermost annotation and
+  its iteration; ``kernels``: the kernels.
 - ``cpu_ops``: CPU operators (the profiler's ``cpu_op`` events) with their parent and depth.
 - ``annotations``: ``record_function`` regions and profiler steps.
 - ``runtime``: CUDA/HIP runtime and driver calls.
@@ -44,12 +45,26 @@ def _dur_us() -> pl.Expr:
 
 
 def gpu_table(trace: Trace) -> pl.DataFrame:
-    """Every GPU activity, classified, with its launching op's chain of operators and its
-    whole CPU stack (operators and annotations)."""
+    """Every GPU activity, classified, with its launching op's chain of operators and the
+    whole CPU stack of its launch call (operators and annotations: a region opened inside the
+    launching op, such as ``nccl:all_to_all`` under ``record_param_comms``, is in it too)."""
     frame = activities(trace)
     chains = op_chains(trace.cpu, frame["op_id"]).list.join(CHAIN_SEPARATOR)
-    stacks = op_chains(trace.cpu, frame["op_id"], STACK_CATS).list.join(CHAIN_SEPARATOR)
-    return frame.with_columns(_dur_us(), op_chain=chains, stack=stacks)
+    stacks = op_chains(trace.cpu, _launch_calls(trace, frame), STACK_CATS)
+    return frame.with_columns(_dur_us(), op_chain=chains, stack=stacks.list.join(CHAIN_SEPARATOR))
+
+
+def _launch_calls(trace: Trace, frame: pl.DataFrame) -> pl.Series:
+    """Each activity's launch call (its row id in ``trace.cpu``; null where unlinked): the
+    first runtime or driver call with its rank and correlation, as linking chose it."""
+    calls = (
+        trace.cpu.filter(pl.col("cat").is_in(RUNTIME_CATS) & pl.col("correlation").is_not_null())
+        .select("rank", "correlation", call_id="op_id")
+        .unique(subset=["rank", "correlation"], keep="first", maintain_order=True)
+    )
+    keyed = frame.select("rank", "correlation").with_row_index("row")
+    joined = keyed.join(calls, on=["rank", "correlation"], how="left").sort("row")
+    return joined["call_id"]
 
 
 def kernels_table(trace: Trace) -> pl.DataFrame:
