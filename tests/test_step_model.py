@@ -230,10 +230,15 @@ def test_the_verdict_needs_two_steps_that_agree(tmp_path: Path) -> None:
     one = step_model(load(tmp_path, steps_with_gaps([1.0]), name="one.json"))
     assert one.verdict.bound == "cannot tell"
     assert "one step only" in one.verdict.note and "GPU-bound" in one.verdict.note
-    # Two GPU-bound steps and two CPU-bound ones: they disagree.
-    mixed = step_model(load(tmp_path, steps_with_gaps([1, 1, 60, 60]), name="mixed.json"))
+    # Six GPU-bound steps of 21 us and two CPU-bound ones of 60 us: neither holds two thirds
+    # of the wall time (52% of it), so they disagree.
+    mixed = step_model(load(tmp_path, steps_with_gaps([1] * 6 + [40] * 2), name="mixed.json"))
     assert mixed.verdict.bound == "cannot tell"
-    assert "disagree" in mixed.verdict.note
+    assert "disagree" in mixed.verdict.note and "52% of their wall time" in mixed.verdict.note
+    # Votes weigh by wall time: two CPU-bound steps of 80 us outweigh two GPU-bound of 21 us.
+    long = step_model(load(tmp_path, steps_with_gaps([1, 1, 60, 60]), name="long.json"))
+    assert long.verdict.bound == "CPU-bound"
+    assert "2 of 4 steps agree (79% of their wall time)" in long.verdict.note
     agree = step_model(load(tmp_path, steps_with_gaps([1, 1, 1, 3]), name="agree.json"))
     assert agree.verdict.bound == "GPU-bound"
 
@@ -323,3 +328,25 @@ def test_a_stream_wait_beside_a_long_gap_is_the_hosts() -> None:
     longest = gaps.filter(pl.col("gap_ns").is_between(15_500_000, 15_560_000))
     assert longest.height >= 1
     assert set(longest["cause"].to_list()) <= {"host", "launch"}
+
+
+def test_an_item_that_blocks_twice_is_one_sync_of_its_operator(tmp_path: Path) -> None:
+    # aten::item makes two blocking calls (a stream synchronize, then the copy): one operator
+    # call a step, blocked 8 us in all. A bare cudaDeviceSynchronize outside any op is its own.
+    events = []
+    for step, t0 in ((1, 0), (2, 100)):
+        events += [
+            annotation(f"ProfilerStep#{step}", t0, 60),
+            call("cudaLaunchKernel", t0 + 1, 1, step),
+            kernel(GEMM, t0 + 3, 10, step),
+            op("aten::item", t0 + 5, 20),
+            call("cudaStreamSynchronize", t0 + 6, 5, 900 + step),
+            call("cudaMemcpy", t0 + 12, 3, 910 + step),
+            call("cudaDeviceSynchronize", t0 + 30, 2, 920 + step),
+        ]
+    trace = load(tmp_path, events)
+    table = step_model(trace).syncs(trace)
+    assert table.select("op", "count_per_iter", "cpu_blocked_us_per_iter").rows() == [
+        ("aten::item", 1.0, 8.0),
+        ("cudaDeviceSynchronize", 1.0, 2.0),
+    ]
