@@ -275,6 +275,24 @@ def test_numbered_annotations_are_steps(tmp_path: Path) -> None:
     assert figures["gpu_busy_us_per_iter"] == 20.0
 
 
+def test_numbered_steps_inside_one_outer_region_are_steps(tmp_path: Path) -> None:
+    # record_function("bench") around step_0..step_3 (a layer_<i> under each): the loop in one
+    # outer region. No root annotation repeats, so the numbered family one level down counts.
+    events = [annotation("bench", 0, 400)]
+    for i in range(4):
+        t0 = 10 + i * 90
+        events += [
+            annotation(f"step_{i}", t0, 60),
+            annotation(f"layer_{i}", t0 + 1, 20),
+            call("cudaLaunchKernel", t0 + 2, 1, i + 1),
+            kernel(GEMM, t0 + 5, 30, i + 1),
+        ]
+    trace = load(tmp_path, events)
+    assert str(trace.iteration_source) == "annotation:step_<N>"
+    assert trace.iterations["iteration"].to_list() == [0, 1, 2, 3]
+    assert summary(trace)["gpu_busy_us_per_iter"] == 30.0
+
+
 def test_layers_are_not_steps(tmp_path: Path) -> None:
     events = []
     for i in range(3):
