@@ -216,7 +216,11 @@ def _verdict(
     voted_times = side_times(voted)
     judged, margin = judge(voted_times)
     if voters.height == 1 or held_pct < share / out_of * 100 or judged != bound:
-        said = [f"{describe(times, parts)}, {judge(times)[0]} by {judge(times)[1]:.1f} points"]
+        overall, by = judge(times)
+        said = [
+            describe(times, parts)
+            + ("" if overall == CANNOT_TELL else f", {overall} by {by:.1f} points")
+        ]
         split = ", ".join(f"{n} {b}" for b, _, n in weights.iter_rows())  # a few verdicts
         why = (
             "one step only, and a verdict needs two or more that agree (profile more steps); "
@@ -280,7 +284,8 @@ def _missing_evidence(
     if not steps.height or float(steps["gpu_busy_us"].sum()) <= 0:
         if not recorded:
             return (
-                "the trace records no GPU activity (kernels, copies, memsets): profile with "
+                "no GPU activity in the steps: the trace records none (kernels, copies, memsets); "
+                "profile with "
                 "torch.profiler's ProfilerActivity.CUDA to judge the GPU"
             )
         return "no GPU activity in the steps"
