@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceanalyze.analyses.activities import per_trace
 from traceanalyze.analyses.cputree import op_chains, outermost_mask
 from traceanalyze.analyses.step.window import busy_in_windows
 from traceanalyze.link import RUNTIME_CATS
@@ -62,6 +63,7 @@ def blocking_ids(trace: Trace) -> pl.Series:
     return trace.cpu.filter(by_name | waited)["op_id"]
 
 
+@per_trace  # the gaps' causes and the priced calls both read them
 def blocking_calls(trace: Trace) -> pl.DataFrame:
     """Every blocking call: ``op_id``, ``rank``, ``tid``, ``iteration``, ``name``, ``ts_ns``,
     ``end_ns``."""
