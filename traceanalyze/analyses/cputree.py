@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from traceanalyze.analyses.activities import per_trace
 from traceanalyze.link import nearest_ancestor
 from traceanalyze.trace import Trace
 
@@ -36,6 +37,7 @@ def outermost_ops(trace: Trace) -> pl.DataFrame:
     return trace.cpu.filter(outermost_mask(trace))
 
 
+@per_trace  # the accounting, the syncs and the critical path each ask for it
 def outermost_mask(trace: Trace) -> pl.Series:
     """Per cpu row: whether it is an outermost op (:func:`outermost_ops`), for callers that
     keep a few columns of those rows."""
