@@ -36,6 +36,7 @@ from traceanalyze.analyses.between.critical_graph import (
     owner_columns,
     sync_calls,
 )
+from traceanalyze.analyses.between.critical_threads import thread_edges
 from traceanalyze.analyses.between.critical_walk import Runs, walk
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.display import Shown
@@ -90,7 +91,7 @@ def critical_path(trace: Trace) -> CriticalPath:
     segs = cpu_segments(trace)
     bounds = iteration_bounds(trace, gpu)
     syncs = sync_calls(trace)
-    runs = walk(segs, gpu, bounds, trace.cpu, syncs)
+    runs = walk(segs, gpu, bounds, trace.cpu, syncs, thread_edges(trace, segs))
     segments = path_segments(runs, segs, gpu, trace)
     n = iteration_count(trace)
     lengths = segments.group_by(ITERATION).agg(
@@ -245,18 +246,21 @@ def _expand_gpu(runs: Runs, gpu: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([work, gaps])
 
 
+_NODE_SCHEMA = {
+    "rank": pl.Int32(),
+    "iteration": pl.Int64(),
+    "at_ns": pl.Int64(),
+    "margin_ns": pl.Int64(),
+    "tau_ns": pl.Int64(),
+}
+
+
 def _terminal(runs: Runs) -> pl.DataFrame:
-    return pl.DataFrame(
-        runs.terminal,
-        schema={
-            "rank": pl.Int32(),
-            "iteration": pl.Int64(),
-            "at_ns": pl.Int64(),
-            "margin_ns": pl.Int64(),
-            "tau_ns": pl.Int64(),
-        },
-        orient="row",
-    )
+    """The nodes that are no segment's start: each iteration's end (a node just after its
+    last segment) and the crossings between threads (at the first segment after them)."""
+    ends = pl.DataFrame(runs.terminal, schema=_NODE_SCHEMA, orient="row")
+    crossings = pl.DataFrame(runs.crossings, schema=_NODE_SCHEMA, orient="row")
+    return pl.concat([ends.with_columns(pl.col("at_ns") + 1), crossings])
 
 
 def _by_kind(segments: pl.DataFrame, n: int) -> pl.DataFrame:
@@ -302,13 +306,13 @@ def _slack(segments: pl.DataFrame, pieces: pl.DataFrame, terminal: pl.DataFrame)
         before_ns=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(_ITEM_KEY)
     )
     totals = freed.group_by(_ITEM_KEY).agg(total_ns=pl.col("before_ns").max())
-    # The iteration's end is a node too, just after the last segment.
+    # The iteration's end and the crossings between threads are nodes too.
     nodes = pl.concat(
         [
             segments.filter(pl.col("margin_ns").is_not_null()).select(
                 *ITERATION, at_ns="start_ns", margin_ns="margin_ns", tau_ns="tau_ns"
             ),
-            terminal.filter(pl.col("margin_ns").is_not_null()).with_columns(pl.col("at_ns") + 1),
+            terminal.filter(pl.col("margin_ns").is_not_null()),
         ]
     )
     bounds = nodes.join(totals, on=ITERATION)
