@@ -235,7 +235,10 @@ def test_json_keys_and_markdown(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["critical-path", str(trace), "--format", "json"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
-    assert list(record) == ["span_us_per_iter", "length_us_per_iter", "by_kind", "items", "notes"]
+    assert list(record) == [
+        "span_us_per_iter", "length_us_per_iter", "by_kind", "by_thread", "items", "notes"
+    ]  # fmt: skip
+    assert record["by_thread"] == []  # all of this path is on the GPU
     assert sum(row["us_per_iter"] for row in record["by_kind"]) == pytest.approx(90)
     assert set(record["items"][0]) == {"name", "kind", "us_per_iter", "slack_us_per_iter"}
     top = CliRunner().invoke(main, ["critical-path", str(trace), "--format", "json", "--top", "1"])

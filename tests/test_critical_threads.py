@@ -17,7 +17,12 @@ import traceanalyze
 from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, SHARED, skip_without
 from tests.micro import annotation, call, kernel, op, write_trace
 from traceanalyze.analyses.between.critical_graph import cpu_segments
-from traceanalyze.analyses.between.critical_path import CriticalPath, critical_path
+from traceanalyze.analyses.between.critical_path import (
+    NO_SYNC,
+    UNLINKED_ENGINE,
+    CriticalPath,
+    critical_path,
+)
 from traceanalyze.analyses.between.critical_threads import EDGE_SCHEMA, thread_edges
 from traceanalyze.analyses.iterations import counted
 
@@ -33,7 +38,7 @@ def path_of(folder: Path, events: list[Event]) -> CriticalPath:
 
 def edges_of(folder: Path, events: list[Event]) -> pl.DataFrame:
     trace = counted(traceanalyze.load(write_trace(folder, events), cache=False))
-    return thread_edges(trace, cpu_segments(trace)).sort("tid", "at_ns")
+    return thread_edges(trace, cpu_segments(trace)).edges.sort("tid", "at_ns")
 
 
 def segments(path: CriticalPath) -> list[tuple[str, str, str, float, float]]:
@@ -110,6 +115,8 @@ def test_the_backward_runs_on_the_engine_thread_on_the_path(tmp_path: Path) -> N
     path = path_of(tmp_path, BACKWARD)
     assert path.span_us_per_iter == path.length_us_per_iter == 100
     assert segments(path) == BACKWARD_PATH
+    assert path.by_thread.rows() == [(0, MAIN, False, 55.0), (0, ENGINE, True, 45.0)]
+    assert path.notes == (NO_SYNC,)  # nothing about the engine's thread: it is linked
 
 
 # The step syncs after the backward (cudaDeviceSynchronize 50-120) on the GEMM the engine
@@ -163,7 +170,9 @@ def test_no_edges_where_main_works_during_the_backward(tmp_path: Path) -> None:
     # engine was busy when main's wait after that op began (45): no burst, the path as before.
     busy = [*BACKWARD, op("aten::add", 40, 5, tid=MAIN)]
     assert edges_of(tmp_path, busy).is_empty()
-    assert {lane for *_, lane, _, _ in segments(path_of(tmp_path, busy))} == {T1}
+    path = path_of(tmp_path, busy)
+    assert {lane for *_, lane, _, _ in segments(path)} == {T1}
+    assert path.notes == (NO_SYNC, UNLINKED_ENGINE.format(tid=ENGINE))
 
 
 def test_a_wait_inside_a_runtime_call_is_no_wait_for_a_thread(tmp_path: Path) -> None:

@@ -50,6 +50,8 @@ _OWNER_KINDS = {"cpu_op": KIND_CPU_OP, "user_annotation": KIND_ANNOTATION}
 # Every kind a CPU piece can have (its code in owner_columns is its index here).
 _PIECE_KINDS = (KIND_CPU_OP, KIND_ANNOTATION, KIND_LAUNCH, KIND_RUNTIME, KIND_SYNC, KIND_GAP)
 
+# A lane of the path: a CPU thread's is "thread <tid>", a stream's "stream <stream>".
+THREAD_LANE, STREAM_LANE = "thread ", "stream "
 ITERATION_KEY = ["rank", "iteration"]
 THREAD = ["rank", "tid"]
 STREAM = ["rank", "device", "stream"]

@@ -30,13 +30,15 @@ from traceanalyze.analyses.activities import iteration_count, per_trace
 from traceanalyze.analyses.between.critical_graph import (
     KIND_COPY,
     KIND_GAP,
+    STREAM_LANE,
+    THREAD_LANE,
     cpu_segments,
     gpu_nodes,
     iteration_bounds,
     owner_columns,
     sync_calls,
 )
-from traceanalyze.analyses.between.critical_threads import thread_edges
+from traceanalyze.analyses.between.critical_threads import Crossings, thread_edges
 from traceanalyze.analyses.between.critical_walk import Runs, walk
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.display import Shown
@@ -67,6 +69,7 @@ class CriticalPath(Shown):
     span_us_per_iter: float
     length_us_per_iter: float
     by_kind: pl.DataFrame  # kind, us_per_iter (adds up to length_us_per_iter)
+    by_thread: pl.DataFrame  # rank, thread, autograd_engine, us_per_iter (CPU threads only)
     items: pl.DataFrame  # name, kind, us_per_iter, slack_us_per_iter
     iterations: pl.DataFrame  # rank, iteration, span_us, length_us
     segments: pl.DataFrame  # rank, iteration, kind, name, lane, start_ns, end_ns (forward order)
@@ -78,6 +81,7 @@ class CriticalPath(Shown):
             "span_us_per_iter": self.span_us_per_iter,
             "length_us_per_iter": self.length_us_per_iter,
             "by_kind": self.by_kind.to_dicts(),
+            "by_thread": self.by_thread.to_dicts(),
             "items": self.items.to_dicts(),
             "notes": list(self.notes),
         }
@@ -91,7 +95,8 @@ def critical_path(trace: Trace) -> CriticalPath:
     segs = cpu_segments(trace)
     bounds = iteration_bounds(trace, gpu)
     syncs = sync_calls(trace)
-    runs = walk(segs, gpu, bounds, trace.cpu, syncs, thread_edges(trace, segs))
+    crossings = thread_edges(trace, segs)
+    runs = walk(segs, gpu, bounds, trace.cpu, syncs, crossings.edges)
     segments = path_segments(runs, segs, gpu, trace)
     n = iteration_count(trace)
     lengths = segments.group_by(ITERATION).agg(
@@ -106,10 +111,11 @@ def critical_path(trace: Trace) -> CriticalPath:
         span_us_per_iter=_mean_per_iter(per_iteration["span_us"], n),
         length_us_per_iter=_mean_per_iter(per_iteration["length_us"], n),
         by_kind=_by_kind(segments, n),
+        by_thread=_by_thread(segments, crossings, n),
         items=_items(segments, _terminal(runs), n),
         iterations=per_iteration,
         segments=segments.drop("margin_ns", "tau_ns"),
-        notes=_notes(trace, syncs),
+        notes=_notes(trace, syncs, crossings),
     )
 
 
@@ -120,10 +126,19 @@ NO_SYNC = (
 )
 
 
-def _notes(trace: Trace, syncs: pl.Series) -> tuple[str, ...]:
-    if trace.gpu.height and not len(syncs):
-        return (NO_SYNC,)
-    return ()
+UNLINKED_ENGINE = (
+    "thread {tid} runs the autograd engine's backward ops, but no thread is seen waiting for it "
+    "alone (the thread that called backward recorded other work meanwhile), so the path "
+    "reaches those ops only through their launches and syncs"
+)
+
+
+def _notes(trace: Trace, syncs: pl.Series, crossings: Crossings) -> tuple[str, ...]:
+    notes = [NO_SYNC] if trace.gpu.height and not len(syncs) else []
+    forked = crossings.edges.filter("fork").select("rank", "tid")
+    unlinked = crossings.engine_threads.join(forked, on=["rank", "tid"], how="anti")
+    notes += [UNLINKED_ENGINE.format(tid=tid) for tid in unlinked["tid"].to_list()]  # a few
+    return tuple(notes)
 
 
 def _mean_per_iter(values: pl.Series, n: int) -> float:
@@ -203,7 +218,7 @@ def _clip(start: pl.Expr, end: pl.Expr) -> dict[str, pl.Expr]:
 
 
 def _expand_cpu(runs: Runs, segs: pl.DataFrame, trace: Trace) -> pl.DataFrame:
-    ranged = _expanded(runs.cpu, "seg", segs, "thread {}", "tid")
+    ranged = _expanded(runs.cpu, "seg", segs, THREAD_LANE + "{}", "tid")
     ranged = pl.concat([ranged, owner_columns(trace, ranged["owner"])], how="horizontal")
     return ranged.select(
         *ITERATION,
@@ -219,7 +234,7 @@ def _expand_cpu(runs: Runs, segs: pl.DataFrame, trace: Trace) -> pl.DataFrame:
 
 
 def _expand_gpu(runs: Runs, gpu: pl.DataFrame) -> pl.DataFrame:
-    ranged = _expanded(runs.gpu, "g", gpu.drop("iteration"), "stream {}", "stream")
+    ranged = _expanded(runs.gpu, "g", gpu.drop("iteration"), STREAM_LANE + "{}", "stream")
     work = ranged.select(
         *ITERATION,
         "seq",
@@ -268,6 +283,30 @@ def _by_kind(segments: pl.DataFrame, n: int) -> pl.DataFrame:
         segments.group_by("kind")
         .agg(us_per_iter=(pl.col("end_ns") - pl.col("start_ns")).sum() / 1e3 / n)
         .sort(["us_per_iter", "kind"], descending=[True, False])
+    )
+
+
+def _by_thread(segments: pl.DataFrame, crossings: Crossings, n: int) -> pl.DataFrame:
+    """The path's time on each CPU thread, with whether the thread runs the autograd engine."""
+    engine = crossings.engine_threads.rename({"tid": "thread"}).with_columns(
+        autograd_engine=pl.lit(value=True)
+    )
+    on_threads = segments.filter(pl.col("lane").str.starts_with(THREAD_LANE)).select(
+        "rank",
+        thread=pl.col("lane").str.strip_prefix(THREAD_LANE).cast(pl.Int64),
+        dur_ns=pl.col("end_ns") - pl.col("start_ns"),
+    )
+    return (
+        on_threads.group_by("rank", "thread")
+        .agg(us_per_iter=pl.col("dur_ns").sum() / 1e3 / n)
+        .join(engine, on=["rank", "thread"], how="left")
+        .select(
+            "rank",
+            "thread",
+            pl.col("autograd_engine").fill_null(value=False),
+            "us_per_iter",
+        )
+        .sort(["us_per_iter", "rank", "thread"], descending=[True, False, False])
     )
 
 

@@ -110,9 +110,18 @@ def _matching(names: pl.Series, families: list[EngineFrames]) -> pl.Series:
     return found.fill_null(value=False)
 
 
-def thread_edges(trace: Trace, segs: pl.DataFrame) -> pl.DataFrame:
-    """Every fork and join of the trace (module docstring), in no particular order; ``segs``
-    is :func:`critical_graph.cpu_segments` of the same trace."""
+@dataclass(frozen=True)
+class Crossings:
+    """A trace's edges between threads (EDGE_SCHEMA, in no particular order) and the threads
+    that run the autograd engine's work (``rank``, ``tid``), with or without edges."""
+
+    edges: pl.DataFrame
+    engine_threads: pl.DataFrame
+
+
+def thread_edges(trace: Trace, segs: pl.DataFrame) -> Crossings:
+    """Every fork and join of the trace (module docstring); ``segs`` is
+    :func:`critical_graph.cpu_segments` of the same trace."""
     cpu = trace.cpu
     # Workers and waiters are told by their top-level events (a few of the trace's), in
     # thread and time order.
@@ -135,9 +144,12 @@ def thread_edges(trace: Trace, segs: pl.DataFrame) -> pl.DataFrame:
     families = _families(top["name"])
     engine = _matching(top["name"], families).to_numpy()
     workers = threads.any(engine)
+    engine_threads = pl.DataFrame(
+        threads.keys(workers), schema={"rank": pl.Int32(), "tid": pl.Int64()}, orient="row"
+    )
     waiters = threads.keys(threads.any(top["ops"].to_numpy()) & ~workers)
     if not workers.any() or not waiters:
-        return pl.DataFrame(schema=EDGE_SCHEMA)
+        return Crossings(pl.DataFrame(schema=EDGE_SCHEMA), engine_threads)
     pieces = _Pieces(segs, _visible_rows(cpu, families, waiters), cpu["cat"])
     start, end = top["ts_ns"].to_numpy(), top["end_ns"].to_numpy()
     edges = _Edges()
@@ -147,7 +159,7 @@ def thread_edges(trace: Trace, segs: pl.DataFrame) -> pl.DataFrame:
         waits = [pieces.waits(*waiter) for waiter in waiters if waiter[0] == rank]
         if waits:
             _add_edges(edges, rank, tid, _Work(start[rows], end[rows], engine[rows]), waits)
-    return edges.frame()
+    return Crossings(edges.frame(), engine_threads)
 
 
 class _Blocks:

@@ -23,7 +23,13 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceanalyze.analyses.between.critical_graph import KIND_GAP, KIND_LAUNCH, KIND_SYNC
+from traceanalyze.analyses.between.critical_graph import (
+    KIND_GAP,
+    KIND_LAUNCH,
+    KIND_SYNC,
+    STREAM_LANE,
+    THREAD_LANE,
+)
 
 # A walk never needs more steps than this per iteration unless the graph has a cycle of
 # zero-length events; the rest of the span is then a gap rather than an endless loop.
@@ -105,7 +111,7 @@ class _Rank:
     def lane(self, g: int) -> str | None:
         """The lane of local activity ``g``: its stream's."""
         stream = self.stream[g]
-        return None if stream is None else f"stream {stream}"
+        return None if stream is None else f"{STREAM_LANE}{stream}"
 
     def last_edge(self, tid: int, t: int) -> tuple[int, int, int | None] | None:
         """The latest crossing out of thread ``tid`` a walk back from ``t`` meets: a fork at or
@@ -285,7 +291,7 @@ class _Walker:
             self._single(KIND_GAP, KIND_GAP, graph.lane(head), self.lo, None)
             return False
         api = graph.launch_api[head] or KIND_LAUNCH
-        self._single(KIND_LAUNCH, api, f"thread {launch_tid}", launch_ts, None)
+        self._single(KIND_LAUNCH, api, f"{THREAD_LANE}{launch_tid}", launch_ts, None)
         self.tid, self.node = launch_tid, None
         self._reached(launch_tid)
         return True
@@ -293,7 +299,7 @@ class _Walker:
     def _cpu_step(self) -> bool:
         """Back along the thread to the previous sync call or crossing from another thread (or
         the iteration's start)."""
-        graph, lane = self.graph, f"thread {self.tid}"
+        graph, lane = self.graph, f"{THREAD_LANE}{self.tid}"
         thread = None if self.tid is None else graph.threads.get(self.tid)
         if thread is None or self.tid is None:
             self._single(KIND_GAP, KIND_GAP, lane, self.lo, None)
