@@ -135,9 +135,7 @@ UNLINKED_ENGINE = (
 
 def _notes(trace: Trace, syncs: pl.Series, crossings: Crossings) -> tuple[str, ...]:
     notes = [NO_SYNC] if trace.gpu.height and not len(syncs) else []
-    forked = crossings.edges.filter("fork").select("rank", "tid")
-    unlinked = crossings.engine_threads.join(forked, on=["rank", "tid"], how="anti")
-    notes += [UNLINKED_ENGINE.format(tid=tid) for tid in unlinked["tid"].to_list()]  # a few
+    notes += [UNLINKED_ENGINE.format(tid=tid) for _, tid in crossings.unlinked]  # a few
     return tuple(notes)
 
 

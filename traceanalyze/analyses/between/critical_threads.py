@@ -112,11 +112,13 @@ def _matching(names: pl.Series, families: list[EngineFrames]) -> pl.Series:
 
 @dataclass(frozen=True)
 class Crossings:
-    """A trace's edges between threads (EDGE_SCHEMA, in no particular order) and the threads
-    that run the autograd engine's work (``rank``, ``tid``), with or without edges."""
+    """A trace's edges between threads (EDGE_SCHEMA, in no particular order), the threads
+    that run the autograd engine's work at their top level (``rank``, ``tid``), and those of
+    them that have no fork although other threads of their rank could have called them."""
 
     edges: pl.DataFrame
     engine_threads: pl.DataFrame
+    unlinked: tuple[tuple[int, int], ...] = ()
 
 
 def thread_edges(trace: Trace, segs: pl.DataFrame) -> Crossings:
@@ -152,14 +154,16 @@ def thread_edges(trace: Trace, segs: pl.DataFrame) -> Crossings:
         return Crossings(pl.DataFrame(schema=EDGE_SCHEMA), engine_threads)
     pieces = _Pieces(segs, _visible_rows(cpu, families, waiters), cpu["cat"])
     start, end = top["ts_ns"].to_numpy(), top["end_ns"].to_numpy()
-    edges = _Edges()
+    edges, unlinked = _Edges(), []
     for worker in np.flatnonzero(workers):  # a few threads
         rank, tid = threads.key(worker)
         rows = threads.rows(worker)
         waits = [pieces.waits(*waiter) for waiter in waiters if waiter[0] == rank]
-        if waits:
-            _add_edges(edges, rank, tid, _Work(start[rows], end[rows], engine[rows]), waits)
-    return Crossings(edges.frame(), engine_threads)
+        if waits and not _add_edges(
+            edges, rank, tid, _Work(start[rows], end[rows], engine[rows]), waits
+        ):
+            unlinked.append((rank, tid))
+    return Crossings(edges.frame(), engine_threads, tuple(unlinked))
 
 
 class _Blocks:
@@ -361,10 +365,10 @@ class _Edges:
         )
 
 
-def _add_edges(edges: _Edges, rank: int, worker: int, work: _Work, waits: list[_Waits]) -> None:
+def _add_edges(edges: _Edges, rank: int, worker: int, work: _Work, waits: list[_Waits]) -> int:
     """The forks and joins between one worker and its waiters: each worker event goes to the
     waiter whose wait around it is the shortest; a burst counts where all its events went to
-    its waiter."""
+    its waiter. Returns how many bursts counted."""
     n = len(work.start)
     found = [_bursts(work, wait) for wait in waits]
     widths = np.full((len(waits), n), np.iinfo(np.int64).max)
@@ -372,8 +376,10 @@ def _add_edges(edges: _Edges, rank: int, worker: int, work: _Work, waits: list[_
         events, burst = _event_rows(bursts)
         widths[row, events] = (bursts.s1 - bursts.s0)[burst]
     chosen = np.argmin(widths, axis=0)
-    for row, (wait, bursts) in enumerate(zip(waits, found, strict=True)):  # a few waiters
+    return sum(
         _add_burst_edges(edges, rank, worker, work, wait, bursts, chosen == row)
+        for row, (wait, bursts) in enumerate(zip(waits, found, strict=True))  # a few waiters
+    )
 
 
 def _event_rows(bursts: _Bursts) -> tuple[Ints, Ints]:
@@ -394,11 +400,11 @@ def _add_burst_edges(
     waits: _Waits,
     bursts: _Bursts,
     chose: npt.NDArray[np.bool_],
-) -> None:
-    """The edges of the bursts whose events all chose this waiter."""
+) -> int:
+    """The edges of the bursts whose events all chose this waiter; how many bursts those are."""
     events, burst = _event_rows(bursts)
     if not len(events):
-        return
+        return 0
     lost = np.zeros(len(bursts.first), dtype=bool)
     lost[burst[~chose[events]]] = True
     first = bursts.first[~lost]
@@ -414,3 +420,4 @@ def _add_burst_edges(
     free = ~waits.in_engine[piece]
     ends, ready = ends[free], waits.piece_start[piece[free]]
     edges.add(rank, waits.tid, ends, False, worker, ends - ready, np.ones(len(ends), dtype=bool))
+    return len(first)
