@@ -265,7 +265,9 @@ class _Walker:
     ) -> None:
         """Rows ``a`` to ``b`` (segments or activities), clipped to ``bottom`` (default: the
         window's start) and the current time."""
-        into.append((self.rank, self.it, self.seq, a, b, self.lo if bottom is None else bottom, self.t))
+        into.append(
+            (self.rank, self.it, self.seq, a, b, self.lo if bottom is None else bottom, self.t)
+        )
         self.seq += 1
 
     def _gpu_step(self) -> bool:

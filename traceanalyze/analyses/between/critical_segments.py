@@ -1,0 +1,341 @@
+"""The walk's runs made into the path's segments, in integer columns.
+
+A path holds as many segments as the pieces it crosses: 434k a run on the 175 MB bench trace,
+where it follows the autograd engine's thread through the backward. So the segments are made
+and summed as integers: each segment's kind and name are codes into small tables (a trace has
+a few hundred distinct op and kernel names), its lane is its run's. Names become strings only
+in the tables a person reads and in the segments' frame (:meth:`PathRows.strings`), by
+gathers from those small tables.
+
+Order: the runs are put in forward order (by iteration, then the walk's order reversed: it
+walks back), a few hundred of them, and each is expanded in its own forward order, so the
+segments come out in order with no sort of the segments themselves. Every run is a range of
+one numbering of all pieces that can be on a path (``_Pieces``): the CPU pieces, then per GPU
+activity the stream's wait before it and the activity, then the walk's single segments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from traceanalyze.analyses.between.critical_graph import (
+    KIND_COPY,
+    KIND_GAP,
+    PIECE_KINDS,
+    STREAM_LANE,
+    THREAD_LANE,
+    owner_kinds,
+)
+from traceanalyze.analyses.between.critical_walk import Runs
+from traceanalyze.trace import Trace
+
+Ints = npt.NDArray[np.int64]
+ITERATION = ["rank", "iteration"]
+_NONE = -1  # a missing value (a gap's owner, a null margin) in the NumPy arrays
+
+
+@dataclass(frozen=True)
+class PathRows:
+    """The path's segments in forward order per iteration, as integers: ``rank``,
+    ``iteration``, ``run`` (its lane is ``lanes[run]``), ``kind`` (``kinds[kind]``), ``name``
+    (``names[name]``), ``start_ns``, ``end_ns``, and on nodes that can bind ``margin_ns`` and
+    ``tau_ns`` (critical_path's docstring)."""
+
+    frame: pl.DataFrame
+    kinds: pl.Series
+    names: pl.Series
+    lanes: pl.Series
+    gap: int  # the code of KIND_GAP in ``kinds``
+
+    def strings(self) -> pl.DataFrame:
+        """The segments with their kind, name and lane as strings: rank, iteration, kind, name,
+        lane, start_ns, end_ns."""
+        frame = self.frame
+        return pl.DataFrame(
+            [
+                frame["rank"],
+                frame["iteration"],
+                self.kinds.gather(frame["kind"]).alias("kind"),
+                self.names.gather(frame["name"]).alias("name"),
+                self.lanes.gather(frame["run"]).alias("lane"),
+                frame["start_ns"],
+                frame["end_ns"],
+            ]
+        )
+
+
+def path_rows(
+    runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, trace: Trace, syncs: pl.Series
+) -> PathRows:
+    """The walk's runs expanded into segments in forward time order per iteration, trimmed so
+    that they never overlap (clock jitter can make neighbours overlap by a few ns)."""
+    pieces = _Pieces(runs, segs, gpu, trace, syncs)
+    order = _RunOrder(runs, pieces)
+    rows = order.rows()
+    piece = pieces.take(rows)
+    start = np.maximum(piece.start, order.per_row(order.bottom))
+    end = np.minimum(piece.end, order.per_row(order.top))
+    # Each segment ends where the next one of its iteration starts (the earliest start after
+    # it, walked back), and starts no later than it ends.
+    later, known = _later_start(start, order.per_row(order.group))
+    end = np.where(known, np.minimum(end, later), end)
+    start = np.minimum(start, end)
+    # Trimmed, non-empty segments do not overlap, so they are in start order.
+    kept = np.flatnonzero(end > start)
+    run = order.run_of_row[kept]
+    frame = pl.DataFrame(
+        {
+            "rank": pl.Series(order.rank[run], dtype=pl.Int32),
+            "iteration": order.iteration[run],
+            "run": run,
+            "kind": piece.kind[kept],
+            "name": piece.name[kept],
+            "start_ns": start[kept],
+            "end_ns": end[kept],
+            "margin_ns": _nullable(piece.margin[kept]),
+            "tau_ns": _nullable(piece.tau[kept]),
+        }
+    )
+    return PathRows(frame, pieces.kinds, pieces.names, order.lanes, pieces.gap)
+
+
+def _nullable(values: Ints) -> pl.Series:
+    """``values`` as Int64, ``_MISSING`` as null."""
+    return pl.Series(values, dtype=pl.Int64).set(pl.Series(values == _MISSING), None)
+
+
+# A missing margin or tau in the arrays: no trace time or duration is this small.
+_MISSING = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """Per piece (or path row): its times, kind and name codes, margin and tau."""
+
+    start: Ints
+    end: Ints
+    kind: Ints
+    name: Ints
+    margin: Ints
+    tau: Ints
+
+    @staticmethod
+    def empty(n: int) -> _Taken:
+        return _Taken(*(np.empty(n, dtype=np.int64) for _ in fields(_Taken)))
+
+    def put(self, chosen: npt.NDArray[np.bool_], source: _Taken, index: Ints) -> None:
+        """The ``chosen`` rows from ``source``'s rows ``index``."""
+        for field in fields(_Taken):
+            getattr(self, field.name)[chosen] = getattr(source, field.name)[index]
+
+
+class _Pieces:
+    """Every piece a path can cross, numbered: the CPU pieces (``segs``' rows), then per GPU
+    activity ``g`` the stream's wait before it (``2g``) and the activity (``2g + 1``), then
+    the walk's single segments. Per piece its times, kind and name codes, margin and tau,
+    read for the pieces on the path only (:meth:`take`)."""
+
+    def __init__(
+        self, runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, trace: Trace, syncs: pl.Series
+    ) -> None:
+        self.n_seg, self.n_gpu = segs.height, gpu.height
+        single = runs.single
+        # Kinds: the CPU pieces' first (their codes are owner_kinds'), then the others.
+        extra = sorted(set(gpu["kind"].unique().to_list()) - set(PIECE_KINDS) | {KIND_COPY})
+        kinds = [*PIECE_KINDS, *extra]
+        index = {kind: code for code, kind in enumerate(kinds)}
+        self.kinds = pl.Series("kind", kinds, dtype=pl.String)
+        self.gap = index[KIND_GAP]
+        cpu_names, self.cpu_codes = _codes(trace.cpu["name"])
+        gpu_names, gpu_codes = _codes(gpu["name"])
+        literal = list(dict.fromkeys([KIND_GAP, *(r[4] for r in single)]))  # a few hundred
+        # One table of names, in one chunk: gathers from several cost five times as much.
+        self.names = pl.concat(
+            [cpu_names, gpu_names, pl.Series("name", literal, pl.String)], rechunk=True
+        )
+        self.gap_name = len(cpu_names) + len(gpu_names)
+        literal_code = {name: self.gap_name + code for code, name in enumerate(literal)}
+        self.seg_start, self.seg_end = _ints(segs["start_ns"]), _ints(segs["end_ns"])
+        self.owner = segs["owner"].fill_null(_NONE).to_numpy()
+        self.owner_kind = owner_kinds(trace, syncs)
+        # Per GPU activity: the stream's wait before it, then the activity.
+        ts = _ints(gpu["ts_ns"])
+        prev_end = _ints(gpu["prev_end_ns"].fill_null(gpu["ts_ns"]))
+        gpu_kind = gpu["kind"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
+        none = np.full(self.n_gpu, _MISSING)
+        self.gpu = _Taken(
+            _pairs(np.minimum(prev_end, ts), ts),
+            _pairs(ts, _ints(gpu["end_ns"])),
+            _pairs(np.full(self.n_gpu, self.gap), gpu_kind),
+            _pairs(np.full(self.n_gpu, self.gap_name), gpu_codes + len(cpu_names)),
+            _pairs(none, _ints(gpu["margin_ns"], _MISSING)),
+            _pairs(none, _ints(gpu["tau_ns"], _MISSING)),
+        )
+        self.single = _Taken(
+            _column(single, 6),
+            _column(single, 7),
+            np.array([index[r[3]] for r in single], dtype=np.int64),  # a few
+            np.array([literal_code[r[4]] for r in single], dtype=np.int64),
+            _column(single, 8),
+            _column(single, 9),
+        )
+        self.tid = segs["tid"]
+        self.stream = gpu["stream"]
+
+    def take(self, rows: Ints) -> _Taken:
+        """The pieces ``rows``: CPU pieces by their owner, GPU ones and single segments from
+        their own (small) arrays."""
+        taken = _Taken.empty(len(rows))
+        on_cpu = rows < self.n_seg
+        cpu = rows[on_cpu]
+        owner = self.owner[cpu]
+        owned = owner >= 0
+        safe = np.where(owned, owner, 0)
+        taken.start[on_cpu] = self.seg_start[cpu]
+        taken.end[on_cpu] = self.seg_end[cpu]
+        taken.kind[on_cpu] = np.where(owned, self.owner_kind[safe], self.gap)
+        taken.name[on_cpu] = np.where(owned, self.cpu_codes[safe], self.gap_name)
+        taken.margin[on_cpu] = _MISSING
+        taken.tau[on_cpu] = _MISSING
+        singles = self.n_seg + 2 * self.n_gpu
+        on_gpu = ~on_cpu & (rows < singles)
+        taken.put(on_gpu, self.gpu, rows[on_gpu] - self.n_seg)
+        on_single = rows >= singles
+        taken.put(on_single, self.single, rows[on_single] - singles)
+        return taken
+
+
+def _codes(names: pl.Series) -> tuple[pl.Series, Ints]:
+    """The distinct ``names`` and each name's index among them (a trace's 217k ops have a few
+    hundred names): an Enum of the distinct names, whose categories are its own."""
+    filled = names.fill_null("")
+    distinct = filled.unique()
+    codes = filled.cast(pl.Enum(distinct)).to_physical()
+    return distinct.rename("name"), codes.cast(pl.Int64).to_numpy()
+
+
+def _ints(column: pl.Series, null: int = 0) -> Ints:
+    return column.cast(pl.Int64).fill_null(null).to_numpy()
+
+
+def _pairs(first: npt.ArrayLike, second: npt.ArrayLike) -> Ints:
+    """``first`` and ``second`` interleaved: first[0], second[0], first[1], ..."""
+    a, b = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+    both = np.empty(2 * len(a), dtype=np.int64)
+    both[0::2], both[1::2] = a, b
+    return both
+
+
+def _column(records: list[tuple[object, ...]], index: int) -> Ints:
+    """Field ``index`` of the walk's single segments (None: ``_MISSING``)."""
+    values = [r[index] for r in records]  # the walk's few single segments
+    return np.array([_MISSING if v is None else v for v in values], dtype=np.int64)
+
+
+class _RunOrder:
+    """Every run of the walk (CPU, GPU and single) in forward order, each with the range of
+    ``_Pieces`` it covers, its clip bounds, its iteration (numbered in order: ``group``) and
+    its lane."""
+
+    def __init__(self, runs: Runs, pieces: _Pieces) -> None:
+        n_seg, n_gpu = pieces.n_seg, pieces.n_gpu
+        cpu = _run_array(runs.cpu)
+        gpu = _run_array(runs.gpu)
+        single = np.array([(r[0], r[1], r[2]) for r in runs.single], dtype=np.int64).reshape(
+            -1, 3
+        )  # the walk's few single segments
+        k = np.arange(len(single), dtype=np.int64) + n_seg + 2 * n_gpu
+        big = np.iinfo(np.int64).max
+        table = np.concatenate(
+            [
+                np.column_stack([cpu[:, :5], cpu[:, 5:7], np.zeros(len(cpu), np.int64)]),
+                np.column_stack(
+                    [
+                        gpu[:, :3],
+                        n_seg + 2 * gpu[:, 3:5] + 1,
+                        gpu[:, 5:7],
+                        np.ones(len(gpu), np.int64),
+                    ]
+                ),
+                np.column_stack(
+                    [single, k, k, np.full(len(k), -big), np.full(len(k), big), np.full(len(k), 2)]
+                ),
+            ]
+        )
+        # Forward order: by rank and iteration, then the walk's sequence reversed.
+        order = np.lexsort((-table[:, 2], table[:, 1], table[:, 0]))
+        table = table[order]
+        self.rank, self.iteration = table[:, 0], table[:, 1]
+        self.first, self.last = table[:, 3], table[:, 4]
+        self.bottom, self.top = table[:, 5], table[:, 6]
+        kind = table[:, 7]
+        changed = np.ones(len(table), dtype=bool)
+        changed[1:] = (self.rank[1:] != self.rank[:-1]) | (
+            self.iteration[1:] != self.iteration[:-1]
+        )
+        self.group = np.cumsum(changed) - 1
+        lengths = self.last - self.first + 1
+        self.run_of_row = np.repeat(np.arange(len(table)), lengths)
+        self.offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        self.lanes = _lanes(runs, order, kind, self.first, pieces)
+
+    def rows(self) -> Ints:
+        """The pieces of every run, run after run: the path's segments in forward order."""
+        within = np.arange(len(self.run_of_row)) - self.offsets[self.run_of_row]
+        return self.first[self.run_of_row] + within
+
+    def per_row(self, values: Ints) -> Ints:
+        return values[self.run_of_row]
+
+
+def _run_array(records: list[tuple[int, int, int, int, int, int, int]]) -> Ints:
+    """The walk's CPU or GPU runs (rank, iteration, seq, first, last, bottom, top)."""
+    return np.array(records, dtype=np.int64).reshape(-1, 7)
+
+
+def _lanes(runs: Runs, order: Ints, kind: Ints, first: Ints, pieces: _Pieces) -> pl.Series:
+    """Each run's lane, in forward order: its thread's or stream's, or a single segment's."""
+    n_seg, n_gpu = pieces.n_seg, pieces.n_gpu
+    cpu_rows = first[kind == 0]
+    gpu_rows = (first[kind == 1] - n_seg - 1) // 2
+    singles = first[kind == 2] - n_seg - 2 * n_gpu
+    lanes = pl.Series("lane", [None] * len(first), dtype=pl.String)
+    parts = [
+        (kind == 0, pl.format(THREAD_LANE + "{}", pl.lit(pieces.tid.gather(cpu_rows)))),
+        (kind == 1, pl.format(STREAM_LANE + "{}", pl.lit(pieces.stream.gather(gpu_rows)))),
+    ]
+    for chosen, lane in parts:
+        lanes = lanes.scatter(np.flatnonzero(chosen), pl.select(lane).to_series())
+    single_lanes = pl.Series([runs.single[int(i)][5] for i in singles], dtype=pl.String)
+    return lanes.scatter(np.flatnonzero(kind == 2), single_lanes) if len(singles) else lanes
+
+
+def _later_start(start: Ints, group: Ints) -> tuple[Ints, npt.NDArray[np.bool_]]:
+    """Per row, the earliest start among the later rows of its iteration (``group``, numbered
+    in order), and whether there is one. One reverse running minimum over the start lifted
+    by its iteration's number, so that no iteration sees a later one's, where that fits in 63
+    bits; else one per iteration."""
+    n = len(start)
+    known = np.zeros(n, dtype=bool)
+    if not n:
+        return start.copy(), known
+    known[:-1] = group[1:] == group[:-1]
+    low = int(start.min())
+    time_bits = int(start.max() - low).bit_length()
+    if time_bits + int(group[-1]).bit_length() <= 62:
+        lifted = (group << time_bits) + (start - low)
+        suffix = np.minimum.accumulate(lifted[::-1])[::-1]
+        later = np.empty(n, dtype=np.int64)
+        later[:-1] = suffix[1:] - (group[:-1] << time_bits) + low
+        later[-1] = 0
+        return later, known
+    later = np.zeros(n, dtype=np.int64)
+    bounds = np.flatnonzero(np.diff(group)) + 1
+    for a, b in zip(np.r_[0, bounds], np.r_[bounds, n], strict=True):  # one per iteration
+        suffix = np.minimum.accumulate(start[a:b][::-1])[::-1]
+        later[a : b - 1] = suffix[1:]
+    return later, known
