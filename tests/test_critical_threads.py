@@ -46,7 +46,7 @@ def segments(path: CriticalPath) -> list[tuple[str, str, str, float, float]]:
     frame = path.segments.select(
         "kind", "name", "lane", start=pl.col("start_ns") / 1e3, end=pl.col("end_ns") / 1e3
     )
-    return [tuple(row) for row in frame.iter_rows()]  # type: ignore[misc]
+    return [tuple(row) for row in frame.iter_rows()]
 
 
 def edges(*rows: tuple[int, float, bool, int, float | None]) -> pl.DataFrame:
@@ -266,7 +266,7 @@ def _lanes(path: CriticalPath) -> pl.DataFrame:
 
 
 def _share(path: CriticalPath, kind: str) -> float:
-    by_kind = dict(path.by_kind.iter_rows())
+    by_kind: dict[str, float] = dict(path.by_kind.iter_rows())
     return by_kind.get(kind, 0.0) / path.length_us_per_iter * 100
 
 

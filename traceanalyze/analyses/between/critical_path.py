@@ -87,8 +87,10 @@ def critical_path(trace: Trace) -> CriticalPath:
     runs = walk(segs, gpu, bounds, trace.cpu, syncs, crossings.edges)
     rows = path_rows(runs, segs, gpu, trace, syncs)
     n = iteration_count(trace)
-    lengths = rows.frame.group_by(ITERATION).agg(
-        length_ns=(pl.col("end_ns") - pl.col("start_ns")).sum()
+    lengths = (
+        rows.runs.with_columns(rows.per_run_ns())
+        .group_by(ITERATION)
+        .agg(length_ns=pl.col("dur_ns").sum())
     )
     per_iteration = (
         bounds.select(*ITERATION, span_us=(pl.col("hi_ns") - pl.col("lo_ns")) / 1e3)
@@ -149,13 +151,13 @@ def _terminal(runs: Runs) -> pl.DataFrame:
 
 
 def _by_kind(rows: PathRows, n: int) -> pl.DataFrame:
-    frame = rows.frame
-    kind = frame["kind"].to_numpy()
-    dur = (frame["end_ns"] - frame["start_ns"]).to_numpy()
-    present = np.flatnonzero(np.bincount(kind, minlength=len(rows.kinds)))
+    kinds = len(rows.kinds)
+    present = np.flatnonzero(np.bincount(rows.kind, minlength=kinds))
     # Whole nanoseconds, summed exactly (below 2**53), divided as everywhere else.
-    total_ns = np.rint(np.bincount(kind, weights=dur, minlength=len(rows.kinds))[present])
-    totals = pl.DataFrame({"kind": rows.kinds.gather(present), "dur_ns": total_ns.astype(np.int64)})
+    sums = np.bincount(rows.kind, weights=rows.end - rows.start, minlength=kinds)
+    totals = pl.DataFrame(
+        {"kind": rows.kinds.gather(present), "dur_ns": np.rint(sums[present]).astype(np.int64)}
+    )
     return totals.select("kind", us_per_iter=pl.col("dur_ns") / 1e3 / n).sort(
         ["us_per_iter", "kind"], descending=[True, False]
     )
@@ -167,12 +169,9 @@ def _by_thread(rows: PathRows, crossings: Crossings, n: int) -> pl.DataFrame:
         autograd_engine=pl.lit(value=True)
     )
     # Summed per run first (a run is on one lane), then per lane: a few hundred rows.
-    runs = rows.frame.group_by("rank", "run").agg(
-        dur_ns=(pl.col("end_ns") - pl.col("start_ns")).sum()
-    )
-    lanes = runs.select("rank", "dur_ns", lane=rows.lanes.gather(runs["run"]))
+    lanes = rows.runs.select("rank", "lane", rows.per_run_ns())
     threads = (
-        lanes.filter(pl.col("lane").str.starts_with(THREAD_LANE))
+        lanes.filter(pl.col("lane").str.starts_with(THREAD_LANE) & (pl.col("dur_ns") > 0))
         .group_by("rank", "lane")
         .agg(pl.col("dur_ns").sum())
         .select(

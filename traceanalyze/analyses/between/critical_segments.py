@@ -40,30 +40,47 @@ _NONE = -1  # a missing value (a gap's owner, a null margin) in the NumPy arrays
 
 @dataclass(frozen=True)
 class PathRows:
-    """The path's segments in forward order per iteration, as integers: ``rank``,
-    ``iteration``, ``run`` (its lane is ``lanes[run]``), ``kind`` (``kinds[kind]``), ``name``
-    (``names[name]``), ``start_ns``, ``end_ns``, and on nodes that can bind ``margin_ns`` and
-    ``tau_ns`` (critical_path's docstring)."""
+    """The path's segments in forward order per iteration, as NumPy arrays: each one's
+    ``run``, ``kind`` (``kinds[kind]``), ``name`` (``names[name]``), ``start`` and ``end``
+    (ns). ``runs`` has a row per run, in that order: ``rank``, ``iteration``, ``group`` (the
+    iteration's number in path order) and ``lane``. ``nodes`` are the segments that can bind
+    (critical_path's docstring): ``rank``, ``iteration``, ``at_ns`` (their start),
+    ``margin_ns``, ``tau_ns``."""
 
-    frame: pl.DataFrame
+    run: Ints
+    kind: Ints
+    name: Ints
+    start: Ints
+    end: Ints
+    runs: pl.DataFrame
+    nodes: pl.DataFrame
     kinds: pl.Series
     names: pl.Series
-    lanes: pl.Series
     gap: int  # the code of KIND_GAP in ``kinds``
+
+    def group(self) -> Ints:
+        """Per segment, its iteration's number in path order."""
+        groups: Ints = self.runs["group"].to_numpy()[self.run]
+        return groups
+
+    def per_run_ns(self) -> pl.Series:
+        """Each run's time on the path, in ns (exact: the sums stay below 2**53)."""
+        sums = np.bincount(self.run, weights=self.end - self.start, minlength=self.runs.height)
+        return pl.Series("dur_ns", np.rint(sums).astype(np.int64))
 
     def strings(self) -> pl.DataFrame:
         """The segments with their kind, name and lane as strings: rank, iteration, kind, name,
         lane, start_ns, end_ns."""
-        frame = self.frame
+        run = pl.Series(self.run)
         return pl.DataFrame(
             [
-                frame["rank"],
-                frame["iteration"],
-                self.kinds.gather(frame["kind"]).alias("kind"),
-                self.names.gather(frame["name"]).alias("name"),
-                self.lanes.gather(frame["run"]).alias("lane"),
-                frame["start_ns"],
-                frame["end_ns"],
+                self.runs["rank"].gather(run),
+                self.runs["iteration"].gather(run),
+                self.kinds.gather(self.kind).alias("kind"),
+                self.names.gather(self.name).alias("name"),
+                self.runs["lane"].gather(run),
+                pl.Series("start_ns", self.start),
+                pl.Series("end_ns", self.end),
             ]
         )
 
@@ -87,20 +104,37 @@ def path_rows(
     # Trimmed, non-empty segments do not overlap, so they are in start order.
     kept = np.flatnonzero(end > start)
     run = order.run_of_row[kept]
-    frame = pl.DataFrame(
+    node = kept[piece.margin[kept] != _MISSING]
+    node_run = order.run_of_row[node]
+    nodes = pl.DataFrame(
         {
-            "rank": pl.Series(order.rank[run], dtype=pl.Int32),
-            "iteration": order.iteration[run],
-            "run": run,
-            "kind": piece.kind[kept],
-            "name": piece.name[kept],
-            "start_ns": start[kept],
-            "end_ns": end[kept],
-            "margin_ns": _nullable(piece.margin[kept]),
-            "tau_ns": _nullable(piece.tau[kept]),
+            "rank": pl.Series(order.rank[node_run], dtype=pl.Int32),
+            "iteration": order.iteration[node_run],
+            "at_ns": start[node],
+            "margin_ns": piece.margin[node],
+            "tau_ns": _nullable(piece.tau[node]),
         }
     )
-    return PathRows(frame, pieces.kinds, pieces.names, order.lanes, pieces.gap)
+    runs_table = pl.DataFrame(
+        {
+            "rank": pl.Series(order.rank, dtype=pl.Int32),
+            "iteration": order.iteration,
+            "group": order.group,
+            "lane": order.lanes,
+        }
+    )
+    return PathRows(
+        run,
+        piece.kind[kept],
+        piece.name[kept],
+        start[kept],
+        end[kept],
+        runs_table,
+        nodes,
+        pieces.kinds,
+        pieces.names,
+        pieces.gap,
+    )
 
 
 def _nullable(values: Ints) -> pl.Series:
@@ -286,7 +320,8 @@ class _RunOrder:
     def rows(self) -> Ints:
         """The pieces of every run, run after run: the path's segments in forward order."""
         within = np.arange(len(self.run_of_row)) - self.offsets[self.run_of_row]
-        return self.first[self.run_of_row] + within
+        rows: Ints = self.first[self.run_of_row] + within
+        return rows
 
     def per_row(self, values: Ints) -> Ints:
         return values[self.run_of_row]

@@ -23,15 +23,13 @@ def items(rows: PathRows, nodes: pl.DataFrame, n: int, top: int) -> pl.DataFrame
     """The ``top`` named items on the path (gaps left out), longest first (ties by name), with
     ``us_per_iter`` and ``slack_us_per_iter``; ``nodes`` (rank, iteration, at_ns, margin_ns,
     tau_ns) are the nodes that are no segment's start (critical_path._terminal)."""
-    frame = rows.frame
-    kind, name = _ints(frame["kind"]), _ints(frame["name"])
-    start, end = _ints(frame["start_ns"]), _ints(frame["end_ns"])
-    dur = end - start
-    named = kind != rows.gap
+    dur = rows.end - rows.start
+    named = rows.kind != rows.gap
     kinds = len(rows.kinds)
-    pair = name * kinds + kind
-    sums = np.bincount(pair[named], weights=dur[named])
-    present = np.flatnonzero(np.bincount(pair[named]))
+    pair = rows.name * kinds + rows.kind
+    counts = np.bincount(pair[named])
+    present = np.flatnonzero(counts)
+    sums = np.bincount(pair[named], weights=dur[named], minlength=len(counts))
     codes = pl.DataFrame(
         {
             "pair": present,
@@ -48,12 +46,12 @@ def items(rows: PathRows, nodes: pl.DataFrame, n: int, top: int) -> pl.DataFrame
         .head(top)
         .with_row_index("item")
     )
-    item_of_pair = np.full(len(sums), -1, dtype=np.int64)
+    item_of_pair = np.full(len(counts), -1, dtype=np.int64)
     numbered = ranked.select("item", "pair").explode("pair")
     item_of_pair[_ints(numbered["pair"])] = _ints(numbered["item"])
     item = np.full(len(pair), -1, dtype=np.int64)
     item[named] = item_of_pair[pair[named]]
-    slack = _slack(frame, item, nodes)
+    slack = _slack(rows, item, nodes)
     return ranked.join(slack, on="item", how="left").select(
         "name",
         "kind",
@@ -66,23 +64,20 @@ def _ints(column: pl.Series) -> Ints:
     return column.cast(pl.Int64).to_numpy()
 
 
-def _slack(frame: pl.DataFrame, item: Ints, nodes: pl.DataFrame) -> pl.DataFrame:
+def _slack(rows: PathRows, item: Ints, nodes: pl.DataFrame) -> pl.DataFrame:
     """Per item (``item``: each segment's, -1 for none): the iteration shrink if its pieces on
     the path were free, summed over iterations. Each node with a margin can bind (the
     segments' own nodes and ``nodes``); the freed time before a node and before where its
     other chain joins comes from binary searches over the item's pieces."""
-    group = _groups(frame)
+    group = rows.group()
     chosen = np.flatnonzero(item >= 0)
     # The items' pieces, item after item, each in path order (which is start order): a
     # stable sort, by radix on small integers.
     small = np.uint8 if len(chosen) == 0 or item.max() < 256 else np.int64
     order = chosen[np.argsort(item[chosen].astype(small), kind="stable")]
-    pieces = _Pieces(item[order], group[order], frame, order)
-    own_nodes = frame.filter(pl.col("margin_ns").is_not_null()).select(
-        *ITERATION, pl.col("start_ns").alias("at_ns"), "margin_ns", "tau_ns"
-    )
-    all_nodes = pl.concat([own_nodes, nodes.filter(pl.col("margin_ns").is_not_null())])
-    numbered = _numbered(frame, group)
+    pieces = _Pieces(item[order], group[order], rows.start[order], rows.end[order])
+    all_nodes = pl.concat([rows.nodes, nodes.filter(pl.col("margin_ns").is_not_null())])
+    numbered = rows.runs.select(*ITERATION, "group").unique(ITERATION)
     bounds = (
         all_nodes.join(numbered, on=ITERATION)
         .select("group", "at_ns", "margin_ns", "tau_ns")
@@ -102,28 +97,13 @@ def _slack(frame: pl.DataFrame, item: Ints, nodes: pl.DataFrame) -> pl.DataFrame
     return per_iteration.group_by("item").agg(pl.col("slack_ns").sum())
 
 
-def _groups(frame: pl.DataFrame) -> Ints:
-    """Per segment, its iteration's number in path order (the frame is by rank, iteration)."""
-    rank, iteration = _ints(frame["rank"]), _ints(frame["iteration"])
-    changed = np.ones(len(rank), dtype=bool)
-    changed[1:] = (rank[1:] != rank[:-1]) | (iteration[1:] != iteration[:-1])
-    return np.cumsum(changed) - 1
-
-
-def _numbered(frame: pl.DataFrame, group: Ints) -> pl.DataFrame:
-    """(rank, iteration, group) of each iteration on the path."""
-    first = np.flatnonzero(np.diff(group, prepend=-1))
-    return frame[first].select(*ITERATION).with_columns(group=pl.Series(group[first]))
-
-
 class _Pieces:
     """The top items' pieces sorted by (item, iteration, start), with the item's path time up
     to each piece's end within its iteration (``before``) and per (item, iteration) its total
     (``totals``: item, group, total_ns)."""
 
-    def __init__(self, item: Ints, group: Ints, frame: pl.DataFrame, rows: Ints) -> None:
-        self.start = _ints(frame["start_ns"])[rows]
-        self.end = _ints(frame["end_ns"])[rows]
+    def __init__(self, item: Ints, group: Ints, start: Ints, end: Ints) -> None:
+        self.start, self.end = start, end
         dur = self.end - self.start
         began = np.ones(len(item), dtype=bool)
         began[1:] = (item[1:] != item[:-1]) | (group[1:] != group[:-1])

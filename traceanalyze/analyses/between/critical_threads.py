@@ -155,7 +155,7 @@ def thread_edges(trace: Trace, segs: pl.DataFrame) -> Crossings:
     pieces = _Pieces(segs, _visible_rows(cpu, families, waiters), cpu["cat"])
     start, end = top["ts_ns"].to_numpy(), top["end_ns"].to_numpy()
     edges, unlinked = _Edges(), []
-    for worker in np.flatnonzero(workers):  # a few threads
+    for worker in np.flatnonzero(workers).tolist():  # a few threads
         rank, tid = threads.key(worker)
         rows = threads.rows(worker)
         waits = [pieces.waits(*waiter) for waiter in waiters if waiter[0] == rank]
@@ -190,7 +190,7 @@ class _Blocks:
 
     def keys(self, chosen: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
         """The (rank, tid) of the chosen threads (a few)."""
-        return [self.key(block) for block in np.flatnonzero(chosen)]
+        return [self.key(block) for block in np.flatnonzero(chosen).tolist()]
 
     def rows(self, block: int) -> slice:
         return slice(int(self.first[block]), int(self.last[block]))
