@@ -16,7 +16,7 @@ activity the stream's wait before it and the activity, then the walk's single se
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -41,13 +41,14 @@ _NONE = -1  # a missing value (a gap's owner, a null margin) in the NumPy arrays
 @dataclass(frozen=True)
 class PathRows:
     """The path's segments in forward order per iteration, as NumPy arrays: each one's
-    ``run``, ``kind`` (``kinds[kind]``), ``name`` (``names[name]``), ``start`` and ``end``
-    (ns). ``runs`` has a row per run, in that order: ``rank``, ``iteration``, ``group`` (the
-    iteration's number in path order) and ``lane``. ``nodes`` are the segments that can bind
-    (critical_path's docstring): ``rank``, ``iteration``, ``at_ns`` (their start),
-    ``margin_ns``, ``tau_ns``."""
+    ``run``, ``group`` (its iteration's number in path order), ``kind`` (``kinds[kind]``),
+    ``name`` (``names[name]``), ``start`` and ``end`` (ns). ``runs`` has a row per run, in
+    that order: ``rank``, ``iteration``, ``group`` and ``lane``. ``nodes`` are the segments
+    that can bind (critical_path's docstring): ``rank``, ``iteration``, ``at_ns`` (their
+    start), ``margin_ns``, ``tau_ns``."""
 
     run: Ints
+    group: Ints
     kind: Ints
     name: Ints
     start: Ints
@@ -57,11 +58,6 @@ class PathRows:
     kinds: pl.Series
     names: pl.Series
     gap: int  # the code of KIND_GAP in ``kinds``
-
-    def group(self) -> Ints:
-        """Per segment, its iteration's number in path order."""
-        groups: Ints = self.runs["group"].to_numpy()[self.run]
-        return groups
 
     def per_run_ns(self) -> pl.Series:
         """Each run's time on the path, in ns (exact: the sums stay below 2**53)."""
@@ -93,26 +89,29 @@ def path_rows(
     pieces = _Pieces(runs, segs, gpu, trace, syncs)
     order = _RunOrder(runs, pieces)
     rows = order.rows()
-    piece = pieces.take(rows)
-    start = np.maximum(piece.start, order.per_row(order.bottom))
-    end = np.minimum(piece.end, order.per_row(order.top))
+    start = np.maximum(pieces.start[rows], order.per_row(order.bottom))
+    end = np.minimum(pieces.end[rows], order.per_row(order.top))
+    run = order.per_row(np.arange(len(order.first)))
+    group = order.per_row(order.group)
     # Each segment ends where the next one of its iteration starts (the earliest start after
     # it, walked back), and starts no later than it ends.
-    later, known = _later_start(start, order.per_row(order.group))
+    later, known = _later_start(start, group)
     end = np.where(known, np.minimum(end, later), end)
     start = np.minimum(start, end)
-    # Trimmed, non-empty segments do not overlap, so they are in start order.
-    kept = np.flatnonzero(end > start)
-    run = order.run_of_row[kept]
-    node = kept[piece.margin[kept] != _MISSING]
-    node_run = order.run_of_row[node]
+    # Trimmed, non-empty segments do not overlap, so they are in start order. (Mostly all
+    # are kept: then nothing is copied.)
+    keep = end > start
+    if not keep.all():
+        rows, start, end, run, group = (a[keep] for a in (rows, start, end, run, group))
+    node = np.flatnonzero(rows >= pieces.n_seg)  # only GPU activities and singles can bind
+    node = node[pieces.margin_of(rows[node]) != _MISSING]
     nodes = pl.DataFrame(
         {
-            "rank": pl.Series(order.rank[node_run], dtype=pl.Int32),
-            "iteration": order.iteration[node_run],
+            "rank": pl.Series(order.rank[run[node]], dtype=pl.Int32),
+            "iteration": order.iteration[run[node]],
             "at_ns": start[node],
-            "margin_ns": piece.margin[node],
-            "tau_ns": _nullable(piece.tau[node]),
+            "margin_ns": pieces.margin_of(rows[node]),
+            "tau_ns": _nullable(pieces.tau_of(rows[node])),
         }
     )
     runs_table = pl.DataFrame(
@@ -125,10 +124,11 @@ def path_rows(
     )
     return PathRows(
         run,
-        piece.kind[kept],
-        piece.name[kept],
-        start[kept],
-        end[kept],
+        group,
+        pieces.kind[rows],
+        pieces.name[rows],
+        start,
+        end,
         runs_table,
         nodes,
         pieces.kinds,
@@ -146,32 +146,12 @@ def _nullable(values: Ints) -> pl.Series:
 _MISSING = np.iinfo(np.int64).min
 
 
-@dataclass(frozen=True)
-class _Taken:
-    """Per piece (or path row): its times, kind and name codes, margin and tau."""
-
-    start: Ints
-    end: Ints
-    kind: Ints
-    name: Ints
-    margin: Ints
-    tau: Ints
-
-    @staticmethod
-    def empty(n: int) -> _Taken:
-        return _Taken(*(np.empty(n, dtype=np.int64) for _ in fields(_Taken)))
-
-    def put(self, chosen: npt.NDArray[np.bool_], source: _Taken, index: Ints) -> None:
-        """The ``chosen`` rows from ``source``'s rows ``index``."""
-        for field in fields(_Taken):
-            getattr(self, field.name)[chosen] = getattr(source, field.name)[index]
-
-
 class _Pieces:
     """Every piece a path can cross, numbered: the CPU pieces (``segs``' rows), then per GPU
     activity ``g`` the stream's wait before it (``2g``) and the activity (``2g + 1``), then
-    the walk's single segments. Per piece its times, kind and name codes, margin and tau,
-    read for the pieces on the path only (:meth:`take`)."""
+    the walk's single segments: per piece its times and its kind and name codes (one array
+    each, so that the path's rows are one gather per column), and for the GPU pieces and
+    singles, the only ones that can bind, their margin and tau."""
 
     def __init__(
         self, runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, trace: Trace, syncs: pl.Series
@@ -184,63 +164,65 @@ class _Pieces:
         index = {kind: code for code, kind in enumerate(kinds)}
         self.kinds = pl.Series("kind", kinds, dtype=pl.String)
         self.gap = index[KIND_GAP]
-        cpu_names, self.cpu_codes = _codes(trace.cpu["name"])
+        cpu_names, cpu_codes = _codes(trace.cpu["name"])
         gpu_names, gpu_codes = _codes(gpu["name"])
         literal = list(dict.fromkeys([KIND_GAP, *(r[4] for r in single)]))  # a few hundred
         # One table of names, in one chunk: gathers from several cost five times as much.
         self.names = pl.concat(
             [cpu_names, gpu_names, pl.Series("name", literal, pl.String)], rechunk=True
         )
-        self.gap_name = len(cpu_names) + len(gpu_names)
-        literal_code = {name: self.gap_name + code for code, name in enumerate(literal)}
-        self.seg_start, self.seg_end = _ints(segs["start_ns"]), _ints(segs["end_ns"])
-        self.owner = segs["owner"].fill_null(_NONE).to_numpy()
-        self.owner_kind = owner_kinds(trace, syncs)
+        gap_name = len(cpu_names) + len(gpu_names)
+        literal_code = {name: gap_name + code for code, name in enumerate(literal)}
+        # A CPU piece's kind and name are its owner's (a gap's: the gap's).
+        owner = segs["owner"].fill_null(_NONE).to_numpy()
+        owned = owner >= 0
+        safe = np.where(owned, owner, 0)
+        cpu_kind = np.where(owned, owner_kinds(trace, syncs)[safe], self.gap)
+        cpu_name = np.where(owned, cpu_codes[safe], gap_name)
         # Per GPU activity: the stream's wait before it, then the activity.
         ts = _ints(gpu["ts_ns"])
         prev_end = _ints(gpu["prev_end_ns"].fill_null(gpu["ts_ns"]))
         gpu_kind = gpu["kind"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
-        none = np.full(self.n_gpu, _MISSING)
-        self.gpu = _Taken(
-            _pairs(np.minimum(prev_end, ts), ts),
-            _pairs(ts, _ints(gpu["end_ns"])),
-            _pairs(np.full(self.n_gpu, self.gap), gpu_kind),
-            _pairs(np.full(self.n_gpu, self.gap_name), gpu_codes + len(cpu_names)),
-            _pairs(none, _ints(gpu["margin_ns"], _MISSING)),
-            _pairs(none, _ints(gpu["tau_ns"], _MISSING)),
+        gaps, gap_names = np.full(self.n_gpu, self.gap), np.full(self.n_gpu, gap_name)
+        self.start = np.concatenate(
+            [_ints(segs["start_ns"]), _pairs(np.minimum(prev_end, ts), ts), _column(single, 6)]
         )
-        self.single = _Taken(
-            _column(single, 6),
-            _column(single, 7),
-            np.array([index[r[3]] for r in single], dtype=np.int64),  # a few
-            np.array([literal_code[r[4]] for r in single], dtype=np.int64),
-            _column(single, 8),
-            _column(single, 9),
+        self.end = np.concatenate(
+            [_ints(segs["end_ns"]), _pairs(ts, _ints(gpu["end_ns"])), _column(single, 7)]
+        )
+        self.kind = np.concatenate(
+            [
+                cpu_kind,
+                _pairs(gaps, gpu_kind),
+                np.array([index[r[3]] for r in single], dtype=np.int64),  # a few
+            ]
+        )
+        self.name = np.concatenate(
+            [
+                cpu_name,
+                _pairs(gap_names, gpu_codes + len(cpu_names)),
+                np.array([literal_code[r[4]] for r in single], dtype=np.int64),
+            ]
+        )
+        none = np.full(self.n_gpu, _MISSING)
+        self.margin = np.concatenate(
+            [_pairs(none, _ints(gpu["margin_ns"], _MISSING)), _column(single, 8)]
+        )
+        self.tau = np.concatenate(
+            [_pairs(none, _ints(gpu["tau_ns"], _MISSING)), _column(single, 9)]
         )
         self.tid = segs["tid"]
         self.stream = gpu["stream"]
 
-    def take(self, rows: Ints) -> _Taken:
-        """The pieces ``rows``: CPU pieces by their owner, GPU ones and single segments from
-        their own (small) arrays."""
-        taken = _Taken.empty(len(rows))
-        on_cpu = rows < self.n_seg
-        cpu = rows[on_cpu]
-        owner = self.owner[cpu]
-        owned = owner >= 0
-        safe = np.where(owned, owner, 0)
-        taken.start[on_cpu] = self.seg_start[cpu]
-        taken.end[on_cpu] = self.seg_end[cpu]
-        taken.kind[on_cpu] = np.where(owned, self.owner_kind[safe], self.gap)
-        taken.name[on_cpu] = np.where(owned, self.cpu_codes[safe], self.gap_name)
-        taken.margin[on_cpu] = _MISSING
-        taken.tau[on_cpu] = _MISSING
-        singles = self.n_seg + 2 * self.n_gpu
-        on_gpu = ~on_cpu & (rows < singles)
-        taken.put(on_gpu, self.gpu, rows[on_gpu] - self.n_seg)
-        on_single = rows >= singles
-        taken.put(on_single, self.single, rows[on_single] - singles)
-        return taken
+    def margin_of(self, rows: Ints) -> Ints:
+        """The margins of GPU pieces and singles ``rows``."""
+        margin: Ints = self.margin[rows - self.n_seg]
+        return margin
+
+    def tau_of(self, rows: Ints) -> Ints:
+        """The taus of GPU pieces and singles ``rows``."""
+        tau: Ints = self.tau[rows - self.n_seg]
+        return tau
 
 
 def _codes(names: pl.Series) -> tuple[pl.Series, Ints]:
@@ -312,19 +294,18 @@ class _RunOrder:
             self.iteration[1:] != self.iteration[:-1]
         )
         self.group = np.cumsum(changed) - 1
-        lengths = self.last - self.first + 1
-        self.run_of_row = np.repeat(np.arange(len(table)), lengths)
-        self.offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        self.lengths = self.last - self.first + 1
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64)
         self.lanes = _lanes(runs, order, kind, self.first, pieces)
 
     def rows(self) -> Ints:
         """The pieces of every run, run after run: the path's segments in forward order."""
-        within = np.arange(len(self.run_of_row)) - self.offsets[self.run_of_row]
-        rows: Ints = self.first[self.run_of_row] + within
+        rows: Ints = self.per_row(self.first - self.offsets) + np.arange(self.lengths.sum())
         return rows
 
     def per_row(self, values: Ints) -> Ints:
-        return values[self.run_of_row]
+        """Each run's value on each of its rows (repeated: a sequential write, no gather)."""
+        return np.repeat(values, self.lengths)
 
 
 def _run_array(records: list[tuple[int, int, int, int, int, int, int]]) -> Ints:

@@ -23,13 +23,13 @@ def items(rows: PathRows, nodes: pl.DataFrame, n: int, top: int) -> pl.DataFrame
     """The ``top`` named items on the path (gaps left out), longest first (ties by name), with
     ``us_per_iter`` and ``slack_us_per_iter``; ``nodes`` (rank, iteration, at_ns, margin_ns,
     tau_ns) are the nodes that are no segment's start (critical_path._terminal)."""
-    dur = rows.end - rows.start
-    named = rows.kind != rows.gap
+    # Every segment's (name, kind) as one code; the gaps' codes are left out of the items.
     kinds = len(rows.kinds)
     pair = rows.name * kinds + rows.kind
-    counts = np.bincount(pair[named])
+    counts = np.bincount(pair)
     present = np.flatnonzero(counts)
-    sums = np.bincount(pair[named], weights=dur[named], minlength=len(counts))
+    present = present[present % kinds != rows.gap]
+    sums = np.bincount(pair, weights=rows.end - rows.start, minlength=len(counts))
     codes = pl.DataFrame(
         {
             "pair": present,
@@ -49,8 +49,7 @@ def items(rows: PathRows, nodes: pl.DataFrame, n: int, top: int) -> pl.DataFrame
     item_of_pair = np.full(len(counts), -1, dtype=np.int64)
     numbered = ranked.select("item", "pair").explode("pair")
     item_of_pair[_ints(numbered["pair"])] = _ints(numbered["item"])
-    item = np.full(len(pair), -1, dtype=np.int64)
-    item[named] = item_of_pair[pair[named]]
+    item = item_of_pair[pair]
     slack = _slack(rows, item, nodes)
     return ranked.join(slack, on="item", how="left").select(
         "name",
@@ -69,7 +68,7 @@ def _slack(rows: PathRows, item: Ints, nodes: pl.DataFrame) -> pl.DataFrame:
     the path were free, summed over iterations. Each node with a margin can bind (the
     segments' own nodes and ``nodes``); the freed time before a node and before where its
     other chain joins comes from binary searches over the item's pieces."""
-    group = rows.group()
+    group = rows.group
     chosen = np.flatnonzero(item >= 0)
     # The items' pieces, item after item, each in path order (which is start order): a
     # stable sort, by radix on small integers.
