@@ -21,6 +21,8 @@ choices back from the iteration's end.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 import polars as pl
@@ -208,6 +210,24 @@ def _step_end(cpu: pl.DataFrame, steps: pl.DataFrame) -> pl.Expr:
         maintain_order="left",
     )
     return pl.lit(ends["cpu_end_ns"])
+
+
+@dataclass(frozen=True)
+class Names:
+    """A column of names as codes: ``distinct`` (the distinct names, one chunk) and per row
+    its name's index there (a trace's 217k CPU events have a few hundred names)."""
+
+    distinct: pl.Series
+    codes: npt.NDArray[np.int64]
+
+
+def name_codes(names: pl.Series) -> Names:
+    """``names`` as :class:`Names`: an Enum of the distinct names, whose categories are its own
+    (no process-wide string cache). A missing name is the empty one."""
+    filled = names.fill_null("")
+    distinct = filled.unique().rechunk()
+    codes = filled.cast(pl.Enum(distinct)).to_physical()
+    return Names(distinct.rename("name"), codes.cast(pl.Int64).to_numpy())
 
 
 def owner_kinds(trace: Trace, syncs: pl.Series) -> npt.NDArray[np.uint8]:

@@ -35,6 +35,7 @@ from traceanalyze.analyses.between.critical_graph import (
     cpu_segments,
     gpu_nodes,
     iteration_bounds,
+    name_codes,
     sync_calls,
 )
 from traceanalyze.analyses.between.critical_segments import PathRows, path_rows
@@ -91,15 +92,13 @@ def critical_path(trace: Trace) -> CriticalPath:
     segs = cpu_segments(trace)
     bounds = iteration_bounds(trace, gpu)
     syncs = sync_calls(trace)
-    crossings = thread_edges(trace, segs)
+    names = name_codes(trace.cpu["name"])
+    crossings = thread_edges(trace, segs, names)
     runs = walk(segs, gpu, bounds, trace.cpu, syncs, crossings.edges)
-    rows = path_rows(runs, segs, gpu, trace, syncs)
+    rows = path_rows(runs, segs, gpu, trace, syncs, names)
     n = iteration_count(trace)
-    lengths = (
-        rows.runs.with_columns(rows.per_run_ns())
-        .group_by(ITERATION)
-        .agg(length_ns=pl.col("dur_ns").sum())
-    )
+    per_run = rows.runs.with_columns(rows.per_run_ns())
+    lengths = per_run.group_by(ITERATION).agg(length_ns=pl.col("dur_ns").sum())
     per_iteration = (
         bounds.select(*ITERATION, span_us=(pl.col("hi_ns") - pl.col("lo_ns")) / 1e3)
         .join(lengths, on=ITERATION, how="left")
@@ -113,7 +112,7 @@ def critical_path(trace: Trace) -> CriticalPath:
         span_us_per_iter=_mean_per_iter(per_iteration["span_us"], n),
         length_us_per_iter=_mean_per_iter(per_iteration["length_us"], n),
         by_kind=_by_kind(rows, n),
-        by_thread=_by_thread(rows, crossings, n),
+        by_thread=_by_thread(per_run, crossings, n),
         items=items(rows, _terminal(runs), n, TOP_ITEMS),
         iterations=per_iteration,
         segments=rows.strings(),
@@ -175,15 +174,15 @@ def _by_kind(rows: PathRows, n: int) -> pl.DataFrame:
     )
 
 
-def _by_thread(rows: PathRows, crossings: Crossings, n: int) -> pl.DataFrame:
-    """The path's time on each CPU thread, with whether the thread runs the autograd engine."""
+def _by_thread(per_run: pl.DataFrame, crossings: Crossings, n: int) -> pl.DataFrame:
+    """The path's time on each CPU thread (from each run's, ``per_run``: rank, lane,
+    dur_ns), with whether the thread runs the autograd engine."""
     engine = crossings.engine_threads.rename({"tid": "thread"}).with_columns(
         autograd_engine=pl.lit(value=True)
     )
     # Summed per run first (a run is on one lane), then per lane: a few hundred rows.
-    lanes = rows.runs.select("rank", "lane", rows.per_run_ns())
     threads = (
-        lanes.filter(pl.col("lane").str.starts_with(THREAD_LANE) & (pl.col("dur_ns") > 0))
+        per_run.filter(pl.col("lane").str.starts_with(THREAD_LANE) & (pl.col("dur_ns") > 0))
         .group_by("rank", "lane")
         .agg(pl.col("dur_ns").sum())
         .select(

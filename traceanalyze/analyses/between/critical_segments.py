@@ -28,6 +28,8 @@ from traceanalyze.analyses.between.critical_graph import (
     PIECE_KINDS,
     STREAM_LANE,
     THREAD_LANE,
+    Names,
+    name_codes,
     owner_kinds,
 )
 from traceanalyze.analyses.between.critical_walk import Runs
@@ -67,13 +69,14 @@ class PathRows:
     def strings(self) -> pl.DataFrame:
         """The segments with their kind, name and lane as strings: rank, iteration, kind, name,
         lane, start_ns, end_ns."""
-        run = pl.Series(self.run)
+        # Indices as UInt32, Polars' own (Int64 ones are checked and converted first).
+        run = pl.Series(self.run.astype(np.uint32))
         return pl.DataFrame(
             [
                 self.runs["rank"].gather(run),
                 self.runs["iteration"].gather(run),
-                self.kinds.gather(self.kind).alias("kind"),
-                self.names.gather(self.name).alias("name"),
+                self.kinds.gather(pl.Series(self.kind.astype(np.uint32))).alias("kind"),
+                self.names.gather(pl.Series(self.name.astype(np.uint32))).alias("name"),
                 self.runs["lane"].gather(run),
                 pl.Series("start_ns", self.start),
                 pl.Series("end_ns", self.end),
@@ -82,11 +85,17 @@ class PathRows:
 
 
 def path_rows(
-    runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, trace: Trace, syncs: pl.Series
+    runs: Runs,
+    segs: pl.DataFrame,
+    gpu: pl.DataFrame,
+    trace: Trace,
+    syncs: pl.Series,
+    names: Names,
 ) -> PathRows:
     """The walk's runs expanded into segments in forward time order per iteration, trimmed so
-    that they never overlap (clock jitter can make neighbours overlap by a few ns)."""
-    pieces = _Pieces(runs, segs, gpu, trace, syncs)
+    that they never overlap (clock jitter can make neighbours overlap by a few ns); ``names``
+    are the cpu frame's (:func:`critical_graph.name_codes`)."""
+    pieces = _Pieces(runs, segs, gpu, trace, syncs, names)
     order = _RunOrder(runs, pieces)
     rows = order.rows()
     start = np.maximum(pieces.start[rows], order.per_row(order.bottom))
@@ -154,7 +163,13 @@ class _Pieces:
     singles, the only ones that can bind, their margin and tau."""
 
     def __init__(
-        self, runs: Runs, segs: pl.DataFrame, gpu: pl.DataFrame, trace: Trace, syncs: pl.Series
+        self,
+        runs: Runs,
+        segs: pl.DataFrame,
+        gpu: pl.DataFrame,
+        trace: Trace,
+        syncs: pl.Series,
+        names: Names,
     ) -> None:
         self.n_seg, self.n_gpu = segs.height, gpu.height
         single = runs.single
@@ -164,8 +179,9 @@ class _Pieces:
         index = {kind: code for code, kind in enumerate(kinds)}
         self.kinds = pl.Series("kind", kinds, dtype=pl.String)
         self.gap = index[KIND_GAP]
-        cpu_names, cpu_codes = _codes(trace.cpu["name"])
-        gpu_names, gpu_codes = _codes(gpu["name"])
+        cpu_names, cpu_codes = names.distinct, names.codes
+        gpu_named = name_codes(gpu["name"])
+        gpu_names, gpu_codes = gpu_named.distinct, gpu_named.codes
         literal = list(dict.fromkeys([KIND_GAP, *(r[4] for r in single)]))  # a few hundred
         # One table of names, in one chunk: gathers from several cost five times as much.
         self.names = pl.concat(
@@ -223,15 +239,6 @@ class _Pieces:
         """The taus of GPU pieces and singles ``rows``."""
         tau: Ints = self.tau[rows - self.n_seg]
         return tau
-
-
-def _codes(names: pl.Series) -> tuple[pl.Series, Ints]:
-    """The distinct ``names`` and each name's index among them (a trace's 217k ops have a few
-    hundred names): an Enum of the distinct names, whose categories are its own."""
-    filled = names.fill_null("")
-    distinct = filled.unique()
-    codes = filled.cast(pl.Enum(distinct)).to_physical()
-    return distinct.rename("name"), codes.cast(pl.Int64).to_numpy()
 
 
 def _ints(column: pl.Series, null: int = 0) -> Ints:

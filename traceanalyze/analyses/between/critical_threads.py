@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from traceanalyze.analyses.between.critical_graph import Names, name_codes
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
 
@@ -82,12 +83,6 @@ _NONE = -1  # a missing row (no frame: the thread's top level) in the NumPy arra
 _NEVER = np.iinfo(np.int64).min  # the end of the event before a thread's first
 
 
-def engine_frames(names: pl.Series) -> pl.Series:
-    """True for each name that is one of :data:`ENGINE_FRAMES` (the fallback families only
-    where no name is one of the others)."""
-    return _matching(names, _families(names))
-
-
 def _families(names: pl.Series) -> list[EngineFrames]:
     """The families of :data:`ENGINE_FRAMES` this trace writes: the primary ones, or where
     none of ``names`` is one of them, the fallback ones."""
@@ -121,10 +116,16 @@ class Crossings:
     unlinked: tuple[tuple[int, int], ...] = ()
 
 
-def thread_edges(trace: Trace, segs: pl.DataFrame) -> Crossings:
+def thread_edges(trace: Trace, segs: pl.DataFrame, names: Names | None = None) -> Crossings:
     """Every fork and join of the trace (module docstring); ``segs`` is
-    :func:`critical_graph.cpu_segments` of the same trace."""
+    :func:`critical_graph.cpu_segments` of the same trace and ``names`` its cpu frame's names
+    as codes (:func:`critical_graph.name_codes`; made here where not given)."""
     cpu = trace.cpu
+    names = name_codes(cpu["name"]) if names is None else names
+    # Which events are the engine's: asked of the distinct names (a few hundred), not of
+    # every event.
+    by_name = _matching(names.distinct, _families(names.distinct)).to_numpy()
+    is_engine = by_name[names.codes] if len(names.codes) else np.zeros(0, dtype=bool)
     # Workers and waiters are told by their top-level events (a few of the trace's), in
     # thread and time order.
     top = (
@@ -133,7 +134,7 @@ def thread_edges(trace: Trace, segs: pl.DataFrame) -> Crossings:
         .select(
             *THREAD,
             "ts_ns",
-            "name",
+            "op_id",
             end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
             ops=~pl.col("cat").is_in(RUNTIME_CATS),
         )
@@ -143,8 +144,7 @@ def thread_edges(trace: Trace, segs: pl.DataFrame) -> Crossings:
     if not threads.contiguous():  # call order keeps a thread together unless pids differ
         top = top.sort([*THREAD, "ts_ns"])
         threads = _Blocks(top["rank"].to_numpy(), top["tid"].to_numpy())
-    families = _families(top["name"])
-    engine = _matching(top["name"], families).to_numpy()
+    engine = is_engine[top["op_id"].to_numpy()]
     workers = threads.any(engine)
     engine_threads = pl.DataFrame(
         threads.keys(workers), schema={"rank": pl.Int32(), "tid": pl.Int64()}, orient="row"
@@ -152,7 +152,7 @@ def thread_edges(trace: Trace, segs: pl.DataFrame) -> Crossings:
     waiters = threads.keys(threads.any(top["ops"].to_numpy()) & ~workers)
     if not workers.any() or not waiters:
         return Crossings(pl.DataFrame(schema=EDGE_SCHEMA), engine_threads)
-    pieces = _Pieces(segs, _visible_rows(cpu, families, waiters), cpu["cat"])
+    pieces = _Pieces(segs, _visible_rows(cpu, is_engine, waiters), cpu["cat"])
     start, end = top["ts_ns"].to_numpy(), top["end_ns"].to_numpy()
     edges, unlinked = _Edges(), []
     for worker in np.flatnonzero(workers).tolist():  # a few threads
@@ -197,14 +197,13 @@ class _Blocks:
 
 
 def _visible_rows(
-    cpu: pl.DataFrame, families: list[EngineFrames], waiters: list[tuple[int, int]]
+    cpu: pl.DataFrame, is_engine: npt.NDArray[np.bool_], waiters: list[tuple[int, int]]
 ) -> Ints:
     """Per cpu row, the row that stands for it in its thread's marks: itself, or for an engine
     frame and what it calls, the frame that called the outermost engine frame (``_NONE``: the
     thread's top level). Only the waiters' rows can differ, and only where they run engine
     frames themselves (few threads): their parents are walked up, one level per step."""
     visible = np.arange(cpu.height, dtype=np.int64)
-    is_engine = _matching(cpu["name"], families).to_numpy()
     found = np.flatnonzero(is_engine)
     ranks, tids = cpu["rank"].to_numpy(), cpu["tid"].to_numpy()
     found_ranks, found_tids = ranks[found], tids[found]
