@@ -222,6 +222,40 @@ def test_an_async_copy_call_that_waits_for_the_gpu_is_a_sync_wait(tmp_path: Path
     }  # fmt: skip
 
 
+# A blocking copy waits for its own copy, not for whatever ends last meanwhile (found on
+# new_htadiff_control_a100_rank3: a pageable DtoH copy's call was put on a kernel of another
+# stream that ended 6 us after the copy). The copy (stream 20, 62-65) waited for the GEMM on
+# stream 7 (5-35); a softmax on stream 8 (6-68) ends inside the call (10-70) but after the
+# copy: it is off the path.
+OWN_COPY = [
+    annotation("ProfilerStep#1", 0, 100),
+    call("cudaLaunchKernel", 2, 1, 1),
+    kernel(SGEMM, 5, 30, 1),
+    call("cudaLaunchKernel", 4, 1, 3),
+    kernel(SOFTMAX, 6, 62, 3, stream=8),
+    call("cudaMemcpyAsync", 10, 60, 2),
+    kernel("Memcpy DtoH (Device -> Pageable)", 62, 3, 2, cat="gpu_memcpy", stream=20),
+]
+
+
+def test_a_blocking_copy_waits_for_its_own_copy(tmp_path: Path) -> None:
+    path = path_of(tmp_path, OWN_COPY)
+    assert path.span_us_per_iter == path.length_us_per_iter == 100
+    assert_frame_equal(
+        path.segments.select("kind", "lane", "start_ns", "end_ns"),
+        pl.DataFrame(
+            {
+                "kind": ["annotation", "launch", "kernel:gemm", "gap", "copy", "sync_wait",
+                         "annotation"],
+                "lane": ["thread 1", "thread 1", "stream 7", "stream 20", "stream 20",
+                         "thread 1", "thread 1"],
+                "start_ns": [0, 2000, 5000, 35000, 62000, 65000, 70000],
+                "end_ns": [2000, 5000, 35000, 62000, 65000, 70000, 100000],
+            }
+        ),
+    )  # fmt: skip
+
+
 def test_an_all_gpu_path_has_no_negative_cpu_share() -> None:
     # All kernels and gaps: the CPU's share, 100 minus the others, came out -1e-15 ("-0%").
     path = critical_path(traceanalyze.load(SAMPLES / "h200_graph_replay" / "naive.json.gz"))

@@ -281,6 +281,7 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
             "category",
             "name",
             "iteration",
+            "correlation",
         )
         .sort([*STREAM, "ts_ns"])
     )
@@ -299,6 +300,7 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
         .otherwise(pl.lit(KIND_COPY)),
         name="name",
         iteration="iteration",
+        correlation="correlation",
     ).with_row_index("g")
     by_stream = pl.col("prev_end_ns").is_not_null() & (
         pl.col("launch_ts_ns").is_null() | (pl.col("prev_end_ns") >= pl.col("launch_ts_ns"))

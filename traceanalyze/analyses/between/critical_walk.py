@@ -80,6 +80,7 @@ class _Rank:
             )
         }
         self.sync_segs = sorted(self.syncs)
+        self.own = _own_activities(mine, cpu, gpu)
         # Per thread: the local indices of its first and last segment (rows are sorted by
         # thread, so a thread's pieces are one run).
         tids = segs["tid"].rle().struct.unnest()
@@ -103,6 +104,7 @@ class _Rank:
         self.launch_tid = gpu["launch_tid"]
         self.launch_api = gpu["launch_api"]
         self.stream = gpu["stream"]
+        self.end = _ints(gpu["end_ns"])
         by_end = gpu.select("end_ns", "g").sort("end_ns", "g")
         self.ends_sorted = _ints(by_end["end_ns"])
         self.g_by_end = _ints(by_end["g"])
@@ -135,6 +137,28 @@ class _Rank:
         if k >= 0 and self.sync_segs[k] >= first_seg:
             return self.sync_segs[k] + 1
         return first_seg
+
+
+def _own_activities(mine: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFrame) -> dict[int, int]:
+    """Per sync piece (``mine``: seg, owner; keyed by ``seg``), the local index of the GPU
+    activity its call put on the GPU itself (a blocking copy's copy; the last to end, where
+    there are several), none for a synchronize call. ``gpu`` is one rank's (its ``g`` less
+    the first is the local index)."""
+    calls = mine.select("seg", correlation=cpu["correlation"].gather(mine["owner"])).drop_nulls()
+    if not calls.height:
+        return {}
+    own = (
+        gpu.select("g", "end_ns", "correlation")
+        .join(calls, on="correlation")
+        .sort("end_ns")
+        .group_by("seg")
+        .agg(pl.col("g").last())
+    )
+    g_base = _first(gpu["g"])
+    return {
+        int(seg): int(g) - g_base
+        for seg, g in zip(own["seg"].to_list(), own["g"].to_list(), strict=True)  # a few
+    }
 
 
 def _thread_edges(edges: pl.DataFrame) -> dict[int, tuple[Any, ...]]:
@@ -350,16 +374,25 @@ class _Walker:
         self._reached(to_tid)
 
     def _sync(self, j: int, lane: str) -> None:
-        """A blocking call: it waited for the GPU activity that ended last while it ran."""
+        """A blocking call: it waited for the activity it put on the GPU itself, where it has
+        one that ended while it ran (a blocking copy waits for its copy, whatever ends on
+        other streams meanwhile), else for the GPU activity that ended last while it ran (a
+        synchronize call waits for all the work before it)."""
         graph = self.graph
         call_ns, name = graph.syncs[j]
-        k = int(np.searchsorted(graph.ends_sorted, self.t, side="right")) - 1
-        if k >= 0 and graph.ends_sorted[k] > call_ns:
-            end = int(graph.ends_sorted[k])
-            self._single(KIND_SYNC, name, lane, end, end - call_ns)
-            if self.tid is not None:
-                waiting = self.pending.setdefault(self.tid, [])
-                waiting.append((self.runs.single, len(self.runs.single) - 1))
-            self.node = int(graph.g_by_end[k]) - graph.g_base
+        own = graph.own.get(j + graph.seg_base)
+        if own is not None and call_ns < graph.end[own] <= self.t:
+            node: int | None = own
         else:
+            k = int(np.searchsorted(graph.ends_sorted, self.t, side="right")) - 1
+            ok = k >= 0 and graph.ends_sorted[k] > call_ns
+            node = int(graph.g_by_end[k]) - graph.g_base if ok else None
+        if node is None:
             self._single(KIND_SYNC, name, lane, int(graph.seg_start[j]), None)
+            return
+        end = int(graph.end[node])
+        self._single(KIND_SYNC, name, lane, end, end - call_ns)
+        if self.tid is not None:
+            waiting = self.pending.setdefault(self.tid, [])
+            waiting.append((self.runs.single, len(self.runs.single) - 1))
+        self.node = node
