@@ -305,7 +305,7 @@ def test_length_equals_span_on_real_traces(trace: Path) -> None:
     loaded = traceanalyze.load(trace)
     if not loaded.gpu.height:
         pytest.skip("no GPU activity")
-    path = critical_path(loaded)
+    path = api.critical_path(loaded)  # the analysis, with the verdict as the CLI gives it
     iterations = path.iterations
     assert iterations.height == counted(loaded).iterations.height  # a closing step is left out
     # Each iteration's window is as long as its wall time (the slower side's span), exactly.
@@ -324,6 +324,13 @@ def test_length_equals_span_on_real_traces(trace: Path) -> None:
         (pl.col("slack_us_per_iter") < 0) | (pl.col("slack_us_per_iter") > pl.col("us_per_iter"))
     )
     assert slack_within.height == 0
+    # The verdict is summary's, word for word (issue 38: the commands never disagree).
+    summary = api.summary(loaded)
+    assert (path.bound, path.bound_margin_pct, path.bound_note) == (
+        summary["bound"],
+        summary["bound_margin_pct"],
+        summary["bound_note"],
+    )
 
 
 @pytest.mark.parametrize(
