@@ -101,12 +101,17 @@ class VariantResult:
     backend: str | None = None
     backend_source: str | None = None
     cold: ColdResult | None = None
+    # What the trace of the call should show (shapes, dtype, mask, causal, dense FLOPs; see
+    # capture.cases.facts), and PyTorch's own verdict on each fused SDPA backend for it.
+    attention: dict[str, Any] | None = None
+    dispatch: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; ``cold`` only where there is one."""
+        """JSON-ready; ``cold``, ``attention`` and ``dispatch`` only where there are some."""
         body = dataclasses.asdict(self)
-        if self.cold is None:
-            del body["cold"]
+        for optional in ("cold", "attention", "dispatch"):
+            if getattr(self, optional) is None:
+                del body[optional]
         return body
 
     @classmethod
@@ -214,7 +219,7 @@ _WHEN_ABSENT: dict[type, dict[str, Any]] = {
     },
 }  # fmt: skip
 # Fields holding an object: not an object in the file is not a manifest.
-_OBJECTS = ("environment", "config", "method", "cold")
+_OBJECTS = ("environment", "config", "method", "cold", "attention", "dispatch")
 
 
 def _fields(cls: type, data: Any) -> dict[str, Any]:

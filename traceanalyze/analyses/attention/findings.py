@@ -72,7 +72,7 @@ def _composed(rows: pl.DataFrame) -> list[str]:
         share = part["share_of_gpu_activity_pct"].sum()
         impls = ", ".join(sorted(set(part["implementation"])))
         of = f" of {_n(total_calls)}" if direction == FORWARD else ""
-        verb = "runs" if calls == 1 and not of else "run"
+        verb = "runs" if calls == 1 else "run"
         text = (
             f"{_n(calls)}{of} attention {direction} {_calls(calls)} per "
             f"iteration {verb} composed attention ({impls}): {share:.1f}% of the GPU activity "
