@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from capture.config import CaptureConfig
-
 # fp8 e4m3 keeps 3 mantissa bits: its attention differs from float64 by a few per cent.
 FP8_TOLERANCE = 0.1
 SLIDING_WINDOW = 256
@@ -29,6 +27,19 @@ ODD_HEAD_DIM = 60
 # The block size flex uses (create_block_mask's default).
 FLEX_BLOCK = 128
 SHORT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """The sizes a case builds its inputs from (a capture configuration's), and no more:
+    this module must not import the configuration, which imports the variants."""
+
+    batch: int
+    heads: int
+    seq: int
+    head_dim: int
+    dtype: str  # torch's name: bfloat16, float16, float32
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -47,7 +58,7 @@ class Case:
     sdpa_arguments: tuple[Any, ...] | None = None
 
 
-CaseBuilder = Callable[["CaptureConfig", "torch.device"], Case]
+CaseBuilder = Callable[[CaseSpec, "torch.device"], Case]
 
 
 def dense_flops(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int) -> int:
@@ -56,7 +67,7 @@ def dense_flops(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int) 
 
 
 def facts(
-    config: CaptureConfig,
+    config: CaseSpec,
     *,
     heads_kv: int | None = None,
     seq_q: int | None = None,
@@ -87,14 +98,18 @@ def facts(
     }
 
 
-def _randn(config: CaptureConfig, device: torch.device, *shape: int, seed_offset: int) -> torch.Tensor:
+def _randn(
+    config: CaseSpec, device: torch.device, *shape: int, seed_offset: int
+) -> torch.Tensor:
     import torch
 
     generator = torch.Generator(device=device).manual_seed(config.seed + seed_offset)
-    return torch.randn(shape, generator=generator, device=device, dtype=getattr(torch, config.dtype))
+    return torch.randn(
+        shape, generator=generator, device=device, dtype=getattr(torch, config.dtype)
+    )
 
 
-def _qkv(config: CaptureConfig, device: torch.device, q_shape: tuple[int, ...],
+def _qkv(config: CaseSpec, device: torch.device, q_shape: tuple[int, ...],
          kv_shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     return (
         _randn(config, device, *q_shape, seed_offset=0),
@@ -122,13 +137,13 @@ def reference_attention(
     return scores.softmax(-1) @ v
 
 
-def _lengths(config: CaptureConfig) -> list[int]:
+def _lengths(config: CaseSpec) -> list[int]:
     """Per batch element, the valid length: the full sequence down to a quarter of it."""
     step = max(config.seq // (2 * max(config.batch, 1)), 1)
     return [max(config.seq - i * step, 1) for i in range(config.batch)]
 
 
-def causal_padded(config: CaptureConfig, device: torch.device) -> Case:
+def causal_padded(config: CaseSpec, device: torch.device) -> Case:
     """SDPA with one bool mask that is causal and hides each sequence's padding keys."""
     import torch
     from torch.nn.functional import scaled_dot_product_attention
@@ -153,7 +168,7 @@ def causal_padded(config: CaptureConfig, device: torch.device) -> Case:
     )  # fmt: skip
 
 
-def odd_head_mask(config: CaptureConfig, device: torch.device) -> Case:
+def odd_head_mask(config: CaseSpec, device: torch.device) -> Case:
     """A padding mask with head size 60: flash takes no mask, memory-efficient attention and
     cuDNN want head sizes in multiples of 8, so PyTorch falls back to its math backend."""
     import torch
@@ -177,7 +192,7 @@ def odd_head_mask(config: CaptureConfig, device: torch.device) -> Case:
     )  # fmt: skip
 
 
-def _kv_heads(config: CaptureConfig) -> int:
+def _kv_heads(config: CaseSpec) -> int:
     """Grouped-query attention: a quarter of the query heads (at least one, a divisor)."""
     heads = max(config.heads // 4, 1)
     while config.heads % heads:
@@ -185,7 +200,7 @@ def _kv_heads(config: CaptureConfig) -> int:
     return heads
 
 
-def grouped_query(config: CaptureConfig, device: torch.device) -> Case:
+def grouped_query(config: CaseSpec, device: torch.device) -> Case:
     """Causal GQA: a quarter of the query heads for keys and values, enable_gqa=True."""
     from torch.nn.functional import scaled_dot_product_attention
 
@@ -210,7 +225,7 @@ def grouped_query(config: CaptureConfig, device: torch.device) -> Case:
     )  # fmt: skip
 
 
-def decode(config: CaptureConfig, device: torch.device) -> Case:
+def decode(config: CaseSpec, device: torch.device) -> Case:
     """One new token per sequence against a KV cache of ``seq`` tokens (non-causal: the new
     token sees the whole cache)."""
     from torch.nn.functional import scaled_dot_product_attention
@@ -232,7 +247,7 @@ def decode(config: CaptureConfig, device: torch.device) -> Case:
     )  # fmt: skip
 
 
-def nested_jagged(config: CaptureConfig, device: torch.device) -> Case:
+def nested_jagged(config: CaseSpec, device: torch.device) -> Case:
     """Nested jagged (variable-length) q, k, v: ``batch`` sequences of different lengths in one
     tensor, [batch, heads, j, head_dim]."""
     import torch
@@ -244,18 +259,16 @@ def nested_jagged(config: CaptureConfig, device: torch.device) -> Case:
          for i, n in enumerate(lengths)]
         for j in range(3)
     ]  # fmt: skip
-    q, k, v = (
-        torch.nested.nested_tensor(p, layout=torch.jagged).transpose(1, 2) for p in parts
-    )
+    q, k, v = (torch.nested.nested_tensor(p, layout=torch.jagged).transpose(1, 2) for p in parts)
 
     def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return scaled_dot_product_attention(q, k, v)
 
     def reference() -> torch.Tensor:
-        per_sequence = [
-            reference_attention(*(p[i].transpose(0, 1) for p in parts)).transpose(0, 1)
-            for i in range(len(lengths))
-        ]
+        per_sequence = []
+        for i in range(len(lengths)):
+            q_i, k_i, v_i = (p[i].transpose(0, 1) for p in parts)  # [heads, length, dim]
+            per_sequence.append(reference_attention(q_i, k_i, v_i).transpose(0, 1))
         return torch.cat(per_sequence)
 
     exact = sum(dense_flops(1, config.heads, n, n, config.head_dim) for n in lengths)
@@ -268,7 +281,7 @@ def nested_jagged(config: CaptureConfig, device: torch.device) -> Case:
     )  # fmt: skip
 
 
-def _flex(config: CaptureConfig, device: torch.device, mask_mod: Any, *, fresh_mask: bool,
+def _flex(config: CaseSpec, device: torch.device, mask_mod: Any, *, fresh_mask: bool,
           dtype: str | None = None) -> tuple[Any, Any]:  # fmt: skip
     """The compiled flex_attention call with ``mask_mod``'s block mask, built once, or inside
     every call (``fresh_mask``: as a step that packs new documents does); and the mask."""
@@ -288,7 +301,7 @@ def _flex(config: CaptureConfig, device: torch.device, mask_mod: Any, *, fresh_m
     return fn, built
 
 
-def _flex_case(config: CaptureConfig, device: torch.device, mask_mod: Any, allowed: torch.Tensor,
+def _flex_case(config: CaseSpec, device: torch.device, mask_mod: Any, allowed: torch.Tensor,
                *, fresh_mask: bool, name: str) -> Case:  # fmt: skip
     shape = (config.batch, config.heads, config.seq, config.head_dim)
     q, k, v = _qkv(config, device, shape, shape)
@@ -302,7 +315,7 @@ def _flex_case(config: CaptureConfig, device: torch.device, mask_mod: Any, allow
     )  # fmt: skip
 
 
-def sliding_window(config: CaptureConfig, device: torch.device) -> Case:
+def sliding_window(config: CaseSpec, device: torch.device) -> Case:
     """flex_attention with a causal sliding window of ``SLIDING_WINDOW`` tokens."""
     import torch
 
@@ -314,7 +327,7 @@ def sliding_window(config: CaptureConfig, device: torch.device) -> Case:
     return _flex_case(config, device, mask_mod, allowed, fresh_mask=False, name="sliding_window")
 
 
-def _documents(config: CaptureConfig, device: torch.device) -> torch.Tensor:
+def _documents(config: CaseSpec, device: torch.device) -> torch.Tensor:
     """Each token's document: documents of 1/2, 1/4, 1/8 ... of the sequence packed in it."""
     import torch
 
@@ -326,7 +339,7 @@ def _documents(config: CaptureConfig, device: torch.device) -> torch.Tensor:
     return ids.to(device)
 
 
-def document(config: CaptureConfig, device: torch.device) -> Case:
+def document(config: CaseSpec, device: torch.device) -> Case:
     """flex_attention with a causal document mask over packed documents, its block mask
     created inside every call (create_block_mask in the step)."""
     import torch
@@ -341,7 +354,7 @@ def document(config: CaptureConfig, device: torch.device) -> Case:
     return _flex_case(config, device, mask_mod, allowed, fresh_mask=True, name="document")
 
 
-def flex_fp8(config: CaptureConfig, device: torch.device) -> Case:
+def flex_fp8(config: CaseSpec, device: torch.device) -> Case:
     """Causal flex_attention on fp8 (e4m3) q, k, v: needs a GPU with fp8 (sm89 or newer)."""
     import torch
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from capture.cases import CaseSpec
 from capture.errors import CaptureError
 from capture.variants import DEFAULT_VARIANTS, VARIANTS, AttentionSpec
 
@@ -64,6 +65,12 @@ class CaptureConfig:
     def attention_spec(self, seqs: tuple[int, ...] = ()) -> AttentionSpec:
         """What the variant builders need, for ``seqs`` (default: this configuration's seq)."""
         return AttentionSpec(self.head_dim, self.causal, seqs or (self.seq,))
+
+    def case_spec(self) -> CaseSpec:
+        """The sizes the cases (variants with inputs of their own) build from."""
+        return CaseSpec(
+            self.batch, self.heads, self.seq, self.head_dim, self.dtype, self.seed
+        )
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready copy (the manifest's ``config``)."""

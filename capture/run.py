@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from capture import cases
 from capture.cases import dispatch
@@ -31,6 +32,9 @@ from capture.measure import (
 )
 from capture.tracing import BACKEND_SOURCE, record_trace, sdpa_backend
 from capture.variants import VARIANTS, Attention, Variant
+
+if TYPE_CHECKING:
+    import torch
 
 ProgressCallback = Callable[[str, VariantResult], None]
 
@@ -121,13 +125,11 @@ def _measure(
     tolerance, facts, verdicts = None, classic_facts(variant, config), None
     with forced_backend(variant), torch.set_grad_enabled(config.backward):
         if variant.case is not None:
-            case = variant.case(config, device)
+            case = variant.case(config.case_spec(), device)
             inputs = Inputs(case.q, case.k, case.v, None, expected_out=case.reference())
             tolerance, facts = case.tolerance, case.facts
             arguments = case.sdpa_arguments
-
-            def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-                return case.dense(case.fn(q, k, v))
+            fn: Attention = _dense_output(case)
         else:
             fn = variant.build(config.attention_spec(), device)
             arguments = (inputs.q, inputs.k, inputs.v, None, 0.0, config.causal, False)
@@ -156,6 +158,15 @@ def _measure(
     )
 
 
+def _dense_output(case: cases.Case) -> Attention:
+    """The case's call, its output as a dense tensor (a nested output's values)."""
+
+    def call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return case.dense(case.fn(q, k, v))
+
+    return call
+
+
 # The variants whose attention is composed of ops (every score computed and written).
 COMPOSED_VARIANTS = ("naive", "naive_inplace", "compiled_naive", "sdpa_math")
 
@@ -166,7 +177,9 @@ def classic_facts(variant: Variant, config: CaptureConfig) -> dict[str, object]:
     if variant.name == "flex_attention":
         mask = "block"
     return cases.facts(
-        config, causal=config.causal, mask=mask if config.causal or mask == "block" else "none",
+        config.case_spec(),
+        causal=config.causal,
+        mask=mask if config.causal or mask == "block" else "none",
         composed=variant.name in COMPOSED_VARIANTS,
     )  # fmt: skip
 

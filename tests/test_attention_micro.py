@@ -38,7 +38,10 @@ def shaped(name: str, ts: float, dur: float, dims: list[Any], types: list[str],
 
 
 BF16 = "c10::BFloat16"
-SDPA_ARGS = ([Q, Q, Q, [], [], [], [], []], [BF16, BF16, BF16, "", "Scalar", "Scalar", "", "Scalar"])
+SDPA_ARGS = (
+    [Q, Q, Q, [], [], [], [], []],
+    [BF16, BF16, BF16, "", "Scalar", "Scalar", "", "Scalar"],
+)
 
 
 def sdpa_step(step: int, t0: float, *, causal: str = "True") -> list[Event]:

@@ -146,8 +146,12 @@ def test_corpus_calls_by_implementation(name: str) -> None:
     assert dict(found.iter_rows()) == CORPUS_WITH_ATTENTION[name]
 
 
-PUBLIC_WITH_ATTENTION = ("tl_h100_bert_small.json.gz", "tl_mi300_bert_small.json.gz",
-                         "tl_h100_falconsai_conv.json.gz", "tl_torch_compile_triton.json.gz")  # fmt: skip
+PUBLIC_WITH_ATTENTION = (
+    "tl_h100_bert_small.json.gz",
+    "tl_mi300_bert_small.json.gz",
+    "tl_h100_falconsai_conv.json.gz",
+    "tl_torch_compile_triton.json.gz",
+)
 
 
 @pytest.mark.parametrize("path", [

@@ -26,9 +26,9 @@ import polars as pl
 
 from traceanalyze import __version__, display
 from traceanalyze.analyses.annotate import Annotation
+from traceanalyze.analyses.annotate import annotate as annotation_of
 from traceanalyze.analyses.attention import AttentionResult
 from traceanalyze.analyses.attention import attention as attention_of
-from traceanalyze.analyses.annotate import annotate as annotation_of
 from traceanalyze.analyses.between.critical_path import CriticalPath
 from traceanalyze.analyses.between.critical_path import critical_path as critical_path_of
 from traceanalyze.analyses.between.idle import LARGEST_GAPS, IdleResult, idle_breakdown
@@ -82,8 +82,8 @@ from traceanalyze.load.variants import (
     load_variants,
 )
 from traceanalyze.render.analyses import SUMMARIES
-from traceanalyze.render.attention import ATTENTION, attention_section
 from traceanalyze.render.annotate import activity_args, added_events
+from traceanalyze.render.attention import ATTENTION, attention_section
 from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH
 from traceanalyze.render.between.idle import IDLE, where_time_goes_markdown
 from traceanalyze.render.cold import COLD
@@ -471,9 +471,7 @@ def attention(
     >>> a.rows["implementation"].to_list(), a.rows["kernels_per_call"].to_list()
     (['sdpa_math'], [20.0])
     """
-    return _each(
-        x, loading, lambda s: attention_of(s.trace, cudnn_version or _cudnn_of(s.trace))
-    )
+    return _each(x, loading, lambda s: attention_of(s.trace, cudnn_version or _cudnn_of(s.trace)))
 
 
 def _cudnn_of(trace: Trace) -> str | None:

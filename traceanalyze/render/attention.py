@@ -67,7 +67,10 @@ def attention_markdown(
         parts += [f"{mark} Why not a faster SDPA backend\n", _table(slow, WHY_NOT_COLUMNS)]
     fused = rows.filter(pl.col("fused_estimate_us").is_not_null())
     if fused.height:
-        parts += [f"{mark} Composed attention against a fused kernel\n", _table(fused, FUSED_COLUMNS)]
+        parts += [
+            f"{mark} Composed attention against a fused kernel\n",
+            _table(fused, FUSED_COLUMNS),
+        ]
     bounds = rows.filter(pl.col("flops_note").is_not_null())
     if bounds.height:
         parts += [f"{mark} FLOPs that are bounds or unknown\n", _table(bounds, NOTE_COLUMNS)]

@@ -79,15 +79,21 @@ def find_calls(trace: Trace, gpu: pl.DataFrame) -> FoundCalls:
 
     composed = composed_calls(trace, entry_mask, op_calls.select(_SPAN))
     in_span = _in_spans(by_op.filter(pl.col("call_id").is_null()), composed.calls)
-    by_op = by_op.join(in_span, on="_row", how="left", suffix="_span").with_columns(
-        call_id=pl.coalesce("call_id", "call_id_span")
-    ).drop("call_id_span")
+    by_op = (
+        by_op.join(in_span, on="_row", how="left", suffix="_span")
+        .with_columns(call_id=pl.coalesce("call_id", "call_id_span"))
+        .drop("call_id_span")
+    )
 
     named = kernel_rules(gpu["name"], KERNEL_RULES)
     kernel_calls, by_kernel = _kernel_calls(by_op, named)
     activities = by_kernel.filter(pl.col("call_id").is_not_null())
     calls = pl.concat(
-        [op_calls.select(list(CALL_COLUMNS)), composed.calls.select(list(CALL_COLUMNS)), kernel_calls],
+        [
+            op_calls.select(list(CALL_COLUMNS)),
+            composed.calls.select(list(CALL_COLUMNS)),
+            kernel_calls,
+        ],
         how="vertical_relaxed",
     )
     calls = _refined_by_kernels(calls, activities, named)
@@ -98,9 +104,9 @@ def _matched_ops(cpu: pl.DataFrame) -> pl.DataFrame:
     """CPU ops and annotations an op rule names, with the rule's columns."""
     intervals = cpu.filter(pl.col("cat").is_in(["cpu_op", "user_annotation"]))
     rules = op_rules(intervals["name"], OP_RULES)
-    return intervals.select(
-        "op_id", "rank", "tid", "name", "ts_ns", "dur_ns", "iteration"
-    ).join(rules, on="name", how="inner")
+    return intervals.select("op_id", "rank", "tid", "name", "ts_ns", "dur_ns", "iteration").join(
+        rules, on="name", how="inner"
+    )
 
 
 def _row_mask(height: int, ids: pl.Series) -> pl.Series:
@@ -123,9 +129,11 @@ def _under(cpu: pl.DataFrame, op_ids: pl.Series, mask: pl.Series) -> pl.Series:
     holds, else null."""
     itself = mask.gather(op_ids.fill_null(0)) & op_ids.is_not_null()
     above = nearest_ancestor(cpu, op_ids, pl.lit(mask))
-    return pl.select(
-        pl.when(itself.fill_null(False)).then(op_ids).otherwise(above)
-    ).to_series().alias("call_id")
+    return (
+        pl.select(pl.when(itself.fill_null(False)).then(op_ids).otherwise(above))
+        .to_series()
+        .alias("call_id")
+    )
 
 
 def _with_helpers(
@@ -241,11 +249,15 @@ def _kernel_calls(gpu: pl.DataFrame, rules: pl.DataFrame) -> tuple[pl.DataFrame,
     # A call's main kernel is an attention kernel by the taxonomy; a rule's helper kernels
     # (a quantisation, a combine) join one, and are no call of their own.
     fused = pl.col("category") == FUSED
-    role = pl.when(fused).then(pl.col("k_role").fill_null("main")).otherwise(
-        pl.when(pl.col("k_role") != "main").then("k_role")
+    role = (
+        pl.when(fused)
+        .then(pl.col("k_role").fill_null("main"))
+        .otherwise(pl.when(pl.col("k_role") != "main").then("k_role"))
     )
     order = (
-        kernels.with_columns(k_implementation=pl.col("k_implementation").fill_null(OTHER), k_role=role)
+        kernels.with_columns(
+            k_implementation=pl.col("k_implementation").fill_null(OTHER), k_role=role
+        )
         .drop_nulls("k_role")
         .sort("rank", "stream", "ts_ns")
     )
@@ -271,17 +283,19 @@ def _kernel_calls(gpu: pl.DataFrame, rules: pl.DataFrame) -> tuple[pl.DataFrame,
         cpu_ns=pl.lit(None, pl.Int64),
         implementation="k_implementation",
         direction=pl.coalesce("k_direction", pl.lit(FORWARD)),
-        call_site=pl.when(graph).then(pl.lit(GRAPH_REPLAY)).otherwise(
-            pl.coalesce("op_name", pl.lit(NO_OP))
-        ),
+        call_site=pl.when(graph)
+        .then(pl.lit(GRAPH_REPLAY))
+        .otherwise(pl.coalesce("op_name", pl.lit(NO_OP))),
         shape_op_id=pl.lit(None, pl.Int64),
         region="annotation",
         end_ns=pl.lit(None, pl.Int64),
         specificity=pl.col("k_specificity").fill_null(0),
     )
-    assigned = gpu.join(
-        grouped.select("_row", call_id_kernel="call_id"), on="_row", how="left"
-    ).with_columns(call_id=pl.coalesce("call_id", "call_id_kernel")).drop("call_id_kernel")
+    assigned = (
+        gpu.join(grouped.select("_row", call_id_kernel="call_id"), on="_row", how="left")
+        .with_columns(call_id=pl.coalesce("call_id", "call_id_kernel"))
+        .drop("call_id_kernel")
+    )
     return calls, assigned
 
 

@@ -82,7 +82,9 @@ def composed_calls(trace: Trace, claimed: pl.Series, forward_calls: pl.DataFrame
     backward = _calls(cpu, ops, claimed, BACKWARD)
     if backward.height:
         spans = (
-            pl.concat([forward.select(forward_calls.columns), forward_calls], how="vertical_relaxed")
+            pl.concat(
+                [forward.select(forward_calls.columns), forward_calls], how="vertical_relaxed"
+            )
             if forward.height
             else forward_calls
         )
@@ -128,16 +130,19 @@ def _mask_of(cpu: pl.DataFrame, ids: pl.Series) -> pl.Series:
     return mask.scatter(ids, True) if ids.len() else mask
 
 
-def _anchors(cpu: pl.DataFrame, ops: pl.DataFrame, pattern: str, claimed: pl.Series) -> pl.DataFrame:
+def _anchors(
+    cpu: pl.DataFrame, ops: pl.DataFrame, pattern: str, claimed: pl.Series
+) -> pl.DataFrame:
     """The outermost ops matching ``pattern`` that no attention op claims, decoded."""
     found = ops.filter(name_mask(ops, pattern))
     if not found.height:
         return found
     mask = _mask_of(cpu, found["op_id"])
     outermost = nearest_ancestor(cpu, found["op_id"], pl.lit(mask)).is_null()
-    inside = claimed.gather(found["op_id"]) | nearest_ancestor(
-        cpu, found["op_id"], pl.lit(claimed)
-    ).is_not_null()
+    inside = (
+        claimed.gather(found["op_id"])
+        | nearest_ancestor(cpu, found["op_id"], pl.lit(claimed)).is_not_null()
+    )
     return decoded(found.filter(outermost & ~inside))
 
 
@@ -145,12 +150,16 @@ def _scores(anchors: pl.DataFrame) -> pl.DataFrame:
     """Anchors whose first input can be attention scores: at least 3-D, softmax over the last
     dimension (where the trace recorded shapes and the dim)."""
     rank = ndim(0)
-    at = pl.col("name").replace_strict(dict(SOFTMAX_DIM_POSITIONS), default=1, return_dtype=pl.Int64)
+    at = pl.col("name").replace_strict(
+        dict(SOFTMAX_DIM_POSITIONS), default=1, return_dtype=pl.Int64
+    )
     softmax_dim = pl.col("concrete").list.get(at, null_on_oob=True)
     last = (softmax_dim == "-1") | (softmax_dim == (rank - 1).cast(pl.String))
     aten = pl.col("name").str.starts_with("aten::")
     plausible = (rank >= 3) & (~aten | last.fill_null(True))
-    return anchors.filter(plausible.fill_null(True)).with_columns(scores=dims(0), scores_numel=numel(0))
+    return anchors.filter(plausible.fill_null(True)).with_columns(
+        scores=dims(0), scores_numel=numel(0)
+    )
 
 
 def _siblings(ops: pl.DataFrame, at: pl.DataFrame) -> pl.DataFrame:
@@ -164,7 +173,9 @@ def _siblings(ops: pl.DataFrame, at: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _calls(cpu: pl.DataFrame, ops: pl.DataFrame, claimed: pl.Series, direction: str) -> pl.DataFrame:
+def _calls(
+    cpu: pl.DataFrame, ops: pl.DataFrame, claimed: pl.Series, direction: str
+) -> pl.DataFrame:
     """The composed calls of one direction, with their shapes."""
     pattern = SOFTMAX_OPS if direction == FORWARD else SOFTMAX_BACKWARD_OPS
     anchors = _anchors(cpu, ops, pattern, claimed)
@@ -179,7 +190,11 @@ def _calls(cpu: pl.DataFrame, ops: pl.DataFrame, claimed: pl.Series, direction: 
         parent=pl.col("parent_id").fill_null(-1)
     )
     siblings = _siblings(ops, level)
-    gemm = ATTENTION_GEMM_OPS if direction == FORWARD else f"{ATTENTION_GEMM_OPS}|{GEMM_BACKWARD_NODES}"
+    gemm = (
+        ATTENTION_GEMM_OPS
+        if direction == FORWARD
+        else f"{ATTENTION_GEMM_OPS}|{GEMM_BACKWARD_NODES}"
+    )
     placed = anchors.join(
         siblings.select(level_id="op_id", pos="pos", parent="parent"), on="level_id"
     )
@@ -204,8 +219,10 @@ def _nearest_gemms(
     a backward, the matmul sibling right next to each, if any)."""
     key = ["rank", "tid", "parent"]
     gemms = siblings.filter(name_mask(siblings, pattern)).select(*key, g_pos="pos")
-    near = placed.select("op_id", *key, "pos").join(gemms, on=key).filter(
-        (pl.col("g_pos") - pl.col("pos")).abs() <= COMPOSED_WINDOW
+    near = (
+        placed.select("op_id", *key, "pos")
+        .join(gemms, on=key)
+        .filter((pl.col("g_pos") - pl.col("pos")).abs() <= COMPOSED_WINDOW)
     )
     found = near.group_by("op_id").agg(
         before=pl.col("g_pos").filter(pl.col("g_pos") < pl.col("pos")).max(),
@@ -250,7 +267,9 @@ def _described(
         .join(sibling("after", "pv"), on=[*key, "after"])
     )
     gemms = decoded(
-        ops.filter(pl.col("op_id").is_in(pl.concat([spans["qk_op_id"], spans["pv_op_id"]]).implode()))
+        ops.filter(
+            pl.col("op_id").is_in(pl.concat([spans["qk_op_id"], spans["pv_op_id"]]).implode())
+        )
     ).select("op_id", "name", "dims", "types")
     spans = _with_gemm_shapes(spans, gemms, direction)
     if direction == FORWARD:
@@ -263,10 +282,10 @@ def _described(
             dropout=pl.lit(None, pl.Float64),
         )  # fmt: skip
     compiled = pl.col("name").str.starts_with("triton_")
-    implementation = pl.when(compiled).then(pl.lit("composed_compiled")).otherwise(pl.lit("composed"))
-    site = pl.concat_str(
-        [pl.col("qk_name"), pl.col("name"), pl.col("pv_name")], separator=" -> "
+    implementation = (
+        pl.when(compiled).then(pl.lit("composed_compiled")).otherwise(pl.lit("composed"))
     )
+    site = pl.concat_str([pl.col("qk_name"), pl.col("name"), pl.col("pv_name")], separator=" -> ")
     return described.select(
         call_id="op_id",
         source=pl.lit("composed"),
@@ -285,13 +304,17 @@ def _described(
         batch=pl.when(pl.col("scores").list.len() == 4).then(pl.col("scores").list.get(0)),
         heads_q=pl.when(pl.col("scores").list.len() == 4).then(pl.col("scores").list.get(1)),
         heads_kv=pl.when(pl.col("scores").list.len() == 4).then(pl.col("scores").list.get(1)),
-        batch_heads=pl.col("scores").list.slice(0, pl.col("scores").list.len() - 2)
-        .list.eval(pl.element().product()).list.first(),
+        batch_heads=pl.col("scores")
+        .list.slice(0, pl.col("scores").list.len() - 2)
+        .list.eval(pl.element().product())
+        .list.first(),
         seq_q=pl.col("scores").list.get(-2, null_on_oob=True),
         seq_kv=pl.col("scores").list.get(-1, null_on_oob=True),
         head_dim="head_dim",
         head_dim_v="head_dim_v",
-        dtype=pl.coalesce("qk_dtype", "scores_dtype") if direction == FORWARD else pl.lit(None, pl.String),
+        dtype=pl.coalesce("qk_dtype", "scores_dtype")
+        if direction == FORWARD
+        else pl.lit(None, pl.String),
         scores_dtype="scores_dtype",
         mask=pl.when(pl.col("qk_name") == "aten::baddbmm")
         .then(pl.lit("float"))
@@ -352,9 +375,7 @@ def _between(ops: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     """Per call (anchor op id): the mask kind of the first masking op between Q @ K^T and the
     softmax, whether it copies the scores, and the dropout probability after the softmax."""
     key = ["rank", "tid"]
-    level = spans.select(
-        "op_id", *key, "parent", lo="qk_ts_ns", mid="ts_ns", hi="pv_ts_ns"
-    )
+    level = spans.select("op_id", *key, "parent", lo="qk_ts_ns", mid="ts_ns", hi="pv_ts_ns")
     # Ops at the call's level between its matmuls (a handful per call).
     inside = (
         ops.with_columns(parent=pl.col("parent_id").fill_null(-1))
@@ -363,10 +384,16 @@ def _between(ops: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
         .join(level, on=[*key, "parent"])
         .filter((pl.col("at") > pl.col("lo")) & (pl.col("at") < pl.col("hi")))
     )
-    masks = inside.filter((pl.col("at") < pl.col("mid")) & pl.col("between_name").is_in(list(MASK_OPS)))
-    mask = masks.sort("at").group_by("op_id").agg(
-        mask=pl.col("between_name").first().replace_strict(dict(MASK_OPS)),
-        mask_copies=(pl.col("between_name") == "aten::masked_fill").any(),
+    masks = inside.filter(
+        (pl.col("at") < pl.col("mid")) & pl.col("between_name").is_in(list(MASK_OPS))
+    )
+    mask = (
+        masks.sort("at")
+        .group_by("op_id")
+        .agg(
+            mask=pl.col("between_name").first().replace_strict(dict(MASK_OPS)),
+            mask_copies=(pl.col("between_name") == "aten::masked_fill").any(),
+        )
     )
     drops = decoded(
         ops.filter(pl.col("op_id").is_in(inside.filter(
@@ -379,9 +406,7 @@ def _between(ops: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
         between_id="op_id", dropout=pl.when(train.fill_null(True)).then(p).otherwise(0.0)
     )
     dropout = (
-        inside.join(dropped, on="between_id")
-        .group_by("op_id")
-        .agg(dropout=pl.col("dropout").max())
+        inside.join(dropped, on="between_id").group_by("op_id").agg(dropout=pl.col("dropout").max())
     )
     return mask.join(dropout, on="op_id", how="full", coalesce=True).with_columns(
         dropout=pl.col("dropout").fill_null(0.0)
@@ -403,10 +428,14 @@ def _links(trace: Trace, backward: pl.DataFrame, forward: pl.DataFrame) -> pl.Da
         return empty
     cpu = trace.cpu
     node_ids = nearest_ancestor(cpu, backward["call_id"], pl.lit(name_mask(cpu, _BACKWARD_NODE)))
-    nodes = backward.select("call_id", "rank").with_columns(node=node_ids).join(
-        cpu.select(node="op_id", node_tid="tid", node_ts="ts_ns"), on="node"
+    nodes = (
+        backward.select("call_id", "rank")
+        .with_columns(node=node_ids)
+        .join(cpu.select(node="op_id", node_tid="tid", node_ts="ts_ns"), on="node")
     )
-    ends = flows.filter(pl.col("phase") == "f").select("rank", "id", node_tid="tid", node_ts="ts_ns")
+    ends = flows.filter(pl.col("phase") == "f").select(
+        "rank", "id", node_tid="tid", node_ts="ts_ns"
+    )
     starts = flows.filter(pl.col("phase") == "s").select("rank", "id", f_tid="tid", f_ts="ts_ns")
     sources = (
         nodes.join(ends, on=["rank", "node_tid", "node_ts"])

@@ -251,7 +251,10 @@ def with_why_not(calls: pl.DataFrame) -> pl.DataFrame:
     staged = calls.with_columns(**_ranks(), _align=_alignment(), _cudnn_limit=_cudnn_head_limit())
     staged = staged.with_columns(
         _rank_of_ran=pl.coalesce(
-            [pl.when(_c("_ran") == b).then(_c(f"_rank_{b}")) for b in ("cudnn", "flash", "efficient", "math")]
+            [
+                pl.when(_c("_ran") == b).then(_c(f"_rank_{b}"))
+                for b in ("cudnn", "flash", "efficient", "math")
+            ]
         )
     )
     texts = {}

@@ -20,7 +20,9 @@ SHAPES_MISSING = "shapes not recorded (record_shapes=False) and not in the kerne
 PER_SEQUENCE = "variable-length batch: the per-sequence lengths are not in the trace"
 VARLEN_BOUND = "upper bound: variable-length batch counted as batch x longest q x longest kv"
 BLOCK_BOUND = "upper bound: every block counted (the block mask's contents are not in the trace)"
-CAUSAL_UNEQUAL = "is_causal with seq_q != seq_kv: the share computed depends on the mask's alignment"
+CAUSAL_UNEQUAL = (
+    "is_causal with seq_q != seq_kv: the share computed depends on the mask's alignment"
+)
 # A GEMM kernel's precision (activities' gemm_precision) -> the peak it runs against.
 PRECISION_PEAKS = {"fp32-cuda-cores": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16",
                    "fp8": "fp8"}  # fmt: skip
@@ -103,7 +105,8 @@ def rows(calls: pl.DataFrame, iterations: int, gpu_activity_us_per_iter: float) 
         input_peak_tflops=pl.col("input_peak_tflops").first(),
         scores_bytes=pl.col("scores_bytes").first(),
         mask_copies=pl.col("mask_copies").any(),
-        kernel_names=pl.col("kernel_names").list.explode(keep_nulls=False, empty_as_null=False)
+        kernel_names=pl.col("kernel_names")
+        .list.explode(keep_nulls=False, empty_as_null=False)
         .unique(maintain_order=True),
         why_not=pl.col("why_not").first(),
         shapes_from=pl.col("shapes_from").first(),
@@ -125,21 +128,25 @@ def rows(calls: pl.DataFrame, iterations: int, gpu_activity_us_per_iter: float) 
 
 def with_fused_estimate(table: pl.DataFrame) -> pl.DataFrame:
     """For composed rows: the GPU time a fused kernel would take for the same FLOPs, at the
-    rate the trace's fused calls of the same direction achieved (FLOP-weighted), else at the
-    GPU's peak for the row's dtype (a lower bound); the source says which."""
+    rate the trace's fused calls of the same direction and shapes (seq_q, seq_kv, head_dim)
+    achieved (FLOP-weighted), else at the GPU's peak for the row's dtype (a lower bound); the
+    source says which."""
     fused = table.filter(
         ~pl.col("implementation").is_in(list(COMPOSED))
         & pl.col("flops_note").is_null()
         & pl.col("tflops").is_not_null()
     )
-    rates = fused.group_by("direction").agg(
+    same = ["direction", "seq_q", "seq_kv", "head_dim"]
+    rates = fused.group_by(same).agg(
         fused_tflops=(pl.col("flops_per_call") * pl.col("calls_per_iter")).sum()
         / (pl.col("gpu_us_per_call") * pl.col("calls_per_iter")).sum()
         / 1e6,
         fused_by=pl.col("implementation").unique().sort().str.join(", "),
     )
-    joined = table.join(rates, on="direction", how="left")
-    composed = pl.col("implementation").is_in(list(COMPOSED)) & pl.col("flops_per_call").is_not_null()
+    joined = table.join(rates, on=same, how="left", nulls_equal=False)
+    composed = (
+        pl.col("implementation").is_in(list(COMPOSED)) & pl.col("flops_per_call").is_not_null()
+    )
     at_rate = pl.col("flops_per_call") / pl.col("fused_tflops") / 1e6
     input_peak = pl.col("input_peak_tflops")
     at_peak = pl.col("flops_per_call") / input_peak / 1e6

@@ -20,7 +20,7 @@ def _n(value: float) -> str:
 
 
 def _calls(value: float) -> str:
-    """"call" or "calls", agreeing with ``value``."""
+    """ "call" or "calls", agreeing with ``value``."""
     return "call" if value == 1 else "calls"
 
 
@@ -51,10 +51,15 @@ def _overview(rows: pl.DataFrame, gpu_us_per_iter: float, iterations: int) -> st
             "implementation", "gpu_us_per_iter", "calls_per_iter"
         ).rows()
     )  # fmt: skip
-    share = f": {us / gpu_us_per_iter * 100:.1f}% of the GPU activity time" if gpu_us_per_iter else ""
+    share = (
+        f": {us / gpu_us_per_iter * 100:.1f}% of the GPU activity time" if gpu_us_per_iter else ""
+    )
     per = "per iteration" if iterations > 1 else "in the trace's one iteration"
     verb = "takes" if calls == 1 else "take"
-    return f"{_n(calls)} attention {_calls(calls)} {per} ({parts}) {verb} {_n(us)} µs of GPU time{share}."
+    return (
+        f"{_n(calls)} attention {_calls(calls)} {per} ({parts}) {verb} {_n(us)} µs of GPU "
+        f"time{share}."
+    )
 
 
 def _composed(rows: pl.DataFrame) -> list[str]:

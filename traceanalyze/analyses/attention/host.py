@@ -43,10 +43,14 @@ def host_costs(trace: Trace) -> pl.DataFrame:
     """HOST_COLUMNS: one row per kind of host work and name, most time per iteration first."""
     n = iteration_count(trace)
     parts = [_cudnn(trace, n), _named(trace, n)]
-    table = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(
-        p.height for p in parts
-    ) else pl.DataFrame(schema=HOST_COLUMNS)
-    return table.select([pl.col(c).cast(t) for c, t in HOST_COLUMNS.items()]).sort(["us_per_iter", "name"], descending=[True, False])
+    table = (
+        pl.concat([p for p in parts if p.height], how="vertical_relaxed")
+        if any(p.height for p in parts)
+        else pl.DataFrame(schema=HOST_COLUMNS)
+    )
+    return table.select([pl.col(c).cast(t) for c, t in HOST_COLUMNS.items()]).sort(
+        ["us_per_iter", "name"], descending=[True, False]
+    )
 
 
 def _cudnn(trace: Trace, n: int) -> pl.DataFrame:
@@ -108,7 +112,12 @@ def _in_iterations(trace: Trace, frames: pl.DataFrame) -> pl.DataFrame:
     if not spans.height:
         return frames.with_columns(iteration=pl.lit(None, pl.Int64))
     placed = frames.sort("ts_ns").join_asof(
-        spans, left_on="ts_ns", right_on="start", by="rank", strategy="backward", check_sortedness=False
+        spans,
+        left_on="ts_ns",
+        right_on="start",
+        by="rank",
+        strategy="backward",
+        check_sortedness=False,
     )
     return placed.with_columns(
         iteration=pl.when(pl.col("ts_ns") < pl.col("end")).then("iteration")

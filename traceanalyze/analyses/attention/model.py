@@ -78,8 +78,8 @@ DEFINITIONS: dict[str, str] = {
     "share_of_gpu_activity_pct": "the row's GPU time per iteration over the iteration's GPU "
     "activity time",
     "fused_estimate_us": "for composed attention: its FLOPs at the rate this trace's fused "
-    "calls of the same direction achieved, else at the GPU's peak for its dtype (a lower "
-    "bound); `fused_estimate_source` says which",
+    "calls of the same direction, sequence lengths and head size achieved, else at the GPU's "
+    "peak for its dtype (a lower bound); `fused_estimate_source` says which",
     "host cost": "per kind of host work of attention libraries: cuDNN attention's CPU self "
     "time (a call above 1,000 µs builds a plan), FlashInfer planning, vLLM and SGLang "
     "attention metadata, flex's create_block_mask, per call and per iteration",
@@ -170,7 +170,9 @@ def _per_call(trace: Trace, found: FoundCalls, cudnn_first: bool | None) -> pl.D
         .agg(
             kernels=(pl.col("kind") == "kernel").sum(),
             gpu_ns=pl.col("dur_ns").sum(),
-            kernel_names=pl.col("name").filter(pl.col("kind") == "kernel").unique(maintain_order=True),
+            kernel_names=pl.col("name")
+            .filter(pl.col("kind") == "kernel")
+            .unique(maintain_order=True),
             device=pl.col("device").first(),
             gemm_precision=pl.col("gemm_precision")
             .filter(pl.col("category") == "gemm")
@@ -184,12 +186,16 @@ def _per_call(trace: Trace, found: FoundCalls, cudnn_first: bool | None) -> pl.D
         .join(work, on="call_id", how="left")
         .with_columns(pl.col("kernels").fill_null(0), pl.col("kernel_names").fill_null([]))
     )
-    calls = _with_devices(calls, _devices(trace)).with_columns(
-        cudnn_preferred=pl.lit(cudnn_first, pl.Boolean),
-    ).with_columns(
-        family=family(),
-        training=pl.lit(bool((calls["direction"] == BACKWARD).any())),
-        scores_numel=pl.col("batch_heads") * pl.col("seq_q") * pl.col("seq_kv"),
+    calls = (
+        _with_devices(calls, _devices(trace))
+        .with_columns(
+            cudnn_preferred=pl.lit(cudnn_first, pl.Boolean),
+        )
+        .with_columns(
+            family=family(),
+            training=pl.lit(bool((calls["direction"] == BACKWARD).any())),
+            scores_numel=pl.col("batch_heads") * pl.col("seq_q") * pl.col("seq_kv"),
+        )
     )
     writes = score_writes(trace.cpu, calls, activities)
     return calls.join(writes, on="call_id", how="left")
@@ -208,7 +214,9 @@ def _shapes(trace: Trace, found: FoundCalls) -> pl.DataFrame:
         .join(said, on="call_id", how="left")
     )
     shapes = shapes.with_columns(
-        shapes_from=pl.when(pl.col("shapes_recorded").fill_null(False) | pl.col("seq_q").is_not_null())
+        shapes_from=pl.when(
+            pl.col("shapes_recorded").fill_null(False) | pl.col("seq_q").is_not_null()
+        )
         .then(pl.lit("recorded shapes"))
         .when(pl.col("k_head_dim").is_not_null() | pl.col("k_dtype").is_not_null())
         .then(pl.lit("kernel names"))
@@ -249,9 +257,7 @@ def _with_devices(calls: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
     only = devices.filter(pl.len().over("rank") == 1).drop("device")
     missing = [c for c in only.columns if c != "rank"]
     fallback = exact.select("call_id", "rank").join(only, on="rank", how="left")
-    return exact.with_columns(
-        pl.coalesce(pl.col(c), fallback[c]).alias(c) for c in missing
-    )
+    return exact.with_columns(pl.coalesce(pl.col(c), fallback[c]).alias(c) for c in missing)
 
 
 def _devices(trace: Trace) -> pl.DataFrame:
@@ -273,7 +279,9 @@ def _devices(trace: Trace) -> pl.DataFrame:
 
 def _notes(calls: pl.DataFrame, has_shapes: bool, cudnn_version: str | None) -> list[str]:
     notes = []
-    hopper = calls.filter(pl.col("sm").is_in([90, 100, 103]) & pl.col("implementation").str.starts_with("sdpa_"))
+    hopper = calls.filter(
+        pl.col("sm").is_in([90, 100, 103]) & pl.col("implementation").str.starts_with("sdpa_")
+    )
     if hopper.height and cudnn_version is None:
         notes.append(
             "PyTorch prefers cuDNN's SDPA on sm90/sm100 with cuDNN newer than 9.15; the trace "

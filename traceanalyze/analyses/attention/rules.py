@@ -39,6 +39,7 @@ def ascii_regex(pattern: str) -> str:
     compiling the rules (once per query) cost ~0.5 s."""
     return pattern.replace(r"\w", "[0-9A-Za-z_]").replace(r"\d", "[0-9]")
 
+
 # The implementation column's values, in the order tables list them.
 IMPLEMENTATIONS: MappingProxyType[str, str] = MappingProxyType(
     {
@@ -175,7 +176,8 @@ KERNEL_RULES: tuple[KernelRule, ...] = (
                _BWD),
     KernelRule("ck_aiter", r"(?i)ck_tile\w*Fmha\w*Bwd|fmha_v\d_bwd|fmha_bwd|mha_bwd",
                direction=_BWD),
-    KernelRule("ck_aiter", r"(?i)ck_tile\w*Fmha|fmha_v\d_fwd|fmha_fwd|mha_fwd|^_ZN5aiter\w*(fmha|mha)",
+    KernelRule("ck_aiter",
+               r"(?i)ck_tile\w*Fmha|fmha_v\d_fwd|fmha_fwd|mha_fwd|^_ZN5aiter\w*(fmha|mha)",
                direction="forward"),
     # FlashInfer and the TensorRT-LLM (trtllm-gen) fmha kernels it ships (fmhaSm100*).
     KernelRule("flashinfer", r"(?i)flashinfer::\w*(merge|combine)|VariableLengthMergeStates",
@@ -347,7 +349,9 @@ KERNEL_SHAPE_RULES: tuple[KernelShapeRule, ...] = (
 
 # Composed attention in the CPU op tree: the softmax over the scores' last dimension, with a
 # batched matmul before (Q @ K^T) and after (P @ V) on the same thread and level.
-SOFTMAX_OPS = r"^aten::(_safe_softmax|softmax|_softmax|_masked_softmax)$|^triton_\w+_fused_\w*softmax"
+SOFTMAX_OPS = (
+    r"^aten::(_safe_softmax|softmax|_softmax|_masked_softmax)$|^triton_\w+_fused_\w*softmax"
+)
 SOFTMAX_BACKWARD_OPS = (
     r"^aten::(_softmax_backward_data|_masked_softmax_backward)$"
     r"|^triton_\w+_fused_\w*softmax_backward"

@@ -50,10 +50,10 @@ _MASK_KINDS = {"bool": "bool", "bf16": "float", "fp16": "float", "fp32": "float"
 
 def family_key(name: pl.Expr) -> pl.Expr:
     """The ``SHAPE_FAMILIES`` key of an op name (null: the op records no attention shapes)."""
-    key: pl.Expr = pl.when(name.is_in(list(SHAPE_FAMILIES))).then(name)
-    for pattern, family in SHAPE_FAMILY_PATTERNS:
-        key = key.when(name.str.contains(ascii_regex(pattern))).then(pl.lit(family))
-    return key.otherwise(pl.lit(None, pl.String))
+    key: pl.Expr = pl.lit(None, pl.String)
+    for pattern, family in reversed(SHAPE_FAMILY_PATTERNS):
+        key = pl.when(name.str.contains(ascii_regex(pattern))).then(pl.lit(family)).otherwise(key)
+    return pl.when(name.is_in(list(SHAPE_FAMILIES))).then(name).otherwise(key)
 
 
 def has_family(name: pl.Expr) -> pl.Expr:
@@ -89,9 +89,9 @@ def op_shapes(cpu: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         )
     ).with_columns(family=family_key(pl.col("name")))
     rows = rows.join(_family_table(), on="family", how="left")
-    return rows.select(
-        "call_id", **_layout_columns(), **_argument_columns()
-    ).select(list(SHAPE_COLUMNS))
+    return rows.select("call_id", **_layout_columns(), **_argument_columns()).select(
+        list(SHAPE_COLUMNS)
+    )
 
 
 def _int(text: pl.Expr) -> pl.Expr:
@@ -109,7 +109,9 @@ def _layout_columns() -> dict[str, pl.Expr]:
     max_q, max_kv = _int(concrete(pl.col("max_q"))), _int(concrete(pl.col("max_kv")))
 
     def pick(when_bhsd: pl.Expr, when_bshd: pl.Expr, when_packed: pl.Expr) -> pl.Expr:
-        return pl.when(bhsd).then(when_bhsd).when(bshd).then(when_bshd).when(packed).then(when_packed)
+        return (
+            pl.when(bhsd).then(when_bhsd).when(bshd).then(when_bshd).when(packed).then(when_packed)
+        )
 
     seq_q = pick(q.list.get(2), q.list.get(1), max_q)
     batch = pick(q.list.get(0), q.list.get(0), cu_batch)
@@ -125,7 +127,8 @@ def _layout_columns() -> dict[str, pl.Expr]:
         "head_dim_v": pick(v.list.get(3), v.list.get(3), v.list.get(-1)),
         "tokens_q": pl.when(packed).then(q.list.get(0)).otherwise(batch * seq_q),
         "varlen": packed,
-        "nested": (q.list.len() == 0) & (pl.col("types").list.get(pl.col("q"), null_on_oob=True) == ""),
+        "nested": (q.list.len() == 0)
+        & (pl.col("types").list.get(pl.col("q"), null_on_oob=True) == ""),
         "blocks_q": blocks.list.get(-1, null_on_oob=True),
         "blocks_kv": indices.list.get(-1, null_on_oob=True),
         "shapes_recorded": q.list.len() > 0,
