@@ -8,6 +8,8 @@
 #            with_stack (flex_document's create_block_mask shows as Python frames)
 #   default  sample_traces/<gpu>_attention_default: the nine shared-input variants again, now
 #            with each manifest entry's `attention` facts and PyTorch's own `dispatch` verdict
+#   gpt2     sample_traces/<gpu>_gpt2: training steps of GPT-2 (transformers, random weights)
+#            with eager (composed) attention and with SDPA (scripts/record_gpt2_gpu.py)
 #
 # <gpu> is h100 or h200, from nvidia-smi. OUT ends up holding run.log and one tar per step
 # (paths relative to the repository root). A step that fails leaves its log in the tar; the
@@ -56,5 +58,12 @@ capture() {
 
 capture cases "${prefix}_attention_cases" --with-stack --variants cases
 capture default "${prefix}_attention_default"
+
+say "START gpt2"
+"$python" scripts/record_gpt2_gpu.py --out "$work/sample_traces/${prefix}_gpt2" ${GPT2_ARGS:-} \
+    >"$work/logs/gpt2.log" 2>&1
+say "END gpt2: exit $?"
+tail -n 20 "$work/logs/gpt2.log" | sed 's/^/    | /' >>"$log"
+tar -cf "$out/gpt2.tar" -C "$work" "sample_traces/${prefix}_gpt2" "logs/gpt2.log" 2>>"$log"
 say "done in $((SECONDS - start))s"
 rm -rf "$work"

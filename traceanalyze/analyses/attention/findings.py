@@ -55,6 +55,10 @@ def _overview(rows: pl.DataFrame, gpu_us_per_iter: float, iterations: int) -> st
         f": {us / gpu_us_per_iter * 100:.1f}% of the GPU activity time" if gpu_us_per_iter else ""
     )
     per = "per iteration" if iterations > 1 else "in the trace's one iteration"
+    if not gpu_us_per_iter:
+        verb = "runs" if calls == 1 else "run"
+        where = "on the CPU (no GPU activity)"
+        return f"{_n(calls)} attention {_calls(calls)} {per} ({parts}) {verb} {where}."
     verb = "takes" if calls == 1 else "take"
     return (
         f"{_n(calls)} attention {_calls(calls)} {per} ({parts}) {verb} {_n(us)} µs of GPU "
@@ -80,9 +84,12 @@ def _composed(rows: pl.DataFrame) -> list[str]:
         verb = "runs" if calls == 1 else "run"
         text = (
             f"{_n(calls)}{of} attention {direction} {_calls(calls)} per "
-            f"iteration {verb} composed attention ({impls}): {share:.1f}% of the GPU activity "
-            "time"
+            f"iteration {verb} composed attention ({impls})"
         )
+        if not share:  # on the CPU: no GPU time, writes or estimate to give
+            said.append(text + ".")
+            continue
+        text += f": {share:.1f}% of the GPU activity time"
         if top["scores_bytes"]:
             text += f"; the scores write {byte_size(top['scores_bytes'])} per call"
             if top["mask_copies"]:

@@ -28,9 +28,11 @@ def score_writes(cpu: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFram
     """``call_id`` -> ``scores_bytes`` for the calls of ``calls`` (with ``implementation`` and
     ``scores_numel``) whose implementation writes the scores; 0 for fused implementations with
     known shapes; null where the shapes are unknown."""
+    # Only GPU work is counted: a call that ran on the CPU wrote no GPU memory (null).
+    on_gpu = pl.col("scores_numel").is_not_null() & (pl.col("gpu_ns").fill_null(0) > 0)
     writing = calls.filter(pl.col("implementation").is_in(list(COMPOSED)))
     fused = calls.filter(~pl.col("implementation").is_in(list(COMPOSED))).select(
-        "call_id", scores_bytes=pl.when(pl.col("scores_numel").is_not_null()).then(pl.lit(0))
+        "call_id", scores_bytes=pl.when(on_gpu).then(pl.lit(0))
     )
     launching = (
         activities.filter(pl.col("kind") != "memset")
@@ -50,12 +52,11 @@ def score_writes(cpu: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFram
         .group_by("call_id")
         .agg(scores_bytes=(pl.col("out_bytes") + pl.col("extra_bytes")).sum())
     )
-    composed = writing.select("call_id", "scores_numel").join(bytes_, on="call_id", how="left")
+    composed = writing.select("call_id", "scores_numel", "gpu_ns").join(
+        bytes_, on="call_id", how="left"
+    )
     written = composed.select(
-        "call_id",
-        scores_bytes=pl.when(pl.col("scores_numel").is_not_null()).then(
-            pl.col("scores_bytes").fill_null(0)
-        ),
+        "call_id", scores_bytes=pl.when(on_gpu).then(pl.col("scores_bytes").fill_null(0))
     )
     return pl.concat([written, fused], how="vertical_relaxed").select(
         [pl.col(c).cast(t) for c, t in WRITE_COLUMNS.items()]
