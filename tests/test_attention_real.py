@@ -123,7 +123,7 @@ CORPUS_WITH_ATTENTION = {
     "new_harryjmoss_a100_profile_memory.json.gz": {"composed": 10},
     "new_tl_sglang_prefilldecode_mi300x.json.gz": {"ck_aiter": 36},
     "new_tl_vllm_fullgraph_decode_mi300.json.gz": {"unified": 24},
-    "new_tl_xdit_flux_sage_mi300x.json.gz": {"sage": 228, "composed": 23, "sdpa_flash": 13},
+    "new_tl_xdit_flux_sage_mi300x.json.gz": {"sage": 228, "composed": 24, "sdpa_flash": 13},
     "tl_b200_eager.json.gz": {"flashinfer": 36},
     "tl_h100_owlv2.json.gz": {"composed": 180},
     "tl_h100_qwen.json.gz": {"sdpa_flash": 24},

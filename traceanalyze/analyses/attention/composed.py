@@ -6,8 +6,8 @@ A **forward** call is anchored on a softmax op over the last dimension of a tens
 three dimensions (the scores), outside any attention op a rule names (SDPA's math backend is
 a call of its own). The nearest batched matmul before it at the same level of the op tree (same
 thread and parent) must write the scores' elements (Q @ K^T), the nearest after it must read
-them (P @ V), each within ``COMPOSED_WINDOW`` sibling ops; where the trace recorded no shapes,
-the order alone decides.
+them (P @ V), each within ``COMPOSED_WINDOW_SHAPED`` sibling ops; where the trace recorded no
+shapes, the order alone decides, within ``COMPOSED_WINDOW``.
 
 A **backward** call is anchored on a softmax backward op: at the level of its autograd node
 (eager) or of the op itself (a compiled backward graph), the nearest matmuls (or their autograd
@@ -31,6 +31,7 @@ from traceanalyze.analyses.attention.rules import (
     ATTENTION_GEMM_OPS,
     BACKWARD,
     COMPOSED_WINDOW,
+    COMPOSED_WINDOW_SHAPED,
     DROPOUT_OPS,
     FORWARD,
     GEMM_BACKWARD_NODES,
@@ -219,10 +220,15 @@ def _nearest_gemms(
     a backward, the matmul sibling right next to each, if any)."""
     key = ["rank", "tid", "parent"]
     gemms = siblings.filter(name_mask(siblings, pattern)).select(*key, g_pos="pos")
+    window = (
+        pl.when(pl.col("scores_numel").is_not_null())
+        .then(COMPOSED_WINDOW_SHAPED)
+        .otherwise(COMPOSED_WINDOW)
+    )
     near = (
-        placed.select("op_id", *key, "pos")
+        placed.select("op_id", *key, "pos", window=window)
         .join(gemms, on=key)
-        .filter((pl.col("g_pos") - pl.col("pos")).abs() <= COMPOSED_WINDOW)
+        .filter((pl.col("g_pos") - pl.col("pos")).abs() <= pl.col("window"))
     )
     found = near.group_by("op_id").agg(
         before=pl.col("g_pos").filter(pl.col("g_pos") < pl.col("pos")).max(),

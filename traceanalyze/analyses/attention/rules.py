@@ -368,8 +368,12 @@ SOFTMAX_DIM_POSITIONS: MappingProxyType[str, int] = MappingProxyType(
 # autograd nodes that run them.
 ATTENTION_GEMM_OPS = r"^aten::(matmul|bmm|baddbmm|einsum)$"
 GEMM_BACKWARD_NODES = r"^autograd::engine::evaluate_function: (Bmm|Matmul|Baddbmm|Einsum)Backward"
-# The matmul before and after the softmax must be this close (siblings in between).
+# The matmul before and after the softmax must be this close (siblings in between): where the
+# trace recorded the scores' shape the matmuls' shapes must fit it too, so the window is wide
+# (T5's first layer computes its position bias between Q @ K^T and the softmax: 16 ops);
+# without shapes the order alone decides, so it is narrow.
 COMPOSED_WINDOW = 12
+COMPOSED_WINDOW_SHAPED = 48
 # Ops of a composed call that apply a mask to the scores, and the mask kind they give.
 MASK_OPS: MappingProxyType[str, str] = MappingProxyType(
     {
@@ -421,8 +425,10 @@ CUDNN_ATTENTION_OPS = ("aten::_cudnn_attention_forward", "aten::_cudnn_attention
 class Output:
     """How an op of a composed call writes its result, to find the score-sized writes:
     ``like`` the largest tensor it reads, ``bool`` (one byte an element), ``cast`` (the dtype
-    its concrete argument at ``cast_position`` names), ``gemm`` (batch x M x N from A and B),
-    ``none`` (a reduction: no score-sized write), ``dropout`` (the output and a bool mask)."""
+    its concrete argument at ``cast_position`` names), ``half_to_float`` (fp32 where the
+    argument at ``cast_position`` is True, else ``like``), ``gemm`` (batch x M x N from A and
+    B), ``none`` (a reduction: no score-sized write), ``dropout`` (the output and a bool
+    mask)."""
 
     kind: str
     cast_position: int | None = None
@@ -441,6 +447,8 @@ OUTPUTS: MappingProxyType[str, Output] = MappingProxyType(
         "aten::sum": Output("none"),
         "aten::amax": Output("none"),
         "aten::_to_copy": Output("cast", cast_position=1),
+        # (self, dim, half_to_float): softmax(x, dtype=float) on half scores writes fp32.
+        "aten::_softmax": Output("half_to_float", cast_position=2),
         "aten::native_dropout": Output("dropout"),
     }
 )

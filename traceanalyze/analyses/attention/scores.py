@@ -94,6 +94,7 @@ def _written() -> dict[str, pl.Expr]:
         pl.when(kind == "gemm").then(dtype(a))
         .when(kind == "bool").then(pl.lit("bool"))
         .when(kind == "cast").then(pl.coalesce(cast_dtype, like_dtype))
+        .when((kind == "half_to_float") & (concrete(cast_at) == "True")).then(pl.lit("fp32"))
         .otherwise(like_dtype)
     )  # fmt: skip
     return {
