@@ -30,7 +30,6 @@ from capture.environment import describe_environment
 from capture.run import capture_method, run_variant
 from capture.variants import DEFAULT_VARIANTS
 
-
 CASES = [
     "sdpa_causal_padded",
     "sdpa_odd_head_mask",
@@ -59,7 +58,7 @@ def test_registry_names_in_order() -> None:
     assert all(name == variant.name and variant.description for name, variant in VARIANTS.items())
     # The cases bring inputs of their own; the default is the variants sharing the seed's.
     assert [n for n, v in VARIANTS.items() if v.case is not None] == CASES
-    assert DEFAULT_VARIANTS == tuple(n for n in VARIANTS if n not in CASES)
+    assert tuple(n for n in VARIANTS if n not in CASES) == DEFAULT_VARIANTS
 
 
 def test_registry_regions_and_backends() -> None:
