@@ -48,7 +48,8 @@ capture() {
     shift 2
     mkdir -p "$work/sample_traces" "$work/logs"
     say "START $name"
-    "$python" -m capture --out "$work/sample_traces/$folder" "$@" "${capture_args[@]}" \
+    timeout --kill-after=10 "${STEP_S:-240}" \
+        "$python" -m capture --out "$work/sample_traces/$folder" "$@" "${capture_args[@]}" \
         >"$work/logs/$name.log" 2>&1
     say "END $name: exit $?"
     tail -n 20 "$work/logs/$name.log" | sed 's/^/    | /' >>"$log"
@@ -56,14 +57,18 @@ capture() {
     say "packed $name.tar: $(($(stat -c %s "$out/$name.tar") / 1024)) KiB"
 }
 
+# In order of importance: a step cut short still leaves the tars of those before it.
 capture cases "${prefix}_attention_cases" --with-stack --variants cases
-capture default "${prefix}_attention_default"
 
 say "START gpt2"
-"$python" scripts/record_gpt2_gpu.py --out "$work/sample_traces/${prefix}_gpt2" ${GPT2_ARGS:-} \
+# shellcheck disable=SC2086  # GPT2_ARGS holds several options
+timeout --kill-after=10 "${STEP_S:-240}" \
+    "$python" scripts/record_gpt2_gpu.py --out "$work/sample_traces/${prefix}_gpt2" ${GPT2_ARGS:-} \
     >"$work/logs/gpt2.log" 2>&1
 say "END gpt2: exit $?"
 tail -n 20 "$work/logs/gpt2.log" | sed 's/^/    | /' >>"$log"
 tar -cf "$out/gpt2.tar" -C "$work" "sample_traces/${prefix}_gpt2" "logs/gpt2.log" 2>>"$log"
+
+capture default "${prefix}_attention_default"
 say "done in $((SECONDS - start))s"
 rm -rf "$work"

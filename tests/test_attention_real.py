@@ -212,3 +212,18 @@ def test_attention_command_on_a_missing_file_is_one_line(tmp_path: Path) -> None
     result = CliRunner().invoke(main, ["attention", str(tmp_path / "none.json")])
     assert result.exit_code != 0
     assert result.stderr.count("\n") == 1 and "none.json" in result.stderr
+
+
+def test_report_has_an_attention_section_where_a_trace_holds_attention(tmp_path: Path) -> None:
+    text = traceanalyze.api.report([DEFAULT / "naive.json.gz", DEFAULT / "sdpa_flash.json.gz"])
+    markdown = text.markdown()
+    section = markdown[markdown.index("## Attention\n") :]
+    assert section.index("### naive") < section.index("### sdpa_flash")
+    # Each trace's findings come first, before its table.
+    naive = section[section.index("### naive") :]
+    assert naive.split("\n")[2].startswith("- 1 attention call per iteration (composed 1)")
+
+
+def test_report_without_attention_has_no_attention_section(public: Path) -> None:
+    markdown = traceanalyze.api.report(public / "hta_alexnet_a100.json.gz").markdown()
+    assert "## Attention" not in markdown
