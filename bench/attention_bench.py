@@ -7,38 +7,27 @@ are included; ``--against`` runs a peer analysis the same way in the same proces
 machine. Target: under 0.5 s on the 175 MB bench trace.
 
     python bench/attention_bench.py [TRACE] [--runs 5]
+
+(From a worktree other than the installed one, put the worktree first: PYTHONPATH=.)
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+# The sibling script's trace default and run picker (this folder is on the path when a script
+# of it runs).
+from beyond_cache_bench import DEFAULT_TRACE, least
 
 from traceanalyze import load
 from traceanalyze.analyses.attention import attention
 from traceanalyze.analyses.roofline.model import roofline
 from traceanalyze.analyses.summary import summary
 
-DEFAULT_TRACE = (
-    Path(os.environ.get("TRACEANALYZE_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-    / "bench"
-    / "h200_train_175mb.json.gz"
-)
 PEERS: dict[str, Callable[..., Any]] = {"roofline": roofline, "summary": summary}
-
-
-def least(action: Callable[[], Any], runs: int) -> tuple[float, float]:
-    """Wall and CPU (all threads) seconds of the run with the least CPU time."""
-    times = []
-    for _ in range(runs):
-        wall, cpu = time.perf_counter(), time.process_time()
-        action()
-        times.append((time.perf_counter() - wall, time.process_time() - cpu))
-    return min(times, key=lambda t: t[1])
 
 
 def main() -> None:

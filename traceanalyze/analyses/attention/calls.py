@@ -102,10 +102,12 @@ def find_calls(trace: Trace, gpu: pl.DataFrame) -> FoundCalls:
 
 def _matched_ops(cpu: pl.DataFrame) -> pl.DataFrame:
     """CPU ops and annotations an op rule names, with the rule's columns."""
-    intervals = cpu.filter(pl.col("cat").is_in(["cpu_op", "user_annotation"]))
-    rules = op_rules(intervals["name"], OP_RULES)
-    return intervals.select("op_id", "rank", "tid", "name", "ts_ns", "dur_ns", "iteration").join(
-        rules, on="name", how="inner"
+    rules = op_rules(cpu["name"], OP_RULES)  # on the distinct names: a handful match
+    interval = pl.col("cat").is_in(["cpu_op", "user_annotation"])
+    return (
+        cpu.filter(pl.col("name").is_in(rules["name"].implode()) & interval)
+        .select("op_id", "rank", "tid", "name", "ts_ns", "dur_ns", "iteration")
+        .join(rules, on="name", how="inner")
     )
 
 

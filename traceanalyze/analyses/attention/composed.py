@@ -78,9 +78,8 @@ def composed_calls(trace: Trace, claimed: pl.Series, forward_calls: pl.DataFrame
     frame: the attention calls ops make); ``forward_calls`` (call_id, rank, tid, start_ns,
     end_ns, implementation, call_site) are the other forward calls a backward may link to."""
     cpu = trace.cpu
-    ops = cpu.filter(pl.col("cat") == "cpu_op")
-    forward = _calls(cpu, ops, claimed, FORWARD)
-    backward = _calls(cpu, ops, claimed, BACKWARD)
+    forward = _calls(cpu, claimed, FORWARD)
+    backward = _calls(cpu, claimed, BACKWARD)
     if backward.height:
         spans = (
             pl.concat(
@@ -131,11 +130,9 @@ def _mask_of(cpu: pl.DataFrame, ids: pl.Series) -> pl.Series:
     return mask.scatter(ids, True) if ids.len() else mask
 
 
-def _anchors(
-    cpu: pl.DataFrame, ops: pl.DataFrame, pattern: str, claimed: pl.Series
-) -> pl.DataFrame:
+def _anchors(cpu: pl.DataFrame, pattern: str, claimed: pl.Series) -> pl.DataFrame:
     """The outermost ops matching ``pattern`` that no attention op claims, decoded."""
-    found = ops.filter(name_mask(ops, pattern))
+    found = cpu.filter(name_mask(cpu, pattern) & (pl.col("cat") == "cpu_op"))
     if not found.height:
         return found
     mask = _mask_of(cpu, found["op_id"])
@@ -174,14 +171,13 @@ def _siblings(ops: pl.DataFrame, at: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _calls(
-    cpu: pl.DataFrame, ops: pl.DataFrame, claimed: pl.Series, direction: str
-) -> pl.DataFrame:
+def _calls(cpu: pl.DataFrame, claimed: pl.Series, direction: str) -> pl.DataFrame:
     """The composed calls of one direction, with their shapes."""
     pattern = SOFTMAX_OPS if direction == FORWARD else SOFTMAX_BACKWARD_OPS
-    anchors = _anchors(cpu, ops, pattern, claimed)
+    anchors = _anchors(cpu, pattern, claimed)
     if not anchors.height:
         return pl.DataFrame()
+    ops = cpu.filter(pl.col("cat") == "cpu_op")
     anchors = _scores(anchors)
     if direction == BACKWARD:
         anchors = anchors.with_columns(level_id=_autograd_level(cpu, anchors["op_id"]))
