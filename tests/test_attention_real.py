@@ -227,3 +227,11 @@ def test_report_has_an_attention_section_where_a_trace_holds_attention(tmp_path:
 def test_report_without_attention_has_no_attention_section(public: Path) -> None:
     markdown = traceanalyze.api.report(public / "hta_alexnet_a100.json.gz").markdown()
     assert "## Attention" not in markdown
+
+
+def test_readme_defines_every_attention_figure_as_the_code_does() -> None:
+    from traceanalyze.analyses.attention import DEFINITIONS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for key, definition in DEFINITIONS.items():
+        assert f"- `{key}`: {definition}." in readme, key

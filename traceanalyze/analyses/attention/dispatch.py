@@ -243,8 +243,9 @@ def _ranks() -> dict[str, pl.Expr]:
 def with_why_not(calls: pl.DataFrame) -> pl.DataFrame:
     """``calls`` plus ``why_not``: for an SDPA forward call, each faster backend and the
     rules its inputs fail, then the faster backends they fail none of (``ELIGIBLE``); null
-    where the fastest backend ran or the call is no SDPA forward call. Reads ``implementation``,
-    ``direction``, ``family``, ``sm``, ``rocm`` and the shape columns.
+    where the fastest backend ran or the call is no SDPA forward call; and the same as lists,
+    ``refused_backends`` and ``eligible_backends``. Reads ``implementation``, ``direction``,
+    ``family``, ``sm``, ``rocm`` and the shape columns.
 
     Built in stages of small expressions, each naming the columns of the last: one nested
     expression repeats its parts at every use, and Polars then spends seconds planning it."""
@@ -274,6 +275,7 @@ def with_why_not(calls: pl.DataFrame) -> pl.DataFrame:
             pl.format("{}: {}", pl.lit(backend), text)
         )
         parts[f"_eligible_{backend}"] = pl.when(faster & (text == "")).then(pl.lit(backend))
+        parts[f"_refused_name_{backend}"] = pl.when(faster & (text != "")).then(pl.lit(backend))
     staged = staged.with_columns(**parts)
     names = pl.concat_str([_c(f"_eligible_{b}") for b in LISTED], separator=", ", ignore_nulls=True)
     staged = staged.with_columns(
@@ -284,6 +286,13 @@ def with_why_not(calls: pl.DataFrame) -> pl.DataFrame:
     )
     staged = staged.with_columns(_joined=joined)
     shapes_missing = ~_c("shapes_recorded").fill_null(False)
+    sdpa_forward = (_c("direction") == "forward") & _c("_ran").is_not_null()
+    judged_at_all = sdpa_forward & _c("sm").is_not_null() & ~shapes_missing
+
+    def backends(kind: str) -> pl.Expr:
+        listed = pl.concat_list([_c(f"_{kind}_{b}") for b in LISTED]).list.drop_nulls()
+        return pl.when(judged_at_all).then(listed)
+
     judged = staged.with_columns(
         why_not=pl.when(_c("_ran").is_null() | (_c("direction") != "forward") | _c("sm").is_null())
         .then(pl.lit(None, pl.String))
@@ -291,9 +300,11 @@ def with_why_not(calls: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit(None, pl.String))
         .when(shapes_missing)
         .then(pl.lit(NO_SHAPES))
-        .otherwise(_c("_joined"))
+        .otherwise(_c("_joined")),
+        refused_backends=backends("refused_name"),
+        eligible_backends=backends("eligible"),
     )
-    return judged.select([*calls.columns, "why_not"])
+    return judged.select([*calls.columns, "why_not", "refused_backends", "eligible_backends"])
 
 
 def fastest() -> pl.Expr:

@@ -109,6 +109,8 @@ def rows(calls: pl.DataFrame, iterations: int, gpu_activity_us_per_iter: float) 
         .list.explode(keep_nulls=False, empty_as_null=False)
         .unique(maintain_order=True),
         why_not=pl.col("why_not").first(),
+        refused_backends=pl.col("refused_backends").first(),
+        eligible_backends=pl.col("eligible_backends").first(),
         shapes_from=pl.col("shapes_from").first(),
         nested=pl.col("nested").any(),
         blocks_q=pl.col("blocks_q").first(),

@@ -34,7 +34,8 @@ ATTENTION_COLUMNS = (
     "implementation", "direction", "call_site", "calls_per_iter", "batch", "heads_q",
     "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype", "causal", "mask", "dropout",
     "kernels_per_call", "gpu_us_per_call", "cpu_us_per_call", "flops_per_call", "tflops",
-    "pct_of_peak", "scores_bytes", "why_not", "gpu_us_per_iter", "share_of_gpu_activity_pct",
+    "pct_of_peak", "scores_bytes", "why_not", "refused_backends", "eligible_backends",
+    "gpu_us_per_iter", "share_of_gpu_activity_pct",
     "peak_dtype", "peak_tflops", "flops_note", "fused_estimate_us", "fused_estimate_source",
     "head_dim_v", "tokens_q", "blocks_q", "blocks_kv", "mask_copies", "nested", "region",
     "source", "shapes_from", "kernels",
@@ -74,7 +75,7 @@ DEFINITIONS: dict[str, str] = {
     "(batch·heads·seq_q·seq_kv elements), in the dtype each op writes; 0 for fused kernels",
     "why_not": "for an SDPA forward call that did not run the fastest backend for its GPU, "
     "each faster backend and the dispatch rule its inputs fail (PyTorch's sdp_utils), or "
-    "eligible when they fail none",
+    "eligible when they fail none; `refused_backends` and `eligible_backends` list them",
     "share_of_gpu_activity_pct": "the row's GPU time per iteration over the iteration's GPU "
     "activity time",
     "fused_estimate_us": "for composed attention: its FLOPs at the rate this trace's fused "
