@@ -246,3 +246,31 @@ def test_cudnn_plan_built_every_call(tmp_path: Path) -> None:
     assert host["us_per_call"] == pytest.approx(5_000.0)
     assert "every call" in host["note"]
     assert any("plan is built every call" in f for f in result.findings)
+
+
+@pytest.mark.parametrize(
+    ("op_name", "kernel_name", "implementation"),
+    [
+        ("aclnnFlashAttentionScore", "FlashAttentionScore_1234_mix_aic", "ascend"),
+        ("flash_attn::_flash_attn_forward", "void flash::flash_fwd_kernel<Flash_fwd_kernel_"
+         "traits<128, 128, 64, 4, false, false, cutlass::half_t>>()", "flash_attn"),
+        ("xformers::efficient_attention_forward_cutlass", "fmha_cutlassF_f16_aligned_64x64_rf_sm80",
+         "xformers"),
+        ("aiter::mha_fwd", "_ZN5aiter24fmha_fwd_hd128_bf16_causal", "ck_aiter"),
+        ("FusedAttnFunc", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16",
+         "transformer_engine"),
+    ],
+)  # fmt: skip
+def test_library_ops_name_their_implementation(
+    tmp_path: Path, op_name: str, kernel_name: str, implementation: str
+) -> None:
+    events = [
+        annotation("ProfilerStep#0", 0, 100),
+        span("cpu_op", op_name, 10, 50),
+        call("cudaLaunchKernel", 20, 5, 1),
+        kernel(kernel_name, 30, 20, 1),
+    ]
+    (row,) = attention(load(tmp_path, events)).rows.to_dicts()
+    assert (row["implementation"], row["call_site"], row["kernels_per_call"]) == (
+        implementation, op_name, 1.0,
+    )  # fmt: skip
