@@ -27,7 +27,10 @@ NOTE_COLUMNS = ("implementation", "direction", "call_site", "flops_note")
 HOST_COLUMNS = ("kind", "name", "calls_per_iter", "us_per_call", "us_per_iter",
                 "plan_builds_per_iter", "note")  # fmt: skip
 KERNEL_WIDTH = 60
+# Kernels listed per row for people (JSON and CSV list them all), in launch order.
+KERNELS_SHOWN = 8
 NO_ATTENTION = "No attention calls: no attention op, composed softmax or attention kernel."
+NONE_COUNTED = "No attention calls in the counted iterations.\n"
 
 
 def attention_record(result: AttentionResult) -> dict[str, Any]:
@@ -61,6 +64,8 @@ def attention_markdown(
     if result.notes:
         parts.append("\n".join(f"- {n[0].upper()}{n[1:]}." for n in result.notes) + "\n")
     rows = result.rows
+    if not rows.height:
+        return "\n".join([*parts, NONE_COUNTED])
     parts += [f"{mark} Calls (per iteration and per call)\n", _table(rows, TABLE_COLUMNS)]
     slow = rows.filter(pl.col("why_not").is_not_null())
     if slow.height:
@@ -85,8 +90,13 @@ def _kernels(rows: pl.DataFrame, full_names: bool) -> str:
     names = rows.select("implementation", "direction", "call_site", "kernels").explode("kernels")
     if not full_names and names["kernels"].drop_nulls().len():
         names = names.with_columns(readable_names(names["kernels"], width=KERNEL_WIDTH))
+    distinct = pl.col("kernels").drop_nulls().unique(maintain_order=True)
+    more = distinct.len().cast(pl.Int64) - KERNELS_SHOWN
     listed = names.group_by("implementation", "direction", "call_site", maintain_order=True).agg(
-        kernels=pl.col("kernels").drop_nulls().unique(maintain_order=True).str.join(", ")
+        kernels=pl.concat_str(
+            distinct.head(KERNELS_SHOWN).str.join(", "),
+            pl.when(more > 0).then(pl.format(" (+{} more)", more)).otherwise(pl.lit("")),
+        )
     )
     return markdown_table(listed.rename({c: heading(c) for c in listed.columns}))
 

@@ -79,8 +79,9 @@ def with_call_figures(calls: pl.DataFrame) -> pl.DataFrame:
     return figures.join(judged, on=signature, how="left", nulls_equal=True)
 
 
+# A row is a call site and shape (not a region: a cold capture names every call's region).
 ROW_KEY = (
-    "call_site", "implementation", "direction", "region", "batch", "heads_q", "heads_kv",
+    "call_site", "implementation", "direction", "batch", "heads_q", "heads_kv",
     "seq_q", "seq_kv", "head_dim", "head_dim_v", "tokens_q", "dtype", "causal", "mask",
     "dropout",
 )  # fmt: skip
@@ -93,6 +94,7 @@ def rows(calls: pl.DataFrame, iterations: int, gpu_activity_us_per_iter: float) 
     gpu_us = pl.col("gpu_ns") / 1e3
     table = counted.group_by(list(ROW_KEY), maintain_order=True).agg(
         source=pl.col("source").first(),
+        region=pl.col("region").drop_nulls().first(),
         calls_per_iter=pl.len() / iterations,
         kernels_per_call=pl.col("kernels").mean(),
         gpu_us_per_call=gpu_us.mean(),
@@ -103,7 +105,8 @@ def rows(calls: pl.DataFrame, iterations: int, gpu_activity_us_per_iter: float) 
         peak_dtype=pl.col("peak_dtype").first(),
         peak_tflops=pl.col("peak_tflops").first(),
         input_peak_tflops=pl.col("input_peak_tflops").first(),
-        scores_bytes=pl.col("scores_bytes").first(),
+        # A mean: one call of a row may write more (T5's first layer makes its position bias).
+        scores_bytes=pl.col("scores_bytes").mean().round().cast(pl.Int64),
         mask_copies=pl.col("mask_copies").any(),
         kernel_names=pl.col("kernel_names")
         .list.explode(keep_nulls=False, empty_as_null=False)

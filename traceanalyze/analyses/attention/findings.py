@@ -56,10 +56,10 @@ def _overview(rows: pl.DataFrame, gpu_us_per_iter: float, iterations: int) -> st
     )
     per = "per iteration" if iterations > 1 else "in the trace's one iteration"
     if not gpu_us_per_iter:
-        verb = "runs" if calls == 1 else "run"
+        verb = "runs" if _calls(calls) == "call" else "run"
         where = "on the CPU (no GPU activity)"
         return f"{_n(calls)} attention {_calls(calls)} {per} ({parts}) {verb} {where}."
-    verb = "takes" if calls == 1 else "take"
+    verb = "takes" if _calls(calls) == "call" else "take"
     return (
         f"{_n(calls)} attention {_calls(calls)} {per} ({parts}) {verb} {_n(us)} µs of GPU "
         f"time{share}."
@@ -81,7 +81,7 @@ def _composed(rows: pl.DataFrame) -> list[str]:
         share = part["share_of_gpu_activity_pct"].sum()
         impls = ", ".join(sorted(set(part["implementation"])))
         of = f" of {_n(total_calls)}" if direction == FORWARD else ""
-        verb = "runs" if calls == 1 else "run"
+        verb = "runs" if _calls(calls) == "call" else "run"
         text = (
             f"{_n(calls)}{of} attention {direction} {_calls(calls)} per "
             f"iteration {verb} composed attention ({impls})"

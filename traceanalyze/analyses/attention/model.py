@@ -295,7 +295,9 @@ def _notes(calls: pl.DataFrame, has_shapes: bool, cudnn_version: str | None) -> 
             "kernel names where they say them"
         )
     outside = calls.filter(pl.col("iteration").is_null()).height
-    if outside:
+    if outside == 1:
+        notes.append("1 call outside the counted iterations is left out of the rows")
+    elif outside:
         notes.append(f"{outside} calls outside the counted iterations are left out of the rows")
     return notes
 
