@@ -218,10 +218,11 @@ def test_report_has_an_attention_section_where_a_trace_holds_attention(tmp_path:
     text = traceanalyze.api.report([DEFAULT / "naive.json.gz", DEFAULT / "sdpa_flash.json.gz"])
     markdown = text.markdown()
     section = markdown[markdown.index("## Attention\n") :]
-    assert section.index("### naive") < section.index("### sdpa_flash")
-    # Each trace's findings come first, before its table.
-    naive = section[section.index("### naive") :]
-    assert naive.split("\n")[2].startswith("- 1 attention call per iteration (composed 1)")
+    # Each trace's findings first, one bullet each, then one table of their rows.
+    lines = section.split("\n")
+    assert lines[2].startswith("- **naive**: 1 attention call per iteration (composed 1)")
+    assert lines[3].startswith("- **sdpa_flash**: 1 attention call per iteration (sdpa_flash 1)")
+    assert section.index("### Calls") > section.index("- **sdpa_flash**")
 
 
 def test_report_without_attention_has_no_attention_section(public: Path) -> None:

@@ -116,15 +116,27 @@ ATTENTION: Forms[Labelled[AttentionResult]] = labelled(
 
 
 def attention_section(results: Labelled[AttentionResult]) -> str:
-    """The report's Attention section: each trace that holds attention, its findings first
-    and its calls (nothing for traces without attention)."""
+    """The report's Attention section (nothing where no trace holds attention): one trace's
+    findings first, then its tables; several traces' findings first, one bullet each, then
+    their rows in one table with a ``variant`` column."""
     holding = [(label, r) for label, r in results if not r.empty]
     if not holding:
         return ""
-    parts = ["## Attention\n"]
-    several = len(results) > 1
-    for label, result in holding:
-        if label is not None and several:
-            parts.append(f"### {label}\n")
-        parts.append(attention_markdown(result, level=4 if several else 3))
+    if len(results) == 1:
+        return "## Attention\n\n" + attention_markdown(holding[0][1], level=3)
+    findings = [
+        f"- **{label}**: " + " ".join(result.findings)
+        for label, result in holding
+        if result.findings
+    ]
+    rows = pl.concat(
+        [r.rows.select(pl.lit(label).alias("variant"), pl.all()) for label, r in holding],
+        how="diagonal_relaxed",
+    )
+    parts = ["## Attention\n", "\n".join(findings) + "\n"]
+    parts += ["### Calls (per iteration and per call)\n", _table(rows, ("variant", *TABLE_COLUMNS))]
+    slow = rows.filter(pl.col("why_not").is_not_null())
+    if slow.height:
+        why = _table(slow, ("variant", *WHY_NOT_COLUMNS))
+        parts += ["### Why not a faster SDPA backend\n", why]
     return "\n".join(parts)
