@@ -33,7 +33,9 @@ def build(implementation: str, layers: int, heads: int, width: int, seq: int, de
     return model
 
 
-def record(model: Any, batch: int, seq: int, steps: int, device: Any, dtype: Any, path: Path) -> None:
+def record(
+    model: Any, batch: int, seq: int, steps: int, device: Any, dtype: Any, path: Path
+) -> None:
     """``steps`` profiled training steps (forward, backward, AdamW) after two warm-up steps."""
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
