@@ -98,9 +98,7 @@ def facts(
     }
 
 
-def _randn(
-    config: CaseSpec, device: torch.device, *shape: int, seed_offset: int
-) -> torch.Tensor:
+def _randn(config: CaseSpec, device: torch.device, *shape: int, seed_offset: int) -> torch.Tensor:
     import torch
 
     generator = torch.Generator(device=device).manual_seed(config.seed + seed_offset)

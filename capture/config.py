@@ -68,9 +68,7 @@ class CaptureConfig:
 
     def case_spec(self) -> CaseSpec:
         """The sizes the cases (variants with inputs of their own) build from."""
-        return CaseSpec(
-            self.batch, self.heads, self.seq, self.head_dim, self.dtype, self.seed
-        )
+        return CaseSpec(self.batch, self.heads, self.seq, self.head_dim, self.dtype, self.seed)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready copy (the manifest's ``config``)."""
