@@ -27,8 +27,9 @@ from typing import Concatenate, ParamSpec, TypeVar, cast
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import ITERATION, iteration_times
+from traceanalyze.analyses.accounting import ITERATION
 from traceanalyze.analyses.activities import per_trace
+from traceanalyze.analyses.step.times import step_times
 from traceanalyze.errors import UsageError
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.query import IN_MEMORY
@@ -204,10 +205,10 @@ def _origin_of(trace: Trace) -> Trace:
 
 
 def iteration_rows(trace: Trace) -> pl.DataFrame:
-    """The `iterations` table: one row per iteration of the regions, with ``kind``, ``flag``
-    and ``counted`` (what ``trace``'s selection kept), then the accounting columns."""
-    table = choice_of(trace).table
-    return table.select(*TABLE_COLUMNS, *[c for c in table.columns if c not in TABLE_COLUMNS])
+    """One row per iteration of the regions, with ``kind``, ``flag`` and ``counted`` (what
+    ``trace``'s selection kept), then the accounting columns and the window's wall time (the
+    step model's ``step_rows`` adds the rest of the `iterations` table)."""
+    return choice_of(trace).table
 
 
 def iteration_notes(trace: Trace) -> list[str]:
@@ -292,7 +293,7 @@ def _only(trace: Trace, keep: pl.DataFrame) -> Trace:
 def classify_iterations(trace: Trace) -> pl.DataFrame:
     """Every iteration row of ``trace`` with ``kind``, ``flag`` and ``counted`` (the default
     rule: rows whose kind is left out do not count, unless nothing else would)."""
-    times = iteration_times(trace)
+    times = step_times(trace)
     # One query (in-memory engine), not ~10 eager steps of ~0.1-0.3 ms fixed cost each.
     captures = (
         trace.cpu.lazy()
@@ -480,7 +481,7 @@ def _iteration_at(frame: pl.DataFrame, ts: str, spans: pl.DataFrame) -> pl.Serie
         )
         .select(
             "row",
-            iteration=pl.when(pl.col("at") <= pl.col("end")).then("iteration"),
+            iteration=pl.when(pl.col("at") < pl.col("end")).then("iteration"),
         )
     )
     return rows.join(found, on="row", how="left").sort("row")["iteration"].alias("iteration")
