@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -20,6 +21,7 @@ SCHEMA = 1
 # The manifest's file name in a capture folder: capture writes it, traceanalyze looks for it.
 MANIFEST_FILE = "manifest.json"
 Status = Literal["ok", "skipped", "failed"]
+_FORCED_IN_DESCRIPTION = re.compile(r"with sdpa_kernel\(SDPBackend\.([A-Z_]+)\)")
 T = TypeVar("T")
 
 
@@ -105,14 +107,27 @@ class VariantResult:
     # capture.cases.facts), and PyTorch's own verdict on each fused SDPA backend for it.
     attention: dict[str, Any] | None = None
     dispatch: dict[str, Any] | None = None
+    # The SDPBackend member the capture forced with sdpa_kernel (None: PyTorch chose).
+    sdpa_forced: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; ``cold``, ``attention`` and ``dispatch`` only where there are some."""
+        """JSON-ready; ``cold``, ``attention``, ``dispatch`` and ``sdpa_forced`` only where
+        there are some."""
         body = dataclasses.asdict(self)
-        for optional in ("cold", "attention", "dispatch"):
+        for optional in ("cold", "attention", "dispatch", "sdpa_forced"):
             if getattr(self, optional) is None:
                 del body[optional]
         return body
+
+    @property
+    def forced_backend(self) -> str | None:
+        """The SDPBackend member forced with sdpa_kernel: ``sdpa_forced``, or for a manifest
+        written before that field, the one the description names (capture.variants._forced
+        writes "... with sdpa_kernel(SDPBackend.MATH)"); None: PyTorch chose."""
+        if self.sdpa_forced is not None:
+            return self.sdpa_forced
+        found = _FORCED_IN_DESCRIPTION.search(self.description)
+        return found.group(1) if found else None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VariantResult:

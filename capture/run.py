@@ -155,6 +155,7 @@ def _measure(
         backend_source=BACKEND_SOURCE if variant.detect_backend else None,
         attention=facts,
         dispatch=verdicts,
+        sdpa_forced=variant.sdpa_backend,
     )
 
 

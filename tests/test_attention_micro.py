@@ -93,6 +93,18 @@ def test_why_not_names_cudnn_when_preferred(tmp_path: Path) -> None:
     assert cudnn_preferred(None) is None and cudnn_preferred("n/a") is None
 
 
+def test_why_not_says_first_that_the_capture_forced_the_backend(tmp_path: Path) -> None:
+    trace = load(tmp_path, sdpa_step(0, 0))
+    row = attention(trace, cudnn_version="9.19.0", forced="flash").rows.row(0, named=True)
+    assert row["why_not"] == (
+        "the capture forced flash with sdpa_kernel (its manifest says so); without that: "
+        "cudnn: eligible by every rule the trace shows"
+    )
+    # Forcing a backend other than the one that ran (not possible in PyTorch) changes nothing.
+    other = attention(trace, cudnn_version="9.19.0", forced="math").rows.row(0, named=True)
+    assert other["why_not"] == f"cudnn: {ELIGIBLE}"
+
+
 def test_math_fallback_says_which_rule_refused_each_backend(tmp_path: Path) -> None:
     # A bool mask and head size 60 (bf16): flash takes no mask, memory-efficient attention and
     # cuDNN want head sizes in multiples of 8 (PyTorch falls back to math).

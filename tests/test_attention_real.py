@@ -15,7 +15,7 @@ from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, skip_without
 from traceanalyze.analyses.activities import classified_activities
 from traceanalyze.analyses.attention import attention
 from traceanalyze.analyses.attention.calls import find_calls
-from traceanalyze.analyses.attention.dispatch import ELIGIBLE
+from traceanalyze.analyses.attention.dispatch import ELIGIBLE, ELIGIBLE_SHOWN
 from traceanalyze.analyses.attention.model import attention_steps
 from traceanalyze.api import attention as api_attention
 from traceanalyze.cli import main
@@ -89,11 +89,16 @@ def test_score_writes_of_the_composed_samples() -> None:
 
 def test_math_says_why_not_faster() -> None:
     # torch 2.11 with cuDNN 9.19 (the manifest) on an H200: cuDNN is PyTorch's first choice;
-    # the math sample was forced (sdpa_kernel), so every faster backend is eligible.
+    # the math sample was forced (sdpa_kernel, the manifest says), so every faster backend is
+    # eligible by the rules; without the manifest the tool can only list the possible causes.
+    forced = "the capture forced {} with sdpa_kernel (its manifest says so); without that: {}"
     (row,) = api_attention(DEFAULT / "sdpa_math.json.gz").rows.to_dicts()  # type: ignore[union-attr]
-    assert row["why_not"] == f"cudnn, flash, efficient: {ELIGIBLE}"
+    assert row["why_not"] == forced.format("math", f"cudnn, flash, efficient: {ELIGIBLE_SHOWN}")
     (flash,) = api_attention(DEFAULT / "sdpa_flash.json.gz").rows.to_dicts()  # type: ignore[union-attr]
-    assert flash["why_not"] == f"cudnn: {ELIGIBLE}"
+    assert flash["why_not"] == forced.format("flash", f"cudnn: {ELIGIBLE_SHOWN}")
+    trace = traceanalyze.load(DEFAULT / "sdpa_math.json.gz")
+    (bare,) = attention(trace, cudnn_version="9.19.0").rows.to_dicts()
+    assert bare["why_not"] == f"cudnn, flash, efficient: {ELIGIBLE}"
     (auto,) = api_attention(DEFAULT / "sdpa_auto.json.gz").rows.to_dicts()  # type: ignore[union-attr]
     assert auto["why_not"] is None
 

@@ -363,6 +363,17 @@ def test_manifest_keys(tmp_path: Path) -> None:
     }
 
 
+def test_forced_backend_from_the_field_or_an_older_manifests_description() -> None:
+    forced = VariantResult("ok", "anything", sdpa_forced="FLASH_ATTENTION")
+    assert forced.forced_backend == "FLASH_ATTENTION"
+    assert forced.to_dict()["sdpa_forced"] == "FLASH_ATTENTION"
+    assert "sdpa_forced" not in VariantResult("ok", "naive").to_dict()
+    # Manifests written before the field: the description capture.variants wrote says it.
+    math = VARIANTS["sdpa_math"]
+    assert VariantResult("ok", math.description).forced_backend == "MATH"
+    assert VariantResult("ok", "F.scaled_dot_product_attention").forced_backend is None
+
+
 def test_cuda_only_variant_is_skipped_on_cpu(tmp_path: Path) -> None:
     result = run_variant(
         VARIANTS["sdpa_flash"],

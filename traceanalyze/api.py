@@ -29,6 +29,7 @@ from traceanalyze.analyses.annotate import Annotation
 from traceanalyze.analyses.annotate import annotate as annotation_of
 from traceanalyze.analyses.attention import AttentionResult
 from traceanalyze.analyses.attention import attention as attention_of
+from traceanalyze.analyses.attention.dispatch import FORCED
 from traceanalyze.analyses.between.critical_path import CriticalPath
 from traceanalyze.analyses.between.critical_path import critical_path as critical_path_of
 from traceanalyze.analyses.between.idle import LARGEST_GAPS, IdleResult, idle_breakdown
@@ -478,15 +479,23 @@ def attention(
     >>> a.rows["implementation"].to_list(), a.rows["kernels_per_call"].to_list()
     (['sdpa_math'], [20.0])
     """
-    return _each(x, loading, lambda s: attention_of(s.trace, cudnn_version or _cudnn_of(s.trace)))
+    return _each(x, loading, lambda s: _attention_of(s.trace, cudnn_version))
 
 
-def _cudnn_of(trace: Trace) -> str | None:
-    """The cuDNN version the capture manifest beside the trace's file names (None: none)."""
+def _attention_of(trace: Trace, cudnn_version: str | None = None) -> AttentionResult:
+    """`attention_of` with what the capture manifest beside the trace's file says that traces
+    do not record: the cuDNN version (unless ``cudnn_version`` is given) and the SDPA backend
+    the capture forced with sdpa_kernel."""
     path = trace.path
     manifest = capture_manifest(path) if len(trace.meta) == 1 and path.is_file() else None
-    found = manifest.environment.get("cudnn") if manifest is not None else None
-    return str(found) if found else None
+    if manifest is None:
+        return attention_of(trace, cudnn_version)
+    found = manifest.environment.get("cudnn")
+    entry = manifest.entry_for(path.name)
+    member = entry[1].forced_backend if entry is not None else None
+    return attention_of(
+        trace, cudnn_version or (str(found) if found else None), FORCED.get(member or "")
+    )
 
 
 def critical_path(x: PathLike | Trace, *, loading: Loading | None = None) -> CriticalPath:
@@ -621,9 +630,7 @@ def report(
     built = build_report(variants, baseline, guesses)
     breakdown = hta_breakdown(variants) if hta else None
     attention_of_each = tuple(
-        (v.label, attention_of(v.trace, _cudnn_of(v.trace)))
-        for v in variants.loaded
-        if v.trace is not None
+        (v.label, _attention_of(v.trace)) for v in variants.loaded if v.trace is not None
     )
     return ReportResult(built, where_time_goes_of(variants), breakdown, attention_of_each)
 

@@ -42,11 +42,23 @@ SPEED_ORDER: MappingProxyType[str, MappingProxyType[str, int]] = MappingProxyTyp
         "rocm": MappingProxyType({"flash": 0, "efficient": 1, "math": 2}),
     }
 )
+# The backend each SDPBackend member forces (sdpa_kernel), as a capture manifest names it.
+FORCED: MappingProxyType[str, str] = MappingProxyType(
+    {
+        "CUDNN_ATTENTION": "cudnn",
+        "FLASH_ATTENTION": "flash",
+        "EFFICIENT_ATTENTION": "efficient",
+        "MATH": "math",
+    }
+)
 ELIGIBLE = (
     "eligible by every rule the trace shows: the caller forced this backend (sdpa_kernel), "
     "the faster one is not built, or a rule on what traces do not record refused it (strides, "
     "storage alignment, deterministic mode, the cuDNN version)"
 )
+# The same where the capture's manifest says which backend the caller forced.
+ELIGIBLE_SHOWN = "eligible by every rule the trace shows"
+FORCED_TEXT = "the capture forced {} with sdpa_kernel (its manifest says so); without that: {}"
 NO_SHAPES = "the trace recorded no shapes for this call (record_shapes=False): cannot tell"
 
 
@@ -204,7 +216,7 @@ REFUSALS: tuple[Refusal, ...] = (
 DISPATCH_INPUTS = (
     "implementation", "direction", "family", "sm", "rocm", "training", "shapes_recorded",
     "dtype", "head_dim", "head_dim_v", "heads_q", "heads_kv", "seq_q", "seq_kv", "causal",
-    "mask", "mask_dims", "dropout", "enable_gqa", "nested",
+    "mask", "mask_dims", "dropout", "enable_gqa", "nested", "forced",
 )  # fmt: skip
 # Backends whose refusals are listed, in the order a why_not names them (cuDNN, where it is
 # faster at all, is the fastest).
@@ -245,10 +257,13 @@ def with_why_not(calls: pl.DataFrame) -> pl.DataFrame:
     rules its inputs fail, then the faster backends they fail none of (``ELIGIBLE``); null
     where the fastest backend ran or the call is no SDPA forward call; and the same as lists,
     ``refused_backends`` and ``eligible_backends``. Reads ``implementation``, ``direction``,
-    ``family``, ``sm``, ``rocm`` and the shape columns.
+    ``family``, ``sm``, ``rocm``, the shape columns and ``forced`` (the backend the caller
+    forced with sdpa_kernel, where a capture manifest says so: then why_not says that first).
 
     Built in stages of small expressions, each naming the columns of the last: one nested
     expression repeats its parts at every use, and Polars then spends seconds planning it."""
+    if "forced" not in calls.columns:
+        calls = calls.with_columns(forced=pl.lit(None, pl.String))
     staged = calls.with_columns(**_ranks(), _align=_alignment(), _cudnn_limit=_cudnn_head_limit())
     staged = staged.with_columns(
         _rank_of_ran=pl.coalesce(
@@ -278,8 +293,10 @@ def with_why_not(calls: pl.DataFrame) -> pl.DataFrame:
         parts[f"_refused_name_{backend}"] = pl.when(faster & (text != "")).then(pl.lit(backend))
     staged = staged.with_columns(**parts)
     names = pl.concat_str([_c(f"_eligible_{b}") for b in LISTED], separator=", ", ignore_nulls=True)
+    forced = (_c("forced") == _c("_ran")).fill_null(False)
+    eligible = pl.when(forced).then(pl.lit(ELIGIBLE_SHOWN)).otherwise(pl.lit(ELIGIBLE))
     staged = staged.with_columns(
-        _tail=pl.when(names != "").then(pl.format("{}: {}", names, pl.lit(ELIGIBLE)))
+        _tail=pl.when(names != "").then(pl.format("{}: {}", names, eligible)), _forced=forced
     )
     joined = pl.concat_str(
         [*(_c(f"_refused_{b}") for b in LISTED), _c("_tail")], separator=" | ", ignore_nulls=True
@@ -300,6 +317,8 @@ def with_why_not(calls: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit(None, pl.String))
         .when(shapes_missing)
         .then(pl.lit(NO_SHAPES))
+        .when(_c("_forced"))
+        .then(pl.format(FORCED_TEXT, _c("_ran"), _c("_joined")))
         .otherwise(_c("_joined")),
         refused_backends=backends("refused_name"),
         eligible_backends=backends("eligible"),

@@ -75,7 +75,9 @@ DEFINITIONS: dict[str, str] = {
     "(batch·heads·seq_q·seq_kv elements), in the dtype each op writes; 0 for fused kernels",
     "why_not": "for an SDPA forward call that did not run the fastest backend for its GPU, "
     "each faster backend and the dispatch rule its inputs fail (PyTorch's sdp_utils), or "
-    "eligible when they fail none; `refused_backends` and `eligible_backends` list them",
+    "eligible when they fail none; first, where the capture manifest says the caller forced "
+    "the backend that ran (sdpa_kernel), that; `refused_backends` and `eligible_backends` "
+    "list them",
     "share_of_gpu_activity_pct": "the row's GPU time per iteration over the iteration's GPU "
     "activity time",
     "fused_estimate_us": "for composed attention: its FLOPs at the rate this trace's fused "
@@ -111,15 +113,19 @@ class AttentionResult(Shown):
         return not self.calls.height
 
 
-def attention(trace: Trace, cudnn_version: str | None = None) -> AttentionResult:
+def attention(
+    trace: Trace, cudnn_version: str | None = None, forced: str | None = None
+) -> AttentionResult:
     """The attention calls of ``trace`` (see the module docstring). ``cudnn_version`` (e.g.
     "9.19.0", a capture manifest's) decides whether PyTorch prefers cuDNN's SDPA on sm90/sm100
-    (newer than 9.15); traces do not record it, and without it flash is the first choice."""
+    (newer than 9.15); traces do not record it, and without it flash is the first choice.
+    ``forced`` is the SDPA backend ("math", "flash", ... as ``dispatch.FORCED`` names them) the
+    caller forced with sdpa_kernel around the whole trace, where a capture manifest says so."""
     trace = attention_steps(trace)
     gpu = classified_activities(trace)
     found = find_calls(trace, gpu)
     preferred = cudnn_preferred(cudnn_version)
-    calls = with_call_figures(_per_call(trace, found, preferred))
+    calls = with_call_figures(_per_call(trace, found, preferred, forced))
     n = iteration_count(trace)
     activity_us = float(gpu.filter(pl.col("iteration").is_not_null())["dur_ns"].sum() or 0) / 1e3
     per_iter = activity_us / n
@@ -162,7 +168,9 @@ def cudnn_preferred(version: str | None) -> bool | None:
 CUDNN_PREFERRED_AFTER = (9, 15)
 
 
-def _per_call(trace: Trace, found: FoundCalls, cudnn_first: bool | None) -> pl.DataFrame:
+def _per_call(
+    trace: Trace, found: FoundCalls, cudnn_first: bool | None, forced: str | None
+) -> pl.DataFrame:
     """Each call with its shapes, GPU work, device and score writes."""
     activities = found.activities
     work = (
@@ -191,6 +199,7 @@ def _per_call(trace: Trace, found: FoundCalls, cudnn_first: bool | None) -> pl.D
         _with_devices(calls, _devices(trace))
         .with_columns(
             cudnn_preferred=pl.lit(cudnn_first, pl.Boolean),
+            forced=pl.lit(forced, pl.String),
         )
         .with_columns(
             family=family(),
