@@ -210,8 +210,11 @@ def manifest_from_dict(data: Any) -> Manifest:
 
 
 def write_manifest(manifest: Manifest, path: Path) -> None:
-    """Write ``manifest`` as indented JSON."""
-    path.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n", encoding="utf-8")
+    """Write ``manifest`` as indented JSON, whole or not at all (written beside, then renamed:
+    a capture killed mid-write leaves the previous manifest)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n", encoding="utf-8")
+    partial.replace(path)
 
 
 def read_manifest(path: Path) -> Manifest:

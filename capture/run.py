@@ -85,14 +85,17 @@ def run_capture(
     environment = describe_environment(config.device)
     inputs = _make_inputs(torch, config)
     results: dict[str, VariantResult] = {}
+    manifest = Manifest(
+        created, tuple(command), environment, config.to_dict(), capture_method(config), results
+    )
+    # Written before and after every variant (``results`` fills in place): a capture killed by
+    # a time limit keeps its environment and the variants it finished.
+    write_manifest(manifest, out / MANIFEST_FILE)
     for name in config.variants:
         results[name] = run_variant(VARIANTS[name], config, inputs, out)
         if progress is not None:
             progress(name, results[name])
-    manifest = Manifest(
-        created, tuple(command), environment, config.to_dict(), capture_method(config), results
-    )
-    write_manifest(manifest, out / MANIFEST_FILE)
+        write_manifest(manifest, out / MANIFEST_FILE)
     return manifest
 
 
