@@ -12,6 +12,10 @@ import torch when called (this module imports without it).
 from __future__ import annotations
 
 import math
+import os
+import re
+import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -379,12 +383,14 @@ def flex_fp8(config: CaseSpec, device: torch.device) -> Case:
     )  # fmt: skip
 
 
+# One C++ warning as c10 prints it: "[W... sdp_utils.cpp:255] Warning: <why> (function <f>)".
+_CPP_WARNING = re.compile(r"Warning: (?P<why>.*?)(?: \(function \w+\))?$")
+
+
 def dispatch(arguments: tuple[Any, ...]) -> dict[str, Any]:
     """PyTorch's own verdict on each fused SDPA backend for these arguments
     (``torch.backends.cuda.can_use_*`` with debug on): whether it can run, and the warnings
     that say why not. What `traceanalyze attention`'s why_not is checked against."""
-    import warnings
-
     import torch
 
     checks = {
@@ -395,10 +401,30 @@ def dispatch(arguments: tuple[Any, ...]) -> dict[str, Any]:
     params = torch.backends.cuda.SDPAParams(*arguments)
     verdicts: dict[str, Any] = {}
     for backend, check in checks.items():
-        if check is None:
-            continue
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            ok = bool(check(params, True))
-        verdicts[backend] = {"ok": ok, "why": [str(w.message).strip() for w in caught]}
+        if check is not None:
+            ok, why = said_while(lambda check=check: bool(check(params, True)))
+            verdicts[backend] = {"ok": ok, "why": why}
     return verdicts
+
+
+def said_while(check: Callable[[], bool]) -> tuple[bool, list[str]]:
+    """``check()`` and the warnings it gave: Python's, and the C++ ones PyTorch's dispatch
+    checks print to the process's stderr (file descriptor 2: on torch 2.11 they never reach
+    Python's warnings, so a capture recorded no reasons), each once, in order."""
+    import warnings
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        os.dup2(sink.fileno(), 2)
+        try:
+            ok = check()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        printed = sink.read().decode("utf-8", "replace").splitlines()
+    found = [m["why"].strip() for m in map(_CPP_WARNING.search, printed) if m]
+    found += [str(w.message).strip() for w in caught]
+    return ok, list(dict.fromkeys(found))

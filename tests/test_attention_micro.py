@@ -286,3 +286,36 @@ def test_library_ops_name_their_implementation(
     assert (row["implementation"], row["call_site"], row["kernels_per_call"]) == (
         implementation, op_name, 1.0,
     )  # fmt: skip
+
+
+FP8 = "c10::Float8_e4m3fn"
+# The op and kernel of fp8 flex on an H200 (sample_traces/h200_attention_cases/flex_fp8):
+# Inductor fused K's transpose into the template and named the op after both.
+FLEX_FP8 = "triton_tem_fused_clone_flex_attention_transpose_1"
+
+
+def test_flex_op_named_after_fused_ops_keeps_its_shapes(tmp_path: Path) -> None:
+    """(q, v, k transposed, logsumexp, max, kv_num_blocks, kv_indices, ...) as recorded."""
+    blocks = S // 128
+    dims = [Q, Q, [B, H, D, S], [B, H, S], [B, H, S], [1, 1, blocks], [1, 1, blocks, blocks],
+            [1, 1, blocks], [1, 1, blocks, blocks], Q, [], [], []]  # fmt: skip
+    types = [FP8, FP8, FP8, "float", "float", "int", "int", "int", "int", FP8, "Scalar",
+             "Scalar", "Scalar"]  # fmt: skip
+    events = [
+        annotation("ProfilerStep#0", 0, 100),
+        annotation("attn_fwd", 5, 80),
+        shaped(FLEX_FP8, 10, 40, dims, types, [""] * 10 + ["16", "8", "16"]),
+        call("cuLaunchKernel", 20, 5, 1, cat="cuda_driver"),
+        kernel(FLEX_FP8, 30, 60, 1),
+    ]
+    row = attention(load(tmp_path, events)).rows.row(0, named=True)
+    assert {k: row[k] for k in ("implementation", "direction", "source", "batch", "heads_q",
+                                "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype", "mask",
+                                "kernels_per_call", "peak_dtype")} == {
+        "implementation": "flex", "direction": "forward", "source": "op", "batch": B,
+        "heads_q": H, "heads_kv": H, "seq_q": S, "seq_kv": S, "head_dim": D, "dtype": "fp8",
+        "mask": "block", "kernels_per_call": 1.0, "peak_dtype": "fp8",
+    }  # fmt: skip
+    # Every block counted: the block mask's contents are not in the trace.
+    assert row["flops_per_call"] == 4 * B * H * S * S * D
+    assert row["flops_note"] and "upper bound" in row["flops_note"]

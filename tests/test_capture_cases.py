@@ -3,13 +3,15 @@ the manifest's `attention` facts, and `traceanalyze attention` reads the same sh
 
 from __future__ import annotations
 
+import os
+import warnings
 from pathlib import Path
 
 import pytest
 
 import traceanalyze
 from capture import CaptureConfig, run_capture
-from capture.cases import CaseSpec, dense_flops, facts
+from capture.cases import CaseSpec, dense_flops, facts, said_while
 from traceanalyze.analyses.attention import attention
 
 CPU_CASES = ("sdpa_causal_padded", "sdpa_odd_head_mask", "sdpa_gqa", "sdpa_decode", "sdpa_nested")
@@ -51,3 +53,28 @@ def test_cpu_cases_record_facts_the_analysis_reads_back(tmp_path: Path) -> None:
         assert row["flops_per_call"] == (
             expected["flops_dense"] // 2 if expected["causal"] else expected["flops_dense"]
         ), name
+
+
+def test_dispatch_reasons_printed_by_cpp_are_kept() -> None:
+    """PyTorch's SDPA checks print their reasons from C++ to file descriptor 2 (the H200
+    capture of 2026-12-07 recorded none of them): each is kept, once, beside Python's."""
+
+    def check() -> bool:
+        line = (
+            "[W1207 04:24:44.283651307 sdp_utils.cpp:255] Warning: Mem efficient attention "
+            "requires last dimension of inputs to be divisible by 8. Got Query.size(-1): 60 "
+            "instead. (function check_head_dim_size_mem_efficient)\n"
+        )
+        os.write(2, line.encode())
+        os.write(2, line.encode())
+        os.write(2, b"unrelated output\n")
+        warnings.warn("a Python warning", UserWarning, stacklevel=1)
+        return False
+
+    ok, why = said_while(check)
+    assert ok is False
+    assert why == [
+        "Mem efficient attention requires last dimension of inputs to be divisible by 8. "
+        "Got Query.size(-1): 60 instead.",
+        "a Python warning",
+    ]

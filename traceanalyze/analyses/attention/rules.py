@@ -115,9 +115,12 @@ OP_RULES: tuple[OpRule, ...] = (
     OpRule("sdpa_cudnn", r"^aten::_cudnn_attention_(forward|backward)$", None, 2),
     # flex_attention: Inductor's kernel ops (record_function named after the Triton kernel),
     # the backward's preprocessing (sum(dO * O)) first; eager flex runs a higher-order op.
-    OpRule("flex", r"^triton_per_fused_\w*flex_attention_backward_\d+$", _BWD, 3, "before"),
-    OpRule("flex", r"^triton_\w+_fused_\w*flex_attention_backward_\d+$", _BWD, 3),
-    OpRule("flex", r"^triton_\w+_fused_\w*flex_(attention|decoding)_\d+$", None, 3),
+    # Ops Inductor fused into the template name themselves after it too (fp8 flex on an H200:
+    # triton_tem_fused_clone_flex_attention_transpose_1).
+    OpRule("flex", r"^triton_per_fused_\w*flex_attention_backward(_[a-z]\w*)?_\d+$", _BWD, 3,
+           "before"),
+    OpRule("flex", r"^triton_\w+_fused_\w*flex_attention_backward(_[a-z]\w*)?_\d+$", _BWD, 3),
+    OpRule("flex", r"^triton_\w+_fused_\w*flex_(attention|decoding)(_[a-z]\w*)?_\d+$", None, 3),
     OpRule("flex", r"^(torch\.ops\.higher_order\.)?flex_attention(_backward)?$", None, 3),
     OpRule("flash_attn", r"^flash_attn(_3)?(_\d+)?::|^FlashAttn\w*Func(Backward)?$"
            r"|^flash_attn_(varlen_)?(qkv|kv)?(packed_)?func$", None, 3),
@@ -313,10 +316,11 @@ SHAPE_FAMILIES: MappingProxyType[str, ShapeFamily] = MappingProxyType(
         ),
     }
 )
-# Ops whose name varies (Inductor numbers its kernels): regex -> the family's key above.
+# Ops whose name varies (Inductor numbers its kernels and names the ops it fused into the
+# template, before and after it): regex -> the family's key above.
 SHAPE_FAMILY_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"^triton_tem_fused_\w*flex_attention_backward_\d+$", "flex_backward"),
-    (r"^triton_tem_fused_\w*flex_(attention|decoding)_\d+$", "flex_forward"),
+    (r"^triton_tem_fused_\w*flex_attention_backward(_[a-z]\w*)?_\d+$", "flex_backward"),
+    (r"^triton_tem_fused_\w*flex_(attention|decoding)(_[a-z]\w*)?_\d+$", "flex_forward"),
 )
 
 

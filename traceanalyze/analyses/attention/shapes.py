@@ -98,6 +98,15 @@ def _int(text: pl.Expr) -> pl.Expr:
     return text.str.strip_chars().cast(pl.Int64, strict=False)
 
 
+def _bhsd_value_dim(v: pl.Expr, k: pl.Expr) -> pl.Expr:
+    """v's head size in the bhsd layout: [.., seq_kv, dim], or [.., dim, seq_kv] where the
+    kernel takes its third input transposed (fp8 flex on an H200 recorded q, k [8, 16, 1024,
+    64] and [8, 16, 64, 1024]: fp8 matrix products want that operand K-major), told by its
+    second-last dimension not being the keys' sequence."""
+    transposed = v.list.get(2) != k.list.get(2)
+    return pl.when(transposed).then(v.list.get(2)).otherwise(v.list.get(3))
+
+
 def _layout_columns() -> dict[str, pl.Expr]:
     """Batch, heads, sequences and head sizes by the family's layout."""
     q, k, v = dims(pl.col("q")), dims(pl.col("k")), dims(pl.col("v"))
@@ -124,7 +133,7 @@ def _layout_columns() -> dict[str, pl.Expr]:
         "seq_q": seq_q,
         "seq_kv": pick(k.list.get(2), k.list.get(1), max_kv),
         "head_dim": pick(q.list.get(3), q.list.get(3), q.list.get(-1)),
-        "head_dim_v": pick(v.list.get(3), v.list.get(3), v.list.get(-1)),
+        "head_dim_v": pick(_bhsd_value_dim(v, k), v.list.get(3), v.list.get(-1)),
         "tokens_q": pl.when(packed).then(q.list.get(0)).otherwise(batch * seq_q),
         "varlen": packed,
         "nested": (q.list.len() == 0)
