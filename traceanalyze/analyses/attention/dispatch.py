@@ -131,15 +131,15 @@ REFUSALS: tuple[Refusal, ...] = (
             lambda: pl.format("head sizes q {} / v {}: flash needs them equal and at most 256",
                               _c("head_dim"), _c("head_dim_v"))),
     Refusal("flash", "check_head_dim_size_flash_nested",
-            lambda: _c("nested") & (_c("head_dim") % 8 != 0),
+            lambda: _c("_nested") & (_c("head_dim") % 8 != 0),
             lambda: pl.format("nested inputs with head_dim {} (not a multiple of 8)",
                               _c("head_dim"))),
     Refusal("flash", "check_flash_causal_non_square_seqlens",
-            lambda: _c("causal") & ~_c("nested") & (_c("seq_q") != _c("seq_kv")),
+            lambda: _c("causal") & ~_c("_nested") & (_c("seq_q") != _c("seq_kv")),
             lambda: pl.format("is_causal with seq_q {} != seq_kv {}: flash's causal mask would "
                               "align differently", _c("seq_q"), _c("seq_kv"))),
     Refusal("flash", "check_batch_size_and_num_heads_dense",
-            lambda: ~_c("nested") & _gqa() & ~_c("enable_gqa").fill_null(False),
+            lambda: ~_c("_nested") & _gqa() & ~_c("enable_gqa").fill_null(False),
             lambda: pl.format("heads_q {} != heads_kv {} without enable_gqa=True",
                               _c("heads_q"), _c("heads_kv"))),
     Refusal("flash", "check_grouped_query_attention",
@@ -167,18 +167,19 @@ REFUSALS: tuple[Refusal, ...] = (
             lambda: pl.format("{} inputs: memory-efficient attention takes fp16, bf16 or fp32",
                               _c("dtype"))),
     Refusal("efficient", "check_requires_grad_and_nested",
-            lambda: ~_c("rocm") & _c("nested") & _c("training"),
+            lambda: ~_c("rocm") & _c("_nested") & _c("training"),
             lambda: pl.lit("nested inputs in training")),
     Refusal("efficient", "check_batch_size_and_num_heads_dense",
-            lambda: ~_c("nested") & _gqa()
+            lambda: ~_c("_nested") & _gqa()
             & (~_c("enable_gqa").fill_null(False) | _c("rocm")),
             lambda: pl.format("heads_q {} != heads_kv {} without enable_gqa=True (ROCm: no GQA)",
                               _c("heads_q"), _c("heads_kv"))),
     # cuDNN (can_use_cudnn_attention).
     Refusal("cudnn", "USE_ROCM", lambda: _c("rocm"), lambda: pl.lit("ROCm has no cuDNN")),
-    Refusal("cudnn", "check_for_nested_inputs", lambda: _c("nested"),
+    Refusal("cudnn", "check_for_nested_inputs", lambda: _c("_nested"),
             lambda: pl.lit("nested inputs: cuDNN takes them only with "
-                           "TORCH_CUDNN_SDPA_NESTED_TENSOR_ENABLED=1")),
+                           "TORCH_CUDNN_SDPA_NESTED_TENSOR_ENABLED=1, and nested-tensor SDPA "
+                           "tries it last, after math")),
     Refusal("cudnn", "check_dtypes_low_precision", lambda: ~_half(),
             lambda: pl.format("{} inputs: cuDNN takes fp16 or bf16", _c("dtype"))),
     Refusal("cudnn", "check_cudnn_hardware_support", lambda: (_c("sm") < 80) | (_c("sm") > 121),
@@ -216,7 +217,7 @@ REFUSALS: tuple[Refusal, ...] = (
 DISPATCH_INPUTS = (
     "implementation", "direction", "family", "sm", "rocm", "training", "shapes_recorded",
     "dtype", "head_dim", "head_dim_v", "heads_q", "heads_kv", "seq_q", "seq_kv", "causal",
-    "mask", "mask_dims", "dropout", "enable_gqa", "nested", "forced",
+    "mask", "mask_dims", "dropout", "enable_gqa", "nested", "varlen", "forced",
 )  # fmt: skip
 # Backends whose refusals are listed, in the order a why_not names them (cuDNN, where it is
 # faster at all, is the fastest).
@@ -262,8 +263,14 @@ def with_why_not(calls: pl.DataFrame) -> pl.DataFrame:
 
     Built in stages of small expressions, each naming the columns of the last: one nested
     expression repeats its parts at every use, and Polars then spends seconds planning it."""
+    columns = calls.columns
     if "forced" not in calls.columns:
         calls = calls.with_columns(forced=pl.lit(None, pl.String))
+    # Nested inputs as the rules see them: a nested tensor recorded without dims, or an SDPA
+    # backend op given packed [tokens, heads, dim] inputs with cumulative lengths, which is
+    # how nested-tensor SDPA reaches it (no aten::scaled_dot_product_attention op is recorded).
+    nested = [_c(c).fill_null(False) for c in ("nested", "varlen") if c in calls.columns]
+    calls = calls.with_columns(_nested=pl.any_horizontal(nested or [pl.lit(False)]))
     staged = calls.with_columns(**_ranks(), _align=_alignment(), _cudnn_limit=_cudnn_head_limit())
     staged = staged.with_columns(
         _rank_of_ran=pl.coalesce(
@@ -323,7 +330,7 @@ def with_why_not(calls: pl.DataFrame) -> pl.DataFrame:
         refused_backends=backends("refused_name"),
         eligible_backends=backends("eligible"),
     )
-    return judged.select([*calls.columns, "why_not", "refused_backends", "eligible_backends"])
+    return judged.select([*columns, "why_not", "refused_backends", "eligible_backends"])
 
 
 def fastest() -> pl.Expr:
