@@ -319,3 +319,41 @@ def test_flex_op_named_after_fused_ops_keeps_its_shapes(tmp_path: Path) -> None:
     # Every block counted: the block mask's contents are not in the trace.
     assert row["flops_per_call"] == 4 * B * H * S * S * D
     assert row["flops_note"] and "upper bound" in row["flops_note"]
+
+
+def test_scores_written_in_the_promoted_dtype(tmp_path: Path) -> None:
+    """GPT-2's eager attention in transformers 5 (as recorded on an H200): bf16 scores plus
+    an fp32 additive mask write fp32 scores (PyTorch's type promotion), which the softmax
+    reads and writes in fp32; in place, the first input's dtype stays."""
+    mask = [B, 1, S, S]
+    events = [
+        annotation("ProfilerStep#0", 0, 1000),
+        shaped("aten::matmul", 5, 30, [Q, [B, H, D, S]], [BF16, BF16], ["", ""]),
+        shaped("aten::bmm", 6, 20, [[B * H, S, D], [B * H, D, S]], [BF16, BF16], ["", ""]),
+        call("cudaLaunchKernel", 8, 2, 1),
+        shaped("aten::mul", 40, 10, [SCORES, []], [BF16, "double"], ["", ""]),
+        call("cudaLaunchKernel", 42, 2, 2),
+        shaped("aten::add", 60, 10, [SCORES, mask, []], [BF16, "float", "Scalar"], ["", "", "1"]),
+        call("cudaLaunchKernel", 62, 2, 3),
+        shaped("aten::add_", 75, 10, [SCORES, mask, []], [BF16, "float", "Scalar"],
+               ["", "", "1"]),
+        call("cudaLaunchKernel", 77, 2, 4),
+        shaped("aten::softmax", 110, 20, [SCORES, [], []], ["float", "Scalar", ""],
+               ["", "-1", ""]),
+        shaped("aten::_softmax", 111, 15, [SCORES, [], []], ["float", "Scalar", "Scalar"],
+               ["", "-1", "False"]),
+        call("cudaLaunchKernel", 112, 2, 5),
+        shaped("aten::matmul", 140, 30, [SCORES, Q], [BF16, BF16], ["", ""]),
+        shaped("aten::bmm", 141, 20, [[B * H, S, S], [B * H, S, D]], [BF16, BF16], ["", ""]),
+        call("cudaLaunchKernel", 142, 2, 6),
+        kernel(GEMM, 300, 100, 1),
+        kernel("vectorized_elementwise_kernel<8, MulFunctor>", 400, 50, 2),
+        kernel("vectorized_elementwise_kernel<4, CUDAFunctor_add>", 450, 50, 3),
+        kernel("vectorized_elementwise_kernel<4, CUDAFunctor_add>", 500, 50, 4),
+        kernel(SOFTMAX, 600, 60, 5),
+        kernel(GEMM, 700, 100, 6),
+    ]  # fmt: skip
+    row = attention(load(tmp_path, events)).rows.row(0, named=True)
+    assert (row["implementation"], row["mask"]) == ("composed", "float")
+    # QK^T 2 + scale 2 + add (promoted to fp32) 4 + add_ (in place, bf16) 2 + softmax 4.
+    assert row["scores_bytes"] == B * H * S * S * (2 + 2 + 4 + 2 + 4)

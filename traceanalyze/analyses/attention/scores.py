@@ -3,7 +3,8 @@
 For calls whose ops are visible (composed attention, SDPA's math backend): each op that
 launched GPU work for the call writes one tensor (``OUTPUTS`` says which: a GEMM's product, a
 cast in its target dtype, a bool tensor, the largest input's shape and dtype by default); the
-ones with as many elements as the scores count, in the dtype they write. A fused kernel keeps
+ones with as many elements as the scores count, in the dtype they write (an in-place op
+its first input's; an out-of-place one its tensor inputs' promotion). A fused kernel keeps
 the scores on chip: 0.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceanalyze.analyses.attention.recorded import (
+    DTYPES,
     concrete,
     decoded,
     dim,
@@ -22,6 +24,9 @@ from traceanalyze.analyses.attention.recorded import (
 from traceanalyze.analyses.attention.rules import COMPOSED, OUTPUTS, SCALAR_TYPES
 
 WRITE_COLUMNS: dict[str, pl.DataType] = {"call_id": pl.Int64(), "scores_bytes": pl.Int64()}
+# Floating dtypes by width, for PyTorch's type promotion of an out-of-place element-wise op's
+# tensor inputs (the widest wins; fp16 with bf16 gives fp32).
+FLOAT_WIDTH = {"fp8": 1, "fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 
 
 def score_writes(cpu: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame:
@@ -45,7 +50,8 @@ def score_writes(cpu: pl.DataFrame, calls: pl.DataFrame, activities: pl.DataFram
         cpu.select("op_id", "name", "input_dims", "input_types", "concrete_inputs").filter(
             pl.col("op_id").is_in(launching["op_id"].implode())
         )
-    ).with_columns(**_written())
+    )
+    ops = ops.join(_promoted(ops), on="op_id", how="left").with_columns(**_written())
     bytes_ = (
         launching.join(ops.select("op_id", "out_numel", "out_bytes", "extra_bytes"), on="op_id")
         .filter(pl.col("out_numel") == pl.col("scores_numel"))
@@ -68,6 +74,29 @@ def _largest() -> tuple[pl.Expr, pl.Expr]:
     sizes = pl.col("dims").list.eval(pl.element().list.eval(pl.element().product()).list.first())
     index = sizes.list.arg_max()
     return sizes.list.max(), dtype(index)
+
+
+def _promoted(ops: pl.DataFrame) -> pl.DataFrame:
+    """``op_id`` -> ``promoted``: the floating dtype an out-of-place element-wise op writes,
+    PyTorch's promotion over its inputs that are tensors with dims (GPT-2's bf16 scores plus
+    its fp32 mask write fp32 scores); null where no such input is floating. A handful of ops
+    per call: the launching ops of composed calls only."""
+    inputs = (
+        ops.select("op_id", "dims", "types")
+        .drop_nulls()
+        .filter(pl.col("dims").list.len() == pl.col("types").list.len())
+        .explode("dims", "types")
+        .filter(pl.col("dims").list.len() > 0)
+        .with_columns(short=pl.col("types").replace_strict(DTYPES, default=None))
+        .filter(pl.col("short").is_in(list(FLOAT_WIDTH)))
+    )
+    width = pl.col("short").replace_strict(FLOAT_WIDTH, return_dtype=pl.Int64)
+    mixed_half = pl.col("short").is_in(["fp16"]).any() & pl.col("short").is_in(["bf16"]).any()
+    return inputs.group_by("op_id").agg(
+        promoted=pl.when(mixed_half)
+        .then(pl.lit("fp32"))
+        .otherwise(pl.col("short").sort_by(width, descending=True).first())
+    )
 
 
 def _written() -> dict[str, pl.Expr]:
@@ -95,7 +124,10 @@ def _written() -> dict[str, pl.Expr]:
         .when(kind == "bool").then(pl.lit("bool"))
         .when(kind == "cast").then(pl.coalesce(cast_dtype, like_dtype))
         .when((kind == "half_to_float") & (concrete(cast_at) == "True")).then(pl.lit("fp32"))
-        .otherwise(like_dtype)
+        .when(kind == "half_to_float").then(like_dtype)
+        # In place (add_, masked_fill_, copy_): self's dtype; else the inputs' promotion.
+        .when(pl.col("name").str.ends_with("_")).then(dtype(0))
+        .otherwise(pl.coalesce(pl.col("promoted"), like_dtype))
     )  # fmt: skip
     return {
         "out_numel": out_numel,
