@@ -11,6 +11,7 @@ import torch when called (this module imports without it).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -402,12 +403,12 @@ def dispatch(arguments: tuple[Any, ...]) -> dict[str, Any]:
     verdicts: dict[str, Any] = {}
     for backend, check in checks.items():
         if check is not None:
-            ok, why = said_while(lambda check=check: bool(check(params, True)))
-            verdicts[backend] = {"ok": ok, "why": why}
+            ok, why = said_while(functools.partial(check, params, True))
+            verdicts[backend] = {"ok": bool(ok), "why": why}
     return verdicts
 
 
-def said_while(check: Callable[[], bool]) -> tuple[bool, list[str]]:
+def said_while(check: Callable[[], Any]) -> tuple[Any, list[str]]:
     """``check()`` and the warnings it gave: Python's, and the C++ ones PyTorch's dispatch
     checks print to the process's stderr (file descriptor 2: on torch 2.11 they never reach
     Python's warnings, so a capture recorded no reasons), each once, in order."""
