@@ -21,6 +21,7 @@ from traceanalyze.analyses.attention.rules import (
     HOST_RULES,
 )
 from traceanalyze.analyses.cputree import with_self_time
+from traceanalyze.analyses.iterations import iteration_at
 from traceanalyze.trace import Trace
 
 CUDNN_PLAN = "cudnn_plan"
@@ -91,7 +92,7 @@ def _named(trace: Trace, n: int) -> pl.DataFrame:
         frames = trace.python.select("rank", "name", "ts_ns", "dur_ns")
         # Match the distinct names first: a with_stack trace holds ~10^5 frames.
         named = frames.join(host_kinds(frames["name"], python_rules), on="name")
-        found.append(_in_iterations(trace, named))
+        found.append(named.with_columns(iteration=iteration_at(named, trace)))
     rows = pl.concat(found, how="diagonal_relaxed").filter(pl.col("iteration").is_not_null())
     if not rows.height:
         return pl.DataFrame(schema=HOST_COLUMNS)
@@ -102,23 +103,3 @@ def _named(trace: Trace, n: int) -> pl.DataFrame:
         plan_builds_per_iter=pl.lit(None, pl.Float64),
         note=pl.lit(None, pl.String),
     )
-
-
-def _in_iterations(trace: Trace, frames: pl.DataFrame) -> pl.DataFrame:
-    """``frames`` with the counted iteration their start falls in (null: none)."""
-    spans = trace.iterations.select(
-        "rank", "iteration", start="ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")
-    ).sort("start")
-    if not spans.height:
-        return frames.with_columns(iteration=pl.lit(None, pl.Int64))
-    placed = frames.sort("ts_ns").join_asof(
-        spans,
-        left_on="ts_ns",
-        right_on="start",
-        by="rank",
-        strategy="backward",
-        check_sortedness=False,
-    )
-    return placed.with_columns(
-        iteration=pl.when(pl.col("ts_ns") < pl.col("end")).then("iteration")
-    ).drop("start", "end")
