@@ -13,6 +13,7 @@ from traceanalyze.analyses.accounting import BOUND_CPU
 from traceanalyze.analyses.memcpy import number_text, size_expr
 from traceanalyze.analyses.report.contents import VariantReport
 from traceanalyze.analyses.report.findings import NO_OCCUPANCY_CATEGORIES, top_occupancy_kernel
+from traceanalyze.render.table import prose_number
 from traceanalyze.units import byte_size
 
 
@@ -93,10 +94,22 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
     ).height
     which = "The longest kernel outside the collectives" if longer else "The longest kernel"
     return [
-        f"{which} per iteration, `{row['short_name']}` (from `{row['launch_op']}`), "
+        f"{which} per iteration, `{row['short_name']}`{launched_by(row['launch_ops'])}, "
         f"has {row['theoretical_occupancy_pct']:.2f}% theoretical occupancy{limited} "
         f"({footprint}){said}."
     ]
+
+
+def launched_by(launch_ops: list[dict[str, Any]]) -> str:
+    """`` (from `op`)`` for a kernel one op launches; with several, each with its launches per
+    iteration; nothing where no op in the trace launched it."""
+    ops = [entry for entry in launch_ops if entry["op"] is not None]
+    if not ops:
+        return ""
+    if len(ops) == 1 and len(launch_ops) == 1:
+        return f" (from `{ops[0]['op']}`)"
+    parts = [f"`{e['op']}` {prose_number(e['count_per_iter'])}" for e in ops]
+    return f" (launches per iteration from {', '.join(parts)})"
 
 
 def _gemm_findings(kernels: pl.DataFrame, *, sdpa_math: bool) -> list[str]:
