@@ -34,7 +34,13 @@ from traceanalyze.analyses.accounting import BOUND_CPU, Verdict, mean_per_iter, 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.roofline.formulas import model_calls
-from traceanalyze.analyses.roofline.ops import COMPOSITE, MEMORY, MODELLED_OPS, unmodelled_reason
+from traceanalyze.analyses.roofline.ops import (
+    COMPOSITE,
+    GEMM,
+    MEMORY,
+    MODELLED_OPS,
+    unmodelled_reason,
+)
 from traceanalyze.analyses.summary import WALL_FROM_TRACE
 from traceanalyze.analyses.waves import wave_table, with_waves
 from traceanalyze.display import Shown
@@ -226,11 +232,18 @@ def _with_peaks(
 
 def _peak_tflops() -> pl.Expr:
     """The compute peak of the row's dtype; fp32 gets the TF32 peak where its GEMM kernels
-    run TF32 (the kernel names say so), else the fp32 peak."""
+    run TF32 (the kernel names say so), else the fp32 peak; an fp64 GEMM the FP64 tensor-core
+    peak (cuBLAS's DGEMM runs DMMA on sm80+), other fp64 work the plain FP64 peak."""
     dtype = pl.col("dtype")
     expr = pl.lit(None, pl.Float64)
-    for name in ("bf16", "fp16", "fp8", "fp64"):
+    for name in ("bf16", "fp16", "fp8"):
         expr = pl.when(dtype == name).then(pl.col(f"peak_{name}_tflops")).otherwise(expr)
+    fp64 = (
+        pl.when(pl.col("family") == GEMM)
+        .then(pl.coalesce("peak_fp64_tensor_tflops", "peak_fp64_tflops"))
+        .otherwise("peak_fp64_tflops")
+    )
+    expr = pl.when(dtype == "fp64").then(fp64).otherwise(expr)
     fp32 = pl.when(pl.col("tf32_kernels")).then("peak_tf32_tflops").otherwise("peak_fp32_tflops")
     return (
         pl.when(pl.col("family") == MEMORY)
@@ -254,7 +267,7 @@ def _peak_dtype() -> pl.Expr:
 
 _KEY = ["model_name", "shapes", "dtype", "causal", "family", "flops", "op_bytes", "gpu",
         "peak_bf16_tflops", "peak_fp16_tflops", "peak_fp8_tflops", "peak_tf32_tflops",
-        "peak_fp32_tflops", "peak_fp64_tflops", "peak_tbps"]  # fmt: skip
+        "peak_fp32_tflops", "peak_fp64_tflops", "peak_fp64_tensor_tflops", "peak_tbps"]  # fmt: skip
 
 
 def _rows(frame: pl.DataFrame, n: int, total_ns: int) -> pl.DataFrame:
