@@ -25,7 +25,7 @@ from traceanalyze.analyses.summary import (
     wall_verdict,
 )
 from traceanalyze.errors import UsageError
-from traceanalyze.hardware.occupancy import occupancy_means, theoretical_mean
+from traceanalyze.hardware.occupancy import compare_occupancy
 from traceanalyze.load.variants import Variant
 from traceanalyze.trace import Trace
 
@@ -54,6 +54,8 @@ COLUMNS: dict[str, pl.DataType] = {
     "transpose_ops_per_iter": pl.Float64(),
     "fused_kernel": pl.String(),
     "theoretical_occupancy_pct": pl.Float64(),
+    "theoretical_occupancy_of_estimated_pct": pl.Float64(),
+    "estimated_occupancy_pct": pl.Float64(),
     "achieved_occupancy_pct": pl.Float64(),
     "reported_coverage_pct": pl.Float64(),
     "cudnn_cpu_us_per_iter": pl.Float64(),
@@ -84,9 +86,8 @@ def variant_row(trace: Trace, median_ms: float | None = None) -> dict[str, Any]:
     figures = summary(trace)
     kernels = in_iterations(activities(trace)).filter(pl.col("kind") == "kernel")
     # Theoretical occupancy over every kernel with a footprint (one set for every row); the
-    # trace's estimate over the kernels that carry it, with its coverage.
-    occupancy = kernels.select(occupancy_means()).row(0, named=True)
-    occupancy |= kernels.select(theoretical_mean()).row(0, named=True)
+    # trace's estimate beside the theoretical figure of the same kernels, with its coverage.
+    occupancy = kernels.select(compare_occupancy()).row(0, named=True)
     return {
         **{key: figures[key] for key in _FROM_SUMMARY},
         **wall_verdict(figures, median_ms),

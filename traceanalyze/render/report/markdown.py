@@ -12,6 +12,7 @@ from traceanalyze.analyses.distributed.ranks import RanksResult
 from traceanalyze.analyses.report.contents import Report, VariantReport
 from traceanalyze.analyses.roofline.model import TOP_OPS
 from traceanalyze.analyses.variants.diff import TraceDiff
+from traceanalyze.hardware.occupancy import OCCUPANCY_DEFINITIONS
 from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.between.critical_path import timeline_parts
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
@@ -48,7 +49,8 @@ DETAIL_COLUMNS = (
     "variant", "median_ms", "speedup_wall_source", "gpu_busy_pct_of_wall", "wall_source",
     "wall_us_per_iter", "gpu_activity_us_per_iter", "gpu_kernel_us_per_iter",
     "cpu_op_us_per_iter", "memset_per_iter", "transpose_ops_per_iter",
-    "theoretical_occupancy_pct", "achieved_occupancy_pct", "reported_coverage_pct",
+    "theoretical_occupancy_pct", "theoretical_occupancy_of_estimated_pct",
+    "estimated_occupancy_pct", "reported_coverage_pct",
     "cudnn_cpu_us_per_iter", "launch_api", "gemm_precision", "sdpa_backend", "relative_error",
     "largest_block_bytes", "largest_block_op",
 )  # fmt: skip
@@ -330,14 +332,10 @@ def _count(value: float, noun: str) -> str:
 
 
 def _glossary() -> str:
-    lines = [f"- *{heading(key)}*: {text}." for key, text in DEFINITIONS.items()]
+    shown = {**DEFINITIONS, **OCCUPANCY_DEFINITIONS}
+    shown.pop("achieved_occupancy_pct")  # JSON only: the tables show its new name
+    lines = [f"- *{heading(key)}*: {text}." for key, text in shown.items()]
     extra = [
-        "- *theoretical occupancy %*: resident warps per SM that the kernel's registers, shared "
-        "memory and block size allow on this GPU; *achieved occupancy %* is the trace's own "
-        "estimate; both time-weighted by kernel time. In the comparison the theoretical figure "
-        "covers every kernel with a computable footprint, the same set for every variant; the "
-        "estimate covers the kernels that carry one, where the *reported coverage %* (their "
-        "share of kernel time) is at least 50% (otherwise it is left blank).",
         "- *transpose ops*: CPU-side `aten::transpose`/`permute`/`t` ops, metadata-only views.",
         "- *cuDNN CPU µs*: self time (duration minus direct children) of the ops that call "
         "cuDNN; in steady state the per-call plan lookup, not the one-off plan build.",
