@@ -13,8 +13,9 @@ from traceanalyze.trace import Trace
 KERNEL_TABLE_COLUMNS = (
     "name", "category", "kind", "count_per_iter", "us_per_iter", "mean_us", "min_us", "max_us",
     "share_of_gpu_activity_pct", "theoretical_occupancy_pct", "occupancy_limiter",
-    "achieved_occupancy_pct", "launch_op", "launch_ops", "launch_api", "stream", "streams", "gemm_precision",
-    "registers_per_thread", "threads_per_block", "shared_memory_bytes", "count", "total_us",
+    "achieved_occupancy_pct", "launch_op", "launch_ops", "launch_api", "stream", "streams",
+    "gemm_precision", "registers_per_thread", "threads_per_block", "shared_memory_bytes",
+    "count", "total_us",
 )  # fmt: skip
 
 

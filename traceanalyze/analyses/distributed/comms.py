@@ -21,9 +21,9 @@ from traceanalyze.analyses.cputree import op_chains
 from traceanalyze.analyses.distributed.comms_rules import (
     BUS_FACTORS,
     BYTES_SOURCES,
+    DTYPE_BYTES,
     GROUP_FROM_RATIO,
     GROUP_SOURCES,
-    DTYPE_BYTES,
     INPUT_TYPE_DTYPES,
     KIND_RULES,
     LINK_PEAKS,

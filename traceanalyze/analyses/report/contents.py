@@ -103,7 +103,7 @@ def build_report(
     expectations: Sequence[Expectation] = (),
 ) -> Report:
     """Everything the report shows; ``expectations`` (as for `check`) add its guesses."""
-    table = comparison(variant_set.variants, baseline)
+    table = comparison(variant_set, baseline)
     rows = {row["variant"]: row for row in table.to_dicts()}
     reports = tuple(_variant_report(v, rows[v.label]) for v in variant_set.variants)
     reports = _with_performance(reports, variant_set, baseline_label(table, baseline))

@@ -34,6 +34,7 @@ from traceanalyze.analyses.accounting import BOUND_CPU, Verdict, mean_per_iter, 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.roofline.formulas import model_calls
+from traceanalyze.analyses.roofline.gemm_rules import with_gemm_evidence
 from traceanalyze.analyses.roofline.ops import (
     COMPOSITE,
     GEMM,
@@ -97,7 +98,7 @@ def roofline(
 
     ``judged`` is the iterations' bound verdict where the caller has a better wall time than
     the trace's (a capture median); else the trace's own."""
-    attributed = _attributed(trace)
+    attributed = attributed_activities(trace)
     n = iteration_count(trace)
     total_ns = int(attributed["dur_ns"].sum() or 0)
     peaks = with_override(device_peaks(trace.devices), override)
@@ -127,7 +128,7 @@ def activity_rooflines(trace: Trace) -> pl.DataFrame:
     """Each GPU activity (``name``, ``ts_ns``, ``dur_ns``) that a roofline row covers, with
     that row's ``op_name``, ``pct_of_roofline`` and ``bound``: the figures of the op whose
     time the activity is part of (for `annotate`)."""
-    modelled = _attributed(trace).filter(
+    modelled = attributed_activities(trace).filter(
         pl.col("reason").is_null() & pl.col("family").is_not_null()
     )
     peaks = with_override(device_peaks(trace.devices), None)
@@ -153,9 +154,10 @@ def activity_rooflines(trace: Trace) -> pl.DataFrame:
 
 
 @per_trace
-def _attributed(trace: Trace) -> pl.DataFrame:
+def attributed_activities(trace: Trace) -> pl.DataFrame:
     """GPU activities inside the iterations with ``model_op`` (the innermost modelled op
-    among the launching op and its ancestors), their wave figures and the model columns."""
+    among the launching op and its ancestors), their wave figures, the model columns and the
+    GEMM evidence of :func:`~.gemm_rules.with_gemm_evidence`."""
     gpu = in_iterations(activities(trace))
     cpu = trace.cpu
     is_modelled = pl.col("name").is_in(MODELLED_OPS) & (pl.col("cat") == "cpu_op")
@@ -178,7 +180,7 @@ def _attributed(trace: Trace) -> pl.DataFrame:
         .rename({"bytes": "op_bytes"})
         .join(calls.select("call", model_name="name"), on="call")
     )
-    return (
+    modelled = (
         with_waves(gpu, trace.devices)
         .join(models.rename({"call": "model_op"}), on="model_op", how="left", maintain_order="left")
         .with_columns(
@@ -187,6 +189,7 @@ def _attributed(trace: Trace) -> pl.DataFrame:
             .otherwise("reason")
         )
     )
+    return with_gemm_evidence(modelled, trace.devices)
 
 
 def _composites(cpu: pl.DataFrame, model_ops: pl.Series, is_modelled: pl.Expr) -> pl.Series:

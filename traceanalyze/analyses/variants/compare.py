@@ -24,6 +24,7 @@ from traceanalyze.analyses.summary import (
     summary,
     wall_verdict,
 )
+from traceanalyze.analyses.variants.sameness import DIFFERENT, sameness
 from traceanalyze.errors import UsageError
 from traceanalyze.hardware.occupancy import compare_occupancy
 from traceanalyze.load.variants import Variant
@@ -67,6 +68,9 @@ COLUMNS: dict[str, pl.DataType] = {
     "sdpa_backend": pl.String(),
     "relative_error": pl.Float64(),
     "description": pl.String(),
+    "gpu": pl.String(),
+    "same_gpu": pl.Boolean(),
+    "same_workload": pl.String(),
 }
 _FROM_SUMMARY = (
     "gpu_busy_us_per_iter", "wall_us_per_iter", "gpu_activity_us_per_iter",
@@ -142,7 +146,31 @@ def comparison(variants: Sequence[Variant], baseline: str | None = None) -> pl.D
             row |= variant_row(variant.trace, steady_median_ms(variant))
         rows.append(row)
     table = pl.DataFrame(rows, schema=COLUMNS)
-    return _with_speedups(table, baseline_label(table, baseline))
+    label = baseline_label(table, baseline)
+    return _not_across_workloads(_with_speedups(_with_sameness(table, variants, label), label))
+
+
+def _with_sameness(
+    table: pl.DataFrame, variants: Sequence[Variant], baseline: str | None
+) -> pl.DataFrame:
+    """``gpu``, ``same_gpu`` and ``same_workload`` against the baseline (sameness.py)."""
+    found = sameness(variants, baseline)
+    label = pl.col("variant")
+    return table.with_columns(
+        gpu=label.replace_strict(found.gpu, default=None, return_dtype=pl.String),
+        same_gpu=label.replace_strict(found.same_gpu, default=None, return_dtype=pl.Boolean),
+        same_workload=label.replace_strict(found.workload, default=None, return_dtype=pl.String),
+    )
+
+
+def _not_across_workloads(table: pl.DataFrame) -> pl.DataFrame:
+    """No speed-up between different workloads: a ratio of two unrelated traces' times is
+    no speed-up of either."""
+    different = pl.col("same_workload") == DIFFERENT
+    return table.with_columns(
+        pl.when(different).then(None).otherwise(pl.col(c)).alias(c)
+        for c in ("speedup", "speedup_wall", "speedup_wall_source")
+    )
 
 
 def baseline_label(table: pl.DataFrame, baseline: str | None) -> str | None:

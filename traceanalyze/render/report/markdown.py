@@ -12,6 +12,7 @@ from traceanalyze.analyses.distributed.ranks import RanksResult
 from traceanalyze.analyses.report.contents import Report, VariantReport
 from traceanalyze.analyses.roofline.model import TOP_OPS
 from traceanalyze.analyses.variants.diff import TraceDiff
+from traceanalyze.analyses.variants.sameness import DIFFERENT, UNKNOWN
 from traceanalyze.hardware.occupancy import OCCUPANCY_DEFINITIONS
 from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.between.critical_path import timeline_parts
@@ -62,9 +63,11 @@ def comparison_markdown(
     full_names: bool = False,
     fold_details: bool = False,
     library: str = "cuDNN",
+    gpus: bool = True,
 ) -> str:
-    """The headline table, the CPU-bound variants, then the details table (folded in a report),
-    headings derived from the keys; ``library`` names the DNN library (MIOpen on ROCm)."""
+    """The headline table, what is not comparable (another workload; with ``gpus``, another
+    GPU), the CPU-bound variants, then the details table (folded in a report), headings
+    derived from the keys; ``library`` names the DNN library (MIOpen on ROCm)."""
     shown = table.filter(pl.col("status") == "ok")
     if not full_names:
         # A narrow column: cut at 48 characters, never two kernels alike (JSON keeps them whole).
@@ -79,8 +82,49 @@ def comparison_markdown(
         detail = folded_block(
             f"Details: wall time, CPU time, occupancy, {library}, precision", detail
         )
-    parts = (_keyed_table(shown, HEADLINE_COLUMNS), _bound_lines(shown), detail)
+    parts = (
+        _keyed_table(shown, HEADLINE_COLUMNS),
+        _sameness_lines(shown, gpus=gpus),
+        _bound_lines(shown),
+        detail,
+    )
     return "\n".join(part for part in parts if part)
+
+
+def _sameness_lines(table: pl.DataFrame, *, gpus: bool) -> str:
+    """The variants that did not run the baseline's workload (no speed-up for them), those
+    whose workload cannot be compared, and (with ``gpus``) those of its workload on another
+    GPU."""
+    if "same_workload" not in table.columns:
+        return ""
+
+    def named(rows: pl.DataFrame) -> str:
+        return ", ".join(f"`{v}`" for v in rows["variant"])
+
+    lines = []
+    different = table.filter(pl.col("same_workload") == DIFFERENT)
+    if different.height:
+        lines.append(
+            f"Not the baseline's workload: {named(different)} (their outermost CPU operators "
+            "per iteration differ from the baseline's: other ops, counts or shapes); no "
+            "speed-up is given between different workloads."
+        )
+    unknown = table.filter(pl.col("same_workload") == UNKNOWN)
+    if unknown.height:
+        lines.append(
+            f"Whether {named(unknown)} ran the baseline's workload cannot be told (a trace "
+            "without CPU operators): its speed-up assumes it did."
+        )
+    other_gpu = table.filter(
+        pl.col("same_gpu").eq(other=False) & pl.col("same_workload").ne_missing(DIFFERENT)
+    )
+    if gpus and other_gpu.height:
+        where = ", ".join(f"`{v}` on {g}" for v, g in other_gpu.select("variant", "gpu").rows())
+        lines.append(
+            f"Not on the baseline's GPU: {where}; a speed-up compares the devices as well as "
+            "the code."
+        )
+    return "\n\n".join(lines) + "\n" if lines else ""
 
 
 def folded_block(summary: str, body: str) -> str:
@@ -161,6 +205,7 @@ def render_report(
             full_names=full_names,
             fold_details=True,
             library=report.dnn_library,
+            gpus=not _mixed_gpus(report),  # the introduction names every variant's GPU
         ),
         _skipped(report),
     ]
