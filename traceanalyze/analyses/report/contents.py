@@ -31,6 +31,7 @@ from traceanalyze.analyses.report.findings import (
     Finding,
     findings,
 )
+from traceanalyze.analyses.roofline.gemm import gemm_table
 from traceanalyze.analyses.roofline.model import Roofline, roofline
 from traceanalyze.analyses.summary import summary, summary_with_wall
 from traceanalyze.analyses.variants.compare import baseline_label, comparison, steady_median_ms
@@ -74,6 +75,7 @@ class VariantReport:
     sdpa_math: bool = False  # the SDPA math backend ran (it upcasts to float32)
     has_cpu_ops: bool = True  # the trace recorded CPU operators (a GPU-only trace does not)
     launch_ops: pl.DataFrame = field(default_factory=pl.DataFrame)  # GPU activity per op
+    gemms: pl.DataFrame = field(default_factory=pl.DataFrame)  # gemm_table(): shape findings
 
 
 @dataclass(frozen=True)
@@ -343,6 +345,7 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         sdpa_math=bool((trace.cpu["name"] == SDPA_MATH_OP).any()),
         has_cpu_ops=_has_cpu_ops(trace),
         launch_ops=op_table(trace),
+        gemms=gemm_table(trace),
         memory=memory_traffic(trace),
         cudnn=cudnn,
         warm_up_calls=variant.warm_up_calls,

@@ -34,7 +34,7 @@ from traceanalyze.analyses.accounting import BOUND_CPU, Verdict, mean_per_iter, 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.roofline.formulas import model_calls
-from traceanalyze.analyses.roofline.gemm_rules import with_gemm_evidence
+from traceanalyze.analyses.roofline.gemm_rules import narrow_loads, older_arch, with_gemm_evidence
 from traceanalyze.analyses.roofline.ops import (
     COMPOSITE,
     GEMM,
@@ -64,7 +64,8 @@ ROOFLINE_COLUMNS = (
     "peak_tflops", "peak_tbps", "pct_of_roofline", "bound", "peak_dtype", "family",
     "kernels_per_call", "mean_kernel_us", "theoretical_occupancy_pct", "occupancy_limiter",
     "grid_blocks", "blocks_per_wave", "waves", "last_wave_fill_pct", "wave_efficiency_pct",
-    "gemm_precision", "gpu", "verdict",
+    "gemm_precision", "gpu", "verdict", "gpu_sm", "kernel_sm", "kernel_align_elements",
+    "misaligned_dims",
 )  # fmt: skip
 UNMODELLED_COLUMNS = (
     "op_name", "reason", "activities_per_iter", "gpu_us_per_iter", "share_of_gpu_activity_pct",
@@ -296,6 +297,15 @@ def _rows(frame: pl.DataFrame, n: int, total_ns: int) -> pl.DataFrame:
         },
         gemm_precision=pl.col("gemm_precision").sort_by("dur_ns").drop_nulls().last(),
         tf32_kernels=(pl.col("gemm_precision") == "tf32").any(),
+        # The GEMM evidence of the row's longest GEMM kernel launch (gemm_rules).
+        gpu_sm=pl.col("gpu_sm").drop_nulls().first(),
+        **{
+            column: pl.col(column).filter(_gemm_kernel()).sort_by(_gemm_kernel_dur()).last()
+            for column in ("kernel_sm", "kernel_align_elements")
+        },
+        misaligned_dims=pl.col("misaligned_dims")
+        .sort_by(pl.col("misaligned_dims").list.len())
+        .last(),
     )
     gpu_us = pl.col("gpu_ns") / pl.col("count") / 1e3
     rows = grouped.with_columns(
@@ -322,6 +332,14 @@ def _rows(frame: pl.DataFrame, n: int, total_ns: int) -> pl.DataFrame:
     )
 
 
+def _gemm_kernel() -> pl.Expr:
+    return (pl.col("kind") == "kernel") & (pl.col("category") == "gemm")
+
+
+def _gemm_kernel_dur() -> pl.Expr:
+    return pl.col("dur_ns").filter(_gemm_kernel())
+
+
 def _roofline_math(rows: pl.DataFrame) -> pl.DataFrame:
     """Achieved throughput, intensity, the time at the roofline and the bound."""
     seconds = pl.col("gpu_us") * 1e-6
@@ -343,9 +361,49 @@ def _roofline_math(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 # What the trace can say about a row below its roofline, in order: each a condition and a
-# clause (a Polars string expression). Stated only from measured or computed evidence.
+# clause (a Polars string expression). Stated only from measured or computed evidence. The
+# causes the shape and the kernel name show (alignment, architecture, precision) come before
+# occupancy: a misaligned GEMM gets an older, narrower kernel whatever its occupancy.
 def _signs() -> tuple[tuple[pl.Expr, pl.Expr], ...]:
+    misaligned = pl.col("misaligned_dims").list.eval(
+        pl.format(
+            "{} = {} is not a multiple of {} (pad it to {})",
+            pl.element().struct.field("dim"),
+            pl.element().struct.field("size"),
+            pl.element().struct.field("multiple"),
+            pl.element().struct.field("padded"),
+        )
+    )
+    align = pl.col("kernel_align_elements")
+    narrow = pl.format("its kernel loads {}-element operands (align{})", align, align)
     return (
+        (
+            (pl.col("misaligned_dims").list.len() > 0) | narrow_loads(),
+            pl.concat_str(
+                [
+                    pl.lit("alignment: "),
+                    pl.concat_str(
+                        [
+                            pl.when(pl.col("misaligned_dims").list.len() > 0).then(
+                                misaligned.list.join("; ")
+                            ),
+                            pl.when(narrow_loads()).then(narrow),
+                        ],
+                        separator=", ",
+                        ignore_nulls=True,
+                    ),
+                ]
+            ),
+        ),
+        (
+            older_arch(pl.col("gpu_sm")),
+            pl.format(
+                "architecture: an sm{} kernel on this sm{} GPU (none of its own tensor-core "
+                "instructions)",
+                "kernel_sm",
+                "gpu_sm",
+            ),
+        ),
         (
             pl.col("gemm_precision") == "fp32-cuda-cores",
             pl.lit("fp32 on the CUDA cores (its GEMM kernels use no tensor cores)"),
@@ -410,7 +468,12 @@ def _verdict() -> pl.Expr:
     silent = (
         pl.when(pl.col("theoretical_occupancy_pct").is_null())
         .then(pl.lit("no cause the trace can show (no occupancy or waves for this GPU)"))
-        .otherwise(pl.lit("the trace shows no tail wave, occupancy or precision cause"))
+        .otherwise(
+            pl.lit(
+                "the trace shows no alignment, architecture, precision, tail wave or occupancy "
+                "cause"
+            )
+        )
     )
     below = (
         pl.when(signs != "")

@@ -5,13 +5,16 @@ The evidence, in order:
 
 * a capture's manifest: its variants are one configuration run by different code (naive
   attention against SDPA's backends), the same workload by declaration (several manifests
-  only where they share one configuration; variants given without their set, as a plain
-  sequence, are judged by their operators);
+  only where they share one configuration);
 * otherwise the trace's *workload*: the multiset of its outermost CPU operators per counted
   iteration, each with its recorded input shapes (``aten::linear`` on ``[16,128,896]``, 72 per
-  iteration). Two traces with different multisets (other ops, other counts, other shapes) did
-  different work (unrelated corpus traces gave speed-ups of 322x). A trace without CPU
-  operators (GPU-only) cannot be compared this way: ``unknown``.
+  iteration). The same multiset is the same workload (``same``); one that shares at least
+  :data:`MIN_SIMILAR_OVERLAP` of it (:func:`ops_overlap`) is the same workload with some code
+  changed (``similar``: an in-place op for an out-of-place one); one that shares less did
+  other work (``different``: unrelated corpus traces share nothing, and gave speed-ups of
+  322x). Code that replaces most of the operators (naive attention against one SDPA call)
+  needs a manifest to be compared. A trace without CPU operators (GPU-only) cannot be compared
+  this way: ``unknown``.
 
 The GPU is the traces' device names (``deviceProperties``).
 """
@@ -30,8 +33,13 @@ from traceanalyze.load.variants import Variant, VariantSet
 from traceanalyze.trace import Trace
 
 SAME = "same"
+SIMILAR = "similar"
 DIFFERENT = "different"
 UNKNOWN = "unknown"
+# At least this share of the operators alike (same op, same shapes, as many per iteration):
+# one workload with some code changed (masked_fill against masked_fill_ share 5 of 6 op kinds),
+# a speed-up worth giving. Below it, another workload (unrelated traces share none).
+MIN_SIMILAR_OVERLAP = 0.5
 FROM_MANIFEST = "the capture's manifest: one configuration"
 FROM_OPS = "the outermost CPU operators per iteration, with their recorded shapes"
 FROM_OP_NAMES = "the outermost CPU operators per iteration (names only: shapes not recorded)"
@@ -63,15 +71,24 @@ def workload_ops(trace: Trace) -> pl.DataFrame:
     )
 
 
-def _same_ops(base: pl.DataFrame, other: pl.DataFrame, shapes: bool) -> bool:
-    columns = ["name", "shapes", "per_iter"] if shapes else ["name", "per_iter"]
+def ops_overlap(base: pl.DataFrame, other: pl.DataFrame, shapes: bool) -> float:
+    """The share of two op multisets in common: the sum over (op, shapes) of the lesser count
+    per iteration, over the larger multiset's size. 1 for the same ops, 0 for none alike."""
+    key = ["name", "shapes"] if shapes else ["name"]
 
-    def key(frame: pl.DataFrame) -> pl.DataFrame:
-        if not shapes:
-            frame = frame.group_by("name").agg(pl.col("per_iter").sum())
-        return frame.select(columns).sort(columns, nulls_last=True)
+    def counts(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.group_by(key).agg(pl.col("per_iter").sum())
 
-    return key(base).equals(key(other))
+    joined = counts(base).join(counts(other), on=key, how="inner", nulls_equal=True)
+    common = float(joined.select(pl.min_horizontal("per_iter", "per_iter_right")).sum().item())
+    larger = max(float(base["per_iter"].sum()), float(other["per_iter"].sum()))
+    return common / larger if larger else 0.0
+
+
+def _verdict(overlap: float) -> str:
+    if overlap >= 1.0 - 1e-9:
+        return SAME
+    return SIMILAR if overlap >= MIN_SIMILAR_OVERLAP else DIFFERENT
 
 
 def _devices(trace: Trace) -> str | None:
@@ -81,11 +98,12 @@ def _devices(trace: Trace) -> str | None:
 
 def _declared_same(variants: Sequence[Variant]) -> bool:
     """Every loaded variant has an entry in a capture manifest, and the set's manifests (a
-    :class:`VariantSet` carries them) share one configuration."""
+    :class:`VariantSet` carries them; a plain sequence of variants is taken as one capture's)
+    share one configuration."""
     loaded = [v for v in variants if v.trace is not None]
     manifests = variants.manifests if isinstance(variants, VariantSet) else ()
     return (
-        bool(loaded and manifests)
+        bool(loaded)
         and all(v.manifest_entry is not None for v in loaded)
         and all(m.config == manifests[0].config for m in manifests)
     )
@@ -113,6 +131,6 @@ def sameness(variants: Sequence[Variant], baseline: str | None) -> Sameness:
         if not frame.height or not base.height:
             workload[label] = UNKNOWN
         else:
-            workload[label] = SAME if _same_ops(base, frame, with_shapes) else DIFFERENT
+            workload[label] = _verdict(ops_overlap(base, frame, with_shapes))
     evidence = FROM_OPS if with_shapes else FROM_OP_NAMES
     return Sameness(workload, gpus, same_gpu, evidence)

@@ -12,7 +12,7 @@ from traceanalyze.analyses.distributed.ranks import RanksResult
 from traceanalyze.analyses.report.contents import Report, VariantReport
 from traceanalyze.analyses.roofline.model import TOP_OPS
 from traceanalyze.analyses.variants.diff import TraceDiff
-from traceanalyze.analyses.variants.sameness import DIFFERENT, UNKNOWN
+from traceanalyze.analyses.variants.sameness import DIFFERENT, SIMILAR, UNKNOWN
 from traceanalyze.hardware.occupancy import OCCUPANCY_DEFINITIONS
 from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.between.critical_path import timeline_parts
@@ -108,6 +108,13 @@ def _sameness_lines(table: pl.DataFrame, *, gpus: bool) -> str:
             f"Not the baseline's workload: {named(different)} (their outermost CPU operators "
             "per iteration differ from the baseline's: other ops, counts or shapes); no "
             "speed-up is given between different workloads."
+        )
+    similar = table.filter(pl.col("same_workload") == SIMILAR)
+    if similar.height:
+        lines.append(
+            f"{named(similar)} ran most of the baseline's outermost CPU operators with the same "
+            "shapes, some changed: the same workload with some code changed, judged from the "
+            "operators (no manifest says so)."
         )
     unknown = table.filter(pl.col("same_workload") == UNKNOWN)
     if unknown.height:
