@@ -299,7 +299,7 @@ def test_a_clause_with_an_unknown_figure_is_left_out_or_says_its_fallback() -> N
     )
     assert fields("{a:t} and {b}") == {"a", "b"}
     gemm = {"gemm_where", "gemm_shape", "gemm_dims", "gemm_narrow", "gemm_arch", "gemm_fp32",
-            "gemm_fix"}  # fmt: skip
+            "gemm_fix", "gemm_strides"}  # fmt: skip
     assert set(ITEM_CLAUSES) == {"reported", "footprint", "profiled", *gemm}
 
 
@@ -913,3 +913,27 @@ def test_a_collective_gets_no_occupancy_finding(tmp_path: Path) -> None:
         "registers/thread, 32 threads/block, 0 B shared memory); the trace reports none "
         "(0 or absent, as for driver-API launches)."
     ]
+
+
+def test_a_finding_under_one_percent_of_the_step_is_noise(tmp_path: Path) -> None:
+    # The same `.item()` copy (6 us) in a step of 100 us (6%) and of 1,000 us (0.6%).
+    chain = ["aten::item", "aten::_local_scalar_dense"]
+    short = copy_step(chain, "Memcpy DtoH (Device -> Pinned)")
+    long = [annotation("ProfilerStep#1", 100, 1000), *short[1:]]
+    for events, told in ((short, True), (long, False)):
+        path = write_trace(tmp_path, events)
+        found = by_rule(build_report(load_variants([path], cache=False)))
+        assert ("copies" in found) is told
+
+
+def test_sentences_quote_short_kernel_names(tmp_path: Path) -> None:
+    # A kernel name of over 1,000 characters (ROCm's composable-kernel names run to 2,004, and
+    # a sentence quoted them whole): at most 80 in a sentence, cut with an ellipsis.
+    name = "ck_kernel_batched_xdlops_bwd_weight_" + "Gridwise_bk0mk1_xdl" * 55
+    events = masked_fill_step(copy=False)
+    events[-1] = kernel(name, 160, 40, 2, **SMALL_BLOCKS)
+    report = build_report(load_variants([write_trace(tmp_path, events)], cache=False))
+    texts = [sentence(f) for f in report.findings]
+    quoted = [part for text in texts for part in text.split("`")[1::2]]
+    assert any(part.startswith("ck_kernel_batched_xdlops") for part in quoted)
+    assert max(len(part) for part in quoted) <= 80

@@ -30,8 +30,10 @@ HOPPER_KERNEL = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_war
 FOOTPRINT = {"registers per thread": 232, "shared memory": 49152}
 
 
-def gemm(ts: float, correlation: int, name: str, dims: list[list[int]], us: float,
-         op_name: str = "aten::mm", types: list[str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def gemm(
+    ts: float, correlation: int, name: str, dims: list[list[int]], us: float,
+    op_name: str = "aten::mm", types: list[str] | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
     """``op_name`` on ``dims`` launching ``name`` for ``us``."""
     types = types or [BF16] * len(dims)
     return [

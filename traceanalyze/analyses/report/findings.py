@@ -186,7 +186,7 @@ def _largest(shares: Sequence[float | None]) -> float | None:
     return max(known) if known else None
 
 
-def _short(name: str) -> str:
+def sentence_name(name: str) -> str:
     """A kernel's name as sentences quote it: its readable form, at most NAME_WIDTH long."""
     return str(readable_names(pl.Series([name]), width=NAME_WIDTH)[0])
 
@@ -405,7 +405,7 @@ def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
             items.append(
                 {
                     # A variant by its label, a single trace's kernel by its name.
-                    "who": variant.label if several else _short(kernel["name"]),
+                    "who": variant.label if several else sentence_name(kernel["name"]),
                     "design": design.what if design is not None else None,
                     "occupancy_pct": kernel["theoretical_occupancy_pct"],
                     "limiter": kernel["occupancy_limiter"].replace("_", " "),
@@ -533,7 +533,8 @@ def top_op(report: Report) -> list[Evidence]:
         "top_op_us": op["us_per_iter"],
         "top_op_pct": op["share_of_gpu_activity_pct"],
     }
-    return [Evidence(op["us_per_iter"], figures, _path(variant))]
+    us = op["us_per_iter"]
+    return [Evidence(us, figures, _path(variant), _step_pct(variant, us))]
 
 
 def bound(report: Report) -> list[Evidence]:
@@ -598,7 +599,7 @@ def _gemm_item(row: dict[str, Any], several: bool, label: str) -> dict[str, Any]
         "op": row["op_name"],
         "shapes": row["shapes"],
         "dtype": row["dtype"],
-        "kernel": _short(row["name"]),
+        "kernel": sentence_name(row["name"]),
         "us": row["us_per_iter"],
         "pct": row["share_of_gpu_activity_pct"],
         "misaligned": tuple(
@@ -606,6 +607,10 @@ def _gemm_item(row: dict[str, Any], several: bool, label: str) -> dict[str, Any]
         )
         or None,
         "align": row["kernel_align_elements"] if narrow else None,
+        # Narrow loads on a recorded shape whose N and K are aligned: a stride or an offset.
+        "aligned_shape": True
+        if narrow and row["shapes"] is not None and not row["misaligned_dims"]
+        else None,
         "kernel_sm": row["kernel_sm"] if older else None,
         "gpu_sm": row["gpu_sm"] if older else None,
         "fp32": True if PRECISION in causes else None,
@@ -779,7 +784,7 @@ def _path_figures(variant: VariantReport, cpu_items: bool = False) -> dict[str, 
     if items.height:
         top = items.row(0, named=True)
         figures |= {
-            "item": _short(top["name"]) if is_gpu_name(top["kind"]) else top["name"],
+            "item": sentence_name(top["name"]) if is_gpu_name(top["kind"]) else top["name"],
             "item_kind": top["kind"],
             "slack_us": top["slack_us_per_iter"],
         }

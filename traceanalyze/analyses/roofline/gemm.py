@@ -4,11 +4,13 @@ shape and the kernel's name say slows it down, with the fix (rules:
 
 One row per (op, shapes, dtype, kernel) with GEMM kernels inside the counted iterations:
 ``count_per_iter``, ``us_per_iter``, ``share_of_gpu_activity_pct`` (of all GPU activity in the
-iterations), the shape (``gemm_m``, ``gemm_n``, ``gemm_k`` where the op was modelled),
-``gemm_precision``, ``kernel_sm`` against ``gpu_sm``, ``kernel_align_elements``,
-``misaligned_dims`` and ``causes``: ``alignment`` (a leading dimension off its data type's
-multiple, or a kernel that loads under 16 bytes at a time), ``architecture`` (a kernel built
-for an older GPU), ``precision`` (fp32 on the CUDA cores), in that order. Most time first.
+iterations), the shape (``gemm_m``, ``gemm_n``, ``gemm_k`` and ``flops`` per call, where the
+op was modelled), ``gemm_precision``, ``kernel_sm`` against ``gpu_sm``,
+``kernel_align_elements``, ``misaligned_dims`` and ``causes``: ``alignment`` (a leading
+dimension off its data type's multiple, or a kernel that loads under 16 bytes at a time),
+``architecture`` (a kernel built for an older GPU, beside an alignment cause or on a GEMM of
+1 GFLOP or more per call), ``precision`` (fp32 on the CUDA cores), in that order. Most time
+first.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from traceanalyze.trace import Trace
 
 GEMM_COLUMNS = (
     "op_name", "shapes", "dtype", "name", "count_per_iter", "us_per_iter",
-    "share_of_gpu_activity_pct", "gemm_m", "gemm_n", "gemm_k", "gemm_precision", "kernel_sm",
-    "gpu_sm", "kernel_align_elements", "misaligned_dims", "causes",
+    "share_of_gpu_activity_pct", "gemm_m", "gemm_n", "gemm_k", "flops", "gemm_precision",
+    "kernel_sm", "gpu_sm", "kernel_align_elements", "misaligned_dims", "causes",
 )  # fmt: skip
 _KEY = ["op_name", "shapes", "dtype", "name"]
 
@@ -43,7 +45,15 @@ def gemm_table(trace: Trace) -> pl.DataFrame:
     table = grouped.agg(
         *(
             pl.col(c).first()
-            for c in ("gemm_m", "gemm_n", "gemm_k", "gemm_precision", "kernel_sm", "gpu_sm")
+            for c in (
+                "gemm_m",
+                "gemm_n",
+                "gemm_k",
+                "flops",
+                "gemm_precision",
+                "kernel_sm",
+                "gpu_sm",
+            )
         ),
         pl.col("kernel_align_elements").min(),
         pl.col("misaligned_dims").first(),

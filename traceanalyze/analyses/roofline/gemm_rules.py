@@ -31,6 +31,8 @@ DIM_MULTIPLE: dict[str, int] = {"bf16": 8, "fp16": 8, "fp8": 16, "int8": 16, "fp
 PAD_TO = 64
 # A dimension below this is not worth padding (a GEMV, a few tokens): no alignment finding.
 MIN_PADDED_DIM = PAD_TO
+# An older-architecture kernel on a GEMM this large (FLOPs per call) is a cause on its own.
+ARCH_MIN_FLOPS = 1e9
 # Vector loads of this many bytes are what tensor-core kernels are built for.
 FULL_LOAD_BYTES = 16
 
@@ -150,12 +152,24 @@ def with_gemm_evidence(frame: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFra
         kernel_align_elements=pl.when(gemm).then(kernel_align_elements()),
     )
     return evidence.with_columns(
-        older_arch=gemm & older_arch(pl.col("gpu_sm")),
         narrow_loads=gemm & narrow_loads(),
         misaligned_dims=pl.when(gemm)
         .then(misaligned_dims())
         .otherwise(pl.lit([], pl.List(_DIM_STRUCT))),
-    )
+    ).with_columns(older_arch=gemm & architecture_is_a_cause(pl.col("gpu_sm")))
+
+
+def architecture_is_a_cause(device_sm: pl.Expr) -> pl.Expr:
+    """An older-architecture kernel (:func:`older_arch`) told as a cause: beside a misaligned
+    shape or narrow loads (the fallback cuBLAS takes for them), or on a GEMM of at least
+    :data:`ARCH_MIN_FLOPS` per call. cuBLAS's heuristics pick older kernels for small problems
+    on purpose (Hopper's wgmma tiles want large ones): tl_h100_bert_small's [141, 512] x
+    [512, 512] runs an sm80 kernel in 5.8 µs, where the kernel's architecture is not what
+    bounds it. Reads ``misaligned_dims``, ``kernel_align_elements``, ``gemm_precision``,
+    ``kernel_sm`` and ``flops`` (per call; null where the shape was not recorded)."""
+    misaligned = pl.col("misaligned_dims").list.len() > 0
+    large = (pl.col("flops") >= ARCH_MIN_FLOPS).fill_null(value=False)
+    return older_arch(device_sm) & (misaligned | narrow_loads() | large)
 
 
 _DIM_STRUCT = pl.Struct(

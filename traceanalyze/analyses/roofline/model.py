@@ -34,7 +34,11 @@ from traceanalyze.analyses.accounting import BOUND_CPU, Verdict, mean_per_iter, 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.roofline.formulas import model_calls
-from traceanalyze.analyses.roofline.gemm_rules import narrow_loads, older_arch, with_gemm_evidence
+from traceanalyze.analyses.roofline.gemm_rules import (
+    architecture_is_a_cause,
+    narrow_loads,
+    with_gemm_evidence,
+)
 from traceanalyze.analyses.roofline.ops import (
     COMPOSITE,
     GEMM,
@@ -396,7 +400,7 @@ def _signs() -> tuple[tuple[pl.Expr, pl.Expr], ...]:
             ),
         ),
         (
-            older_arch(pl.col("gpu_sm")),
+            architecture_is_a_cause(pl.col("gpu_sm")),
             pl.format(
                 "architecture: an sm{} kernel on this sm{} GPU (none of its own tensor-core "
                 "instructions)",

@@ -203,7 +203,8 @@ SENTENCES: dict[str, Sentence] = {
         "GEMMs slowed by their shape or kernel: {items}{more}.",
         {"more": "; {more:n} more"},
         item="{gemm_where}`{op}`{gemm_shape}, {us:t} µs per iteration ({pct:t}% of the GPU "
-        "activity) in `{kernel}`{gemm_dims}{gemm_narrow}{gemm_arch}{gemm_fp32}{gemm_fix}",
+        "activity) in `{kernel}`{gemm_dims}{gemm_narrow}{gemm_arch}{gemm_fp32}{gemm_fix}"
+        "{gemm_strides}",
         joiner="; ",
     ),
     "occupancy_accident": Sentence(
@@ -284,6 +285,8 @@ ITEM_CLAUSES: dict[str, Clause] = {
     "tensor-core instructions)",
     "gemm_fp32": ", fp32 on the CUDA cores{fp32:flag}",
     "gemm_fix": "; pad {misaligned:pads} (a multiple of 64)",
+    "gemm_strides": "; its N and K are aligned, so an operand's stride or offset is not (a "
+    "strided view or an offset slice){aligned_shape:flag}",
     # The profiled path against the verdict of the wall time timed without the profiler.
     "profiled": (
         " under the profiler (timed without it, {timed_wall_us:t} µs: {timed_bound})",

@@ -12,7 +12,11 @@ import polars as pl
 from traceanalyze.analyses.accounting import BOUND_CPU
 from traceanalyze.analyses.memcpy import number_text, size_expr
 from traceanalyze.analyses.report.contents import VariantReport
-from traceanalyze.analyses.report.findings import NO_OCCUPANCY_CATEGORIES, top_occupancy_kernel
+from traceanalyze.analyses.report.findings import (
+    NO_OCCUPANCY_CATEGORIES,
+    sentence_name,
+    top_occupancy_kernel,
+)
 from traceanalyze.render.table import prose_number
 from traceanalyze.units import byte_size
 
@@ -94,7 +98,7 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
     ).height
     which = "The longest kernel outside the collectives" if longer else "The longest kernel"
     return [
-        f"{which} per iteration, `{row['short_name']}`{launched_by(row['launch_ops'])}, "
+        f"{which} per iteration, `{sentence_name(row['name'])}`{launched_by(row['launch_ops'])}, "
         f"has {row['theoretical_occupancy_pct']:.2f}% theoretical occupancy{limited} "
         f"({footprint}){said}."
     ]
