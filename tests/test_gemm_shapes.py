@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import traceanalyze
-from tests.conftest import CORPUS_TRACES, skip_without
+from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, skip_without
 from tests.micro import annotation, call, kernel, span, write_trace
 from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.analyses.roofline.gemm import gemm_table
@@ -177,3 +177,43 @@ def test_sdpa_math_is_told_its_precision_not_its_occupancy() -> None:
     text = sentence(found["fp32_gemm"])
     assert "the longest `aten::bmm` [[128,1024,64],[128,64,1024]]" in text
     assert "a fused SDPA backend (flash, memory-efficient or cuDNN)" in text
+
+
+AMPERE_KERNEL = (
+    "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x64_64x6_tn_align8>("
+    "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x64_64x6_tn_align8::Params)"
+)
+
+
+def test_an_older_kernel_is_a_cause_only_on_a_large_or_misaligned_gemm(tmp_path: Path) -> None:
+    # An sm80 kernel on an aligned [141, 512] x [512, 512] (74 MFLOP: cuBLAS's pick for a
+    # small problem, as on tl_h100_bert_small) is no cause; on an aligned 4096^3 GEMM (137
+    # GFLOP) it is.
+    events = [
+        annotation("ProfilerStep#1", 0, 1000),
+        *gemm(10, 1, AMPERE_KERNEL, [[141, 512], [512, 512]], 300),
+        *gemm(500, 2, AMPERE_KERNEL, [[4096, 4096], [4096, 4096]], 400),
+    ]
+    trace = traceanalyze.load(write_trace(tmp_path, events), cache=False)
+    causes = dict(gemm_table(trace).select("shapes", "causes").rows())
+    assert causes == {
+        "[[141,512],[512,512]]": [],
+        "[[4096,4096],[4096,4096]]": ["architecture"],
+    }
+
+
+def test_bert_small_on_an_h100_pads_its_vocabulary_only() -> None:
+    path = PUBLIC_TRACES / "tl_h100_bert_small.json.gz"
+    skip_without(path)
+    table = gemm_table(traceanalyze.load(path))
+    found = table.filter(pl.col("causes").list.len() > 0)
+    # The MLM head: a vocabulary of 30522 (not a multiple of 8) in an sm80 align2 kernel; the
+    # attention projections' sm80 kernels on [141, 512] x [512, 512] are no cause.
+    assert found.select("shapes", "kernel_sm", "kernel_align_elements", "causes").rows() == [
+        ("[[30522],[141,512],[512,30522]]", 80, 2, ["alignment", "architecture"])
+    ]
+    assert found["misaligned_dims"][0].to_list() == [
+        {"dim": "N", "size": 30522, "multiple": 8, "padded": 30528}
+    ]
+    small = table.filter(pl.col("shapes") == "[[512],[141,512],[512,512]]")
+    assert small["kernel_sm"].to_list() == [80] and small["causes"].to_list() == [[]]
