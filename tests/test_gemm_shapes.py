@@ -12,7 +12,7 @@ import pytest
 
 import traceanalyze
 from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, skip_without
-from tests.micro import annotation, call, kernel, span, write_trace
+from tests.micro import H200, annotation, call, kernel, span, write_trace
 from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.analyses.roofline.gemm import gemm_table
 from traceanalyze.analyses.roofline.gemm_rules import kernel_align_elements, kernel_sm
@@ -28,6 +28,8 @@ LM_HEAD_KERNEL = (
 )
 HOPPER_KERNEL = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"
 FOOTPRINT = {"registers per thread": 232, "shared memory": 49152}
+A100 = {**H200, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "numSms": 108,
+        "sharedMemPerMultiprocessor": 167936, "sharedMemPerBlockOptin": 166912}  # fmt: skip
 
 
 def gemm(
@@ -103,8 +105,7 @@ def test_the_lm_head_finding_says_the_shape_the_kernel_and_the_fix(tmp_path: Pat
         "400.00 µs per iteration (80.00% of the GPU activity) in "
         "`cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1`: N = 50,257 is not a "
         "multiple of 8 for bf16, so it loads 1-element operands (`align1`), an sm75 kernel on "
-        "this sm90 GPU (none of its own tensor-core instructions); pad N from 50,257 to 50,304 "
-        "(a multiple of 64)."
+        "this sm90 GPU (none of its own tensor-core instructions); pad N from 50,257 to 50,304."
     )
     # A GEMM's occupancy is no finding of its own, by design or by accident.
     assert not {"occupancy_design", "occupancy_accident"} & set(found)
@@ -122,6 +123,36 @@ def test_small_dimensions_and_aligned_shapes_get_no_finding(tmp_path: Path) -> N
     assert gemm_table(trace)["causes"].to_list() == [[], []]
     report = build_report(load_variants([write_trace(tmp_path, events)], cache=False))
     assert "gemm_shapes" not in {f.rule for f in report.findings}
+
+
+def test_a_tf32_gemm_pads_to_its_multiple_where_64_costs_too_much(tmp_path: Path) -> None:
+    # As new_htadiff_control_a100_rank3: fp32 inputs (TF32) with N = 30 and K = 647 in an
+    # align1 kernel on an A100. Multiples of 64 would add 113% and 9%: 32 and 648 instead.
+    tf32 = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x4_nn_align1>(Params)"
+    events = [
+        annotation("ProfilerStep#1", 0, 1000),
+        *gemm(10, 1, tf32, [[1024, 96, 647], [1024, 647, 30]], 400, "aten::bmm",
+              ["float", "float"]),
+    ]  # fmt: skip
+    trace = traceanalyze.load(write_trace(tmp_path, events, devices=[A100]), cache=False)
+    row = gemm_table(trace).row(0, named=True)
+    assert row["misaligned_dims"] == [
+        {"dim": "N", "size": 30, "multiple": 4, "padded": 32},
+        {"dim": "K", "size": 647, "multiple": 4, "padded": 648},
+    ]
+    # An sm80 kernel on an sm80 GPU: alignment only.
+    assert (row["gpu_sm"], row["dims_aligned"], row["causes"]) == (80, False, ["alignment"])
+
+
+def test_narrow_loads_on_an_aligned_shape_blame_a_stride(tmp_path: Path) -> None:
+    events = [
+        annotation("ProfilerStep#1", 0, 1000),
+        *gemm(10, 1, LM_HEAD_KERNEL, [[2048, 768], [768, 50304]], 400),
+    ]
+    report = build_report(load_variants([write_trace(tmp_path, events)], cache=False))
+    text = sentence({f.rule: f for f in report.findings}["gemm_shapes"])
+    assert "pad" not in text
+    assert "its N and K are aligned, so an operand's stride or offset is not" in text
 
 
 def test_fp8_wants_multiples_of_16(tmp_path: Path) -> None:

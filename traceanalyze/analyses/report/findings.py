@@ -608,9 +608,7 @@ def _gemm_item(row: dict[str, Any], several: bool, label: str) -> dict[str, Any]
         or None,
         "align": row["kernel_align_elements"] if narrow else None,
         # Narrow loads on a recorded shape whose N and K are aligned: a stride or an offset.
-        "aligned_shape": True
-        if narrow and row["shapes"] is not None and not row["misaligned_dims"]
-        else None,
+        "aligned_shape": True if narrow and row["dims_aligned"] else None,
         "kernel_sm": row["kernel_sm"] if older else None,
         "gpu_sm": row["gpu_sm"] if older else None,
         "fp32": True if PRECISION in causes else None,

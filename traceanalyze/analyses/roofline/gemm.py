@@ -6,7 +6,8 @@ One row per (op, shapes, dtype, kernel) with GEMM kernels inside the counted ite
 ``count_per_iter``, ``us_per_iter``, ``share_of_gpu_activity_pct`` (of all GPU activity in the
 iterations), the shape (``gemm_m``, ``gemm_n``, ``gemm_k`` and ``flops`` per call, where the
 op was modelled), ``gemm_precision``, ``kernel_sm`` against ``gpu_sm``,
-``kernel_align_elements``, ``misaligned_dims`` and ``causes``: ``alignment`` (a leading
+``kernel_align_elements``, ``misaligned_dims``, ``dims_aligned`` (N and K both multiples of
+their data type's; null where unknown) and ``causes``: ``alignment`` (a leading
 dimension off its data type's multiple, or a kernel that loads under 16 bytes at a time),
 ``architecture`` (a kernel built for an older GPU, beside an alignment cause or on a GEMM of
 1 GFLOP or more per call), ``precision`` (fp32 on the CUDA cores), in that order. Most time
@@ -19,14 +20,19 @@ import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
 from traceanalyze.analyses.iterations import on_counted
-from traceanalyze.analyses.roofline.gemm_rules import ALIGNMENT, ARCHITECTURE, PRECISION
+from traceanalyze.analyses.roofline.gemm_rules import (
+    ALIGNMENT,
+    ARCHITECTURE,
+    PRECISION,
+    dims_aligned,
+)
 from traceanalyze.analyses.roofline.model import attributed_activities
 from traceanalyze.trace import Trace
 
 GEMM_COLUMNS = (
     "op_name", "shapes", "dtype", "name", "count_per_iter", "us_per_iter",
     "share_of_gpu_activity_pct", "gemm_m", "gemm_n", "gemm_k", "flops", "gemm_precision",
-    "kernel_sm", "gpu_sm", "kernel_align_elements", "misaligned_dims", "causes",
+    "kernel_sm", "gpu_sm", "kernel_align_elements", "misaligned_dims", "dims_aligned", "causes",
 )  # fmt: skip
 _KEY = ["op_name", "shapes", "dtype", "name"]
 
@@ -57,6 +63,7 @@ def gemm_table(trace: Trace) -> pl.DataFrame:
         ),
         pl.col("kernel_align_elements").min(),
         pl.col("misaligned_dims").first(),
+        dims_aligned=dims_aligned().first(),
         count_per_iter=pl.len() / n,
         us_per_iter=pl.col("dur_ns").sum() / 1e3 / n,
         share_of_gpu_activity_pct=pl.col("dur_ns").sum() / total_ns * 100,

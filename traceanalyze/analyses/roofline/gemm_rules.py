@@ -6,8 +6,9 @@ tensor cores want per data type, the architecture a kernel was built for, its lo
   kernels that load one or two elements at a time (CUTLASS names end in ``align1``/``align2``)
   and, on Hopper, to older-architecture kernels: GPT-2's vocabulary of 50257 runs its LM-head
   GEMMs in ``cutlass_75_*_align1`` kernels at 9.5-15% of an H200's peak; padding it to 50304
-  (a multiple of 64) is the usual fix. A dimension under a tile (a matrix-vector product, a
-  handful of tokens) is left alone: padding it would multiply the work.
+  (a multiple of 64) is the usual fix; where a multiple of 64 would add more than 2% to the
+  dimension, the data type's multiple does (647 -> 648). A dimension no larger than the
+  multiple (a matrix-vector product) is left alone.
 * **Architecture.** A kernel's name says the architecture it was built for (``sm80_xmma_*``,
   ``cutlass_75_*``, ``ampere_*``, ``volta_*``); on a newer GPU such a kernel uses none of its
   own tensor-core instructions (Hopper's wgmma, Blackwell's tcgen05). Plain fp32 GEMMs on the
@@ -27,10 +28,11 @@ import polars as pl
 
 # Elements per 16 bytes: the multiple each leading dimension wants, by the op's data type.
 DIM_MULTIPLE: dict[str, int] = {"bf16": 8, "fp16": 8, "fp8": 16, "int8": 16, "fp32": 4}
-# The fix pads a dimension to a multiple of this (50257 -> 50304): a whole tile as well.
+# The fix pads a dimension to a multiple of this (50257 -> 50304: whole tiles as well) where
+# that adds at most MAX_PAD_PCT to the dimension, else to its data type's multiple (647 -> 648,
+# not 704).
 PAD_TO = 64
-# A dimension below this is not worth padding (a GEMV, a few tokens): no alignment finding.
-MIN_PADDED_DIM = PAD_TO
+MAX_PAD_PCT = 2.0
 # An older-architecture kernel on a GEMM this large (FLOPs per call) is a cause on its own.
 ARCH_MIN_FLOPS = 1e9
 # Vector loads of this many bytes are what tensor-core kernels are built for.
@@ -113,20 +115,42 @@ def narrow_loads() -> pl.Expr:
     )
 
 
-def padded(size: pl.Expr) -> pl.Expr:
-    """``size`` rounded up to a multiple of :data:`PAD_TO`."""
-    return (size + PAD_TO - 1) // PAD_TO * PAD_TO
+def _round_up(size: pl.Expr, to: pl.Expr | int) -> pl.Expr:
+    return (size + to - 1) // to * to
+
+
+def padded(size: pl.Expr, multiple: pl.Expr) -> pl.Expr:
+    """``size`` rounded up to a multiple of :data:`PAD_TO` where that adds at most
+    :data:`MAX_PAD_PCT`, else to ``multiple``."""
+    tile = _round_up(size, PAD_TO)
+    cheap = (tile - size) * 100 <= size * MAX_PAD_PCT
+    return pl.when(cheap).then(tile).otherwise(_round_up(size, multiple))
+
+
+def _dim_multiple() -> pl.Expr:
+    return pl.col("dtype").replace_strict(DIM_MULTIPLE, default=None, return_dtype=pl.Int64)
+
+
+def dims_aligned() -> pl.Expr:
+    """The modelled GEMM's N and K are both multiples of their data type's (null: unknown)."""
+    multiple = _dim_multiple()
+    return (pl.col("gemm_n") % multiple == 0) & (pl.col("gemm_k") % multiple == 0)
 
 
 def misaligned_dims() -> pl.Expr:
     """The modelled GEMM's leading dimensions (N, K) off their data type's multiple, each as
-    ``{dim, size, multiple, padded}``; empty where both are aligned or the shape is unknown."""
-    multiple = pl.col("dtype").replace_strict(DIM_MULTIPLE, default=None, return_dtype=pl.Int64)
+    ``{dim, size, multiple, padded}``; empty where both are aligned, the shape is unknown, or
+    the kernel runs on the CUDA cores (fp32 SIMT: its precision is the cause). A dimension no
+    larger than the multiple (a matrix-vector product, N = 1) is no misalignment."""
+    multiple = _dim_multiple()
+    simt = pl.col("gemm_precision").is_in(list(NO_ARCH_PRECISIONS)).fill_null(value=False)
 
     def off(dim: str, column: str) -> pl.Expr:
         size = pl.col(column)
-        bad = (size % multiple != 0) & (size >= MIN_PADDED_DIM)
-        entry = pl.struct(dim=pl.lit(dim), size=size, multiple=multiple, padded=padded(size))
+        bad = (size % multiple != 0) & (size > multiple) & ~simt
+        entry = pl.struct(
+            dim=pl.lit(dim), size=size, multiple=multiple, padded=padded(size, multiple)
+        )
         return pl.when(bad.fill_null(value=False)).then(entry)
 
     return (

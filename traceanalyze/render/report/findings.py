@@ -284,7 +284,7 @@ ITEM_CLAUSES: dict[str, Clause] = {
     "gemm_arch": ", an sm{kernel_sm:n} kernel on this sm{gpu_sm:n} GPU (none of its own "
     "tensor-core instructions)",
     "gemm_fp32": ", fp32 on the CUDA cores{fp32:flag}",
-    "gemm_fix": "; pad {misaligned:pads} (a multiple of 64)",
+    "gemm_fix": "; pad {misaligned:pads}",
     "gemm_strides": "; its N and K are aligned, so an operand's stride or offset is not (a "
     "strided view or an offset slice){aligned_shape:flag}",
     # The profiled path against the verdict of the wall time timed without the profiler.
