@@ -104,15 +104,18 @@ def older_arch(device_sm: pl.Expr) -> pl.Expr:
 
 def narrow_loads() -> pl.Expr:
     """The kernel loads its operands in pieces under :data:`FULL_LOAD_BYTES` (``align1`` bf16:
-    2 bytes); with an unknown precision, an alignment of one or two elements."""
+    2 bytes); with an unknown precision, an alignment of one or two elements. Not told for fp32
+    on the CUDA cores, whose precision is the cause (tensor cores first; then the alignment)."""
     elements = pl.col("kernel_align_elements")
     size = pl.col("gemm_precision").replace_strict(PRECISION_BYTES, default=None)
-    return (
+    simt = pl.col("gemm_precision").is_in(list(NO_ARCH_PRECISIONS)).fill_null(value=False)
+    narrow = (
         pl.when(size.is_not_null())
         .then(elements * size < FULL_LOAD_BYTES)
         .otherwise(elements <= 2)
         .fill_null(value=False)
     )
+    return narrow & ~simt
 
 
 def _round_up(size: pl.Expr, to: pl.Expr | int) -> pl.Expr:
