@@ -91,37 +91,30 @@ def comparison_markdown(
     return "\n".join(part for part in parts if part)
 
 
+# What the comparison says of variants that are not the baseline's workload for sure, by
+# compare's `same_workload` ({names}: the variants).
+WORKLOAD_LINES = {
+    DIFFERENT: "Not the baseline's workload: {names} (their outermost CPU operators per "
+    "iteration differ from the baseline's: other ops, counts or shapes); no speed-up is given "
+    "between different workloads.",
+    SIMILAR: "{names}: most of the baseline's outermost CPU operators with the same shapes, "
+    "some changed: the same workload with some code changed, judged from the operators (no "
+    "manifest says so).",
+    UNKNOWN: "Whether {names} ran the baseline's workload cannot be told (a trace without CPU "
+    "operators): the speed-up assumes so.",
+}
+
+
 def _sameness_lines(table: pl.DataFrame, *, gpus: bool) -> str:
     """The variants that did not run the baseline's workload (no speed-up for them), those
-    whose workload cannot be compared, and (with ``gpus``) those of its workload on another
-    GPU."""
+    judged or not judged to, and (with ``gpus``) those of its workload on another GPU."""
     if "same_workload" not in table.columns:
         return ""
-
-    def named(rows: pl.DataFrame) -> str:
-        return ", ".join(f"`{v}`" for v in rows["variant"])
-
     lines = []
-    different = table.filter(pl.col("same_workload") == DIFFERENT)
-    if different.height:
-        lines.append(
-            f"Not the baseline's workload: {named(different)} (their outermost CPU operators "
-            "per iteration differ from the baseline's: other ops, counts or shapes); no "
-            "speed-up is given between different workloads."
-        )
-    similar = table.filter(pl.col("same_workload") == SIMILAR)
-    if similar.height:
-        lines.append(
-            f"{named(similar)} ran most of the baseline's outermost CPU operators with the same "
-            "shapes, some changed: the same workload with some code changed, judged from the "
-            "operators (no manifest says so)."
-        )
-    unknown = table.filter(pl.col("same_workload") == UNKNOWN)
-    if unknown.height:
-        lines.append(
-            f"Whether {named(unknown)} ran the baseline's workload cannot be told (a trace "
-            "without CPU operators): its speed-up assumes it did."
-        )
+    for verdict, text in WORKLOAD_LINES.items():  # three verdicts
+        rows = table.filter(pl.col("same_workload") == verdict)
+        if rows.height:
+            lines.append(text.format(names=", ".join(f"`{v}`" for v in rows["variant"])))
     other_gpu = table.filter(
         pl.col("same_gpu").eq(other=False) & pl.col("same_workload").ne_missing(DIFFERENT)
     )
