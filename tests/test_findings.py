@@ -910,8 +910,8 @@ def test_a_collective_gets_no_occupancy_finding(tmp_path: Path) -> None:
     assert said == [
         f"The longest kernel outside the collectives per iteration, `{SOFTMAX}` (from "
         "`aten::softmax`), has 50.00% theoretical occupancy, limited by blocks (16 "
-        "registers/thread, 32 threads/block, 0 B shared memory); the trace reports none "
-        "(0 or absent, as for driver-API launches)."
+        "registers/thread, 32 threads/block, 0 B shared memory); the trace carries no CUPTI "
+        "estimate (0 or absent, as for driver-API launches)."
     ]
 
 

@@ -81,9 +81,9 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
         return []
     reported = row["achieved_occupancy_pct"]
     said = (
-        f"; the trace reports {reported:.0f}%"
+        f"; CUPTI's estimate, not a measurement: {reported:.0f}%"
         if reported is not None
-        else "; the trace reports none (0 or absent, as for driver-API launches)"
+        else "; the trace carries no CUPTI estimate (0 or absent, as for driver-API launches)"
     )
     limiter = row["occupancy_limiter"]
     limited = f", limited by {limiter.replace('_', ' ')}" if limiter else ""
