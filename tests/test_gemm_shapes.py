@@ -196,6 +196,11 @@ def test_owlv2_on_an_h100_pads_its_5185_tokens() -> None:
     assert top["kernel_sm"].to_list() == [75, 75] and top["gpu_sm"].to_list() == [90, 90]
     assert top["causes"].to_list() == [["alignment", "architecture"]] * 2
     assert top["share_of_gpu_activity_pct"].sum() == pytest.approx(40.46, abs=0.01)
+    # The roofline's why names the shape and the kernel before the occupancy.
+    ops = roofline(traceanalyze.load(path)).ops
+    verdict = ops.filter(pl.col("shapes") == "[[16,5185,64],[16,64,5185]]")["verdict"][0]
+    assert verdict.index("alignment: N = 5185") < verdict.index("architecture: an sm75 kernel")
+    assert verdict.index("architecture") < verdict.index("low occupancy")
 
 
 def test_sdpa_math_is_told_its_precision_not_its_occupancy() -> None:
