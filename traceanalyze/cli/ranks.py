@@ -9,7 +9,14 @@ import click
 from traceanalyze import api
 from traceanalyze.analyses.distributed.ranks import DEFAULT_STRAGGLER_PCT
 from traceanalyze.analyses.distributed.skew import ALIGN_ENDS, ALIGNMENTS
-from traceanalyze.cli.options import Loader, Output, cache_options, output_options, warn_skipped
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    cache_options,
+    iteration_options,
+    output_options,
+    warn_skipped,
+)
 from traceanalyze.cli.progress import loading
 from traceanalyze.engine import ENGINE_LOCAL, ENGINES
 from traceanalyze.render.ranks import RANKS
@@ -55,6 +62,7 @@ from traceanalyze.render.ranks import RANKS
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
 @output_options
 @cache_options
+@iteration_options
 def ranks(
     folder: Path,
     straggler_pct: float,

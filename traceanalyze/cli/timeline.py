@@ -9,7 +9,13 @@ import click
 
 from traceanalyze import api
 from traceanalyze.cli.analyses import trace_argument
-from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    cache_options,
+    iteration_options,
+    output_options,
+)
 from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH, critical_path_chart
 
 
@@ -18,6 +24,7 @@ from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH, crit
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N items.")
 @output_options
 @cache_options
+@iteration_options
 def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> None:
     """Per iteration, the chain of CPU ops, launches, GPU activities and sync waits that set
     its length (it equals the iteration's span), its time by kind, and for the longest items
@@ -48,6 +55,7 @@ def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> 
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows.")
 @output_options
 @cache_options
+@iteration_options
 def comms(trace: Path, by: str, top: int | None, out: Output, loader: Loader) -> None:
     """Every collective call (NCCL/RCCL kernels, and Gloo collectives run on the CPU): its
     kind, dtype, group size, message bytes, time, and algorithm and bus bandwidth with

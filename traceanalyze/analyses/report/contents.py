@@ -12,7 +12,6 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import Verdict
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.between.critical_path import CriticalPath, critical_path
 from traceanalyze.analyses.between.idle import IdleResult, idle_breakdown
@@ -33,6 +32,7 @@ from traceanalyze.analyses.report.findings import (
 )
 from traceanalyze.analyses.roofline.gemm import gemm_table
 from traceanalyze.analyses.roofline.model import Roofline, roofline
+from traceanalyze.analyses.step.verdict import Verdict
 from traceanalyze.analyses.summary import summary, summary_with_wall
 from traceanalyze.analyses.variants.compare import baseline_label, comparison, steady_median_ms
 from traceanalyze.analyses.variants.explain import Explanation, explain
@@ -358,7 +358,9 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
 
 
 def _verdict(row: dict[str, Any]) -> Verdict | None:
-    return Verdict(row["bound"], row["bound_note"]) if row.get("bound_note") else None
+    if not row.get("bound_note"):
+        return None
+    return Verdict(row["bound"], row.get("bound_margin_pct"), {}, row["bound_note"])
 
 
 def _with_performance(
