@@ -242,9 +242,12 @@ print("ready", flush=True)
 sys.stdin.readline()
 try:
     traceanalyze.load(path, cache_dir=cache, threads=2)
+    # a signal that comes after the load (a quick cached one) is not an interrupted load
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     print(json.dumps({"done": True}))
 except KeyboardInterrupt:
     caught, cpu = time.monotonic(), time.process_time()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     print(json.dumps({"done": False, "caught": caught, "threads": others,
                       "raised": raised[0][0], "cleanup_cpu_s": cpu - raised[0][1]}))
