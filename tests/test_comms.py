@@ -378,3 +378,15 @@ def test_group_sizes_on_corpus_traces() -> None:
         assert set(got) == expected, name
         known = calls.filter(pl.col("group_size").is_not_null() & pl.col("bytes").is_not_null())
         assert known.filter(pl.col("collective") != "other")["busbw_gbps"].null_count() == 0
+
+
+def test_skipped_steps_calls_are_left_out_and_told() -> None:
+    # Steps 4, 5 and 6, seven collectives each; --skip 2 keeps step 6's seven.
+    path = PUBLIC_TRACES / "hta_nccl_a100.json.gz"
+    skip_without(path)
+    result = CliRunner().invoke(main, ["comms", str(path), "--skip", "2", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert {row["iteration"] for row in rows} == {6} and len(rows) == 7
+    told = CliRunner().invoke(main, ["comms", str(path), "--skip", "2"])
+    assert "14 of 21 collective calls ran outside the counted steps" in told.output
