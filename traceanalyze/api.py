@@ -571,7 +571,7 @@ def compare(
     >>> compare("sample_traces/h200_default")["variant"].head(3).to_list()
     ['naive', 'naive_inplace', 'sdpa_math']
     """
-    return comparison(variant_set(paths, labels, loading).variants, baseline)
+    return comparison(variant_set(paths, labels, loading), baseline)
 
 
 @dataclass(frozen=True, repr=False)

@@ -30,6 +30,7 @@ from traceanalyze.analyses.report.findings import (
     Finding,
     findings,
 )
+from traceanalyze.analyses.roofline.gemm import gemm_table
 from traceanalyze.analyses.roofline.model import Roofline, roofline
 from traceanalyze.analyses.step.verdict import Verdict
 from traceanalyze.analyses.summary import summary, summary_with_wall
@@ -74,6 +75,7 @@ class VariantReport:
     sdpa_math: bool = False  # the SDPA math backend ran (it upcasts to float32)
     has_cpu_ops: bool = True  # the trace recorded CPU operators (a GPU-only trace does not)
     launch_ops: pl.DataFrame = field(default_factory=pl.DataFrame)  # GPU activity per op
+    gemms: pl.DataFrame = field(default_factory=pl.DataFrame)  # gemm_table(): shape findings
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def build_report(
     expectations: Sequence[Expectation] = (),
 ) -> Report:
     """Everything the report shows; ``expectations`` (as for `check`) add its guesses."""
-    table = comparison(variant_set.variants, baseline)
+    table = comparison(variant_set, baseline)
     rows = {row["variant"]: row for row in table.to_dicts()}
     reports = tuple(_variant_report(v, rows[v.label]) for v in variant_set.variants)
     reports = _with_performance(reports, variant_set, baseline_label(table, baseline))
@@ -343,6 +345,7 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         sdpa_math=bool((trace.cpu["name"] == SDPA_MATH_OP).any()),
         has_cpu_ops=_has_cpu_ops(trace),
         launch_ops=op_table(trace),
+        gemms=gemm_table(trace),
         memory=memory_traffic(trace),
         cudnn=cudnn,
         warm_up_calls=variant.warm_up_calls,
