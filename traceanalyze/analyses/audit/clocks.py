@@ -1,0 +1,147 @@
+"""``clock_skew``: how far apart the rank clocks of a folder of ranks are.
+
+A collective that needs every rank's data (all-reduce, all-gather, reduce-scatter, all-to-all,
+barrier) completes on all its ranks at nearly the same moment, so on every rank's own clock its
+end marks one instant. The same collective is matched across ranks as ``ranks`` matches them
+(the same kernel name at the same occurrence in the same iteration), and only where every rank
+that runs it runs that name as often in that iteration (the same sequence). A rank's offset is
+the median, over the collectives it shares with the lowest rank, of its end minus that rank's;
+it is trusted when those differences agree (their median absolute deviation from the offset
+within ``CLOCK_SPREAD_US`` or ``CLOCK_SPREAD_PCT`` of the collectives' median duration).
+Point-to-point send/recv is left out: a pair of ranks, not the group, ends it.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceanalyze.analyses.audit.figures import Finding
+from traceanalyze.analyses.audit.rules import (
+    CLOCK_SKEW_WARN_US,
+    CLOCK_SPREAD_PCT,
+    CLOCK_SPREAD_US,
+    ENDS_TOGETHER,
+)
+from traceanalyze.analyses.audit.steps import counted_steps, step_count
+from traceanalyze.analyses.audit.text import sentence
+from traceanalyze.analyses.distributed.comms import collective_kind
+from traceanalyze.analyses.distributed.skew import COLLECTIVE, collective_starts
+from traceanalyze.trace import Trace
+
+CHECK_CLOCKS = "clock_skew"
+# The estimate of each rank: its offset, from how many collectives, how far they disagree.
+OFFSET_SCHEMA = {
+    "rank": pl.Int32(),
+    "offset_ns": pl.Float64(),
+    "collectives": pl.Int64(),
+    "spread_ns": pl.Float64(),
+    "trusted": pl.Boolean(),
+}
+
+
+def ending_together(collectives: pl.DataFrame) -> pl.DataFrame:
+    """The collectives (skew.COLLECTIVE_SCHEMA rows) that must end together on every rank,
+    where every rank that runs a name in an iteration runs it as often."""
+    kinds = collectives.filter(collective_kind(pl.col("name")).is_in(ENDS_TOGETHER))
+    counts = kinds.group_by("rank", "iteration", "name").agg(times=pl.len())
+    same = counts.group_by("iteration", "name").agg(
+        same=pl.col("times").n_unique() == 1, ranks=pl.len()
+    )
+    agreed = same.filter(pl.col("same") & (pl.col("ranks") >= 2)).select("iteration", "name")
+    return kinds.join(agreed, on=["iteration", "name"], how="semi")
+
+
+def estimate_offsets(collectives: pl.DataFrame) -> pl.DataFrame:
+    """Per rank (:data:`OFFSET_SCHEMA`): its clock minus the lowest rank's, from the
+    collectives of ``collectives`` that must end together; a rank sharing none has no row."""
+    usable = ending_together(collectives)
+    if not usable.height:
+        return pl.DataFrame(schema=OFFSET_SCHEMA)
+    reference = usable["rank"].min()
+    ends = usable.filter(pl.col("rank") == reference).select(*COLLECTIVE, reference_ns="end_ns")
+    differences = usable.join(ends, on=COLLECTIVE).with_columns(
+        difference=pl.col("end_ns") - pl.col("reference_ns"),
+        duration=pl.col("end_ns") - pl.col("ts_ns"),
+    )
+    offset = pl.col("difference").median()
+    limit = pl.max_horizontal(
+        pl.lit(CLOCK_SPREAD_US * 1e3), pl.col("duration").median() * CLOCK_SPREAD_PCT / 100
+    )
+    return (
+        differences.group_by("rank")
+        .agg(
+            offset_ns=offset,
+            collectives=pl.len(),
+            spread_ns=(pl.col("difference") - offset).abs().median(),
+            limit=limit,
+        )
+        .with_columns(trusted=pl.col("spread_ns") <= pl.col("limit"))
+        .select(OFFSET_SCHEMA.keys())
+        .cast(OFFSET_SCHEMA)  # type: ignore[arg-type]
+        .sort("rank")
+    )
+
+
+def clock_skew(trace: Trace) -> list[Finding]:
+    """The offset of each rank's clock, where the trace holds two or more ranks."""
+    ranks = sorted(m.rank for m in trace.meta)
+    if len(ranks) < 2:
+        return []
+    steps = counted_steps(trace)
+    collectives = collective_starts(steps)
+    offsets = estimate_offsets(collectives)
+    trusted = offsets.filter(pl.col("trusted"))
+    by_rank = {int(r): float(o) / 1e3 for r, o in trusted.select("rank", "offset_ns").iter_rows()}
+    unknown = [r for r in ranks if r not in by_rank]
+    used = ending_together(collectives)
+    affected_us = float((used["end_ns"] - used["ts_ns"]).sum() or 0) / 1e3 / step_count(steps)
+    found = []
+    if unknown:
+        found.append(_not_estimable(offsets, unknown, used.height))
+    if len(by_rank) >= 2:
+        widest = max(abs(o) for o in by_rank.values())
+        finding = "skewed" if widest >= CLOCK_SKEW_WARN_US else "aligned"
+        found.append(
+            Finding(
+                CHECK_CLOCKS,
+                finding,
+                len(by_rank),
+                affected_us,
+                sentence(
+                    [
+                        f"offsets from rank {min(by_rank)}'s clock: "
+                        + ", ".join(f"rank {r} {o:+,.3f} µs" for r, o in sorted(by_rank.items())),
+                        f"from {used.height:,} collective kernels that end together "
+                        f"(tolerance {CLOCK_SKEW_WARN_US:g} µs)",
+                    ]
+                ),
+                {"clock_offset_us": widest} if finding == "skewed" else {},
+                offsets_us=by_rank,
+            )
+        )
+    return found
+
+
+def _not_estimable(offsets: pl.DataFrame, unknown: list[int], used: int) -> Finding:
+    loose = offsets.filter(~pl.col("trusted"))
+    # One row per rank whose collectives disagree: a handful.
+    disagree = ", ".join(
+        f"rank {r}: ends ±{s / 1e3:,.1f} µs around {o / 1e3:+,.1f} µs"
+        for r, o, s in loose.select("rank", "offset_ns", "spread_ns").iter_rows()
+    )
+    return Finding(
+        CHECK_CLOCKS,
+        "not_estimable",
+        len(unknown),
+        0.0,
+        sentence(
+            [
+                "rank(s) " + ", ".join(map(str, unknown)) + " cannot be aligned",
+                "no collective that must end together (all-reduce, all-gather, reduce-scatter, "
+                "all-to-all, barrier; send/recv pairs ranks) is run alike by the ranks"
+                if not used
+                else "",
+                f"their shared collectives do not end together ({disagree})" if disagree else "",
+            ]
+        ),
+    )

@@ -1,0 +1,85 @@
+"""What a finding moves: the figures the audit weighs, a finding's record, and how much a
+finding moves each figure (in the figure's unit, per iteration) and by what share.
+
+A figure is moved by the difference a repair makes (the events dropped, clipped or put back in
+their step, see each check), so an error bar is never a guess at a figure it cannot move.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from traceanalyze.analyses.accounting import verdict
+from traceanalyze.analyses.audit.steps import STEP_FIGURES
+
+# Every figure a finding can move, with its unit.
+FIGURES: dict[str, str] = {
+    **{name: ("µs" if "_us_" in name else "per iteration") for name in STEP_FIGURES},
+    # GPU activity time per iteration put under the op that launched it (kernels --by op).
+    "op_us_per_iter": "µs",
+    # A rank's clock against the reference rank's (ranks, comms on a folder of ranks).
+    "clock_offset_us": "µs",
+}
+# The bound verdict: moved when the figures it reads, moved by a finding, can change it.
+VERDICT = "bound"
+# The figure a figure's share is taken of, where it is not the figure itself.
+SHARE_OF = {"op_us_per_iter": "gpu_activity_us_per_iter"}
+# Figures moved by an amount that is no share of a mean (a clock offset).
+ABSOLUTE = ("clock_offset_us",)
+# Moves smaller than this (in a figure's unit) are rounding, not a move.
+_NOISE = 1e-9
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one check found of one kind: ``count`` events, their GPU or CPU time per counted
+    iteration, the first examples (``detail``), and how much each figure moves (``moves``:
+    figure -> amount per iteration in its unit, from :data:`FIGURES`)."""
+
+    check: str
+    finding: str
+    count: int
+    affected_us_per_iter: float
+    detail: str
+    moves: Mapping[str, float] = field(default_factory=dict)
+    offsets_us: Mapping[int, float] | None = None  # clock_skew: rank -> offset
+
+
+def moves_between(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """How far each figure of ``before`` is from ``after`` (figures that do not move left out)."""
+    moved = {name: abs(after[name] - value) for name, value in before.items() if name in after}
+    return {name: amount for name, amount in moved.items() if amount > _NOISE}
+
+
+def moved_pct(figure: str, amount: float, base: Mapping[str, float]) -> float | None:
+    """``amount`` as a share of the figure's value in ``base`` (infinite where the figure is 0
+    and moves; None for absolute figures)."""
+    if figure in ABSOLUTE:
+        return None
+    value = abs(base.get(SHARE_OF.get(figure, figure), 0.0))
+    if amount <= _NOISE:
+        return 0.0
+    return amount / value * 100 if value > 0 else math.inf
+
+
+def verdict_moves(base: Mapping[str, float], moves: Mapping[str, float]) -> bool:
+    """Whether the bound verdict could change with GPU busy, wall and CPU operator time each
+    moved by up to ``moves`` either way."""
+    figures = ("gpu_busy_us_per_iter", "wall_us_per_iter", "cpu_op_us_per_iter")
+    if not any(moves.get(f) for f in figures):
+        return False
+    values = [base.get(f, 0.0) for f in figures]
+
+    def judged(busy: float, wall: float, cpu: float) -> str | None:
+        return verdict(max(busy, 0.0), max(wall, 0.0), max(cpu, 0.0), "").bound
+
+    now = judged(*values)
+    # Eight corners of the box of moves (a handful of scalar verdicts).
+    for signs in itertools.product((-1.0, 1.0), repeat=3):
+        moved = [v + s * moves.get(f, 0.0) for v, s, f in zip(values, signs, figures, strict=True)]
+        if judged(*moved) != now:
+            return True
+    return False

@@ -1,0 +1,347 @@
+"""Times the trace cannot have meant: ``bad_timestamps`` and ``truncated``.
+
+A rank's span is where its events are: its event starts, cut wherever two in a row are
+``OUTSIDE_MIN_NS`` or more apart, form clusters, and the cluster holding most events is the
+span. An event is outside it when its start or end lies further from the span than
+``OUTSIDE_MIN_NS`` or ``OUTSIDE_FACTOR`` times the span's length: a clock of another origin,
+or a corrupt time, not a pause (real traces hold an op 3 s before the rest, a step that ends
+13 s after it, a window end 2 s after the last op). An event at ts 0 so far from the span is
+a ``ts_zero``: the profiler wrote no time for it.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceanalyze.analyses.accounting import iteration_times
+from traceanalyze.analyses.audit.figures import Finding, moves_between
+from traceanalyze.analyses.audit.rules import (
+    OUTSIDE_FACTOR,
+    OUTSIDE_MIN_NS,
+    SHORT_LAST_STEP_PCT,
+    SHORT_STEP_MIN_OTHERS,
+)
+from traceanalyze.analyses.audit.steps import (
+    ITERATION,
+    counted_steps,
+    repaired,
+    step_at,
+    step_count,
+    step_means,
+)
+from traceanalyze.analyses.audit.text import clipped, examples, sentence
+from traceanalyze.analyses.iterations import CLOSING, choice_of
+from traceanalyze.trace import IterationSource, Trace
+
+CHECK_TIMES = "bad_timestamps"
+CHECK_TRUNCATED = "truncated"
+# The frames whose events carry a time (and, but for instants and memory, a duration).
+_TIMED = ("cpu", "gpu", "python", "instants", "memory")
+
+
+def rank_spans(steps: Trace) -> pl.DataFrame:
+    """Per rank: ``span_start``, ``span_end`` (the cluster holding most event starts) and
+    ``reach_ns``, how far from it an event may lie."""
+    frames: list[pl.DataFrame] = [getattr(steps, name) for name in _TIMED]
+    starts = pl.concat([f.select("rank", "ts_ns") for f in frames], how="vertical").sort(
+        "rank", "ts_ns"
+    )
+    clustered = starts.with_columns(
+        cluster=(pl.col("ts_ns").diff().fill_null(0) >= OUTSIDE_MIN_NS).cum_sum().over("rank")
+    )
+    clusters = clustered.group_by("rank", "cluster").agg(
+        events=pl.len(), span_start=pl.col("ts_ns").min(), span_end=pl.col("ts_ns").max()
+    )
+    main = clusters.sort(["rank", "events", "span_start"], descending=[False, True, False]).unique(
+        "rank", keep="first"
+    )
+    return main.select(
+        "rank",
+        "span_start",
+        "span_end",
+        reach_ns=pl.max_horizontal(
+            pl.lit(OUTSIDE_MIN_NS), (pl.col("span_end") - pl.col("span_start")) * OUTSIDE_FACTOR
+        ),
+    )
+
+
+def _marks(frame: pl.DataFrame, spans: pl.DataFrame, ts: str = "ts_ns") -> pl.DataFrame:
+    """``frame`` with ``_row``, ``zero`` (at ts 0, outside its rank's span), ``outside``
+    (another start or end beyond the span's reach) and ``negative`` (a negative duration)."""
+    has_dur = "dur_ns" in frame.columns and ts == "ts_ns"
+    end = pl.col(ts) + pl.col("dur_ns") if has_dur else pl.col(ts)
+
+    def far(time: pl.Expr) -> pl.Expr:
+        low = pl.col("span_start") - pl.col("reach_ns")
+        return (time < low) | (time > pl.col("span_end") + pl.col("reach_ns"))
+
+    outside = (far(pl.col(ts)) | far(end)).fill_null(value=False)
+    zero = outside & (pl.col(ts) == 0)
+    return (
+        frame.with_row_index("_row")
+        .join(spans, on="rank", how="left", maintain_order="left")
+        .with_columns(
+            zero=zero,
+            outside=outside & ~zero,
+            negative=(pl.col("dur_ns") < 0).fill_null(value=False) if has_dur else pl.lit(False),
+        )
+    )
+
+
+def bad_timestamps(trace: Trace) -> list[Finding]:
+    """Events at ts 0, with negative durations or outside their rank's span, and steps out of
+    order."""
+    steps = counted_steps(trace)
+    spans = rank_spans(steps)
+    marked: dict[str, pl.DataFrame] = {name: _marks(getattr(steps, name), spans) for name in _TIMED}
+    launches = _marks(steps.gpu, spans, "launch_ts_ns")
+    n = step_count(steps)
+    found = []
+    for finding, column in (
+        ("ts_zero", "zero"),
+        ("negative_duration", "negative"),
+        ("outside_span", "outside"),
+    ):
+        rows = pl.concat(
+            [
+                m.filter(column).select(
+                    frame=pl.lit(name),
+                    name=_name(m),
+                    ts_ns="ts_ns",
+                    dur_ns=_dur(m),
+                    iteration=_iteration(m),
+                )
+                for name, m in marked.items()
+            ],
+            how="vertical",
+        )
+        late = launches.filter(column).height
+        if rows.height or late:
+            found.append(_time_finding(steps, marked, launches, column, finding, rows, n))
+    disorder = _steps_out_of_order(trace)
+    if disorder is not None:
+        found.append(disorder)
+    return found
+
+
+def _name(frame: pl.DataFrame) -> pl.Expr:
+    return pl.col("name") if "name" in frame.columns else pl.lit("[memory]")
+
+
+def _dur(frame: pl.DataFrame) -> pl.Expr:
+    return pl.col("dur_ns") if "dur_ns" in frame.columns else pl.lit(None, pl.Int64)
+
+
+def _iteration(frame: pl.DataFrame) -> pl.Expr:
+    return pl.col("iteration") if "iteration" in frame.columns else pl.lit(None, pl.Int64)
+
+
+def _time_finding(
+    steps: Trace,
+    marked: dict[str, pl.DataFrame],
+    launches: pl.DataFrame,
+    column: str,
+    finding: str,
+    rows: pl.DataFrame,
+    n: int,
+) -> Finding:
+    """One kind of bad time, weighed by the repair: GPU activities at a lost time dropped (a
+    negative duration made 0), CPU rows at a lost time out of every step, an activity whose
+    launch call's time is lost put in the step that holds its own start, and a step at a lost
+    time dropped (the whole trace's span taken again without them)."""
+    gpu, cpu = marked["gpu"], marked["cpu"]
+    bad = pl.col(column)
+    replant = launches.select("_row", bad.alias("lost"))["lost"]
+    if finding == "negative_duration":
+        new_gpu = steps.gpu.with_columns(
+            dur_ns=pl.when(pl.lit(gpu[column])).then(0).otherwise("dur_ns")
+        )
+        new_cpu = steps.cpu.with_columns(
+            dur_ns=pl.when(pl.lit(cpu[column])).then(0).otherwise("dur_ns")
+        )
+    else:
+        placed = step_at(steps, steps.gpu)
+        kept = steps.gpu.with_columns(
+            iteration=pl.when(pl.lit(replant)).then(pl.lit(placed)).otherwise("iteration")
+        )
+        new_gpu = kept.filter(~gpu[column])
+        new_cpu = steps.cpu.with_columns(
+            iteration=pl.when(pl.lit(cpu[column])).then(None).otherwise("iteration")
+        )
+    iterations = _steps_without(steps, new_cpu, new_gpu, cpu.filter(bad))
+    moves = moves_between(
+        step_means(steps),
+        step_means(repaired(steps, gpu=new_gpu, cpu=new_cpu, iterations=iterations)),
+    )
+    inside = rows.filter(pl.col("iteration").is_not_null())
+    affected_us = float(inside["dur_ns"].abs().sum() or 0) / 1e3 / n
+    lost_launches = int(replant.sum())
+    return Finding(
+        CHECK_TIMES,
+        finding,
+        rows.height + lost_launches,
+        affected_us,
+        sentence(
+            [
+                f"{rows.height:,} events ({_by_frame(rows)})" if rows.height else "",
+                f"{lost_launches:,} of them launch calls whose activities lose their iteration"
+                if lost_launches and finding != "negative_duration"
+                else "",
+                "first: "
+                + examples(rows, pl.format("{} `{}` ({} ns)", "frame", clipped("name"), "dur_ns")),
+            ]
+        ),
+        moves,
+    )
+
+
+def _by_frame(rows: pl.DataFrame) -> str:
+    counted = rows.group_by("frame").len().sort("frame")
+    # One row per frame that holds such events (five at most).
+    return ", ".join(f"{n:,} {frame}" for frame, n in counted.iter_rows())
+
+
+def _steps_without(
+    steps: Trace, cpu: pl.DataFrame, gpu: pl.DataFrame, bad_cpu: pl.DataFrame
+) -> pl.DataFrame:
+    """The counted steps without those at a lost time; for a whole-trace iteration, its span
+    taken again from the rows left."""
+    spans = steps.iterations
+    if steps.iteration_source is IterationSource.WHOLE_TRACE:
+        good = [
+            cpu.filter(pl.col("iteration").is_not_null()).select("rank", "ts_ns", "dur_ns"),
+            gpu.select("rank", "ts_ns", "dur_ns"),
+        ]
+        bounds = (
+            pl.concat(good, how="vertical")
+            .group_by("rank")
+            .agg(start=pl.col("ts_ns").min(), end=(pl.col("ts_ns") + pl.col("dur_ns")).max())
+        )
+        return (
+            spans.join(bounds, on="rank", how="left", maintain_order="left")
+            .with_columns(
+                ts_ns=pl.coalesce("start", "ts_ns"),
+                dur_ns=pl.coalesce(pl.col("end") - pl.col("start"), "dur_ns"),
+            )
+            .select(spans.columns)
+        )
+    lost = bad_cpu.select("rank", "ts_ns", "name")
+    return spans.join(lost, on=["rank", "ts_ns", "name"], how="anti", maintain_order="left")
+
+
+def _steps_out_of_order(trace: Trace) -> Finding | None:
+    """Profiler steps whose number is below an earlier step's, or that start before the
+    previous step on the rank ends."""
+    if trace.iteration_source is not IterationSource.PROFILER_STEP:
+        return None
+    ordered = trace.iterations.sort("rank", "ts_ns").with_columns(
+        highest=pl.col("iteration").cum_max().shift(1).over("rank"),
+        previous_end=(pl.col("ts_ns") + pl.col("dur_ns")).cum_max().shift(1).over("rank"),
+    )
+    wrong = ordered.filter(
+        (pl.col("iteration") < pl.col("highest")) | (pl.col("ts_ns") < pl.col("previous_end"))
+    )
+    if not wrong.height:
+        return None
+    return Finding(
+        CHECK_TIMES,
+        "steps_out_of_order",
+        wrong.height,
+        0.0,
+        sentence(
+            [
+                f"{wrong.height:,} profiler steps out of order or overlapping the previous one",
+                "first: " + examples(wrong, pl.format("`{}` after step {}", "name", "highest")),
+            ]
+        ),
+    )
+
+
+def truncated(trace: Trace) -> list[Finding]:
+    """Steps cut short: opened and never closed, the last counted one far shorter than the
+    others, or the profiler's empty closing step."""
+    steps = counted_steps(trace)
+    n = step_count(steps)
+    found = []
+    # The regions the trace marks as steps (ProfilerStep, or a repeated annotation) with no
+    # duration; the counted step that holds one is weighed (the step model may count other
+    # spans than the regions).
+    open_steps = trace.iterations.filter(pl.col("dur_ns").fill_null(0) <= 0)
+    if trace.iteration_source is not IterationSource.WHOLE_TRACE and open_steps.height:
+        holding = open_steps.select("rank", iteration=step_at(steps, open_steps)).drop_nulls()
+        kept = steps.iterations.join(holding, on=ITERATION, how="anti")
+        found.append(_step_finding(steps, open_steps, kept, "open_step", n))
+    short = _short_last_steps(steps)
+    if short.height:
+        kept = steps.iterations.join(short.select(ITERATION), on=ITERATION, how="anti")
+        found.append(_step_finding(steps, short, kept, "short_last_step", n))
+    closing = choice_of(steps).table.filter(pl.col("kind") == CLOSING)
+    if closing.height:
+        numbers = ", ".join(str(i) for i in closing["iteration"].to_list())
+        found.append(
+            Finding(
+                CHECK_TRUNCATED,
+                "empty_last_step",
+                closing.height,
+                0.0,
+                f"step {numbers}: no GPU activity, left out of the per-iteration means",
+            )
+        )
+    return found
+
+
+def _short_last_steps(steps: Trace) -> pl.DataFrame:
+    """Per rank, the last counted step when both its wall time and its GPU activities (kernels,
+    copies, sets) are under SHORT_LAST_STEP_PCT of the step before it: cut short, not merely
+    other work (steps of different work differ in one or the other)."""
+    activities = pl.col("kernels") + pl.col("memcpy") + pl.col("memset")
+    ordered = (
+        iteration_times(steps)
+        .join(steps.iterations.select(*ITERATION, "name", "ts_ns", "dur_ns"), on=ITERATION)
+        .sort("rank", "ts_ns")
+        .with_columns(
+            last=pl.col("ts_ns") == pl.col("ts_ns").max().over("rank"),
+            others=pl.len().over("rank") - 1,
+            previous_wall_us=pl.col("wall_us").shift(1).over("rank"),
+            previous_activities=activities.shift(1).over("rank"),
+        )
+    )
+    share = SHORT_LAST_STEP_PCT / 100
+    return ordered.filter(
+        pl.col("last")
+        & (pl.col("others") >= SHORT_STEP_MIN_OTHERS)
+        & (pl.col("wall_us") < pl.col("previous_wall_us") * share)
+        & (activities < pl.col("previous_activities") * share)
+    )
+
+
+def _step_finding(
+    steps: Trace, rows: pl.DataFrame, kept: pl.DataFrame, finding: str, n: int
+) -> Finding:
+    """Steps cut short, weighed by leaving the counted steps that hold them out of the means."""
+    left_out = steps.iterations.join(kept.select(ITERATION), on=ITERATION, how="anti")
+    moves = (
+        moves_between(step_means(steps), step_means(repaired(steps, iterations=kept)))
+        if kept.height
+        else {}
+    )
+    numbers = ", ".join(str(i) for i in left_out["iteration"].to_list())
+    what = (
+        "step regions with no duration, never closed"
+        if finding == "open_step"
+        else "last steps with under half the wall time and GPU activities of the step before"
+    )
+    return Finding(
+        CHECK_TRUNCATED,
+        finding,
+        rows.height,
+        float(rows["dur_ns"].fill_null(0).sum()) / 1e3 / n,
+        sentence(
+            [
+                f"{rows.height:,} {what}",
+                f"in counted step {numbers}" if numbers else "",
+                "first: " + examples(rows, pl.format("`{}` ({} ns)", "name", "dur_ns")),
+            ]
+        ),
+        moves,
+    )
