@@ -9,7 +9,14 @@ import click
 from traceanalyze import api
 from traceanalyze.analyses.distributed.ranks import DEFAULT_STRAGGLER_PCT
 from traceanalyze.analyses.distributed.skew import ALIGN_ENDS, ALIGNMENTS
-from traceanalyze.cli.options import Loader, Output, cache_options, output_options, warn_skipped
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    cache_options,
+    clock_align_option,
+    output_options,
+    warn_skipped,
+)
 from traceanalyze.cli.progress import loading
 from traceanalyze.engine import ENGINE_LOCAL, ENGINES
 from traceanalyze.render.ranks import RANKS
@@ -53,6 +60,7 @@ from traceanalyze.render.ranks import RANKS
     help="Worker processes of the local engine or local cluster [default: one per CPU].",
 )
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
+@clock_align_option
 @output_options
 @cache_options
 def ranks(
@@ -63,6 +71,7 @@ def ranks(
     address: str | None,
     workers: int | None,
     full_names: bool,
+    clock_align: bool,
     out: Output,
     loader: Loader,
 ) -> None:
@@ -74,6 +83,7 @@ def ranks(
     \b
     Example:
       traceanalyze ranks run/ranks --straggler-pct 5
+      traceanalyze ranks run/ranks --clock-align
       traceanalyze ranks /shared/job42 --engine dask --address tcp://scheduler:8786 -o ranks.json
     """
     with loading([folder]):
@@ -84,6 +94,7 @@ def ranks(
             engine=engine,
             address=address,
             workers=workers,
+            clock_align=clock_align,
             loading=loader,
         )
     warn_skipped(result.skipped)

@@ -137,12 +137,16 @@ class Audit(Shown):
             if not moves:
                 continue
             pct, figure, amount = max(moves)
-            shown = "100+%" if math.isinf(pct) else f"{pct:.1f}%"
+            share = (
+                "as recorded 0"
+                if math.isinf(pct)
+                else f"{pct:.1f}% of {self.figures.get(SHARE_OF.get(figure, figure), 0.0):,.4g}"
+            )
             lines.append(
                 (
                     pct,
-                    f"{finding.check} ({finding.finding}, {finding.count:,}) moves {figure} by "
-                    f"{shown} (±{amount:,.3g} {FIGURES[figure]})",
+                    f"{finding.check} ({finding.finding}, {finding.count:,}): {figure} "
+                    f"±{amount:,.4g} {FIGURES[figure]} ({share})",
                 )
             )
         return [line for _, line in sorted(lines, key=lambda pair: -pair[0])]
@@ -173,7 +177,8 @@ def _findings(trace: Trace) -> tuple[Finding, ...]:
 def audit(trace: Trace, *, untraced_median_ms: float | None = None) -> Audit:
     """Every check on ``trace``; ``untraced_median_ms`` (the capture's median time per call,
     without the profiler) lets ``profiler_overhead`` measure what profiling added."""
-    found = list(_findings(trace))
+    # Keyed by the counted trace: the same object whether a raw or a counted trace is given.
+    found = list(_findings(counted_steps(trace)))
     if untraced_median_ms:
         measured = profiler_overhead(trace, untraced_median_ms)
         found += [f for f in measured if f.finding == "measured"]

@@ -13,6 +13,8 @@ Point-to-point send/recv is left out: a pair of ranks, not the group, ends it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 
 from traceanalyze.analyses.audit.figures import Finding
@@ -144,4 +146,62 @@ def _not_estimable(offsets: pl.DataFrame, unknown: list[int], used: int) -> Find
                 f"their shared collectives do not end together ({disagree})" if disagree else "",
             ]
         ),
+    )
+
+
+def trusted_offsets(collectives: pl.DataFrame) -> pl.DataFrame:
+    """``rank``, ``offset_ns`` of the ranks whose offset :func:`estimate_offsets` trusts (the
+    reference rank's is 0): what ``--clock-align`` subtracts from each rank's times."""
+    return estimate_offsets(collectives).filter(pl.col("trusted")).select("rank", "offset_ns")
+
+
+def offsets_note(offsets: pl.DataFrame, ranks: list[int]) -> str:
+    """What ``--clock-align`` did, in one sentence."""
+    shown = ", ".join(
+        f"rank {r} {o / 1e3:+,.3f} µs" for r, o in offsets.select("rank", "offset_ns").iter_rows()
+    )  # one row per rank
+    left = sorted(set(ranks) - set(offsets["rank"].to_list()))
+    unaligned = (
+        f"; rank(s) {', '.join(map(str, left))} left on their own clock (no collective that "
+        "ends together agrees on an offset)"
+        if left
+        else ""
+    )
+    applied = f"subtracted {shown}" if shown else "no offset to apply"
+    return (
+        "Clocks aligned with the audit's clock_skew offsets (--clock-align; each rank's end of "
+        f"the collectives that must end together, against the lowest rank's): {applied}"
+        f"{unaligned}."
+    )
+
+
+def align_clocks(trace: Trace) -> tuple[Trace, str]:
+    """``trace`` with each rank's times moved onto the lowest rank's clock by its trusted
+    offset, and the sentence saying so (the input Trace is left as it is)."""
+    steps = counted_steps(trace)
+    offsets = trusted_offsets(collective_starts(steps))
+    ranks = sorted(m.rank for m in trace.meta)
+    shift = offsets.select("rank", _shift=pl.col("offset_ns").round(0).cast(pl.Int64))
+    moved = replace(
+        trace,
+        gpu=_shifted(trace.gpu, shift),
+        cpu=_shifted(trace.cpu, shift),
+        flows=_shifted(trace.flows, shift),
+        instants=_shifted(trace.instants, shift),
+        iterations=_shifted(trace.iterations, shift),
+        memory=_shifted(trace.memory, shift),
+        python=_shifted(trace.python, shift),
+    )
+    return moved, offsets_note(offsets, ranks)
+
+
+def _shifted(frame: pl.DataFrame, shift: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with every time column (``ts_ns``, ``launch_ts_ns``) less its rank's shift."""
+    if not frame.height or not shift.height:
+        return frame
+    times = [c for c in ("ts_ns", "launch_ts_ns") if c in frame.columns]
+    return (
+        frame.join(shift, on="rank", how="left", maintain_order="left")
+        .with_columns(pl.col(times) - pl.col("_shift").fill_null(0))
+        .drop("_shift")
     )

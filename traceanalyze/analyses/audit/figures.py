@@ -83,3 +83,52 @@ def verdict_moves(base: Mapping[str, float], moves: Mapping[str, float]) -> bool
         if judged(*moved) != now:
             return True
     return False
+
+
+# The figures each command prints (by the command's, and the library function's, name): a
+# warning or error that moves one of them by WARN_LINE_PCT or more is said on stderr.
+_PER_ITER = tuple(FIGURES)[: len(STEP_FIGURES)]
+_GPU_COUNTS = ("kernels_per_iter", "memcpy_per_iter", "memset_per_iter")
+_GPU_TIMES = (
+    "gpu_activity_us_per_iter",
+    "gpu_kernel_us_per_iter",
+    "gpu_memcpy_us_per_iter",
+    "gpu_memset_us_per_iter",
+)
+_BETWEEN = ("gpu_busy_us_per_iter", "gpu_span_us_per_iter", "gpu_idle_us_per_iter")
+COMMAND_FIGURES: dict[str, tuple[str, ...]] = {
+    "summary": (*_PER_ITER, VERDICT),
+    "check": (*_PER_ITER, VERDICT),
+    "iterations": _PER_ITER,
+    "compare": (*_PER_ITER, VERDICT, "op_us_per_iter"),
+    "report": (*_PER_ITER, VERDICT, "op_us_per_iter"),
+    "diff": (*_PER_ITER, "op_us_per_iter"),
+    "explain": (*_PER_ITER, "op_us_per_iter"),
+    "kernels": (*_GPU_COUNTS, *_GPU_TIMES, "op_us_per_iter"),
+    "occupancy": ("kernels_per_iter", "gpu_kernel_us_per_iter"),
+    "memcpy": (
+        "memcpy_per_iter",
+        "memset_per_iter",
+        "gpu_memcpy_us_per_iter",
+        "gpu_memset_us_per_iter",
+        "op_us_per_iter",
+    ),
+    "cudnn": ("cpu_op_us_per_iter",),
+    "graphs": ("gpu_activity_us_per_iter", "op_us_per_iter"),
+    "idle": (*_BETWEEN, "launch_us_per_iter"),
+    "streams": (*_GPU_COUNTS, *_BETWEEN),
+    "launches": ("kernels_per_iter", "launch_us_per_iter"),
+    "critical-path": ("wall_us_per_iter", "gpu_busy_us_per_iter", "cpu_op_us_per_iter"),
+    "comms": ("gpu_kernel_us_per_iter", "clock_offset_us"),
+    "roofline": ("gpu_kernel_us_per_iter", "gpu_activity_us_per_iter", "op_us_per_iter"),
+    "stacks": ("gpu_activity_us_per_iter", "cpu_op_us_per_iter", "kernels_per_iter"),
+    "cold": ("gpu_activity_us_per_iter", "cpu_op_us_per_iter", "wall_us_per_iter"),
+    "annotate": ("gpu_activity_us_per_iter", "op_us_per_iter"),
+    "ranks": (
+        "wall_us_per_iter",
+        "gpu_busy_us_per_iter",
+        "gpu_kernel_us_per_iter",
+        "gpu_idle_us_per_iter",
+        "clock_offset_us",
+    ),
+}

@@ -15,7 +15,7 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import COUNT_COLUMNS, ITERATION, TIME_COLUMNS, iteration_times
 from traceanalyze.analyses.activities import iteration_count
-from traceanalyze.analyses.iterations import counted
+from traceanalyze.analyses.iterations import choice_of, counted
 from traceanalyze.trace import Trace
 
 # The per-iteration figures of the step model, by the name summary gives them.
@@ -25,6 +25,12 @@ STEP_FIGURES = tuple(f"{column}_per_iter" for column in (*COUNT_COLUMNS, *TIME_C
 def counted_steps(trace: Trace) -> Trace:
     """``trace`` restricted to the steps that count (idempotent)."""
     return counted(trace)
+
+
+def as_loaded(trace: Trace) -> Trace:
+    """``trace`` as it was loaded, with every step region it marks (a counted trace keeps only
+    the counted ones)."""
+    return choice_of(trace).origin
 
 
 def step_count(steps: Trace) -> int:
@@ -90,6 +96,7 @@ def in_steps(frame: pl.DataFrame) -> pl.DataFrame:
 __all__ = [
     "ITERATION",
     "STEP_FIGURES",
+    "as_loaded",
     "counted_steps",
     "in_steps",
     "repaired",
