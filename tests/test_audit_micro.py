@@ -113,9 +113,7 @@ def test_a_ts_zero_op(tmp_path: Path) -> None:
 
 def test_a_ts_zero_launch_puts_its_kernel_out_of_the_steps(tmp_path: Path) -> None:
     events = clean_events()
-    launch = next(
-        e for e in events if e["cat"] == "cuda_runtime" and e["args"]["correlation"] == 5
-    )
+    launch = next(e for e in events if e["cat"] == "cuda_runtime" and e["args"]["correlation"] == 5)
     launch["ts"] = 0
     result = audited(tmp_path, events)
     row = faults(result)["bad_timestamps", "ts_zero"]

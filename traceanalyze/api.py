@@ -29,7 +29,7 @@ from traceanalyze.analyses.annotate import Annotation
 from traceanalyze.analyses.annotate import annotate as annotation_of
 from traceanalyze.analyses.audit import Audit
 from traceanalyze.analyses.audit import audit as audit_of
-from traceanalyze.analyses.audit.clocks import align_clocks
+from traceanalyze.analyses.audit.clocks import aligned_comms
 from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
 from traceanalyze.analyses.between.critical_path import CriticalPath
 from traceanalyze.analyses.between.critical_path import critical_path as critical_path_of
@@ -503,12 +503,7 @@ def comms(
     on a trace of several ranks, each rank's times moved onto the lowest rank's clock by the
     audit's offsets first (the notes say so)."""
     trace = one_trace(x, loading)
-    if not clock_align:
-        return comms_of(trace)
-    aligned, note = align_clocks(trace)
-    result = comms_of(counted(aligned))
-    # comms writes each note as "Note: <note>." itself.
-    return replace(result, notes=(*result.notes, note.rstrip(".")))
+    return aligned_comms(trace) if clock_align else comms_of(trace)
 
 
 def explain(

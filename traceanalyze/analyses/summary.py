@@ -78,7 +78,7 @@ class Summary(Shown, Mapping[str, Any]):
     cpu_ops_outside_iterations_total: int
     # The audit's warnings about the figures above (`traceanalyze audit`); None: not audited
     # (the key is then left out, as ``variant`` is for a single trace).
-    audit_warnings: tuple[str, ...] | None = None
+    audit_warnings: dict[str, str] | None = None
 
     def __iter__(self) -> Iterator[str]:
         return (
@@ -109,9 +109,9 @@ class Summary(Shown, Mapping[str, Any]):
         """The same record, named as a variant's (``label`` None: as a single trace's)."""
         return replace(self, variant=label)
 
-    def audited(self, warnings: list[str]) -> Summary:
+    def audited(self, warnings: dict[str, str]) -> Summary:
         """The same record with the audit's warnings about its figures."""
-        return replace(self, audit_warnings=tuple(warnings))
+        return replace(self, audit_warnings=warnings)
 
 
 @per_trace

@@ -193,7 +193,10 @@ def warn_audited(ctx: click.Context) -> None:
             lines = (
                 [item]
                 if isinstance(item, str)
-                else [f"{item.path.name}: {line}" for line in audit(item).warnings_for(figures)]
+                else [
+                    f"{item.path.name}: {key}: {text}"
+                    for key, text in audit(item).warnings_for(figures).items()
+                ]
             )
             found += [(path, line) for line in lines]
     if not found:

@@ -120,10 +120,12 @@ class Audit(Shown):
         """No warning and no error."""
         return bool((self.checks["severity"] == INFO).all())
 
-    def warnings_for(self, printed: Sequence[str]) -> list[str]:
-        """One line per warning or error that moves one of ``printed`` figures by
-        ``WARN_LINE_PCT`` or more, the largest move first."""
-        lines: list[tuple[float, str]] = []
+    def warnings_for(self, printed: Sequence[str]) -> dict[str, str]:
+        """Each warning or error that moves one of ``printed`` figures by ``WARN_LINE_PCT`` or
+        more, the largest move first: ``check/finding`` -> what it moves most, by how much
+        (``{"launches_without_activity/dropped": "22 events move memset_per_iter ±22 per
+        iteration (the trace shows 0)"}``)."""
+        said: list[tuple[float, str, str]] = []
         for finding in self.findings:
             if severity(finding, self.figures) == INFO:
                 continue
@@ -134,22 +136,22 @@ class Audit(Shown):
                 and (pct := moved_pct(figure, amount, self.figures)) is not None
                 and pct >= WARN_LINE_PCT
             ]
-            if not moves:
-                continue
-            pct, figure, amount = max(moves)
-            share = (
-                "as recorded 0"
-                if math.isinf(pct)
-                else f"{pct:.1f}% of {self.figures.get(SHARE_OF.get(figure, figure), 0.0):,.4g}"
-            )
-            lines.append(
-                (
-                    pct,
-                    f"{finding.check} ({finding.finding}, {finding.count:,}): {figure} "
-                    f"±{amount:,.4g} {FIGURES[figure]} ({share})",
+            if moves:
+                pct, figure, amount = max(moves)
+                said.append(
+                    (
+                        pct,
+                        f"{finding.check}/{finding.finding}",
+                        self._move(finding, figure, amount, pct),
+                    )
                 )
-            )
-        return [line for _, line in sorted(lines, key=lambda pair: -pair[0])]
+        return {key: text for _, key, text in sorted(said, key=lambda item: -item[0])}
+
+    def _move(self, finding: Finding, figure: str, amount: float, pct: float) -> str:
+        value = self.figures.get(SHARE_OF.get(figure, figure), 0.0)
+        share = "the trace shows 0" if math.isinf(pct) else f"{pct:.1f}% of {value:,.4g}"
+        events = f"{finding.count:,} event{'s' if finding.count != 1 else ''}"
+        return f"{events} move {figure} ±{amount:,.4g} {FIGURES[figure]} ({share})"
 
 
 def severity(finding: Finding, figures: Mapping[str, float]) -> str:

@@ -26,7 +26,7 @@ from traceanalyze.analyses.audit.rules import (
 )
 from traceanalyze.analyses.audit.steps import counted_steps, step_count
 from traceanalyze.analyses.audit.text import sentence
-from traceanalyze.analyses.distributed.comms import collective_kind
+from traceanalyze.analyses.distributed.comms import Comms, collective_kind, comms
 from traceanalyze.analyses.distributed.skew import COLLECTIVE, collective_starts
 from traceanalyze.trace import Trace
 
@@ -175,14 +175,23 @@ def offsets_note(offsets: pl.DataFrame, ranks: list[int]) -> str:
     )
 
 
-def align_clocks(trace: Trace) -> tuple[Trace, str]:
-    """``trace`` with each rank's times moved onto the lowest rank's clock by its trusted
-    offset, and the sentence saying so (the input Trace is left as it is)."""
-    steps = counted_steps(trace)
-    offsets = trusted_offsets(collective_starts(steps))
-    ranks = sorted(m.rank for m in trace.meta)
+def aligned_comms(trace: Trace) -> Comms:
+    """`comms` of ``trace`` on aligned clocks (``--clock-align``): each call's ``ts_ns`` on the
+    lowest rank's clock, ``clock_offset_us`` what was subtracted from it (null for a rank left
+    on its own clock), and a note saying so."""
+    offsets = trusted_offsets(collective_starts(counted_steps(trace)))
+    result = comms(counted_steps(align_clocks(trace, offsets)))
+    subtracted = offsets.select("rank", clock_offset_us=pl.col("offset_ns") / 1e3)
+    calls = result.calls.join(subtracted, on="rank", how="left", maintain_order="left")
+    note = offsets_note(offsets, sorted(m.rank for m in trace.meta)).rstrip(".")
+    return replace(result, calls=calls, notes=(*result.notes, note))
+
+
+def align_clocks(trace: Trace, offsets: pl.DataFrame) -> Trace:
+    """``trace`` with each rank's times less its offset (``trusted_offsets``): on the lowest
+    rank's clock (the input Trace is left as it is)."""
     shift = offsets.select("rank", _shift=pl.col("offset_ns").round(0).cast(pl.Int64))
-    moved = replace(
+    return replace(
         trace,
         gpu=_shifted(trace.gpu, shift),
         cpu=_shifted(trace.cpu, shift),
@@ -192,7 +201,6 @@ def align_clocks(trace: Trace) -> tuple[Trace, str]:
         memory=_shifted(trace.memory, shift),
         python=_shifted(trace.python, shift),
     )
-    return moved, offsets_note(offsets, ranks)
 
 
 def _shifted(frame: pl.DataFrame, shift: pl.DataFrame) -> pl.DataFrame:

@@ -102,7 +102,7 @@ def rank_work(trace: Trace) -> RankWork:
         trace.meta,
         rank_rows(trace),
         collective_starts(trace),
-        tuple(f"{where}: {line}" for line in warnings),
+        tuple(f"{where}: {key}: {text}" for key, text in warnings.items()),
     )
 
 
