@@ -230,3 +230,29 @@ def test_ranks_that_agree_are_aligned(tmp_path: Path) -> None:
     result = audit(traceanalyze.load(tmp_path, cache=False))
     assert faults(result)["clock_skew", "aligned"]["severity"] == "info"
     assert result.offsets_us == {0: 0.0, 1: 0.0}
+
+
+def test_a_kernel_before_its_launch(tmp_path: Path) -> None:
+    # The kernel of call 3 moved 50 µs early: it starts 35 µs before its call (15 µs after).
+    events = clean_events()
+    next(e for e in events if is_kernel(e, 3))["ts"] -= 50
+    found = faults(audited(tmp_path, events))
+    assert set(found) == {("bad_timestamps", "before_launch")}
+    assert found["bad_timestamps", "before_launch"]["count"] == 1
+    assert (
+        "(35000 ns before its cudaLaunchKernel)"
+        in found["bad_timestamps", "before_launch"]["detail"]
+    )
+
+
+def test_a_duplicated_record_that_does_not_overlap(tmp_path: Path) -> None:
+    events = clean_events()
+    original = next(e for e in events if is_kernel(e, 2))
+    events.append(
+        {**original, "ts": original["ts"] + 300, "args": {**original["args"], "stream": 9}}
+    )
+    result = audited(tmp_path, events)
+    found = faults(result)
+    assert set(found) == {("activity_without_launch", "extra")}
+    assert found["activity_without_launch", "extra"]["count"] == 1
+    assert result.error_bars["kernels_per_iter"] == pytest.approx(1 / STEPS)

@@ -21,7 +21,9 @@ from traceanalyze.analyses.audit.steps import (
     step_count,
     step_means,
 )
+from traceanalyze.analyses.audit.streams import stream_walk
 from traceanalyze.analyses.audit.text import clipped, counts_by, examples, sentence
+from traceanalyze.analyses.graphs import GRAPH_LAUNCH_APIS
 from traceanalyze.link import LAUNCH_APIS, RUNTIME_CATS, THREAD, nearest_ancestor
 from traceanalyze.trace import Trace
 
@@ -184,8 +186,17 @@ def _dropped(steps: Trace, dropped: pl.DataFrame) -> Finding:
 
 def activity_without_launch(trace: Trace) -> list[Finding]:
     """GPU activities whose launch call is not in the trace, split into work launched before
-    the window and calls missing inside it."""
+    the window and calls missing inside it; and activities that share a launch call which
+    starts one activity (not a graph launch) with an earlier one."""
     steps = counted_steps(trace)
+    found = _without_launch(steps)
+    extra = _extra_activities(steps)
+    if extra.height:
+        found.append(_extra_finding(steps, extra))
+    return found
+
+
+def _without_launch(steps: Trace) -> list[Finding]:
     lone = steps.gpu.with_row_index("_row").filter(~pl.col("linked"))
     if not lone.height:
         return []
@@ -254,4 +265,47 @@ def _lone_finding(
             ]
         ),
         {k: v for k, v in moves.items() if v > 0},
+    )
+
+
+def _extra_activities(steps: Trace) -> pl.DataFrame:
+    """Activities after the first of a launch call that starts one (every call but a graph
+    launch: none of the project's 100 real traces has a second), other than the overlapping
+    duplicates ``overlapping_on_stream`` counts."""
+    overlapping = stream_walk(steps).filter(pl.col("how") == "duplicate")["_row"]
+    return (
+        steps.gpu.with_row_index("_row")
+        .filter(pl.col("linked") & ~pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS))
+        .filter(pl.col("ts_ns").rank("ordinal").over("rank", "correlation") > 1)
+        .filter(~pl.col("_row").is_in(overlapping.implode()))
+    )
+
+
+def _extra_finding(steps: Trace, extra: pl.DataFrame) -> Finding:
+    """Extra activities of a launch call, weighed by dropping them."""
+    n = step_count(steps)
+    gpu = steps.gpu.with_row_index("_row").filter(~pl.col("_row").is_in(extra["_row"].implode()))
+    moves = moves_between(step_means(steps), step_means(repaired(steps, gpu=gpu.drop("_row"))))
+    if "gpu_activity_us_per_iter" in moves:
+        moves["op_us_per_iter"] = moves["gpu_activity_us_per_iter"]
+    inside = extra.filter(pl.col("iteration").is_not_null())
+    return Finding(
+        CHECK_ACTIVITY,
+        "extra",
+        extra.height,
+        float(inside["dur_ns"].sum()) / 1e3 / n,
+        sentence(
+            [
+                f"{extra.height:,} activities share a launch call with an earlier one (a call that "
+                "starts one activity, not a graph launch): duplicated or mis-correlated records",
+                "first: "
+                + examples(
+                    extra,
+                    pl.format(
+                        "{} (correlation {}, {})", clipped("name"), "correlation", "launch_api"
+                    ),
+                ),
+            ]
+        ),
+        moves,
     )

@@ -69,6 +69,12 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         "(its correlation id is among the trace's launch calls): no launching op, no "
         "iteration, so it is left out of per-iteration figures",
     ),
+    ("activity_without_launch", "extra"): FindingRule(
+        WARNING,
+        ERROR_PCT,
+        "a second activity of a launch call that starts one (any but a graph launch), not "
+        "overlapping the first: a duplicated or mis-correlated record, counted twice",
+    ),
     ("activity_without_launch", "no_launch_calls"): FindingRule(
         INFO,
         None,
@@ -127,6 +133,13 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         ERROR_PCT,
         "an event that starts or ends far outside the span of the rest of its rank's events "
         "(another clock, or a corrupt time)",
+    ),
+    ("bad_timestamps", "before_launch"): FindingRule(
+        WARNING,
+        ERROR_PCT,
+        "a GPU activity that starts before its launch call does: the GPU's times are not on the "
+        "CPU's clock (or the activity's time is wrong); weighed by starting it where its call "
+        "ends",
     ),
     ("bad_timestamps", "steps_out_of_order"): FindingRule(
         WARNING,

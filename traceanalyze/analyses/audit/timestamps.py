@@ -113,10 +113,51 @@ def bad_timestamps(trace: Trace) -> list[Finding]:
     found = []
     if _any_bad_time(steps, spans):
         found = _bad_times(steps, spans)
+    early = steps.gpu.with_row_index("_row").filter(
+        pl.col("linked") & (pl.col("ts_ns") < pl.col("launch_ts_ns"))
+    )
+    if early.height:
+        found.append(_before_launch(steps, early))
     disorder = _steps_out_of_order(as_loaded(trace))
     if disorder is not None:
         found.append(disorder)
     return found
+
+
+def _before_launch(steps: Trace, early: pl.DataFrame) -> Finding:
+    """Activities that start before their launch call, weighed by starting each where its
+    call ends (the earliest it can start), its duration kept."""
+    earliest = pl.col("launch_ts_ns") + pl.col("launch_dur_ns").fill_null(0)
+    moved = early.select("_row", start=earliest)
+    gpu = (
+        steps.gpu.with_row_index("_row")
+        .join(moved, on="_row", how="left", maintain_order="left")
+        .with_columns(ts_ns=pl.coalesce("start", "ts_ns"))
+        .drop("_row", "start")
+    )
+    moves = moves_between(step_means(steps), step_means(repaired(steps, gpu=gpu)))
+    n = step_count(steps)
+    inside = early.filter(pl.col("iteration").is_not_null())
+    ahead_ns = early["launch_ts_ns"] - early["ts_ns"]
+    return Finding(
+        CHECK_TIMES,
+        "before_launch",
+        early.height,
+        float((inside["launch_ts_ns"] - inside["ts_ns"]).sum() or 0) / 1e3 / n,
+        sentence(
+            [
+                f"{early.height:,} GPU activities start before their launch call, by up to "
+                f"{float(ahead_ns.max() or 0) / 1e3:,.3f} µs (median "  # type: ignore[arg-type]
+                f"{float(ahead_ns.median() or 0) / 1e3:,.3f} µs)",  # type: ignore[arg-type]
+                "first: "
+                + examples(
+                    early.with_columns(ahead=pl.col("launch_ts_ns") - pl.col("ts_ns")),
+                    pl.format("{} ({} ns before its {})", clipped("name"), "ahead", "launch_api"),
+                ),
+            ]
+        ),
+        moves,
+    )
 
 
 def _any_bad_time(steps: Trace, spans: pl.DataFrame) -> bool:
