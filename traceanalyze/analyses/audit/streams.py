@@ -5,7 +5,8 @@ every earlier one ended. Walking a stream by start time, an activity that starts
 latest end so far overlaps the activity that set that end (its *blocker*). An overlap is, in
 this order of precedence: a duplicated record (same name and correlation id); branches of one
 graph replay; a programmatic dependent launch (the later activity launched with an extended
-launch call on compute capability 9.0+); the blocker's duration overflowing (it runs past the
+launch call on compute capability 9.0+, in the tail of the one before); the blocker's duration
+overflowing (it runs past the
 start of its next activity by more than the time it had before it); else a timing error.
 Separately, an activity implausibly long for its kind is an overflow too.
 """
@@ -22,6 +23,7 @@ from traceanalyze.analyses.audit.rules import (
     IMPLAUSIBLE_RATIO,
     IMPLAUSIBLE_US,
     PDL_LAUNCH_APIS,
+    PDL_MAX_OVERLAP_PCT,
     PDL_MIN_COMPUTE_MAJOR,
 )
 from traceanalyze.analyses.audit.steps import counted_steps, repaired, step_count, step_means
@@ -66,6 +68,7 @@ def stream_walk(steps: Trace) -> pl.DataFrame:
         b_correlation=gpu["correlation"].gather(rows),
         b_ts=gpu["ts_ns"].gather(rows),
         b_api=gpu["launch_api"].gather(rows),
+        b_dur=gpu["dur_ns"].gather(rows),
         # min_horizontal skips nulls: the first activity of a stream has no blocker.
         overlap_ns=pl.when(pl.col("b_end").is_not_null())
         .then((pl.min_horizontal("b_end", "end_ns") - pl.col("ts_ns")).clip(0))
@@ -102,8 +105,11 @@ def _raw_kind(steps: Trace) -> pl.Expr:
     older = steps.devices.filter(pl.col("compute_major") < PDL_MIN_COMPUTE_MAJOR).select(
         pl.struct("rank", "device")
     )
-    pdl = pl.col("launch_api").is_in(PDL_LAUNCH_APIS) & ~pl.struct("rank", "device").is_in(
-        older.to_series().implode()
+    tail = pl.col("overlap_ns") <= pl.col("b_dur") * PDL_MAX_OVERLAP_PCT / 100
+    pdl = (
+        pl.col("launch_api").is_in(PDL_LAUNCH_APIS)
+        & ~pl.struct("rank", "device").is_in(older.to_series().implode())
+        & tail
     )
     kind = (
         pl.when(identical | (same & ~graph))
