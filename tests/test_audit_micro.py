@@ -256,3 +256,34 @@ def test_a_duplicated_record_that_does_not_overlap(tmp_path: Path) -> None:
     assert set(found) == {("activity_without_launch", "extra")}
     assert found["activity_without_launch", "extra"]["count"] == 1
     assert result.error_bars["kernels_per_iter"] == pytest.approx(1 / STEPS)
+
+
+def test_a_duplicate_is_one_fault_whatever_it_covers(tmp_path: Path) -> None:
+    # A 95 µs GEMM's record again 30 µs later covers the next GEMM's start: that overlap is
+    # the duplicate's, not a timing error of its own (found by a skeptical pass).
+    events = clean_events()
+    original = next(e for e in events if is_kernel(e, 1))
+    original["dur"] = 95
+    events.append({**original, "ts": original["ts"] + 30})
+    found = faults(audited(tmp_path, events))
+    assert set(found) == {("overlapping_on_stream", "duplicate")}
+    assert found["overlapping_on_stream", "duplicate"]["count"] == 1
+
+
+def test_a_duplicate_of_work_launched_before_the_window(tmp_path: Path) -> None:
+    early = kernel(GEMM, BASE - 30, 40, 0)
+    found = faults(audited(tmp_path, [early, {**early, "ts": BASE - 20}, *clean_events()]))
+    assert found["overlapping_on_stream", "duplicate"]["count"] == 1
+
+
+def test_an_overflow_on_hopper_is_no_programmatic_launch(tmp_path: Path) -> None:
+    # Kernels launched with cuLaunchKernelEx on an H200 may overlap the tail of the one before
+    # (PDL); not a kernel that runs 50 times its length over the next ones.
+    events = clean_events(per_step=4)
+    for e in events:
+        if e["cat"] == "cuda_runtime":
+            e["name"] = "cuLaunchKernelEx"
+    next(e for e in events if is_kernel(e, 1))["dur"] = 40 * 50
+    found = faults(audited(tmp_path, events))
+    assert set(found) == {("duration_overflow", "past_next")}
+    assert found["duration_overflow", "past_next"]["count"] == 1

@@ -270,14 +270,22 @@ def _lone_finding(
 
 def _extra_activities(steps: Trace) -> pl.DataFrame:
     """Activities after the first of a launch call that starts one (every call but a graph
-    launch: none of the project's 100 real traces has a second), other than the overlapping
-    duplicates ``overlapping_on_stream`` counts."""
-    overlapping = stream_walk(steps).filter(pl.col("how") == "duplicate")["_row"]
+    launch: none of the project's 100 real traces has a second), the latest ones, less as
+    many as there are overlapping duplicates of it (``overlapping_on_stream`` counts those)."""
+    duplicates = (
+        stream_walk(steps)
+        .filter(pl.col("how") == "duplicate")
+        .group_by("rank", "correlation")
+        .agg(duplicates=pl.len())
+    )
+    one_each = steps.gpu.with_row_index("_row").filter(
+        pl.col("linked") & ~pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS)
+    )
+    order = pl.col("ts_ns").rank("ordinal").over("rank", "correlation")
     return (
-        steps.gpu.with_row_index("_row")
-        .filter(pl.col("linked") & ~pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS))
-        .filter(pl.col("ts_ns").rank("ordinal").over("rank", "correlation") > 1)
-        .filter(~pl.col("_row").is_in(overlapping.implode()))
+        one_each.join(duplicates, on=["rank", "correlation"], how="left", maintain_order="left")
+        .filter(order > 1 + pl.col("duplicates").fill_null(0))
+        .drop("duplicates")
     )
 
 

@@ -98,7 +98,8 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         None,
         "an activity launched with an extended launch call (cudaLaunchKernelEx) on compute "
         "capability 9.0 or newer overlapping the tail of the previous one (at most a quarter of "
-        "it): programmatic dependent launch lets the next kernel start early by design",
+        "it, and half of its own length): programmatic dependent launch lets the next kernel "
+        "start early by design",
     ),
     ("overlapping_on_stream", "graph_branches"): FindingRule(
         INFO,
@@ -231,10 +232,12 @@ CAPTURE_END = ("cudaStreamEndCapture", "hipStreamEndCapture")
 # compute capability from which the hardware honours it (Hopper).
 PDL_LAUNCH_APIS = ("cudaLaunchKernelExC", "cuLaunchKernelEx")
 PDL_MIN_COMPUTE_MAJOR = 9
-# A dependent kernel starts in the tail of the one before it: at most this share of that
-# kernel's duration overlaps (the B200 trace's 74 such overlaps reach 3.6%); beyond it the
-# overlap is a timing error, however launched.
+# A dependent kernel starts in the tail of the one before it and runs past its end: at most
+# PDL_MAX_OVERLAP_PCT of that kernel's duration and PDL_MAX_OWN_OVERLAP_PCT of its own overlap
+# (the B200 trace's 74 such overlaps reach 3.6% and 16%); beyond, the overlap is a timing
+# error (or the kernel before overflows), however launched.
 PDL_MAX_OVERLAP_PCT = 25.0
+PDL_MAX_OWN_OVERLAP_PCT = 50.0
 # An activity longer than this, by kind, is implausible whatever it did (communication
 # kernels are exempt: they wait for the slowest rank, seconds if need be). The largest
 # non-communication kernel among the project's 100 real traces ran 30 ms.

@@ -24,6 +24,7 @@ from traceanalyze.analyses.audit.rules import (
     IMPLAUSIBLE_US,
     PDL_LAUNCH_APIS,
     PDL_MAX_OVERLAP_PCT,
+    PDL_MAX_OWN_OVERLAP_PCT,
     PDL_MIN_COMPUTE_MAJOR,
 )
 from traceanalyze.analyses.audit.steps import counted_steps, repaired, step_count, step_means
@@ -52,7 +53,7 @@ def stream_walk(steps: Trace) -> pl.DataFrame:
     ordered = (
         gpu.with_row_index("_row")
         .with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
-        .sort([*STREAM, "ts_ns", "end_ns"])
+        .sort([*STREAM, "ts_ns", "end_ns"], maintain_order=True)
         .with_columns(running=pl.col("end_ns").cum_max().over(STREAM))
     )
     # The row that set the running latest end (the last to reach it), as of the row before.
@@ -81,11 +82,16 @@ def stream_walk(steps: Trace) -> pl.DataFrame:
         & (pl.col("raw").shift(-1).over(STREAM) == _OTHER)
     ).fill_null(value=False)
     ordered = ordered.with_columns(overflows=overflows)
-    by_row = ordered.select("_row", "overflows").sort("_row")["overflows"]
+    by_row = ordered.select("_row", "overflows", "raw").sort("_row")
+    # An overlap of what a duplicate (or an overflowing activity) covers is part of that
+    # fault: dropping the duplicate (clipping the overflow) repairs it too.
+    blocker_fault = by_row["overflows"].gather(rows).fill_null(value=False) | (
+        by_row["raw"].gather(rows) == "duplicate"
+    ).fill_null(value=False)
     return ordered.with_columns(
         how=pl.when(pl.col("raw") != _OTHER)
         .then(pl.col("raw"))
-        .when(pl.col("raw").is_not_null() & ~by_row.gather(rows).fill_null(value=False))
+        .when(pl.col("raw").is_not_null() & ~blocker_fault)
         .then(pl.lit("timing"))
     )
 
@@ -97,15 +103,22 @@ _OTHER = "other"
 def _raw_kind(steps: Trace) -> pl.Expr:
     """How an activity overlaps its blocker: duplicate, graph_branches, programmatic_launch,
     else ``_OTHER``; null where it does not overlap."""
-    graph = pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS) & pl.col("b_api").is_in(GRAPH_LAUNCH_APIS)
-    same = (pl.col("name") == pl.col("b_name")) & (pl.col("correlation") == pl.col("b_correlation"))
+    # An activity without a launch call has no API, a legacy one no correlation: not the same.
+    graph = (
+        pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS) & pl.col("b_api").is_in(GRAPH_LAUNCH_APIS)
+    ).fill_null(value=False)
+    same = (
+        (pl.col("name") == pl.col("b_name")) & (pl.col("correlation") == pl.col("b_correlation"))
+    ).fill_null(value=False)
     identical = same & (pl.col("ts_ns") == pl.col("b_ts"))
     # Devices the trace says are older than Hopper cannot launch programmatically; where it
     # does not say, they may.
     older = steps.devices.filter(pl.col("compute_major") < PDL_MIN_COMPUTE_MAJOR).select(
         pl.struct("rank", "device")
     )
-    tail = pl.col("overlap_ns") <= pl.col("b_dur") * PDL_MAX_OVERLAP_PCT / 100
+    tail = (pl.col("overlap_ns") <= pl.col("b_dur") * PDL_MAX_OVERLAP_PCT / 100) & (
+        pl.col("overlap_ns") <= pl.col("dur_ns") * PDL_MAX_OWN_OVERLAP_PCT / 100
+    )
     pdl = (
         pl.col("launch_api").is_in(PDL_LAUNCH_APIS)
         & ~pl.struct("rank", "device").is_in(older.to_series().implode())
