@@ -371,7 +371,12 @@ def truncated(trace: Trace) -> list[Finding]:
     if short.height:
         kept = steps.iterations.join(short.select(ITERATION), on=ITERATION, how="anti")
         found.append(_step_finding(steps, short, kept, "short_last_step", n))
-    closing = choice_of(steps).table.filter(pl.col("kind") == CLOSING)
+    # A closing step that is also open is said once, as open.
+    closing = (
+        choice_of(steps)
+        .table.filter(pl.col("kind") == CLOSING)
+        .join(open_steps.select(ITERATION), on=ITERATION, how="anti")
+    )
     if closing.height:
         numbers = ", ".join(str(i) for i in closing["iteration"].to_list())
         found.append(
