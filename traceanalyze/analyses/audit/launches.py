@@ -272,18 +272,24 @@ def _extra_activities(steps: Trace) -> pl.DataFrame:
     """Activities after the first of a launch call that starts one (every call but a graph
     launch: none of the project's 100 real traces has a second), the latest ones, less as
     many as there are overlapping duplicates of it (``overlapping_on_stream`` counts those)."""
+    one_each = steps.gpu.with_row_index("_row").filter(
+        pl.col("linked") & ~pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS)
+    )
+    shared = (
+        one_each.group_by("rank", "correlation").agg(records=pl.len()).filter(pl.col("records") > 1)
+    )
+    if not shared.height:  # the common case: every call has its one activity
+        return one_each.clear()
     duplicates = (
         stream_walk(steps)
         .filter(pl.col("how") == "duplicate")
         .group_by("rank", "correlation")
         .agg(duplicates=pl.len())
     )
-    one_each = steps.gpu.with_row_index("_row").filter(
-        pl.col("linked") & ~pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS)
-    )
     order = pl.col("ts_ns").rank("ordinal").over("rank", "correlation")
     return (
-        one_each.join(duplicates, on=["rank", "correlation"], how="left", maintain_order="left")
+        one_each.join(shared.select("rank", "correlation"), on=["rank", "correlation"])
+        .join(duplicates, on=["rank", "correlation"], how="left")
         .filter(order > 1 + pl.col("duplicates").fill_null(0))
         .drop("duplicates")
     )

@@ -162,23 +162,30 @@ def _before_launch(steps: Trace, early: pl.DataFrame) -> Finding:
 
 def _any_bad_time(steps: Trace, spans: pl.DataFrame) -> bool:
     """Whether any event (or launch call's time) lies beyond its rank's reach or has a
-    negative duration: the extremes per rank and frame first, a handful of rows, so a clean
+    negative duration: each frame's extremes per rank first, a handful of rows, so a clean
     trace is never marked row by row."""
     extremes = []
     for name in (*_TIMED, "launch"):
         frame: pl.DataFrame = steps.gpu if name == "launch" else getattr(steps, name)
+        if not frame.height:
+            continue
         ts = "launch_ts_ns" if name == "launch" else "ts_ns"
         has_dur = name != "launch" and "dur_ns" in frame.columns
         end = pl.col(ts) + pl.col("dur_ns") if has_dur else pl.col(ts)
-        extremes.append(
-            frame.group_by("rank").agg(
-                low=pl.min_horizontal(pl.col(ts).min(), end.min()),
-                high=pl.max_horizontal(pl.col(ts).max(), end.max()),
-                shortest=pl.col("dur_ns").min() if has_dur else pl.lit(0, pl.Int64),
-            )
+        aggregates = (
+            pl.min_horizontal(pl.col(ts).min(), end.min()).alias("low"),
+            pl.max_horizontal(pl.col(ts).max(), end.max()).alias("high"),
+            (pl.col("dur_ns").min() if has_dur else pl.lit(0, pl.Int64)).alias("shortest"),
         )
+        ranks = frame.select(pl.col("rank").min().alias("first"), pl.col("rank").max()).row(0)
+        if ranks[0] == ranks[1]:  # one rank (most traces): no grouping
+            extremes.append(frame.select(pl.lit(ranks[0], pl.Int32).alias("rank"), *aggregates))
+        else:
+            extremes.append(frame.group_by("rank").agg(*aggregates))
+    if not extremes:
+        return False
     bad = (
-        pl.concat(extremes, how="vertical")
+        pl.concat(extremes, how="vertical_relaxed")
         .join(spans, on="rank", how="left")
         .filter(
             (pl.col("low") < pl.col("span_start") - pl.col("reach_ns"))
