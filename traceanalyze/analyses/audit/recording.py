@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.activities import classified_activities
 from traceanalyze.analyses.audit.figures import Finding
 from traceanalyze.analyses.audit.steps import counted_steps, step_count, step_means
 from traceanalyze.analyses.audit.text import sentence
 from traceanalyze.analyses.graphs import replayed_activities
+from traceanalyze.classify.rules import NAME_RULES
 from traceanalyze.hardware.peaks import device_peaks
 from traceanalyze.trace import Trace
 
 CHECK_OVERHEAD = "profiler_overhead"
 CHECK_GRAPHS = "graph_replays_opaque"
 CHECK_METADATA = "missing_metadata"
+# Kernel names of collectives: the taxonomy's rule for the communication category.
+COMMUNICATION_NAMES = dict(NAME_RULES)["communication"]
 # The profiler's own events, by the category Kineto writes them in.
 PROFILER_CATEGORIES = ("overhead",)
 
@@ -25,7 +27,9 @@ def profiler_overhead(trace: Trace, untraced_median_ms: float | None = None) -> 
     step where the capture's untraced median gives it."""
     steps = counted_steps(trace)
     shapes = int(
-        steps.cpu.filter((pl.col("cat") == "cpu_op") & pl.col("input_dims").is_not_null()).height
+        steps.cpu.select(
+            ((pl.col("cat") == "cpu_op") & pl.col("input_dims").is_not_null()).sum()
+        ).item()
     )
     own = sum(m.event_counts.get(cat, 0) for m in trace.meta for cat in PROFILER_CATEGORIES)
     recorded = {
@@ -126,13 +130,21 @@ def missing_metadata(trace: Trace) -> list[Finding]:
                 "no peaks known for " + ", ".join(map(_gpu_name, names)),
             )
         )
+    lacking = [m.rank for m in trace.meta if not m.distributed_info]
+    # Collectives by the taxonomy's own name rule (classifying every kernel for this was most
+    # of the audit's time on a trace whose ranks state their distributed info anyway).
     talking = (
-        classified_activities(trace)
-        .filter(pl.col("category") == "communication")["rank"]
+        trace.gpu.filter(
+            pl.col("rank").is_in(lacking)
+            & (pl.col("kind") == "kernel")
+            & pl.col("name").str.contains(COMMUNICATION_NAMES)
+        )["rank"]
         .unique()
         .to_list()
+        if lacking
+        else []
     )
-    lost = sorted(m.rank for m in trace.meta if m.rank in talking and not m.distributed_info)
+    lost = sorted(rank for rank in lacking if rank in talking)
     if lost:
         found.append(
             Finding(
