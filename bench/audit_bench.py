@@ -6,7 +6,8 @@ what the one audit line every command writes costs that command.
 Each run loads the trace afresh from the cache (untimed), so nothing is memoised between runs:
 
 * ``audit (all checks)``: :func:`traceanalyze.analyses.audit.audit` on the fresh Trace, every
-  analysis it needs included (the target: under 0.5 s);
+  analysis it needs included (the target: under 0.5 s); also in CPU seconds of the process
+  (its threads together), steadier where other work shares the cores;
 * each check alone, on its own fresh Trace;
 * the hook: a command's own work (``summary`` without its audit, ``kernels``), then the audit
   on the same Trace, as the command line runs it after the command; the audit's time there
@@ -44,8 +45,19 @@ def timed(step: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
+def cpu_timed(step: Callable[[], Any]) -> float:
+    """CPU seconds of this process (all its threads): on a machine whose cores other work
+    shares, less sensitive to the others than wall time."""
+    start = time.process_time()
+    step()
+    return time.process_time() - start
+
+
 def one_run(path: Path) -> dict[str, float]:
-    times = {"audit (all checks)": timed(lambda: audit(load(path)))}
+    fresh = load(path)
+    times = {"audit (all checks)": timed(lambda: audit(fresh))}
+    fresh = load(path)
+    times["audit (all checks), CPU s"] = cpu_timed(lambda: audit(fresh))
     for name, check in RUNNERS.items():
         fresh = load(path)
         times[f"  {name}"] = timed(lambda check=check, fresh=fresh: check(fresh))
@@ -71,7 +83,8 @@ def main() -> None:
     print(f"trace: {args.trace}, {args.runs} runs, median seconds beyond a cached load")
     print(f"  {'cached load (for scale)':<40} {load_s:.3f}")
     for name, seconds in median.items():
-        print(f"  {name:<40} {seconds:.3f}")
+        spread = sorted(r[name] for r in runs)
+        print(f"  {name:<40} {seconds:.3f}   (min {spread[0]:.3f}, max {spread[-1]:.3f})")
     for command in COMMANDS:
         ratio = median[f"{command}: its audit line"] / median[f"{command}: the command"]
         print(f"  {command}: audit line / command          {ratio:.2f}x")

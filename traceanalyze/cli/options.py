@@ -16,7 +16,7 @@ import click
 
 from traceanalyze.analyses.audit import audit
 from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
-from traceanalyze.analyses.iterations import Selection
+from traceanalyze.analyses.iterations import Selection, counted
 from traceanalyze.api import Loading
 from traceanalyze.cli.progress import loading, loading_file
 from traceanalyze.load import Input, load
@@ -195,7 +195,8 @@ def warn_audited(ctx: click.Context) -> None:
                 if isinstance(item, str)
                 else [
                     f"{item.path.name}: {key}: {text}"
-                    for key, text in audit(item).warnings_for(figures).items()
+                    # the counted trace the command analysed: its audit shares its tables
+                    for key, text in audit(counted(item)).warnings_for(figures).items()
                 ]
             )
             found += [(path, line) for line in lines]

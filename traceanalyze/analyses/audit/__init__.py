@@ -179,13 +179,14 @@ def _findings(trace: Trace) -> tuple[Finding, ...]:
 def audit(trace: Trace, *, untraced_median_ms: float | None = None) -> Audit:
     """Every check on ``trace``; ``untraced_median_ms`` (the capture's median time per call,
     without the profiler) lets ``profiler_overhead`` measure what profiling added."""
-    # Keyed by the counted trace: the same object whether a raw or a counted trace is given.
-    found = list(_findings(counted_steps(trace)))
+    found = list(_findings(trace))
     if untraced_median_ms:
         measured = profiler_overhead(trace, untraced_median_ms)
         found += [f for f in measured if f.finding == "measured"]
         found.sort(key=lambda f: CHECKS.index(f.check))  # stable: a check's own order kept
-    figures = _base(trace)
+    # The figures are read only where a finding moves one (the step model's tables are most
+    # of a clean trace's audit).
+    figures = _base(trace) if any(f.moves for f in found) else {}
     return Audit(
         checks=_table(found, figures),
         error_bars=_error_bars(found, figures),

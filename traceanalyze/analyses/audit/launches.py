@@ -15,6 +15,7 @@ import polars as pl
 from traceanalyze.analyses.audit.figures import Finding, moves_between
 from traceanalyze.analyses.audit.rules import CAPTURE_BEGIN, CAPTURE_END
 from traceanalyze.analyses.audit.steps import (
+    counted_rows,
     counted_steps,
     repaired,
     step_at,
@@ -53,23 +54,23 @@ _GPU_TIME_FIGURES = (
 
 def launches_without_activity(trace: Trace) -> list[Finding]:
     """Launch calls whose GPU activity is not in the trace: dropped, or made during a capture."""
-    steps = counted_steps(trace)
-    calls = _launch_calls(steps)
-    ran = steps.gpu.select("rank", "correlation").drop_nulls().unique()
+    calls = _launch_calls(trace)
+    ran = trace.gpu.select("rank", "correlation").drop_nulls().unique()
     missing = calls.join(ran, on=["rank", "correlation"], how="anti", maintain_order="left")
     if not missing.height:
         return []
     missing = missing.with_columns(
-        captured=_during_capture(steps.cpu, missing),
-        launch_op=steps.cpu["name"].gather(
-            nearest_ancestor(steps.cpu, missing["op_id"], pl.col("cat") == "cpu_op")
+        captured=_during_capture(trace.cpu, missing),
+        launch_op=trace.cpu["name"].gather(
+            nearest_ancestor(trace.cpu, missing["op_id"], pl.col("cat") == "cpu_op")
         ),
         kind=_call_kind(),
     )
     found = []
     dropped = missing.filter(~pl.col("captured"))
     if dropped.height:
-        found.append(_dropped(steps, dropped))
+        steps = counted_steps(trace)
+        found.append(_dropped(steps, counted_rows(steps, "cpu", dropped, "op_id")))
     captured = missing.filter(pl.col("captured"))
     if captured.height:
         found.append(
@@ -103,11 +104,11 @@ _CALL_COLUMNS = (
 )
 
 
-def _launch_calls(steps: Trace) -> pl.DataFrame:
+def _launch_calls(trace: Trace) -> pl.DataFrame:
     """Runtime/driver calls that put work on a GPU, with a correlation id."""
     # The columns first: filtering the whole frame copies every column of the rows kept.
     return (
-        steps.cpu.select(*_CALL_COLUMNS, "cat")
+        trace.cpu.select(*_CALL_COLUMNS, "cat")
         .filter(
             pl.col("cat").is_in(RUNTIME_CATS)
             & pl.col("name").is_in(LAUNCH_APIS)
@@ -206,20 +207,22 @@ def activity_without_launch(trace: Trace) -> list[Finding]:
     """GPU activities whose launch call is not in the trace, split into work launched before
     the window and calls missing inside it; and activities that share a launch call which
     starts one activity (not a graph launch) with an earlier one."""
-    steps = counted_steps(trace)
-    found = _without_launch(steps)
-    extra = _extra_activities(steps)
+    found = _without_launch(trace)
+    extra = _extra_activities(trace)
     if extra.height:
-        found.append(_extra_finding(steps, extra))
+        steps = counted_steps(trace)
+        found.append(_extra_finding(steps, counted_rows(steps, "gpu", extra, "_row")))
     return found
 
 
-def _without_launch(steps: Trace) -> list[Finding]:
-    lone = steps.gpu.with_row_index("_row").filter(~pl.col("linked"))
+def _without_launch(trace: Trace) -> list[Finding]:
+    lone = trace.gpu.with_row_index("_row").filter(~pl.col("linked"))
     if not lone.height:
         return []
+    steps = counted_steps(trace)
+    lone = counted_rows(steps, "gpu", lone, "_row")
     calls = (
-        steps.cpu.filter(pl.col("cat").is_in(RUNTIME_CATS) & pl.col("correlation").is_not_null())
+        trace.cpu.filter(pl.col("cat").is_in(RUNTIME_CATS) & pl.col("correlation").is_not_null())
         .group_by("rank")
         .agg(first_correlation=pl.col("correlation").min(), first_call_ns=pl.col("ts_ns").min())
     )
@@ -286,11 +289,11 @@ def _lone_finding(
     )
 
 
-def _extra_activities(steps: Trace) -> pl.DataFrame:
+def _extra_activities(trace: Trace) -> pl.DataFrame:
     """Activities after the first of a launch call that starts one (every call but a graph
     launch: none of the project's 100 real traces has a second), the latest ones, less as
     many as there are overlapping duplicates of it (``overlapping_on_stream`` counts those)."""
-    one_each = steps.gpu.with_row_index("_row").filter(
+    one_each = trace.gpu.with_row_index("_row").filter(
         pl.col("linked") & ~pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS)
     )
     shared = (
@@ -299,7 +302,7 @@ def _extra_activities(steps: Trace) -> pl.DataFrame:
     if not shared.height:  # the common case: every call has its one activity
         return one_each.clear()
     duplicates = (
-        stream_walk(steps)
+        stream_walk(trace)
         .filter(pl.col("how") == "duplicate")
         .group_by("rank", "correlation")
         .agg(duplicates=pl.len())

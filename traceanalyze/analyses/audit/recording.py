@@ -8,7 +8,7 @@ import polars as pl
 from traceanalyze.analyses.audit.figures import Finding
 from traceanalyze.analyses.audit.steps import counted_steps, step_count, step_means
 from traceanalyze.analyses.audit.text import sentence
-from traceanalyze.analyses.graphs import replayed_activities
+from traceanalyze.analyses.graphs import graph_replay, replayed_activities
 from traceanalyze.classify.rules import NAME_RULES
 from traceanalyze.hardware.peaks import device_peaks
 from traceanalyze.trace import Trace
@@ -25,17 +25,16 @@ PROFILER_CATEGORIES = ("overhead",)
 def profiler_overhead(trace: Trace, untraced_median_ms: float | None = None) -> list[Finding]:
     """What was recorded besides ops and GPU activity, and the CPU time the profiler added per
     step where the capture's untraced median gives it."""
-    steps = counted_steps(trace)
     shapes = int(
-        steps.cpu.select(
+        trace.cpu.select(
             ((pl.col("cat") == "cpu_op") & pl.col("input_dims").is_not_null()).sum()
         ).item()
     )
     own = sum(m.event_counts.get(cat, 0) for m in trace.meta for cat in PROFILER_CATEGORIES)
     recorded = {
         "ops with shapes (record_shapes)": shapes,
-        "Python frames (with_stack)": steps.python.height,
-        "memory events (profile_memory)": steps.memory.height,
+        "Python frames (with_stack)": trace.python.height,
+        "memory events (profile_memory)": trace.memory.height,
         "profiler events of its own (buffer requests and flushes; their time is not loaded)": own,
     }
     found = []
@@ -45,7 +44,7 @@ def profiler_overhead(trace: Trace, untraced_median_ms: float | None = None) -> 
             Finding(CHECK_OVERHEAD, "recorded", sum(recorded.values()), 0.0, "; ".join(listed))
         )
     if untraced_median_ms:
-        found.append(_measured(steps, untraced_median_ms))
+        found.append(_measured(counted_steps(trace), untraced_median_ms))
     return found
 
 
@@ -67,6 +66,8 @@ def _measured(steps: Trace, untraced_median_ms: float) -> Finding:
 
 def graph_replays_opaque(trace: Trace) -> list[Finding]:
     """GPU time of graph replays whose activities no captured op explains."""
+    if not trace.gpu.select(graph_replay().any()).item():
+        return []
     steps = counted_steps(trace)
     replayed = replayed_activities(steps)
     opaque = replayed.filter(pl.col("captured_op").is_null())

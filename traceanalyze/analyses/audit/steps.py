@@ -15,7 +15,8 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import COUNT_COLUMNS, ITERATION, TIME_COLUMNS, iteration_times
 from traceanalyze.analyses.activities import iteration_count
-from traceanalyze.analyses.iterations import choice_of, counted
+from traceanalyze.analyses.iterations import _origin_of as origin_of  # the trace as loaded
+from traceanalyze.analyses.iterations import counted
 from traceanalyze.trace import Trace
 
 # The per-iteration figures of the step model, by the name summary gives them.
@@ -29,8 +30,17 @@ def counted_steps(trace: Trace) -> Trace:
 
 def as_loaded(trace: Trace) -> Trace:
     """``trace`` as it was loaded, with every step region it marks (a counted trace keeps only
-    the counted ones)."""
-    return choice_of(trace).origin
+    the counted ones); found without counting anything."""
+    return origin_of(trace)
+
+
+def counted_rows(steps: Trace, frame: str, rows: pl.DataFrame, position: str) -> pl.DataFrame:
+    """``rows`` of the loaded trace's ``frame`` (``gpu`` or ``cpu``; ``position``: the column
+    holding each row's position in it) with ``iteration`` as the counted steps have it: the
+    checks find faults on the frames as loaded and count steps only when they found some (a
+    restricted trace keeps every row in place)."""
+    iteration: pl.Series = getattr(steps, frame)["iteration"]
+    return rows.with_columns(iteration=iteration.gather(rows[position]))
 
 
 def step_count(steps: Trace) -> int:
@@ -97,6 +107,7 @@ __all__ = [
     "ITERATION",
     "STEP_FIGURES",
     "as_loaded",
+    "counted_rows",
     "counted_steps",
     "in_steps",
     "repaired",

@@ -27,7 +27,13 @@ from traceanalyze.analyses.audit.rules import (
     PDL_MAX_OWN_OVERLAP_PCT,
     PDL_MIN_COMPUTE_MAJOR,
 )
-from traceanalyze.analyses.audit.steps import counted_steps, repaired, step_count, step_means
+from traceanalyze.analyses.audit.steps import (
+    counted_rows,
+    counted_steps,
+    repaired,
+    step_count,
+    step_means,
+)
 from traceanalyze.analyses.audit.text import clipped, examples, sentence
 from traceanalyze.analyses.graphs import GRAPH_LAUNCH_APIS
 from traceanalyze.trace import Trace
@@ -43,13 +49,13 @@ _SHAPE = ["kind", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "b
 
 
 @per_trace
-def stream_walk(steps: Trace) -> pl.DataFrame:
+def stream_walk(trace: Trace) -> pl.DataFrame:
     """Every activity in stream order with ``_row`` (its row in the gpu frame), ``end_ns``,
     the next activity's start (``next_ts``), its blocker (``b_row``, ``b_end``, ``b_*``: the
     earlier activity with the latest end, null for the first), ``overlap_ns`` (0 when it
     starts after every earlier one ended), ``how`` it overlaps (null: it does not, or its
     blocker's duration overflows) and whether it ``overflows``."""
-    gpu = steps.gpu
+    gpu = trace.gpu
     ordered = (
         gpu.with_row_index("_row")
         .with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
@@ -74,7 +80,7 @@ def stream_walk(steps: Trace) -> pl.DataFrame:
         overlap_ns=pl.when(pl.col("b_end").is_not_null())
         .then((pl.min_horizontal("b_end", "end_ns") - pl.col("ts_ns")).clip(0))
         .otherwise(0),
-    ).with_columns(raw=_raw_kind(steps))
+    ).with_columns(raw=_raw_kind(trace))
     # An activity overflows when it runs past its next one's start by more than the time it
     # had before it, and the next one does not overlap it by design (or as its duplicate).
     overflows = (
@@ -100,7 +106,7 @@ def stream_walk(steps: Trace) -> pl.DataFrame:
 _OTHER = "other"
 
 
-def _raw_kind(steps: Trace) -> pl.Expr:
+def _raw_kind(trace: Trace) -> pl.Expr:
     """How an activity overlaps its blocker: duplicate, graph_branches, programmatic_launch,
     else ``_OTHER``; null where it does not overlap."""
     # An activity without a launch call has no API, a legacy one no correlation: not the same.
@@ -113,7 +119,7 @@ def _raw_kind(steps: Trace) -> pl.Expr:
     identical = same & (pl.col("ts_ns") == pl.col("b_ts"))
     # Devices the trace says are older than Hopper cannot launch programmatically; where it
     # does not say, they may.
-    older = steps.devices.filter(pl.col("compute_major") < PDL_MIN_COMPUTE_MAJOR).select(
+    older = trace.devices.filter(pl.col("compute_major") < PDL_MIN_COMPUTE_MAJOR).select(
         pl.struct("rank", "device")
     )
     tail = (pl.col("overlap_ns") <= pl.col("b_dur") * PDL_MAX_OVERLAP_PCT / 100) & (
@@ -138,11 +144,11 @@ def _raw_kind(steps: Trace) -> pl.Expr:
 
 def overlapping_on_stream(trace: Trace) -> list[Finding]:
     """Activities that start before the previous one on their stream ends, by kind."""
-    steps = counted_steps(trace)
-    walked = stream_walk(steps)
-    kinds = walked.filter(pl.col("how").is_not_null())
+    kinds = stream_walk(trace).filter(pl.col("how").is_not_null())
     if not kinds.height:
         return []
+    steps = counted_steps(trace)
+    kinds = counted_rows(steps, "gpu", kinds, "_row")
     n = step_count(steps)
     found = []
     for how in _KINDS:
@@ -215,23 +221,24 @@ def _clip(gpu: pl.DataFrame, until: pl.DataFrame) -> pl.DataFrame:
 def duration_overflow(trace: Trace) -> list[Finding]:
     """Activities that run past the next one's start by more than their own plausible length,
     and activities implausibly long for their kind."""
-    steps = counted_steps(trace)
-    n = step_count(steps)
     past = (
-        stream_walk(steps)
+        stream_walk(trace)
         .filter(pl.col("overflows"))
         .with_columns(excess_ns=pl.col("end_ns") - pl.col("next_ts"), until=pl.col("next_ts"))
     )
-    found = []
-    if past.height:
-        found.append(_overflow_finding(steps, past, "past_next", n))
-    long = _implausible(steps).filter(~pl.col("_row").is_in(past["_row"].implode()))
-    if long.height:
-        found.append(_overflow_finding(steps, long, "implausible", n))
-    return found
+    long = _implausible(trace).filter(~pl.col("_row").is_in(past["_row"].implode()))
+    if not past.height and not long.height:
+        return []
+    steps = counted_steps(trace)
+    n = step_count(steps)
+    return [
+        _overflow_finding(steps, counted_rows(steps, "gpu", rows, "_row"), finding, n)
+        for finding, rows in (("past_next", past), ("implausible", long))
+        if rows.height
+    ]
 
 
-def _implausible(steps: Trace) -> pl.DataFrame:
+def _implausible(trace: Trace) -> pl.DataFrame:
     """Activities beyond their kind's limit, or over IMPLAUSIBLE_RATIO times their peers'
     median by IMPLAUSIBLE_MIN_EXCESS_US; communication kernels exempt (they wait for the
     slowest rank: any length is plausible for them)."""
@@ -240,7 +247,7 @@ def _implausible(steps: Trace) -> pl.DataFrame:
         default=None,
         return_dtype=pl.Float64,
     )
-    gpu = steps.gpu.with_row_index("_row")
+    gpu = trace.gpu.with_row_index("_row")
     # Either rule needs a duration over IMPLAUSIBLE_MIN_EXCESS_US: only such activities' shapes
     # are looked at (a window over every activity's shape was most of this check's time).
     long = gpu.filter(pl.col("dur_ns") > IMPLAUSIBLE_MIN_EXCESS_US * 1e3)
@@ -268,7 +275,7 @@ def _implausible(steps: Trace) -> pl.DataFrame:
         return found
     # The category of these few only: classifying every activity is most of the audit's time
     # on a trace where nothing is found (rows keep the gpu frame's order).
-    category = classified_activities(steps)["category"].gather(found["_row"])
+    category = classified_activities(trace)["category"].gather(found["_row"])
     return found.filter(category != "communication")
 
 

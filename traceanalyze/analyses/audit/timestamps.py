@@ -25,6 +25,7 @@ from traceanalyze.analyses.audit.rules import (
 from traceanalyze.analyses.audit.steps import (
     ITERATION,
     as_loaded,
+    counted_rows,
     counted_steps,
     repaired,
     step_at,
@@ -108,16 +109,16 @@ def _marks(frame: pl.DataFrame, spans: pl.DataFrame, ts: str = "ts_ns") -> pl.Da
 def bad_timestamps(trace: Trace) -> list[Finding]:
     """Events at ts 0, with negative durations or outside their rank's span, and steps out of
     order."""
-    steps = counted_steps(trace)
-    spans = rank_spans(steps)
+    spans = rank_spans(trace)
     found = []
-    if _any_bad_time(steps, spans):
-        found = _bad_times(steps, spans)
-    early = steps.gpu.with_row_index("_row").filter(
+    if _any_bad_time(trace, spans):
+        found = _bad_times(counted_steps(trace), spans)
+    early = trace.gpu.with_row_index("_row").filter(
         pl.col("linked") & (pl.col("ts_ns") < pl.col("launch_ts_ns"))
     )
     if early.height:
-        found.append(_before_launch(steps, early))
+        steps = counted_steps(trace)
+        found.append(_before_launch(steps, counted_rows(steps, "gpu", early, "_row")))
     disorder = _steps_out_of_order(as_loaded(trace))
     if disorder is not None:
         found.append(disorder)
@@ -362,25 +363,32 @@ def _steps_out_of_order(trace: Trace) -> Finding | None:
 def truncated(trace: Trace) -> list[Finding]:
     """Steps cut short: opened and never closed, the last counted one far shorter than the
     others, or the profiler's empty closing step."""
-    steps = counted_steps(trace)
-    n = step_count(steps)
     found = []
     # The regions the trace marks as steps (ProfilerStep, or a repeated annotation) with no
     # duration; the counted step that holds one is weighed (the step model may count other
     # spans than the regions).
     loaded = as_loaded(trace)
+    stepped = loaded.iteration_source is IterationSource.PROFILER_STEP
     open_steps = loaded.iterations.filter(pl.col("dur_ns").fill_null(0) <= 0)
     if loaded.iteration_source is not IterationSource.WHOLE_TRACE and open_steps.height:
+        steps = counted_steps(trace)
         holding = open_steps.select("rank", iteration=step_at(steps, open_steps)).drop_nulls()
         kept = steps.iterations.join(holding, on=ITERATION, how="anti")
-        found.append(_step_finding(steps, open_steps, kept, "open_step", n))
-    short = _short_last_steps(steps)
-    if short.height:
-        kept = steps.iterations.join(short.select(ITERATION), on=ITERATION, how="anti")
-        found.append(_step_finding(steps, short, kept, "short_last_step", n))
+        found.append(_step_finding(steps, open_steps, kept, "open_step", step_count(steps)))
+    # Profiler steps are weighed only where their activities say one may be cut or empty (the
+    # step model's tables cost most of a clean trace's audit).
+    suspect = stepped and _falls_short(loaded)
+    if not stepped or suspect:
+        steps = counted_steps(trace)
+        short = _short_last_steps(steps)
+        if short.height:
+            kept = steps.iterations.join(short.select(ITERATION), on=ITERATION, how="anti")
+            found.append(_step_finding(steps, short, kept, "short_last_step", step_count(steps)))
+    if not suspect:
+        return found
     # A closing step that is also open is said once, as open.
     closing = (
-        choice_of(steps)
+        choice_of(counted_steps(trace))
         .table.filter(pl.col("kind") == CLOSING)
         .join(open_steps.select(ITERATION), on=ITERATION, how="anti")
     )
@@ -396,6 +404,24 @@ def truncated(trace: Trace) -> list[Finding]:
             )
         )
     return found
+
+
+def _falls_short(loaded: Trace) -> bool:
+    """Whether, on some rank, one of the last two profiler steps launches under
+    SHORT_LAST_STEP_PCT of the GPU activities of the step before it (0 for an empty closing
+    step): a necessary condition of a cut or empty last step, read from the activities'
+    steps alone."""
+    launched = loaded.gpu.group_by("rank", "iteration").agg(activities=pl.len())
+    last = (
+        loaded.iterations.join(launched, on=ITERATION, how="left")
+        .with_columns(pl.col("activities").fill_null(0))
+        .sort("rank", "ts_ns")
+        .group_by("rank", maintain_order=True)
+        .tail(3)
+        .with_columns(before=pl.col("activities").shift(1).over("rank"))
+    )
+    share = SHORT_LAST_STEP_PCT / 100
+    return bool(last.filter(pl.col("activities") < pl.col("before") * share).height)
 
 
 def _short_last_steps(steps: Trace) -> pl.DataFrame:
