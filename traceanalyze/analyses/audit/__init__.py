@@ -92,7 +92,8 @@ DEFINITIONS: dict[str, str] = {
     "iteration",
     "figures": "the figures the finding moves: those that change when its events are repaired "
     "(dropped, clipped, put back in their step), and `bound` where the verdict can change",
-    "moved_pct": "the largest move of one of those figures, as a share of the figure",
+    "moved_pct": "the largest move of one of those figures, as a share of the figure; null "
+    "where it moves none, or moves one the trace records as 0 (no share to give)",
     "severity": "`info` for what a profiler does by design, `warning` for a fault, `error` for "
     "a fault that moves a figure by 10% or more",
     "ok": "no warning and no error",
@@ -218,6 +219,8 @@ def _table(found: Sequence[Finding], figures: Mapping[str, float]) -> pl.DataFra
             if verdict_moves(figures, f.moves):
                 moved.append(VERDICT)
             pct = _largest_pct(f, figures) if f.moves else None
+            if pct is not None and math.isinf(pct):
+                pct = None  # a figure the trace records as 0: no share to give
             rows.append(
                 (f.check, f.finding, severity(f, figures), f.count, f.affected_us_per_iter,
                  moved, pct, f.detail)

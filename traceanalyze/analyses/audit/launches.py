@@ -165,7 +165,10 @@ def _dropped(steps: Trace, dropped: pl.DataFrame) -> Finding:
             by_op, on=["name", "launch_op"], how="left", nulls_equal=True, maintain_order="left"
         )
         .join(by_call, on="name", how="left", maintain_order="left")
-        .with_columns(est_ns=pl.coalesce("by_op", "by_call", pl.lit(0.0)))
+        .with_columns(
+            unknown=pl.col("by_op").is_null() & pl.col("by_call").is_null(),
+            est_ns=pl.coalesce("by_op", "by_call", pl.lit(0.0)),
+        )
     )
     n = step_count(steps)
     inside = estimated.filter(pl.col("iteration").is_not_null())
@@ -196,6 +199,10 @@ def _dropped(steps: Trace, dropped: pl.DataFrame) -> Finding:
                 f"estimated missing GPU time {estimate_us:,.3f} µs per iteration (median of "
                 "recorded activities launched alike)"
                 if inside.height
+                else "",
+                f"{unknown:,} of them with no recorded activity launched alike: their time is "
+                "unknown, counted as 0"
+                if (unknown := int(inside["unknown"].sum()))
                 else "",
             ]
         ),
