@@ -113,8 +113,13 @@ def bad_timestamps(trace: Trace) -> list[Finding]:
     found = []
     if _any_bad_time(trace, spans):
         found = _bad_times(counted_steps(trace), spans)
-    early = trace.gpu.with_row_index("_row").filter(
-        pl.col("linked") & (pl.col("ts_ns") < pl.col("launch_ts_ns"))
+    # An activity whose own time is lost (ts 0, outside its rank's span) is that finding's.
+    early = (
+        trace.gpu.with_row_index("_row")
+        .filter(pl.col("linked") & (pl.col("ts_ns") < pl.col("launch_ts_ns")))
+        .join(spans, on="rank", how="left", maintain_order="left")
+        .filter(pl.col("ts_ns") >= pl.col("span_start") - pl.col("reach_ns"))
+        .drop("span_start", "span_end", "reach_ns")
     )
     if early.height:
         steps = counted_steps(trace)
