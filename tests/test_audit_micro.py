@@ -287,3 +287,42 @@ def test_an_overflow_on_hopper_is_no_programmatic_launch(tmp_path: Path) -> None
     found = faults(audited(tmp_path, events))
     assert set(found) == {("duration_overflow", "past_next")}
     assert found["duration_overflow", "past_next"]["count"] == 1
+
+
+def test_a_ts_zero_kernel_is_one_finding(tmp_path: Path) -> None:
+    # Found by a skeptical pass: it was also counted as starting before its launch call.
+    events = clean_events()
+    next(e for e in events if is_kernel(e, 3))["ts"] = 0
+    found = faults(audited(tmp_path, events))
+    assert set(found) == {("bad_timestamps", "ts_zero")}
+
+
+def test_a_ts_zero_op_stretches_a_whole_trace_iteration(tmp_path: Path) -> None:
+    # No steps: the whole trace is one iteration, which the op at ts 0 stretches to 1.7e12 µs.
+    events = [e for e in clean_events() if e["cat"] != "user_annotation"]
+    result = audited(tmp_path, [*events, op("aten::add", 0, 20)])
+    assert faults(result)["bad_timestamps", "ts_zero"]["severity"] == "error"
+    assert result.error_bars["wall_us_per_iter"] == pytest.approx(BASE - 20, rel=1e-6)
+
+
+def test_a_rank_missing_one_collective_is_still_aligned(tmp_path: Path) -> None:
+    for rank, shift in ((0, 0), (1, 1234)):
+        events = rank_events(shift)
+        if rank == 1:  # its second all-reduce lost: step 2 no longer runs the same sequence
+            events = [e for e in events if not is_kernel(e, 2)]
+        write_trace(tmp_path, events, f"rank{rank}.json", rank=rank)
+    result = audit(traceanalyze.load(tmp_path, cache=False))
+    assert result.offsets_us == {0: 0.0, 1: pytest.approx(1234, rel=0.05)}
+
+
+def test_ranks_whose_collectives_do_not_end_together_are_not_aligned(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        events = rank_events(500)
+        if rank == 1:  # each all-reduce ends 0, 300 and 600 µs off: no clock offset fits
+            for step, late in enumerate((0, 300, 600)):
+                next(e for e in events if is_kernel(e, step + 1))["dur"] += late
+        write_trace(tmp_path, events, f"rank{rank}.json", rank=rank)
+    result = audit(traceanalyze.load(tmp_path, cache=False))
+    row = faults(result)["clock_skew", "not_estimable"]
+    assert row["count"] == 1 and "do not end together" in row["detail"]
+    assert result.offsets_us == {}
