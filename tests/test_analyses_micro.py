@@ -101,36 +101,59 @@ def test_summary(tmp_path: Path) -> None:
         "gpu_kernel_us_per_iter": 14.0,
         "gpu_memcpy_us_per_iter": 3.0,
         "gpu_memset_us_per_iter": 0.5,
-        # Union per step: 17 in step 1, [240, 250] | [245, 253] = 13 in step 2: less than the
-        # activity time, since the two streams overlap.
-        "gpu_busy_us_per_iter": 15.0,
+        # The windows are the steps (their CPU side is the longer). Busy in them: 17 of step
+        # 1's own work and the pre-window kernel's 3 (carried in); [240, 250] | [245, 253] = 13
+        # in step 2, less than its activity time, since the two streams overlap.
+        "gpu_busy_us_per_iter": 16.5,
         "gpu_span_us_per_iter": 18.0,  # [150, 173] and [240, 253]
-        "gpu_idle_us_per_iter": 3.0,  # 23 - 17 and 13 - 13
+        "gpu_idle_us_per_iter": 83.5,  # 100 - 20 and 100 - 13
         # Outermost ops: 20 + 2 + 4 + 10 + 5 and 20 + 10; the aten::transpose inside aten::t is
         # not added again.
         "cpu_op_us_per_iter": 35.5,
         "launch_us_per_iter": 9.5,  # (5 + 3 + 2) and (5 + 4)
         "cpu_span_us_per_iter": 100.0,
         "wall_us_per_iter": 100.0,  # the CPU side is longer in both steps
+        "compute_us_per_iter": 13.0,  # 3 + 10 and 13
+        "communication_us_per_iter": 0.0,
+        "exposed_communication_us_per_iter": 0.0,
+        "exposed_copy_us_per_iter": 3.5,  # the copy and the set, 7 us in step 1
+        "carried_in_us_per_iter": 1.5,  # the pre-window kernel, 3 us in step 1
+        # Step 1: [100, 101] before the pre-window kernel and [160, 165], [171, 172] before the
+        # copy and the set, launched long before (queued); [104, 150] before the GEMM launched
+        # at 112 (8 us host, 38 launch); [173, 200] to the step's end (host). Step 2: [200, 240]
+        # (12 host, 28 launch) and [253, 300] after its last work (host).
+        "idle_us_by_cause": {
+            "queued": 3.5,
+            "sync": 0.0,
+            "data_loading": 0.0,
+            "host": 37.0,
+            "launch": 43.0,
+        },
         # Step 1 against step 2 (more than 5% of the median apart); wall times are equal.
         "spread_per_iter": {
             "kernels_min": 1.0,
             "kernels_median": 1.5,
             "kernels_max": 2.0,
             "gpu_busy_us_min": 13.0,
-            "gpu_busy_us_median": 15.0,
-            "gpu_busy_us_max": 17.0,
-            "gpu_idle_us_min": 0.0,
-            "gpu_idle_us_median": 3.0,
-            "gpu_idle_us_max": 6.0,
+            "gpu_busy_us_median": 16.5,
+            "gpu_busy_us_max": 20.0,
+            "gpu_idle_us_min": 80.0,
+            "gpu_idle_us_median": 83.5,
+            "gpu_idle_us_max": 87.0,
             "cpu_op_us_min": 30.0,
             "cpu_op_us_median": 35.5,
             "cpu_op_us_max": 41.0,
         },
-        "wall_source": "the trace's iteration span",
-        "gpu_busy_pct_of_wall": 15.0,
+        "wall_source": "the trace's step windows",
+        "gpu_busy_pct_of_wall": 16.5,
+        # GPU side 13 + 3.5 + 3.5 (short queued gaps) = 20% of the wall, the host's 80%: over
+        # half of what the GPU leaves by 40 points, 60 from the GPU's 80% threshold.
         "bound": "CPU-bound",
-        "bound_note": "GPU busy time 15% of the wall time (the trace's iteration span)",
+        "bound_margin_pct": 40.0,
+        "bound_note": "GPU 20.0% (compute 13.0%, copies 3.5%, dispatch gaps 3.5%), CPU 80.0% "
+        "(host 37.0%, launch 43.0%) of the wall (the trace's step windows); margin 40.0 points; "
+        "1.5 µs per step (1.5% of the wall) of GPU work launched before the step ran in its "
+        "window (carried in); 2 of 2 steps agree",
         "transpose_ops_per_iter": 1.0,  # transpose and t in step 1
         "graph_launches_per_iter": 0.0,
         "cudnn_cpu_us_per_iter": 0.0,
@@ -150,8 +173,9 @@ def test_summary(tmp_path: Path) -> None:
 
 
 def test_summary_gpu_bound_and_busy_time_per_device(tmp_path: Path) -> None:
-    # One step; two devices each busy 30 us, overlapping in time: busy time is per device, summed;
-    # the wall time is the CPU span, the longer side.
+    # One step; two devices each busy ~34 us, overlapping in time: the step model takes a rank's
+    # GPUs together (busy when any runs: [5, 39]); the own-work span is per device, summed; the
+    # wall time is the CPU span, the longer side.
     trace = load(
         tmp_path,
         [
@@ -164,9 +188,10 @@ def test_summary_gpu_bound_and_busy_time_per_device(tmp_path: Path) -> None:
         ],
     )
     result = summary(trace)
-    assert (result["gpu_busy_us_per_iter"], result["cpu_op_us_per_iter"]) == (67.0, 4.0)
+    assert (result["gpu_busy_us_per_iter"], result["cpu_op_us_per_iter"]) == (34.0, 4.0)
     assert (result["wall_us_per_iter"], result["gpu_span_us_per_iter"]) == (40.0, 67.0)
-    assert result["bound"] == "GPU-bound"
+    assert result["bound"] == "cannot tell"  # one step only
+    assert "GPU-bound by" in result["bound_note"]
 
 
 def test_busy_time_is_the_union_of_intervals_per_group() -> None:

@@ -315,5 +315,5 @@ def test_a_capture_files_bound_marker_is_judged_against_the_capture_median() -> 
     # As `report FILE` and `summary FILE` judge it: the manifest beside the file is read.
     findings = annotate(traceanalyze.load(NAIVE, cache=False)).findings
     [bound] = [f for f in findings if f.rule == "bound"]
-    assert "(capture median)" in str(bound.figures["note"])
+    assert "capture median" in str(bound.figures["note"])
     assert bound.figures["note"] == traceanalyze.summary(NAIVE)["bound_note"]

@@ -15,24 +15,26 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from tests.micro import annotation, call, kernel, load, op, write_trace
-from traceanalyze.analyses.accounting import mean_per_iter
-from traceanalyze.analyses.between.idle import device_gaps, idle_breakdown
+from traceanalyze.analyses.between.idle import idle_breakdown
 from traceanalyze.analyses.between.launches import launch_events, launch_outliers, launch_table
 from traceanalyze.analyses.between.streams import stream_table
 from traceanalyze.analyses.between.where import where_time_goes
 from traceanalyze.analyses.kernels import kernel_table
+from traceanalyze.analyses.step.model import mean_per_iter, step_model
 from traceanalyze.cli import main
 from traceanalyze.render.between.idle import where_time_goes_markdown
 
 Event = dict[str, Any]
 
 
-# One step of 200 us on stream 7, four gaps, one of each cause:
-#   k1 [10, 20]; k2 launched 30-35 (after k1 ended)                -> [20, 40] host_wait 20 us
-#   k2 [40, 50]; cudaDeviceSynchronize 45-55 on the CPU; k3 launched 56-58
+# One step of 200 us (the window: its GPU work spans only 10-130) on stream 7, six gaps:
+#   [0, 10]: k1 launched 2-4, on the GPU at 10: 2 us of the host's, 8 of the launch's -> launch
+#   k1 [10, 20]; k2 launched 30-35, after k1 ended, the thread in aten::b -> [20, 40] host
+#   k2 [40, 50]; the thread in cudaDeviceSynchronize 45-55 when k2 ends; k3 launched 56-58
 #                                                                   -> [50, 60] sync 10 us
-#   k3 [60, 70]; k4 launched 57-59 (before k3 ended)               -> [70, 72] launch_overhead 2
-#   k4 [72, 80]; k5 launched 60-62, starts at 120 for no visible reason -> [80, 120] other 40
+#   k3 [60, 70]; k4 launched 57-59 (before k3 ended)               -> [70, 72] queued 2 us
+#   k4 [72, 80]; k5 launched 60-62, starts at 120 for no visible reason -> [80, 120] queued
+#   k5 [120, 130]; nothing after it until the step's end            -> [130, 200] host 70 us
 IDLE_EVENTS: list[Event] = [
     annotation("ProfilerStep#1", 0, 200),
     op("aten::a", 1, 4),
@@ -53,36 +55,37 @@ IDLE_EVENTS: list[Event] = [
 
 def test_each_idle_cause_on_its_gap(tmp_path: Path) -> None:
     trace = load(tmp_path, IDLE_EVENTS)
-    gaps = device_gaps(trace).sort("gap_start_ns")
+    gaps = step_model(trace).gaps.sort("gap_start_ns")
     expected = pl.DataFrame(
         {
-            "gap_start_ns": [20_000, 50_000, 70_000, 80_000],
-            "gap_ns": [20_000, 10_000, 2_000, 40_000],
-            "next_activity": ["k2", "k3", "k4", "k5"],
-            "cause": ["host_wait", "sync", "launch_overhead", "other"],
+            "gap_start_ns": [0, 20_000, 50_000, 70_000, 80_000, 130_000],
+            "gap_ns": [10_000, 20_000, 10_000, 2_000, 40_000, 70_000],
+            "next_activity": ["k1", "k2", "k3", "k4", "k5", None],
+            "cause": ["launch", "host", "sync", "queued", "queued", "host"],
         }
     )
     assert_frame_equal(gaps.select(expected.columns), expected, check_dtypes=False)
     result = idle_breakdown(trace)
     causes = pl.DataFrame(
         {
-            "cause": ["sync", "host_wait", "launch_overhead", "other"],
-            "us_per_iter": [10.0, 20.0, 2.0, 40.0],
-            "gaps_per_iter": [1.0, 1.0, 1.0, 1.0],
-            "share_of_idle_pct": [10 / 72 * 100, 20 / 72 * 100, 2 / 72 * 100, 40 / 72 * 100],
+            "cause": ["queued", "sync", "data_loading", "host", "launch"],
+            "us_per_iter": [42.0, 10.0, 0.0, 90.0, 10.0],
+            "gaps_per_iter": [2.0, 1.0, 0.0, 2.0, 1.0],
+            "share_of_idle_pct": [42 / 1.52, 10 / 1.52, 0.0, 90 / 1.52, 10 / 1.52],
         }
     )
     assert_frame_equal(result.causes, causes)
-    assert result.gpu_idle_us_per_iter == 72.0 == mean_per_iter(trace, "gpu_idle_us")
-    # The CPU op under the host-wait gap is named beside it.
-    host_wait = result.largest_gaps.filter(pl.col("cause") == "host_wait").row(0, named=True)
-    assert host_wait["cpu_ops"] == "aten::b, cudaLaunchKernel"  # most overlap first
-    assert host_wait["starts_at_us"] == 20.0
+    assert result.gpu_idle_us_per_iter == 152.0 == mean_per_iter(trace, "gpu_idle_us")
+    # The CPU op under the host's gap is named beside it.
+    host = result.largest_gaps.filter(pl.col("starts_at_us") == 20.0).row(0, named=True)
+    assert (host["cause"], host["cpu_ops"]) == ("host", "aten::b, cudaLaunchKernel")
 
 
 def test_a_gap_on_one_stream_covered_by_another_is_not_idle(tmp_path: Path) -> None:
-    # Stream 7 idles from 20 to 40 but stream 8 runs 15-45: the device idles only 45-50 (5 us),
-    # ended by k2 on stream 7, whose launch returned at 35: before the gap, so launch overhead.
+    # Stream 7 idles from 20 to 40 but stream 8 runs 15-45: between its kernels the device
+    # idles only 45-50 (5 us), ended by k2 on stream 7, whose launch returned at 35: before the
+    # gap, so queued. The window is the step (0-100): 10 us before k1 (launched at 1, on the GPU
+    # at 10) and 40 after k2 are idle too.
     events = [
         annotation("ProfilerStep#1", 0, 100),
         call("cudaLaunchKernel", 1, 2, 1),
@@ -94,11 +97,17 @@ def test_a_gap_on_one_stream_covered_by_another_is_not_idle(tmp_path: Path) -> N
     ]
     trace = load(tmp_path, events)
     result = idle_breakdown(trace)
-    assert result.gpu_idle_us_per_iter == 5.0
+    assert result.gpu_idle_us_per_iter == 55.0
     assert result.causes.filter(pl.col("us_per_iter") > 0).rows() == [
-        ("launch_overhead", 5.0, 1.0, 100.0)
+        ("queued", 5.0, 1.0, 5 / 55 * 100),
+        ("host", 40.0, 1.0, 40 / 55 * 100),
+        ("launch", 10.0, 1.0, 10 / 55 * 100),
     ]
-    assert result.by_stream.rows() == [(0, 0, 7, "launch_overhead", 5.0)]
+    assert result.by_stream.rows() == [
+        (0, None, None, "host", 40.0),  # after the step's last work: no stream ends it
+        (0, 0, 7, "launch", 10.0),
+        (0, 0, 7, "queued", 5.0),
+    ]
     streams = stream_table(trace).select("stream", "busy_us_per_iter", "idle_us_per_iter")
     assert streams.rows() == [(8, 30.0, 0.0), (7, 20.0, 30.0)]
 
@@ -167,9 +176,9 @@ def test_commands_give_the_stable_keys(tmp_path: Path) -> None:
 
 def test_where_the_time_goes_names_the_largest_cause(tmp_path: Path) -> None:
     text = where_time_goes_markdown(where_time_goes(load(tmp_path, IDLE_EVENTS)))
-    # GPU span 10-130 us = 120 us, idle 72 us; "other" is 40 of the 72.
-    assert "The GPU is idle 60% of its span per iteration" in text
-    assert "(56%) is other" in text
+    # The window 0-200 us, idle 152 us; the host's is 90 of the 152.
+    assert "The GPU is idle 76% of the step's wall time (cannot tell)" in text
+    assert "(59%) is host" in text
 
 
 def test_a_report_on_one_trace_says_where_the_time_goes(tmp_path: Path) -> None:
@@ -177,7 +186,7 @@ def test_a_report_on_one_trace_says_where_the_time_goes(tmp_path: Path) -> None:
     report = CliRunner().invoke(main, ["report", str(path), "--no-cache"])
     assert report.exit_code == 0, report.output
     assert "## Where the time goes" in report.output
-    assert "| host_wait |" in report.output
+    assert "| host |" in report.output
 
 
 def test_idle_without_gpu_activity_says_so_instead_of_zero(tmp_path: Path) -> None:

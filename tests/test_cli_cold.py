@@ -39,10 +39,13 @@ def trace(tmp_path: Path) -> Path:
 def test_cold_markdown(trace: Path) -> None:
     text = ok(run("cold", trace)).stdout
     assert text.startswith(
-        "3 calls (annotations call<i>); caches: unknown (no capture manifest says). The first "
-        "call took 1 ms on the CPU against 100 µs for the median steady call: 900 µs of one-off "
-        "work; break-even: no baseline"
+        "3 calls (annotations call<i>); call 1 ran in this trace (not known to be the "
+        "process's first call); caches: unknown (no capture manifest says, no cache event in "
+        "the trace). Under the profiler call 1 took 1 ms against 100 µs for the median of its "
+        "2 steady calls (wall time): 900 µs of one-off work (900 µs on the CPU, split below); "
+        "break-even: no baseline"
     )
+    assert "- call 1 is the first call in this trace, not known to be a fresh process's" in text
     assert "**Call 1 (first) against the median of its 2 steady calls, by cause**" in text
     assert "| cpu | 2 | cudnn_plan | 700 | 55 | 645 | 71.67 |" in text
     assert "| cpu | 2 | other | (outside operators) | 100 | 20 | 80 | 8.89 |" in text
@@ -88,12 +91,23 @@ def test_cold_on_a_capture_folder(tmp_path: Path) -> None:
     assert rows[1]["cache_state"] == "as_found"
     assert rows[1]["cudnn_planning_us"] == 645.0
     text = ok(run("cold", folder)).stdout
-    assert "**Checked against the capture's timing, and paid back** (baseline `naive`)" in text
+    assert "**Paid back** (against `naive`; per-call and one-off differences from one source)" in (
+        text
+    )
+    assert (
+        "| sdpa_cudnn | 160 | 760 | capture timing | 5 | 760.0 µs more one-off work / 160.0 µs "
+        "less per call, both from the capture timing; 200.0 µs faster per call under the "
+        "profiler; for caches as_found |"
+    ) in text
     assert "### `sdpa_cudnn`" in text
     # One trace of the folder alone still finds its manifest entry (cache state, timing).
     alone = ok(run("cold", folder / "sdpa_cudnn.json")).stdout
     assert "caches: as_found" in alone
-    assert "Timed without the profiler: 1.2 ms against 90 µs, 1.11 ms of one-off work." in alone
+    assert "call 1 ran in a fresh process (capture manifest); caches: as_found (manifest)" in alone
+    assert (
+        "Timed without the profiler (cold capture: each call's wall clock, no profiler "
+        "(call_wall_ms)): 1.2 ms against 90 µs, 1.11 ms of one-off work."
+    ) in alone
 
 
 def test_cold_baseline_must_be_a_variant(tmp_path: Path) -> None:
@@ -117,7 +131,7 @@ def test_report_of_a_cold_capture_has_the_cold_section(tmp_path: Path) -> None:
     text = out.read_text()
     section = text[text.index("## Cold start") : text.index("## How to read this")]
     assert "Break-even is against `naive`." in section
-    assert "| sdpa_cudnn | as_found | 3 | 1,000 | 100 | 900 | 0 | 645 | cudnn_plan |" in section
+    assert "| sdpa_cudnn | 3 | 1,000 | 100 | 2 | 900 | 900 | 0 | 645 | cudnn_plan |" in section
     assert "**`sdpa_cudnn` by cause**" in section
     assert "- *break even calls*: calls after which" in section
 

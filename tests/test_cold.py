@@ -16,10 +16,15 @@ from capture.manifest import VariantResult, manifest_from_dict
 from tests.micro import annotation, call, kernel, load, op, write_trace
 from traceanalyze.analyses.calls import find_calls
 from traceanalyze.analyses.cold.context import (
+    BACK_TO_BACK,
+    FRESH_PROCESS,
     FROM_TIMING,
     FROM_TRACE,
     NO_BASELINE,
+    PER_CALL,
+    CallTimes,
     ColdContext,
+    Timings,
     payback,
 )
 from traceanalyze.analyses.cold.first_calls import cold_start
@@ -266,7 +271,7 @@ def test_repeated_regions_with_the_same_operators_are_calls(tmp_path: Path) -> N
 
 
 def test_a_repeated_operator_sequence_is_calls(tmp_path: Path) -> None:
-    # No annotation at all: a set-up op, then three calls of (linear, relu, softmax).
+    # No annotation at all: a set-up op, then three blocks of (linear, relu, softmax).
     events = [op("aten::randn", 0, 5)]
     for k, start in enumerate((10, 100, 150)):
         events += [
@@ -276,10 +281,11 @@ def test_a_repeated_operator_sequence_is_calls(tmp_path: Path) -> None:
         ]
     found = find_calls(load(tmp_path, events))
     assert found.source == "repeated operator sequence"
+    # Each call runs to the next one's start (a loop's period); the last block, whose end is
+    # not known, is no call.
     assert found.spans.select("call", pl.col("ts_ns") // 1000, pl.col("dur_ns") // 1000).rows() == [
-        (1, 10, 45),
-        (2, 100, 45),
-        (3, 150, 45),
+        (1, 10, 90),
+        (2, 100, 50),
     ]
 
 
@@ -383,8 +389,9 @@ def test_context_from_a_manifest_entry() -> None:
     context = ColdContext.from_entry(manifest.variants["x"], manifest)
     assert context.cache_state == "as_found"
     assert context.trace_caches == "cuda_jit 12 files, triton empty, inductor absent"
-    assert (context.timed_first_call_us, context.timed_steady_us) == (1200.0, 100.0)
-    assert context.timed_excess_us == pytest.approx(1100.0)
+    assert (context.timed.first_call_us, context.timed.steady_us) == (1200.0, 100.0)
+    assert context.timed.excess_us == pytest.approx(1100.0)
+    assert (context.fresh_process, context.first_call_in) == (True, FRESH_PROCESS)
     assert context.call_shapes == (1024, 1024)
     assert context.caches_note == (
         "the profiled process started with caches cuda_jit 12 files, triton empty, inductor "
@@ -394,22 +401,95 @@ def test_context_from_a_manifest_entry() -> None:
     assert ColdContext.from_entry(None) == ColdContext()
 
 
-def test_payback() -> None:
-    paid = payback((100.0, 90.0), (300.0, 280.0), "naive", is_baseline=False)
-    assert (paid.advantage_us, paid.source, paid.note) == (200.0, FROM_TIMING, None)
-    assert (paid.calls(1000.0), paid.calls(1001.0), paid.calls(-5.0)) == (5, 6, 0)
-    by_trace = payback((None, 90.0), (300.0, 280.0), "naive", is_baseline=False)
-    assert (by_trace.advantage_us, by_trace.source) == (190.0, FROM_TRACE)
-    slower = payback((400.0, None), (300.0, None), "naive", is_baseline=False)
-    assert slower.calls(10.0) is None
-    assert slower.note == (
-        "no steady advantage over naive (400.0 vs 300.0 µs per call, capture timing): never "
-        "paid back"
+def timings(
+    label: str,
+    timed: tuple[float | None, float | None] = (None, None),
+    traced: tuple[float | None, float | None] = (None, None),
+    untraced: tuple[tuple[str, float], ...] = (),
+    *,
+    fresh: bool = True,
+    caches: str | None = "empty",
+) -> Timings:
+    return Timings(label, CallTimes(*timed), CallTimes(*traced), untraced, fresh, caches)
+
+
+NAIVE = timings("naive", (600.0, 300.0), (700.0, 280.0), ((PER_CALL, 300.0),))
+FASTER = timings("x", (1300.0, 100.0), (1200.0, 90.0), ((PER_CALL, 100.0),))
+
+
+def test_break_even_takes_both_differences_from_one_source() -> None:
+    paid = payback(FASTER, NAIVE)
+    # Timed: (1200 - 300) µs more one-off work over 200 µs less per call.
+    assert (paid.source, paid.advantage_us, paid.one_off_difference_us, paid.calls) == (
+        FROM_TIMING, 200.0, 900.0, 5,
+    )  # fmt: skip
+    assert paid.note == (
+        "900.0 µs more one-off work / 200.0 µs less per call, both from the capture timing; "
+        "190.0 µs faster per call under the profiler; for caches empty"
     )
-    assert payback((1.0, 1.0), (2.0, 2.0), "naive", is_baseline=True).note == (
-        "the baseline itself"
+    # The traces alone (the breakdown's rows): (1110 - 420) µs over 190 µs per call.
+    by_trace = payback(FASTER, NAIVE, only_trace=True)
+    assert (by_trace.source, by_trace.advantage_us, by_trace.one_off_difference_us) == (
+        FROM_TRACE, 190.0, 690.0,
+    )  # fmt: skip
+    assert by_trace.calls == 4
+    assert by_trace.calls_for(380.0) == 2
+    assert "200.0 µs faster per call timed per call with a synchronize" in str(by_trace.note)
+    assert payback(NAIVE, NAIVE).note == "the baseline itself"
+    assert NO_BASELINE.calls is None
+
+
+def test_a_variant_that_never_catches_up_has_no_break_even() -> None:
+    slower = timings("slow", (1000.0, 400.0), (1100.0, 420.0))
+    paid = payback(slower, NAIVE)
+    assert (paid.calls, paid.advantage_us, paid.one_off_difference_us) == (None, -100.0, 300.0)
+    assert paid.note == (
+        "never catches up: 100.0 µs per call slower than naive and 300.0 µs costlier once "
+        "(capture timing)"
     )
-    assert NO_BASELINE.calls(5.0) is None
+    # Cheaper once but slower per call: ahead for a while, then behind for good.
+    cheap = timings("cheap", (450.0, 350.0), (500.0, 360.0))
+    assert payback(cheap, NAIVE).note == (
+        "no break-even: 200.0 µs cheaper once but 50.0 µs per call slower than naive, so it "
+        "falls behind after 5 more calls (capture timing)"
+    )
+
+
+def test_an_advantage_only_under_the_profiler_has_no_break_even() -> None:
+    # Issue 38: cuDNN against flash from traces of a running process (a warm capture's
+    # manifest: untraced medians, no timed first call). Under the profiler cuDNN is 6.6 µs
+    # faster per call; the untraced medians say 3.1 µs slower: it never catches up.
+    flash = timings("sdpa_flash", traced=(600.0, 95.0), untraced=((BACK_TO_BACK, 94.3),))
+    cudnn = timings("sdpa_cudnn", traced=(20_000.0, 88.4), untraced=((BACK_TO_BACK, 97.4),))
+    paid = payback(cudnn, flash)
+    assert paid.source == FROM_TRACE
+    assert paid.calls is None
+    assert paid.note == (
+        "no break-even: the timings disagree on whether it is faster per call than sdpa_flash "
+        "(3.1 µs slower per call timed back to back (CUDA events, median_ms), 6.6 µs faster "
+        "per call under the profiler)"
+    )
+
+
+def test_a_break_even_from_traces_says_what_it_holds() -> None:
+    # Issue 38: flex against compiled_naive from traces of a running process: the break-even
+    # comes with the untraced per-call difference and the process caveat.
+    compiled = timings(
+        "compiled_naive", traced=(3_000.0, 907.6), untraced=((BACK_TO_BACK, 397.0),),
+        fresh=False, caches=None,
+    )  # fmt: skip
+    flex = timings(
+        "flex_attention", traced=(17_490.0, 397.6), untraced=((BACK_TO_BACK, 182.0),),
+        fresh=False, caches=None,
+    )  # fmt: skip
+    paid = payback(flex, compiled)
+    assert (paid.source, paid.advantage_us, paid.calls) == (FROM_TRACE, 510.0, 30)
+    assert paid.note == (
+        "15,000.0 µs more one-off work / 510.0 µs less per call, both from the trace (under "
+        "the profiler); 215.0 µs faster per call timed back to back (CUDA events, median_ms); "
+        "the first calls are the traces' first, not known to be fresh processes' (one-off "
+        "work done before a trace began is not in it)"
+    )
 
 
 def cold_folder(folder: Path) -> Path:
@@ -460,7 +540,12 @@ def test_break_even_across_a_capture_folder(tmp_path: Path) -> None:
          None),
     ]  # fmt: skip
     rows = result.rows.filter(pl.col("variant") == "sdpa_cudnn")
-    assert rows.filter(pl.col("side") == "cpu")["break_even_calls"].to_list() == [5, 1, 1, 1, 1]
+    # A row pays back its own (trace) excess over the traces' per-call difference (200 µs).
+    assert rows.filter(pl.col("side") == "cpu")["break_even_calls"].to_list() == [4, 1, 1, 1, 1]
+    assert rows.filter(pl.col("side") == "cpu")["break_even_note"].unique().to_list() == [
+        "this row's excess alone over 200.0 µs less per call than naive (trace (under the "
+        "profiler))"
+    ]
     assert rows.filter(pl.col("side") == "gpu")["break_even_calls"].to_list() == [None]
     assert set(rows["cache_state"].to_list()) == {"as_found"}
     causes_of = result.causes.filter(pl.col("variant") == "sdpa_cudnn")
@@ -485,3 +570,10 @@ def test_readme_defines_every_cold_figure_as_the_code_does() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for key, definition in COLD_DEFINITIONS.items():
         assert f"- `{key}`: {definition}." in readme, key
+
+
+def test_break_even_is_net_of_the_baselines_one_off_cost() -> None:
+    # Moved from test_iterations (issue 19): (900 - 500) µs over 100 µs per call.
+    base = timings("naive", (800.0, 300.0))
+    assert payback(timings("x", (1100.0, 200.0)), base).calls == 4
+    assert payback(timings("y", (500.0, 200.0)), base).calls == 0  # cheaper from call 1

@@ -17,7 +17,7 @@ from polars.testing import assert_frame_equal
 import traceanalyze
 from tests.conftest import public_trace_files
 from tests.micro import annotation, call, kernel, op, write_trace
-from traceanalyze.analyses.accounting import iteration_times, mean_per_iter
+from traceanalyze import api
 from traceanalyze.analyses.between.critical_graph import _sorted_points, _step_end
 from traceanalyze.analyses.between.critical_path import (
     NO_SYNC,
@@ -26,6 +26,7 @@ from traceanalyze.analyses.between.critical_path import (
     path_shares,
 )
 from traceanalyze.analyses.iterations import counted
+from traceanalyze.analyses.step.model import mean_per_iter, step_model
 from traceanalyze.cli import main
 from traceanalyze.render.between.critical_path import path_verdict
 
@@ -88,7 +89,8 @@ def test_gpu_bound_path_runs_through_its_kernels(tmp_path: Path) -> None:
             (SOFTMAX, "kernel:softmax", 40.0, 40.0),
         ),
     )
-    assert path_verdict(path).startswith("GPU-bound: 100% of the critical path is GPU work")
+    # One step: no verdict (the step model's rule), but the path's make-up is said.
+    assert path_verdict(path).startswith("cannot tell; the critical path is 100% GPU work")
 
 
 # CPU-bound: two ops with short kernels; the step's CPU side ends last (100) after the last
@@ -121,7 +123,7 @@ def test_cpu_bound_path_runs_through_ops_and_launches(tmp_path: Path) -> None:
             ("cudaLaunchKernel", "launch", 5.0, 4.0),
         ),
     )
-    assert path_verdict(path).startswith("CPU-bound: 100% of the critical path is CPU time")
+    assert path_verdict(path).startswith("cannot tell; the critical path is 0% GPU work and 100%")
 
 
 def test_a_zero_duration_op_owns_no_time(tmp_path: Path) -> None:
@@ -192,7 +194,7 @@ def test_a_stream_waiting_for_another_streams_kernel_puts_that_kernel_on_the_pat
     # before it C's launch (from its call at 6, clipped to the window's start at 10).
     assert path.span_us_per_iter == path.length_us_per_iter == 110
     assert kinds(path) == {"kernel:softmax": 15, "gap": 5, "kernel:communication": 88, "launch": 2}
-    assert path_verdict(path).startswith("GPU-bound")
+    assert "94% GPU work" in path_verdict(path)
 
 
 # A cudaMemcpyAsync to pageable memory blocks until its copy is done (hta_negative_queue: a
@@ -235,7 +237,16 @@ def test_json_keys_and_markdown(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["critical-path", str(trace), "--format", "json"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
-    assert list(record) == ["span_us_per_iter", "length_us_per_iter", "by_kind", "items", "notes"]
+    assert list(record) == [
+        "bound",
+        "bound_margin_pct",
+        "bound_note",
+        "span_us_per_iter",
+        "length_us_per_iter",
+        "by_kind",
+        "items",
+        "notes",
+    ]
     assert sum(row["us_per_iter"] for row in record["by_kind"]) == pytest.approx(90)
     assert set(record["items"][0]) == {"name", "kind", "us_per_iter", "slack_us_per_iter"}
     top = CliRunner().invoke(main, ["critical-path", str(trace), "--format", "json", "--top", "1"])
@@ -244,7 +255,7 @@ def test_json_keys_and_markdown(tmp_path: Path) -> None:
     out.parent.mkdir()
     result = CliRunner().invoke(main, ["critical-path", str(trace), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "GPU-bound" in out.read_text()
+    assert "the critical path is 100% GPU work" in out.read_text()
     assert (out.parent / "path_path.png").read_bytes().startswith(b"\x89PNG")
 
 
@@ -262,7 +273,7 @@ def test_length_equals_span_on_real_traces(trace: Path) -> None:
     iterations = path.iterations
     assert iterations.height == counted(loaded).iterations.height  # a closing step is left out
     # Each iteration's window is as long as its wall time (the slower side's span), exactly.
-    walls = iteration_times(counted(loaded)).select("rank", "iteration", "wall_us")
+    walls = step_model(counted(loaded)).steps.select("rank", "iteration", "wall_us")
     assert_frame_equal(
         iterations.select("rank", "iteration", wall_us="span_us"), walls, check_dtypes=False
     )
@@ -281,14 +292,17 @@ def test_length_equals_span_on_real_traces(trace: Path) -> None:
 
 @pytest.mark.parametrize(
     ("variant", "bound"),
-    # flash (recording of 2026-12-03 22:36): CPU-bound on the mean path (55% CPU), all of it
-    # from its first step (225 us on the CPU, the window); steps 3 and 4 run along the GPU
-    # (their GPU span is longer than their step: test_flash_steady_steps_run_along_the_gpu).
-    [("naive", "GPU-bound"), ("sdpa_flash", "CPU-bound"), ("sdpa_cudnn", "CPU-bound")],
+    # flash (recording of 2026-12-03 22:36): 55% of the mean path is CPU time, all of it from
+    # its first step (225 us on the CPU, the window), an outlier; steps 3 and 4 run along the
+    # GPU (test_flash_steady_steps_run_along_the_gpu): the steps' verdict is GPU-bound, the
+    # same in `summary` and `critical-path` (issue 38, item 5).
+    [("naive", "GPU-bound"), ("sdpa_flash", "GPU-bound"), ("sdpa_cudnn", "CPU-bound")],
 )
 def test_samples_bound_side(variant: str, bound: str) -> None:
-    path = critical_path(traceanalyze.load(SAMPLES / "h200_default" / f"{variant}.json.gz"))
-    assert path_verdict(path).startswith(bound)
+    path = SAMPLES / "h200_default" / f"{variant}.json.gz"
+    found = api.critical_path(path)
+    assert path_verdict(found).startswith(bound)
+    assert found.bound == api.summary(path)["bound"] == bound
 
 
 def test_flash_steady_steps_run_along_the_gpu() -> None:

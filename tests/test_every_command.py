@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 
 import traceanalyze
 from tests.conftest import CORPUS_TRACES, MISSING_SHARED, PUBLIC_TRACES
+from traceanalyze.analyses.step.verdict import BOUNDS
 from traceanalyze.cli import main, options
 from traceanalyze.render.formats import FORMATS
 
@@ -102,12 +103,20 @@ def _assert_figures_add_up(summary: dict[str, Any], shown: str) -> None:
     assert sum(summary["category_us"].values()) == approx, shown
     parts = ("gpu_kernel_us_per_iter", "gpu_memcpy_us_per_iter", "gpu_memset_us_per_iter")
     assert sum(summary[p] for p in parts) == approx, shown
-    tolerance = 1e-6 + 1e-9 * abs(activity)
-    assert summary["gpu_busy_us_per_iter"] <= activity + tolerance, shown
-    assert summary["gpu_busy_us_per_iter"] <= summary["gpu_span_us_per_iter"] + tolerance, shown
-    assert summary["gpu_idle_us_per_iter"] >= -tolerance, shown
-    span = summary["gpu_busy_us_per_iter"] + summary["gpu_idle_us_per_iter"]
-    assert span == pytest.approx(summary["gpu_span_us_per_iter"], rel=1e-9, abs=1e-6), shown
+    # The step model: the window's split adds up to the wall, the idle causes to the idle.
+    wall = summary["wall_us_per_iter"]
+    tolerance = 1e-6 + 1e-9 * abs(wall)
+    busy, idle = summary["gpu_busy_us_per_iter"], summary["gpu_idle_us_per_iter"]
+    assert busy <= wall + tolerance, shown
+    assert idle >= -tolerance, shown
+    if activity or busy:  # without any GPU activity there is no GPU timeline to be idle
+        assert busy + idle == pytest.approx(wall, rel=1e-9, abs=1e-6), shown
+    split = ("compute_us_per_iter", "exposed_communication_us_per_iter", "exposed_copy_us_per_iter")
+    assert sum(summary[p] for p in split) == pytest.approx(busy, rel=1e-9, abs=1e-6), shown
+    causes = summary["idle_us_by_cause"]
+    assert sum(causes.values()) == pytest.approx(idle, rel=1e-9, abs=1e-6), shown
+    assert 0 <= summary["carried_in_us_per_iter"] <= busy + tolerance, shown
+    assert summary["bound"] in BOUNDS, shown
     counts = summary["category_count"]
     kinds = summary["kernels_per_iter"] + summary["memcpy_per_iter"] + summary["memset_per_iter"]
     assert sum(counts.values()) == pytest.approx(kinds, rel=1e-9, abs=1e-9), shown

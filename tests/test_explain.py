@@ -158,7 +158,7 @@ def test_every_sample_variant_against_naive_adds_up() -> None:
         figures = result.new_figures
         assert figures["gpu_span_us_per_iter"] == pytest.approx(
             figures["gpu_activity_us_per_iter"] - figures["overlap_us_per_iter"]
-            + figures["gpu_idle_us_per_iter"], abs=1e-9
+            + figures["gpu_own_idle_us_per_iter"], abs=1e-9
         )  # fmt: skip
 
 

@@ -7,13 +7,17 @@ stream; ``host_wait`` when the activity's runtime call *started* after that end;
 microseconds, although its docstring says ns); else ``other``.
 
 Ours differ on purpose (README, "Why the GPU idles"): we split the *device's* idle time inside
-the iterations (gaps no stream covers, which add up to ``gpu_idle_us_per_iter``), a host wait is
-a launch call that *returned* after the gap began (the kernel cannot start before its call
-submits it, and driver launches can take tens of µs), a synchronisation call overlapping the gap
-is a cause of its own, checked first, and the dispatch threshold is 10 µs rather than 30.
+the steps' windows (gaps no stream covers, which add up to ``gpu_idle_us_per_iter``) and decide
+a gap's cause by causality: ``queued`` when the launch call of the work that ends it had
+*returned* before the gap began (HTA's kernel wait and other, by length), else what the
+launching thread did (a sync's round trip, data loading, host work, the launch itself: HTA's
+host wait, which compares the call's *start*).
 
-So the check runs our gap finder (:func:`activity_gaps`) over the population HTA keeps, grouped
-per stream as HTA does, and classifies with HTA's rule on our columns. Tolerances:
+So the first check runs an HTA-style gap finder (per stream, over the population HTA keeps) on
+our loaded columns and classifies with HTA's rule, against HTA itself: our timestamps and
+populations agree with HTA's. The second checks that our causes refine HTA's categories on the
+same traces: every gap of ours whose next work was queued is one HTA calls kernel wait or
+other, every gap HTA would call host wait is one of our host-side causes. Tolerances:
 
 * each stream's total idle time within 1 µs: a sum of gaps telescopes, so HTA's coarse
   timestamps (below) err only at its ends;
@@ -41,7 +45,7 @@ import traceanalyze
 from tests.conftest import PUBLIC_TRACES, skip_without
 from tests.test_hta_crosscheck import PUBLIC_NVIDIA, hta_analysis
 from traceanalyze.analyses.activities import activities
-from traceanalyze.analyses.between.idle import LAUNCH_OVERHEAD_MAX_US, activity_gaps
+from traceanalyze.analyses.step.model import step_model
 
 pytestmark = [
     pytest.mark.hta,
@@ -57,6 +61,22 @@ TRACES = [
 ]
 STREAM = ["rank", "device", "stream"]
 AMBIGUOUS_US = 0.5
+# HTA's consecutive_kernel_delay in this check (its default is 30 µs).
+LAUNCH_OVERHEAD_MAX_US = 10.0
+
+
+def activity_gaps(gpu: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """HTA's idle intervals: per group of ``by``, where an activity starts after every earlier
+    one of its group has ended, with the activity's launch call."""
+    ordered = gpu.sort([*by, "ts_ns", "launch_ts_ns"]).with_columns(
+        gap_start_ns=(pl.col("ts_ns") + pl.col("dur_ns")).cum_max().shift(1).over(by)
+    )
+    return ordered.filter(pl.col("ts_ns") > pl.col("gap_start_ns")).select(
+        *by,
+        "gap_start_ns",
+        gap_ns=pl.col("ts_ns") - pl.col("gap_start_ns"),
+        launch_ts_ns="launch_ts_ns",
+    )
 
 
 def hta_population(trace: traceanalyze.Trace) -> pl.DataFrame:
@@ -128,3 +148,32 @@ def test_idle_breakdown_agrees_with_hta(
     for key in set(theirs) | set(mine):
         margin = undecided.get(key[0], 0.0) + 0.05
         assert mine.get(key, 0.0) == pytest.approx(theirs.get(key, 0.0), abs=margin), key
+
+
+@pytest.mark.parametrize("path", TRACES)
+def test_our_causes_refine_htas_categories(path: Path) -> None:
+    skip_without(path)
+    trace = traceanalyze.load(path, cache=False)
+    gaps = step_model(trace).gaps
+    gpu = activities(trace).select(
+        "rank", next_ts_ns="ts_ns", launch_ts_ns="launch_ts_ns", linked="linked"
+    )
+    # Each gap's next work and its launch call's start (HTA's test), beside our cause.
+    joined = gaps.sort("gap_start_ns").join_asof(
+        gpu.sort("next_ts_ns"),
+        left_on="gap_start_ns",
+        right_on="next_ts_ns",
+        by="rank",
+        strategy="forward",
+    )
+    hta_host_wait = pl.col("linked") & (pl.col("launch_ts_ns") > pl.col("gap_start_ns"))
+    assert joined.filter(hta_host_wait & (pl.col("cause") == "queued")).height == 0
+    ours_queued = joined.filter(pl.col("cause") == "queued")
+    assert ours_queued.filter(hta_host_wait).height == 0
+    assert set(gaps["cause"].unique().to_list()) <= {
+        "queued",
+        "sync",
+        "data_loading",
+        "host",
+        "launch",
+    }

@@ -14,7 +14,6 @@ from click.testing import CliRunner
 import traceanalyze
 from tests.conftest import SHARED, skip_without
 from tests.micro import annotation, call, kernel, load, op, write_trace
-from traceanalyze.analyses.cold.context import FROM_TIMING, Payback
 from traceanalyze.analyses.iterations import (
     Selection,
     choice_of,
@@ -23,6 +22,7 @@ from traceanalyze.analyses.iterations import (
     iteration_rows,
 )
 from traceanalyze.analyses.memcpy import memory_traffic
+from traceanalyze.analyses.step.model import step_model
 from traceanalyze.analyses.summary import WALL_FROM_STEADY, summary, wall_verdict
 from traceanalyze.analyses.variants.compare import comparison
 from traceanalyze.cli import main
@@ -251,13 +251,6 @@ def test_the_user_chooses_iterations(tmp_path: Path) -> None:
     ] * 3
 
 
-def test_break_even_is_net_of_the_baselines_one_off_cost() -> None:
-    paid = Payback(100.0, FROM_TIMING, None, baseline_excess_us=500.0)
-    assert paid.net_calls(900.0) == 4  # (900 - 500) / 100
-    assert paid.net_calls(300.0) == 0  # cheaper than the baseline from the first call
-    assert paid.net_calls(None) is None
-
-
 # The real traces issue 19 names.
 
 
@@ -340,15 +333,23 @@ def test_a_lone_capture_step_is_kept_and_says_so(tmp_path: Path) -> None:
     assert summary(trace)["iterations_left_out"] == 0
 
 
-def test_no_verdict_when_busy_time_is_not_the_medians_work() -> None:
-    # h200_cold_new_shape's compiled_naive: 46 ms of GPU busy time per iteration (autotuning
+def test_no_verdict_when_busy_time_is_not_the_medians_work(tmp_path: Path) -> None:
+    # h200_cold_new_shape's compiled_naive had 46 ms of GPU busy time per iteration (autotuning
     # each new shape) against a 1.5 ms steady median: was "GPU busy time 3095%", GPU-bound.
-    figures = {"gpu_busy_us_per_iter": 46_197.3, "cpu_op_us_per_iter": 10.0, "wall_us_per_iter": 0}
-    judged = wall_verdict(figures, 1.4925)
-    assert (judged["bound"], judged["gpu_busy_pct_of_wall"]) == (None, None)
-    assert judged["bound_note"].startswith("the GPU busy time per iteration (46,197.3 µs) exceeds")
+    events = []
+    for step in range(3):
+        t0 = step * 30
+        events += [
+            annotation(f"ProfilerStep#{step}", t0, 21),
+            call("cudaLaunchKernel", t0, 1, step + 1),
+            kernel("k", t0 + 1, 20, step + 1),
+        ]
+    model = step_model(load(tmp_path, events))
+    judged = wall_verdict(model, 0.010)  # 10 us measured for 20 us of GPU work a step
+    assert (judged["bound"], judged["gpu_busy_pct_of_wall"]) == ("cannot tell", None)
+    assert judged["bound_note"].startswith("the GPU's time per step (20.0 µs) exceeds")
     # A few percent over an unprofiled median is the profiler's own cost: capped, judged.
-    close = wall_verdict(figures | {"gpu_busy_us_per_iter": 1_567.0}, 1.4925)
+    close = wall_verdict(model, 0.0195)
     assert (close["bound"], close["gpu_busy_pct_of_wall"]) == ("GPU-bound", 100.0)
 
 

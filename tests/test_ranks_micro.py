@@ -51,13 +51,15 @@ def test_exposed_communication_and_overlap(tmp_path: Path) -> None:
         "rank": 0,
         "iterations": 2,
         "wall_us_per_iter": 100.0,
-        "gpu_busy_us_per_iter": (50 + 30 + 10) / 2,  # device 0 [10, 60], device 1; step 2
+        # The rank's GPUs taken together: [10, 60] (device 1's [20, 50] inside it); step 2.
+        "gpu_busy_us_per_iter": (50 + 10) / 2,
         "gpu_kernel_us_per_iter": (15 + 5 + 30 + 15 + 30 + 10) / 2,
         "communication_kernel_us_per_iter": (30 + 15) / 2,
         "exposed_communication_us_per_iter": 30 / 2,
         "overlap_pct_of_communication": 10 / 40 * 100,
         "collective_busbw_gbps_median": None,  # the kernels carry no collective args
-        "gpu_idle_us_per_iter": 0.0,  # no gap inside [10, 60], [20, 50] or step 2's kernel
+        # The steps' windows (0-100, 100-200) minus their busy time.
+        "gpu_idle_us_per_iter": (50 + 90) / 2,
     }
 
 

@@ -32,20 +32,33 @@ def test_cold_markdown(capture: VariantSet) -> None:
     lines = COLD.render(result, "md").splitlines()
     # excess vs timed: (200 - 350) / 350 = -42.86%, (900 - 1,110) / 1,110 = -18.92%; the
     # advantage is the steady timings' difference, 250 - 90 = 160 µs, and cuDNN's extra
-    # one-off work, 1,110 - 350 = 760 µs, is paid back after ceil(760 / 160) = 5 calls.
+    # one-off work, 1,110 - 350 = 760 µs, is paid back after ceil(760 / 160) = 5 calls. A row
+    # of the breakdown pays its own excess back with the traces' advantage, 300 - 100 = 200 µs:
+    # ceil(645 / 200) = 4 calls.
     for line in [
-        "| naive | as_found | 2 | 500 | 300 | 200 | 0 |  | cublas_init |",
-        "| sdpa_cudnn | as_found | 3 | 1,000 | 100 | 900 | 0 | 645 | cudnn_plan |",
-        "| naive | 600 | 250 | 350 | -42.86 |  |  |  | the baseline itself |",
-        "| sdpa_cudnn | 1,200 | 90 | 1,110 | -18.92 | 160 | capture timing | 5 |  |",
-        "3 calls (annotations call<i>); caches: as_found. The first call took 1 ms on the CPU "
-        "against 100 µs for the median steady call: 900 µs of one-off work; paid back after 5 "
-        "calls. Timed without the profiler: 1.2 ms against 90 µs, 1.11 ms of one-off work.",
-        "| cpu | 2 | cudnn_plan | 700 | 55 | 645 | 71.67 | 5 |",
+        "| naive | a fresh process (capture manifest) | as_found | manifest |",
+        "| naive | 2 | 500 | 300 | 1 | 200 | 200 | 0 |  | cublas_init |",
+        "| sdpa_cudnn | 3 | 1,000 | 100 | 2 | 900 | 900 | 0 | 645 | cudnn_plan |",
+        "| naive | 600 | 250 | 350 | -42.86 | 20.00 |",
+        "| sdpa_cudnn | 1,200 | 90 | 1,110 | -18.92 | 11.11 |",
+        "| naive |  |  |  |  | the baseline itself |",
+        "| sdpa_cudnn | 160 | 760 | capture timing | 5 | 760.0 µs more one-off work / 160.0 µs "
+        "less per call, both from the capture timing; 200.0 µs faster per call under the "
+        "profiler; for caches as_found |",
+        "3 calls (annotations call<i>); call 1 ran in a fresh process (capture manifest); "
+        "caches: as_found (manifest). Under the profiler call 1 took 1 ms against 100 µs for "
+        "the median of its 2 steady calls (wall time): 900 µs of one-off work (900 µs on the "
+        "CPU, split below); paid back after 5 calls against `naive` (760.0 µs more one-off "
+        "work / 160.0 µs less per call, both from the capture timing; 200.0 µs faster per call "
+        "under the profiler; for caches as_found). Timed without the profiler (cold capture: "
+        "each call's wall clock, no profiler (call_wall_ms)): 1.2 ms against 90 µs, 1.11 ms of "
+        "one-off work.",
+        "| cpu | 2 | cudnn_plan | 700 | 55 | 645 | 71.67 | 4 |",
         "- the manifest lists 3 calls, the trace holds 2: shapes are read from the trace.",
         "- the profiled process started with caches cuda_jit 12 files, triton empty, inductor "
         "absent, the timing process with cuda_jit 12 files.",
-        "No comparison: needs CUDA. Caches: unknown (no capture manifest says).",
+        "No comparison: needs CUDA. Caches: unknown (no capture manifest says, no cache event "
+        "in the trace).",
     ]:
         assert line in lines, line
     assert lines.count("### `naive`") == 1
@@ -53,16 +66,20 @@ def test_cold_markdown(capture: VariantSet) -> None:
 
 def test_comparison_markdown(capture: VariantSet) -> None:
     lines = COMPARISON.render(comparison(capture.variants), "md").splitlines()
-    # GPU busy 120 and 180 µs per iteration: cuDNN's speed-up is 120 / 180 = 0.67.
+    # Each call (call1, call2, ...) is a step: 60 µs of GPU busy time a step in both, so a
+    # speed-up of 1; wall time from the steps' windows, 400 against 443.3 µs: 0.90.
     assert lines[:4] == [
         "| variant | GPU busy µs/iter | speed-up | speed-up wall | bound | kernels/iter | "
         "memcpy/iter | fused kernel |",
         "|---|---:|---:|---:|---|---:|---:|---|",
-        "| naive | 120 | 1.00 | 1.00 | CPU-bound | 2 | 0 | — |",
-        "| sdpa_cudnn | 180 | 0.67 | 0.58 | CPU-bound | 3 | 0 | "
+        "| naive | 60 | 1 | 1.00 | CPU-bound | 1 | 0 | — |",
+        "| sdpa_cudnn | 60 | 1 | 0.90 | CPU-bound | 1 | 0 | "
         "cudnn_generated_fort_native_sdpa_sm90_flash_fpr… |",
     ]
-    assert "- `naive`: GPU busy time 15% of the wall time (the trace's iteration span)" in lines
+    assert (
+        "- `naive`: CPU-bound: GPU 15.0% (compute 15.0%), CPU 85.0% (host 85.0%) of the wall (the "
+        "trace's step windows); margin 42.5 points; 2 of 2 steps agree"
+    ) in lines
 
 
 def test_roofline_markdown(tmp_path: Path) -> None:

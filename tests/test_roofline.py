@@ -228,7 +228,7 @@ def test_trace_without_shapes(tmp_path: Path) -> None:
 
 def test_cpu_bound_iterations_are_noted(micro: traceanalyze.Trace) -> None:
     # 36 µs of GPU work in 1000 µs steps.
-    assert any(n.startswith("the iterations are CPU-bound") for n in roofline(micro).notes)
+    assert any(n.startswith("the steps are CPU-bound") for n in roofline(micro).notes)
 
 
 def test_trace_with_no_gpu_activity(tmp_path: Path) -> None:

@@ -27,9 +27,9 @@ from polars.testing import assert_frame_equal
 import traceanalyze
 from tests.conftest import CORPUS_TRACES, SHARED, skip_without
 from tests.micro import annotation, call, expected, kernel, op, span, write_trace
-from traceanalyze.analyses.accounting import mean_per_iter
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.stacks import NO_FRAME, NO_STACKS, stacks, user_frames
+from traceanalyze.analyses.step.model import mean_per_iter
 from traceanalyze.cli import main
 from traceanalyze.load import fast
 from traceanalyze.load.parse import parse_file

@@ -45,7 +45,7 @@ from traceanalyze.analyses.distributed.ranks import DEFAULT_STRAGGLER_PCT, Ranks
 from traceanalyze.analyses.distributed.skew import ALIGN_ENDS
 from traceanalyze.analyses.graphs import graph_table
 from traceanalyze.analyses.info import trace_info
-from traceanalyze.analyses.iterations import Selection, counted, iteration_notes, iteration_rows
+from traceanalyze.analyses.iterations import Selection, counted, iteration_notes
 from traceanalyze.analyses.kernels import (
     kernel_table,
     occupancy_by_category,
@@ -62,7 +62,8 @@ from traceanalyze.analyses.roofline.model import Roofline
 from traceanalyze.analyses.roofline.model import roofline as roofline_of
 from traceanalyze.analyses.stacks import StacksResult
 from traceanalyze.analyses.stacks import stacks as stacks_of
-from traceanalyze.analyses.summary import Summary, summary_with_wall
+from traceanalyze.analyses.step.model import step_rows
+from traceanalyze.analyses.summary import Summary, summary_with_wall, verdict_fields
 from traceanalyze.analyses.variants.compare import comparison, steady_median_ms
 from traceanalyze.analyses.variants.diff import TraceDiff
 from traceanalyze.analyses.variants.diff import diff as diff_traces
@@ -377,7 +378,7 @@ def iterations(x: Input, *, loading: Loading | None = None) -> pl.DataFrame:
     >>> iterations("sample_traces/h200_default/sdpa_flash.json.gz")["counted"].to_list()
     [True, True, True]
     """
-    return per_variant(subjects(x, loading), lambda s: iteration_rows(s.trace), top=None)
+    return per_variant(subjects(x, loading), lambda s: step_rows(s.trace), top=None)
 
 
 def notes(x: Input, *, loading: Loading | None = None) -> list[str]:
@@ -442,7 +443,13 @@ def idle(
     x: Input, *, largest: int = LARGEST_GAPS, loading: Loading | None = None
 ) -> IdleResult | PerVariant[IdleResult]:
     """The GPU's idle time per iteration split by cause, per stream, and the largest gaps."""
-    return _each(x, loading, lambda s: idle_breakdown(s.trace, largest))
+    return _each(
+        x,
+        loading,
+        lambda s: replace(
+            idle_breakdown(s.trace, largest), bound=verdict_fields(s.trace, s.median_ms)["bound"]
+        ),
+    )
 
 
 def stacks(
@@ -493,7 +500,8 @@ def critical_path(x: PathLike | Trace, *, loading: Loading | None = None) -> Cri
     >>> path.iterations.height
     3
     """
-    return critical_path_of(one_trace(x, loading))
+    trace = one_trace(x, loading)
+    return replace(critical_path_of(trace), **verdict_fields(trace, _capture_median(trace)))
 
 
 def comms(
@@ -646,8 +654,14 @@ def cold(
 def _some_calls(result: ColdSet, path: Path) -> ColdSet:
     if not result.rows.height:
         reasons = "; ".join(n for n in result.summary["note"].drop_nulls().unique())
+        # A single compile is still worth naming: what its cache events show.
+        seen = result.summary.filter(pl.col("cache_state_source") == "trace")
+        caches = "".join(
+            f"; the trace's cache events show {state}" + (f" ({hits})" if hits else "")
+            for state, hits in seen.select("cache_state", "cache_hits").unique().iter_rows()
+        )
         raise AnalysisError(
-            f"no first call to compare with steady calls ({reasons or 'no calls found'})",
+            f"no first call to compare with steady calls ({reasons or 'no calls found'}{caches})",
             path,
             "Profile from before the first call and several calls after it, each in "
             "record_function('call<i>') (python -m capture --cold does), or in profiler steps.",
@@ -718,6 +732,7 @@ def ranks(
         cache_dir=loading.cache_dir,
         straggler_pct=straggler_pct,
         align=align,
+        selection=loading.selection,
         clock_align=clock_align,
     )
     loading.audit_noted(Path(folder), list(result.audit_warnings))

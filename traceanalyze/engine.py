@@ -33,6 +33,7 @@ from traceanalyze.analyses.distributed.ranks import (
     ranks_analysis,
 )
 from traceanalyze.analyses.distributed.skew import ALIGN_ENDS
+from traceanalyze.analyses.iterations import Selection, counted
 from traceanalyze.errors import EngineError, TraceAnalyzeError, UsageError
 from traceanalyze.load import check_ranks, load, rank_files
 from traceanalyze.load.cache import default_cache_dir, evict, eviction_deferred, max_cache_bytes
@@ -57,12 +58,15 @@ class RankTask:
     # walk of the cache folder after each write visits N^2 entries (run_tasks on this
     # machine); a worker still walks after writing a tenth of the limit.
     defer_eviction: bool = False
+    # The steps the user chose (--iterations, --skip); None: the counted ones.
+    selection: Selection | None = None
 
     def __call__(self, path: str) -> RankWork | TraceAnalyzeError:
         deferring = eviction_deferred() if self.defer_eviction else contextlib.nullcontext()
         try:
             with deferring:
-                return rank_work(load(path, cache=self.cache, cache_dir=self.cache_dir))
+                loaded = load(path, cache=self.cache, cache_dir=self.cache_dir)
+                return rank_work(counted(loaded, self.selection))
         except TraceAnalyzeError as error:
             # Returned, not raised: every engine then delivers it as a value, unchanged (no
             # engine's own error wrapping, no remote traceback).
@@ -94,6 +98,7 @@ def rank_folder(
     cache_dir: str | os.PathLike[str] | None = None,
     straggler_pct: float = DEFAULT_STRAGGLER_PCT,
     align: str = ALIGN_ENDS,
+    selection: Selection | None = None,
     clock_align: bool = False,
 ) -> RanksResult:
     """The `ranks` analysis of a folder of the ranks of one job (or of one trace file), each
@@ -105,7 +110,7 @@ def rank_folder(
     # On this machine the cache is this process's too: the workers walk it seldom (see
     # RankTask), and this process once more after every rank is in it.
     here = engine == ENGINE_LOCAL and cache
-    task = RankTask(cache, folder_cache, defer_eviction=here)
+    task = RankTask(cache, folder_cache, defer_eviction=here, selection=selection)
     works = run_tasks(task, files, engine, address, workers)
     if here:
         evict(Path(folder_cache) if folder_cache else default_cache_dir(), max_cache_bytes())

@@ -12,8 +12,9 @@ Done once at load time, columnar throughout:
    per row, Int64 keys wherever the trace's ranges allow (Polars sorts Int128 slowly).
 2. A GPU activity joins its runtime/driver call on ``correlation``; the call's nearest ``cpu_op``
    ancestor is the launching op, its outermost user annotation the region.
-3. Iterations come from ``ProfilerStep#N`` spans, else a repeated top-level annotation, else
-   the whole trace is one iteration.
+3. Iterations come from ``ProfilerStep#N`` spans, else a repeated top-level annotation (the
+   same name, or a numbered family such as ``attn_iter0``, ``attn_iter1``, ... or ``step_3``:
+   ``NUMBERED_STEP``), else the whole trace is one iteration.
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ LAUNCH_APIS = (
 )  # fmt: skip
 # At most 18 digits: the step number must fit in an Int64 (a longer one is no step).
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")
+# A numbered step marker: a step word (``STEP_WORDS``), an optional separator, then the step's
+# number: `attn_iter0`, `step_3`, `train-step-12`, `call7`. Annotations of one such family are
+# one repeated annotation, each numbered by its own number (`layer_0`, `layer_1` are not steps).
+STEP_WORDS = ("iter", "iteration", "step", "batch", "epoch", "call", "round", "run", "repeat")
+NUMBERED_STEP = re.compile(rf"^(.*(?:{'|'.join(STEP_WORDS)})[_#\-. ]?)(\d{{1,9}})$", re.IGNORECASE)
 # Before user_annotation existed (torch <= 1.10) the step was recorded as an op (Operator).
 STEP_CATS = ("user_annotation", "cpu_op")
 # What the call order reads.
@@ -405,13 +411,7 @@ def find_iterations(
     repeated = _repeated_top_annotation(cpu)
     if repeated is not None:
         name, spans = repeated
-        frame = spans.select(
-            "rank",
-            pl.int_range(pl.len(), dtype=pl.Int64).alias("iteration"),
-            "name",
-            "ts_ns",
-            "dur_ns",
-        )
+        frame = spans.select("rank", "iteration", "name", "ts_ns", "dur_ns")
         return _iteration_frame(frame), IterationSource.named(IterationSource.ANNOTATION, name)
     return _whole_trace(cpu, gpu, rank), IterationSource.WHOLE_TRACE
 
@@ -451,18 +451,43 @@ def _iteration_frame(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _repeated_top_annotation(cpu: pl.DataFrame) -> tuple[str, pl.DataFrame] | None:
-    """The most repeated root-level user annotation (at least twice), with its spans."""
+    """The most repeated root-level user annotation (at least twice), with its spans and each
+    span's ``iteration``: a numbered family (``NUMBERED_STEP`` with two or more numbers) is one
+    annotation named ``<prefix><N>`` whose spans keep their own numbers (when those are unique
+    on each rank); another repeated name is numbered 0, 1, ... in time order."""
     roots = cpu.filter((pl.col("cat") == "user_annotation") & (pl.col("depth") == 0))
+    parts = pl.col("name").str.extract_groups(NUMBERED_STEP.pattern)
+    keyed = roots.with_columns(
+        _prefix=pl.when(pl.col("name").str.contains(NUMBERED_STEP.pattern)).then(
+            parts.struct.field("1")
+        ),
+        _number=parts.struct.field("2").cast(pl.Int64, strict=False),
+    ).with_columns(
+        _numbered=pl.col("_number").n_unique().over("_prefix") >= 2,
+    )
+    keyed = keyed.with_columns(
+        _family=pl.when(pl.col("_numbered") & pl.col("_prefix").is_not_null())
+        .then(pl.col("_prefix") + "<N>")
+        .otherwise(pl.col("name"))
+    )
     counts = (
-        roots.group_by("name")
+        keyed.group_by("_family")
         .agg(n=pl.len(), total=pl.col("dur_ns").sum())
         .filter(pl.col("n") >= 2)
-        .sort(["n", "total", "name"], descending=[True, True, False])
+        .sort(["n", "total", "_family"], descending=[True, True, False])
     )
     if not counts.height:
         return None
-    name = counts.item(0, "name")
-    return name, roots.filter(pl.col("name") == name).sort("ts_ns")
+    family = counts.item(0, "_family")
+    spans = keyed.filter(pl.col("_family") == family).sort("ts_ns")
+    in_order = pl.int_range(pl.len(), dtype=pl.Int64).over("rank")
+    own = pl.col("_number").is_not_null().all() & pl.col("_number").is_unique().all()
+    numbered = spans.with_columns(
+        iteration=pl.when(own.over("rank") & pl.col("_numbered"))
+        .then("_number")
+        .otherwise(in_order)
+    )
+    return family, numbered.drop("_prefix", "_number", "_numbered", "_family")
 
 
 def _whole_trace(cpu: pl.DataFrame, gpu: pl.DataFrame, rank: int) -> pl.DataFrame:

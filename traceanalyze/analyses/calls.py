@@ -9,8 +9,17 @@ Found, in this order of preference:
 3. repeated regions: annotations at any depth, not nested in each other, that run the same
    sequence of outermost operators (a benchmark's ``warmup|forward`` and ``measure|forward``);
    of several such groups the one covering the most time;
-4. a repeated sequence of outermost operators on the busiest thread (no annotation at all):
-   the period that covers the longest run, at most ``MAX_PERIOD`` operators long.
+4. a repeated sequence of outermost operators (no annotation at all): on each of the busiest
+   threads the period that covers the longest run, at most ``MAX_PERIOD`` operators long; of
+   those threads the one whose run spans the most time (the thread that drives the loop: a
+   training step's forward runs on it while its backward runs on autograd's thread, which is
+   busier). Each call runs from the start of its block to the start of the next, so it holds
+   what other threads did meanwhile; the last block, whose end is not known, is no call.
+   The calls must hold most of the work (``MIN_COVERAGE_PCT`` of the GPU activity time, as
+   iterations must): a run of one operator repeated within a single step is no loop.
+
+Operators that run inside a compile (Dynamo tracing a model on fake tensors, under
+``(dynamo_timed)`` phases) are no calls: they repeat per traced layer, not per call.
 
 Each call also gets a ``shape``: the names and recorded input shapes of its outermost
 operators (null without ``record_shapes``). The first call of each shape pays the one-off work;
@@ -23,13 +32,17 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceanalyze.analyses.cold.rules import COMPILING
 from traceanalyze.analyses.cputree import outermost_ops
-from traceanalyze.link import PROFILER_STEP, STEP_CATS
+from traceanalyze.analyses.iterations import MIN_COVERAGE_PCT
+from traceanalyze.link import PROFILER_STEP, STEP_CATS, nearest_ancestor
 from traceanalyze.trace import IterationSource, Trace
 
 CALL_REGION = r"^call(\d+)$"
 # Longest call, in outermost operators, that a repeated operator sequence is searched for.
 MAX_PERIOD = 512
+# Threads per rank (the busiest) searched for a repeated operator sequence.
+MAX_THREADS = 4
 # Ancestor chains are short; this bounds the walk from an operator to its annotations.
 _MAX_DEPTH = 64
 
@@ -125,13 +138,15 @@ def _region_signatures(trace: Trace) -> pl.DataFrame:
     """Each annotation (not ProfilerStep) with the names of the outermost operators under it,
     in call order, as one string; annotations without operators are left out."""
     cpu = trace.cpu
-    is_region = (pl.col("cat") == "user_annotation") & ~pl.col("name").str.contains(
-        PROFILER_STEP.pattern
+    is_region = (
+        (pl.col("cat") == "user_annotation")
+        & ~pl.col("name").str.contains(PROFILER_STEP.pattern)
+        & ~pl.col("name").str.contains(COMPILING)
     )
     regions = cpu.select(is_region.alias("region")).to_series()
     if not regions.any():
         return pl.DataFrame()
-    ops = outermost_ops(trace).select("op_id", "ts_ns", op_name="name")
+    ops = _outside_compiles(trace).select("op_id", "ts_ns", op_name="name")
     parents = pl.lit(cpu["parent_id"])
     walk = ops.with_columns(cursor=parents.gather("op_id"))
     pairs = []
@@ -160,32 +175,79 @@ def _as_regions(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _repeated_sequence(trace: Trace) -> Found:
-    """Blocks of a periodic run of outermost operators on each rank's busiest thread."""
-    ops = outermost_ops(trace)
+    """Blocks of a periodic run of outermost operators, on each rank's driving thread."""
+    ops = _outside_compiles(trace)
     if ops.height < 2:
         return None
     busiest = (
         ops.group_by("rank", "pid", "tid")
         .agg(busy=pl.col("dur_ns").sum())
-        .sort(["busy", "pid", "tid"], descending=[True, False, False])
-        .unique("rank", keep="first")
+        .sort(["rank", "busy", "pid", "tid"], descending=[False, True, False, False])
+        .group_by("rank", maintain_order=True)
+        .head(MAX_THREADS)
     )
     found = []
-    for rank in busiest.sort("rank").iter_rows(named=True):  # one per rank, not per event
-        thread = ops.join(
-            pl.DataFrame([rank]).select("rank", "pid", "tid"), on=["rank", "pid", "tid"]
-        ).sort("ts_ns")
-        blocks = _periodic_blocks(thread)
-        if blocks is not None:
-            found.append(blocks)
-    if not found:
+    for rank in busiest["rank"].unique().sort():  # a few threads per rank, not per event
+        runs = [
+            blocks
+            for thread in busiest.filter(pl.col("rank") == rank).iter_rows(named=True)
+            if (blocks := _periodic_blocks(_on(ops, thread))) is not None
+        ]
+        if runs:
+            # The run spanning the most time; of equal spans the busier thread (listed first).
+            found.append(max(runs, key=_time_spanned))
+    spans = pl.concat([_start_to_start(blocks) for blocks in found]) if found else None
+    if spans is None or spans.height < 2 or not _holds_the_work(trace, spans):
         return None
-    spans = pl.concat(found)
     return spans.select(*_SPAN, order="ts_ns"), "repeated operator sequence"
 
 
+def _holds_the_work(trace: Trace, spans: pl.DataFrame) -> bool:
+    """Whether the calls, first start to last end, hold at least ``MIN_COVERAGE_PCT`` of the
+    GPU activity time (of the outermost operators' time in a trace without GPU activity): a
+    repeated operator that is no loop (autograd accumulating a model's gradients one
+    parameter at a time) spans a sliver of the work."""
+    window = spans.group_by("rank").agg(
+        first=pl.col("ts_ns").min(), last=(pl.col("ts_ns") + pl.col("dur_ns")).max()
+    )
+    work = trace.gpu if trace.gpu.height else outermost_ops(trace)
+    inside = work.join(window, on="rank").filter(
+        (pl.col("ts_ns") >= pl.col("first")) & (pl.col("ts_ns") < pl.col("last"))
+    )
+    total = int(work["dur_ns"].sum())
+    return total > 0 and int(inside["dur_ns"].sum()) * 100 >= total * MIN_COVERAGE_PCT
+
+
+def _time_spanned(blocks: pl.DataFrame) -> int:
+    """From the first block's start to the last one's end, in ns."""
+    return int(blocks.select(pl.col("end").max() - pl.col("ts_ns").min()).item())
+
+
+def _on(ops: pl.DataFrame, thread: dict[str, object]) -> pl.DataFrame:
+    """The rows of ``ops`` on one thread, in time order."""
+    key = pl.DataFrame([thread]).select("rank", "pid", "tid")
+    return ops.join(key, on=["rank", "pid", "tid"]).sort("ts_ns")
+
+
+def _start_to_start(blocks: pl.DataFrame) -> pl.DataFrame:
+    """Each block from its start to the next block's start; the last block, whose end is not
+    known (what follows it may be the loop's next work or other work), is no call."""
+    ends = pl.col("ts_ns").shift(-1)
+    return blocks.with_columns(dur_ns=ends - pl.col("ts_ns")).drop("end").head(-1)
+
+
+def _outside_compiles(trace: Trace) -> pl.DataFrame:
+    """The outermost operators that are not compile phases and run in none (Dynamo traces a
+    model on fake tensors inside them: its operators repeat per layer, not per call)."""
+    ops = outermost_ops(trace)
+    compiling = pl.col("name").str.contains(COMPILING)
+    inside = nearest_ancestor(trace.cpu, ops["op_id"], compiling).is_not_null()
+    return ops.filter(~inside & ~ops.select(compiling).to_series())
+
+
 def _periodic_blocks(ops: pl.DataFrame) -> pl.DataFrame | None:
-    """The calls of the longest periodic run of operator names (``ops`` in time order)."""
+    """The blocks (``ts_ns`` first start, ``end`` last end) of the longest periodic run of
+    operator names (``ops`` on one thread, in time order)."""
     codes = ops["name"].rank("dense")
     n = codes.len()
     best: tuple[int, int, int] | None = None  # (covered, period, start)
@@ -209,7 +271,7 @@ def _periodic_blocks(ops: pl.DataFrame) -> pl.DataFrame | None:
         pid=pl.col("pid").first(),
         tid=pl.col("tid").first(),
         ts_ns=pl.col("ts_ns").min(),
-        dur_ns=pl.col("end").max() - pl.col("ts_ns").min(),
+        end=pl.col("end").max(),
     )
 
 
@@ -265,3 +327,21 @@ def ops_in_calls(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     )
     inside = (pl.col("ts_ns") < pl.col("call_end")) & (pl.col("depth") > pl.col("region_depth"))
     return joined.filter(inside.fill_null(value=False)).drop("call_start", "call_end")
+
+
+def ops_in_time(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` (with ``rank`` and ``ts_ns``) with ``call``: the call whose span holds the
+    row's start, on any thread of the rank (null: in no call)."""
+    starts = spans.select(
+        "rank", "call", call_start="ts_ns", call_end=pl.col("ts_ns") + pl.col("dur_ns")
+    ).sort("call_start")
+    joined = rows.sort("ts_ns").join_asof(
+        starts,
+        left_on="ts_ns",
+        right_on="call_start",
+        by="rank",
+        strategy="backward",
+        check_sortedness=False,
+    )
+    inside = pl.col("ts_ns") < pl.col("call_end")
+    return joined.with_columns(call=pl.when(inside).then("call")).drop("call_start", "call_end")

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import mean_per_iter
 from traceanalyze.analyses.activities import activities, iteration_count, per_trace
 from traceanalyze.analyses.cputree import with_self_time
 from traceanalyze.analyses.iterations import on_counted
+from traceanalyze.analyses.step.model import step_model
 from traceanalyze.trace import Trace
 
 # CPU ops that call into cuDNN (or MIOpen, its ROCm counterpart).
@@ -49,7 +49,7 @@ def cudnn_table(trace: Trace) -> pl.DataFrame:
     operator time per iteration (the one total every cuDNN share is of), the first call in the
     trace against the steady median, and the launch API."""
     calls = cudnn_calls(trace)
-    cpu_op_us_per_iter = mean_per_iter(trace, "cpu_op_us")
+    cpu_op_us_per_iter = step_model(trace).means["cpu_op_us_per_iter"]
     n = iteration_count(trace)
     inside = pl.col("iteration").is_not_null()
     self_us = pl.col("self_ns") / 1e3

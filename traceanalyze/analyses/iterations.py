@@ -27,8 +27,9 @@ from typing import Concatenate, ParamSpec, TypeVar, cast
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import ITERATION, iteration_times
+from traceanalyze.analyses.accounting import ITERATION
 from traceanalyze.analyses.activities import per_trace
+from traceanalyze.analyses.step.times import step_times
 from traceanalyze.errors import UsageError
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.query import IN_MEMORY
@@ -292,7 +293,7 @@ def _only(trace: Trace, keep: pl.DataFrame) -> Trace:
 def classify_iterations(trace: Trace) -> pl.DataFrame:
     """Every iteration row of ``trace`` with ``kind``, ``flag`` and ``counted`` (the default
     rule: rows whose kind is left out do not count, unless nothing else would)."""
-    times = iteration_times(trace)
+    times = step_times(trace)
     # One query (in-memory engine), not ~10 eager steps of ~0.1-0.3 ms fixed cost each.
     captures = (
         trace.cpu.lazy()
@@ -480,7 +481,7 @@ def _iteration_at(frame: pl.DataFrame, ts: str, spans: pl.DataFrame) -> pl.Serie
         )
         .select(
             "row",
-            iteration=pl.when(pl.col("at") <= pl.col("end")).then("iteration"),
+            iteration=pl.when(pl.col("at") < pl.col("end")).then("iteration"),
         )
     )
     return rows.join(found, on="row", how="left").sort("row")["iteration"].alias("iteration")

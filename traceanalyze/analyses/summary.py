@@ -1,7 +1,7 @@
-"""`summary`: per-iteration figures of a trace, the means over its iterations.
+"""`summary`: per-iteration figures of a trace, the means over its counted steps.
 
-Times follow the accounting model of :mod:`traceanalyze.analyses.accounting`; for a folder of
-ranks every figure is the mean per rank and iteration.
+Every figure and the verdict come from the step model (:mod:`traceanalyze.analyses.step`); for
+a folder of ranks every figure is the mean per rank and step.
 """
 
 from __future__ import annotations
@@ -12,26 +12,29 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import (
-    COUNT_COLUMNS,
-    TIME_COLUMNS,
-    iteration_times,
-    not_the_same_work,
-    verdict,
-)
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.cputree import VIEW_OPS
 from traceanalyze.analyses.cudnn import cudnn_cpu_us_per_iter
 from traceanalyze.analyses.graphs import graph_launches_per_iter
 from traceanalyze.analyses.iterations import NOISE_PCT, choice_of, counted
+from traceanalyze.analyses.step.gaps import CAUSE_NAMES
+from traceanalyze.analyses.step.model import (
+    WALL_FROM_MEDIAN,
+    WALL_FROM_STEADY,
+    WALL_FROM_TRACE,
+    StepModel,
+    against_wall,
+    comparable,
+    gpu_busy_pct_of_wall,
+    step_model,
+)
+from traceanalyze.analyses.step.verdict import idle_column
 from traceanalyze.display import Shown
 from traceanalyze.link import nearest_ancestor
 from traceanalyze.trace import IterationSource, Trace
 
 WHOLE_TRACE_NOTE = "whole trace taken as one iteration (no ProfilerStep or repeated annotation)"
-WALL_FROM_TRACE = "the trace's iteration span"
-WALL_FROM_MEDIAN = "capture median"
-WALL_FROM_STEADY = "cold capture's steady median (one-off first calls left out)"
+__all__ = ["WALL_FROM_MEDIAN", "WALL_FROM_STEADY", "WALL_FROM_TRACE", "Summary", "summary"]
 
 
 # eq=False: compared as a Mapping (equal to the dict of the same keys and values).
@@ -63,11 +66,18 @@ class Summary(Shown, Mapping[str, Any]):
     launch_us_per_iter: float
     cpu_span_us_per_iter: float
     wall_us_per_iter: float
+    compute_us_per_iter: float
+    communication_us_per_iter: float
+    exposed_communication_us_per_iter: float
+    exposed_copy_us_per_iter: float
+    carried_in_us_per_iter: float
+    idle_us_by_cause: dict[str, float]
     spread_per_iter: dict[str, float]
     wall_source: str
     gpu_busy_pct_of_wall: float | None
-    bound: str | None
-    bound_note: str | None
+    bound: str
+    bound_margin_pct: float | None
+    bound_note: str
     transpose_ops_per_iter: float
     graph_launches_per_iter: float
     cudnn_cpu_us_per_iter: float
@@ -120,8 +130,7 @@ def summary(trace: Trace) -> Summary:
     iterations that count (:func:`~traceanalyze.analyses.iterations.counted`)."""
     trace = counted(trace)
     n = iteration_count(trace)
-    times = iteration_times(trace)
-    means = _means(times)
+    model = step_model(trace)
     gpu = in_iterations(activities(trace))
     # One launch call per correlation: a graph launch starts many activities.
     launches = gpu.filter(pl.col("linked")).unique(["rank", "correlation"], keep="first")
@@ -132,9 +141,10 @@ def summary(trace: Trace) -> Summary:
         "iteration_note": iteration_note(trace),
         "iterations_left_out": int((~choice_of(trace).table["counted"]).sum()),
         "iteration_coverage_pct": choice_of(trace).coverage_pct,
-        **means,
-        "spread_per_iter": spread(times),
-        **wall_verdict(means, None),
+        **{key: model.means[key] for key in MEAN_KEYS},
+        "idle_us_by_cause": {c: model.means[f"{idle_column(c)}_per_iter"] for c in CAUSE_NAMES},
+        "spread_per_iter": spread(model.steps),
+        **wall_verdict(model, None),
         "transpose_ops_per_iter": _view_ops(trace) / n,
         "graph_launches_per_iter": graph_launches_per_iter(trace),
         "cudnn_cpu_us_per_iter": cudnn_cpu_us_per_iter(trace),
@@ -167,6 +177,16 @@ def iteration_note(trace: Trace) -> str | None:
     return "; ".join(p for p in (found, chosen) if p) or None
 
 
+# The per-step means the summary gives, in its JSON's order.
+MEAN_KEYS = tuple(
+    f"{c}_per_iter"
+    for c in (
+        "kernels", "memcpy", "memset", "gpu_activity_us", "gpu_kernel_us", "gpu_memcpy_us",
+        "gpu_memset_us", "gpu_busy_us", "gpu_span_us", "gpu_idle_us", "cpu_op_us", "launch_us",
+        "cpu_span_us", "wall_us", "compute_us", "communication_us", "exposed_communication_us",
+        "exposed_copy_us", "carried_in_us",
+    )
+)  # fmt: skip
 # Columns whose spread over the iterations the summary shows beside the mean.
 SPREAD_COLUMNS = ("kernels", "gpu_busy_us", "gpu_idle_us", "cpu_op_us", "wall_us")
 
@@ -192,15 +212,6 @@ def spread(times: pl.DataFrame) -> dict[str, float]:
         if row[f"{c}_max"] - row[f"{c}_min"] > abs(row[f"{c}_median"]) * NOISE_PCT / 100
     ]
     return {f"{c}_{stat}": row[f"{c}_{stat}"] for c in varying for stat in ("min", "median", "max")}
-
-
-def _means(times: pl.DataFrame) -> dict[str, float]:
-    """``<column>_per_iter``: the mean of each count and time column over the iterations."""
-    columns = [*COUNT_COLUMNS, *TIME_COLUMNS]
-    if not times.height:
-        return {f"{c}_per_iter": 0.0 for c in columns}
-    row = times.select(pl.col(c).cast(pl.Float64).mean().alias(f"{c}_per_iter") for c in columns)
-    return row.row(0, named=True)
 
 
 def _view_ops(trace: Trace) -> int:
@@ -229,36 +240,34 @@ class SteadyMedianMs(float):
     left out): a capture median whose source the wall figures name differently."""
 
 
-def wall_verdict(figures: Mapping[str, Any], median_ms: float | None) -> dict[str, Any]:
-    """``wall_source``, ``gpu_busy_pct_of_wall``, ``bound`` and ``bound_note`` of a summary,
-    against one wall time: the capture's median (the measured truth, without the profiler)
-    where given, else the trace's. A profiled run's GPU busy time can exceed the unprofiled
-    median by a few percent: the share is then capped at 100 and ``bound_note`` says so."""
-    wall_us, source = (
-        (median_ms * 1e3, _median_source(median_ms))
-        if median_ms
-        else (figures["wall_us_per_iter"], WALL_FROM_TRACE)
-    )
-    busy = figures["gpu_busy_us_per_iter"]
-    judged = verdict(busy, wall_us, figures["cpu_op_us_per_iter"], source)
-    unlike = not_the_same_work(busy, wall_us, source) if median_ms else None
-    if unlike is not None:
-        return {"wall_source": source, "gpu_busy_pct_of_wall": None, "bound": None,
-                "bound_note": unlike.note}  # fmt: skip
+def wall_verdict(model: StepModel, median_ms: float | None) -> dict[str, Any]:
+    """``wall_source``, ``gpu_busy_pct_of_wall``, ``bound``, ``bound_margin_pct`` and
+    ``bound_note`` of a summary, against one wall time: the capture's median (the measured
+    truth, without the profiler) where given, else the steps' windows in the trace."""
+    steady = isinstance(median_ms, SteadyMedianMs)
+    judged = against_wall(model, median_ms, steady=steady)
+    source = model.wall_source
+    if median_ms:
+        source = WALL_FROM_STEADY if steady else WALL_FROM_MEDIAN
+    unlike = bool(median_ms) and not comparable(model, median_ms)  # type: ignore[arg-type]
     return {
         "wall_source": source,
-        "gpu_busy_pct_of_wall": min(busy / wall_us * 100, 100.0) if wall_us else None,
+        "gpu_busy_pct_of_wall": None if unlike else gpu_busy_pct_of_wall(model, median_ms),
         "bound": judged.bound,
+        "bound_margin_pct": judged.margin_pct,
         "bound_note": judged.note,
     }
 
 
-def _median_source(median_ms: float) -> str:
-    return WALL_FROM_STEADY if isinstance(median_ms, SteadyMedianMs) else WALL_FROM_MEDIAN
+def verdict_fields(trace: Trace, median_ms: float | None) -> dict[str, Any]:
+    """``bound``, ``bound_margin_pct`` and ``bound_note`` as `summary` gives them for
+    ``trace`` against ``median_ms``: what every command that states a bound shows."""
+    fields = wall_verdict(step_model(trace), median_ms)
+    return {key: fields[key] for key in ("bound", "bound_margin_pct", "bound_note")}
 
 
 def summary_with_wall(trace: Trace, median_ms: float | None) -> Summary:
     """The summary, its wall share and bound verdict against the capture's median where
     given (``wall_source`` says which): what the summary and check commands report."""
     figures = summary(trace)
-    return replace(figures, **wall_verdict(figures, median_ms))
+    return replace(figures, **wall_verdict(step_model(trace), median_ms))

@@ -9,7 +9,13 @@ import click
 from traceanalyze import api
 from traceanalyze.analyses.between.idle import LARGEST_GAPS
 from traceanalyze.cli.analyses import _table_command, trace_argument
-from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    cache_options,
+    iteration_options,
+    output_options,
+)
 from traceanalyze.render.between.idle import IDLE
 
 streams = _table_command(
@@ -52,6 +58,7 @@ launches = _table_command(
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
 @output_options
 @cache_options
+@iteration_options
 def idle(trace: Path, largest: int, full_names: bool, out: Output, loader: Loader) -> None:
     """Why the GPU sits idle inside the iterations: the idle time per iteration split into
     causes that add up to it (sync, host wait, launch overhead, other), per stream, and the

@@ -8,7 +8,13 @@ import click
 
 from traceanalyze import api
 from traceanalyze.cli.analyses import trace_argument
-from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.cli.options import (
+    Loader,
+    Output,
+    cache_options,
+    iteration_options,
+    output_options,
+)
 from traceanalyze.render.memory.chart import memory_chart
 from traceanalyze.render.memory.tables import MEMORY
 
@@ -17,6 +23,7 @@ from traceanalyze.render.memory.tables import MEMORY
 @trace_argument
 @output_options
 @cache_options
+@iteration_options
 def memory(trace: Path, out: Output, loader: Loader) -> None:
     """Per iteration and device: allocated bytes at the start, the peak and its increase over
     the start, the peak reserved, allocations that outlive the iteration; the largest blocks

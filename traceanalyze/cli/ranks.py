@@ -14,6 +14,7 @@ from traceanalyze.cli.options import (
     Output,
     cache_options,
     clock_align_option,
+    iteration_options,
     output_options,
     warn_skipped,
 )
@@ -63,6 +64,7 @@ from traceanalyze.render.ranks import RANKS
 @clock_align_option
 @output_options
 @cache_options
+@iteration_options
 def ranks(
     folder: Path,
     straggler_pct: float,

@@ -14,6 +14,7 @@ from traceanalyze.cli.options import (
     Output,
     cache_options,
     clock_align_option,
+    iteration_options,
     output_options,
 )
 from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH, critical_path_chart
@@ -24,6 +25,7 @@ from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH, crit
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N items.")
 @output_options
 @cache_options
+@iteration_options
 def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> None:
     """Per iteration, the chain of CPU ops, launches, GPU activities and sync waits that set
     its length (it equals the iteration's span), its time by kind, and for the longest items
@@ -55,6 +57,7 @@ def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> 
 @clock_align_option
 @output_options
 @cache_options
+@iteration_options
 def comms(
     trace: Path, by: str, top: int | None, clock_align: bool, out: Output, loader: Loader
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceanalyze.analyses.cold.caches import OUTCOMES
 from traceanalyze.analyses.cold.context import UNKNOWN_CACHES
 from traceanalyze.analyses.cold.rules import CAUSES
 from traceanalyze.analyses.cold.variants import DEFINITIONS, ColdSet
@@ -13,18 +14,23 @@ from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_table
 from traceanalyze.units import duration
 
-VIEWS = ("op", "cause", "call", "variant")
+VIEWS = ("op", "cause", "call", "variant", "cache")
 TOP_OPERATORS = 10
 OUTSIDE_OPERATORS = "(outside operators)"
+WHERE_COLUMNS = ("variant", "first_call_in", "cache_state", "cache_state_source", "cache_hits")
 COST_COLUMNS = (
-    "variant", "cache_state", "calls", "first_call_us", "steady_us", "excess_us",
-    "gpu_excess_us", "cudnn_planning_us", "top_cause",
+    "variant", "calls", "first_call_us", "steady_us", "steady_calls", "excess_us",
+    "cpu_excess_us", "gpu_excess_us", "cudnn_planning_us", "top_cause",
 )  # fmt: skip
 CHECK_COLUMNS = (
     "variant", "timed_first_call_us", "timed_steady_us", "timed_excess_us",
-    "timed_first_call_spread_pct", "excess_vs_timed_pct", "advantage_us", "advantage_source",
-    "break_even_calls", "break_even_note",
+    "timed_first_call_spread_pct", "excess_vs_timed_pct", "steady_vs_timed_pct",
 )  # fmt: skip
+PAYBACK_COLUMNS = (
+    "variant", "advantage_us", "one_off_difference_us", "advantage_source", "break_even_calls",
+    "break_even_note",
+)  # fmt: skip
+CACHE_COLUMNS = ("call", "event", "cache", "outcome", "count", "us")
 PART_COLUMNS = (
     "side", "steady_call", "cause", "op_name", "first_call_us", "steady_us", "excess_us",
     "share_of_excess_pct", "break_even_calls",
@@ -33,8 +39,14 @@ CALL_COLUMNS = ("call", "name", "shape_index", "role", "cpu_us", "gpu_us", "wall
 
 
 def view_frame(result: ColdSet, view: str) -> pl.DataFrame:
-    """The table one view shows: per cause and operator, per cause, per call or per variant."""
-    frames = {"op": result.rows, "cause": result.causes, "call": result.calls}
+    """The table one view shows: per cause and operator, per cause, per call, per variant or
+    per cache event."""
+    frames = {
+        "op": result.rows,
+        "cause": result.causes,
+        "call": result.calls,
+        "cache": result.caches,
+    }
     return frames.get(view, result.summary)
 
 
@@ -85,13 +97,19 @@ def cold_section(result: ColdSet) -> str:
 
 def _summary_tables(result: ColdSet) -> str:
     summary = result.summary.filter(pl.col("status") == "ok")
+    sources = summary["timed_source"].drop_nulls().unique(maintain_order=True).to_list()
+    timed = f" ({'; '.join(sources)})" if sources else ""
     return "\n".join(
         [
-            "**One-off cost of the first call** (trace)\n",
+            "**Where call 1 ran, and what the caches held**\n",
+            _keyed(summary, WHERE_COLUMNS),
+            "**One-off cost of the first call** (trace: wall time under the profiler)\n",
             _keyed(summary, COST_COLUMNS),
-            f"**Checked against the capture's timing, and paid back** (baseline "
-            f"`{result.baseline}`)\n",
+            f"**Checked against the capture's timing without the profiler**{timed}\n",
             _keyed(summary, CHECK_COLUMNS),
+            f"**Paid back** (against `{result.baseline}`; per-call and one-off differences "
+            "from one source)\n",
+            _keyed(summary, PAYBACK_COLUMNS),
         ]
     )
 
@@ -100,12 +118,15 @@ def _variant_part(result: ColdSet, row: dict[str, object], full_names: bool, lev
     label = row["variant"]
     mine = pl.col("variant") == label
     parts = [f"{level}`{label}`\n"] if level else []
-    parts.append(_headline(row))
+    parts.append(_headline(row, result.baseline))
     calls = result.calls.filter(mine) if result.calls.height else result.calls
     for compared in _compared(result.causes.filter(mine), calls):
         parts += _compared_part(result, compared, full_names)
     if calls.height:
         parts += ["**Calls**\n", _keyed(calls, CALL_COLUMNS)]
+    caches = result.caches.filter(mine) if result.caches.height else result.caches
+    if caches.height:
+        parts += ["**Cache events** (call: the call each starts in)\n", _cache_table(caches)]
     notes = [*result.notes.get(str(label), ()), *(n for n in (row["note"],) if n)]
     if notes:
         parts.append("\n".join(f"- {n}." for n in notes) + "\n")
@@ -141,28 +162,69 @@ def _compared_part(result: ColdSet, compared: dict[str, object], full_names: boo
     ]
 
 
-def _headline(row: dict[str, object]) -> str:
-    caches = row["cache_state"] or UNKNOWN_CACHES
+def _headline(row: dict[str, object], baseline: str | None) -> str:
+    caches = _caches(row)
+    where = f"call 1 ran in {row['first_call_in']}; " if row["first_call_in"] else ""
     if row["first_call_us"] is None:
-        return f"No comparison: {row['note'] or row['status']}. Caches: {caches}.\n"
-    first, steady, excess = (float(row[k]) for k in ("first_call_us", "steady_us", "excess_us"))  # type: ignore[arg-type]
+        return f"No comparison: {row['note'] or row['status']}. {where}Caches: {caches}.\n"
+    first, steady, excess = (_us(row, k) for k in ("first_call_us", "steady_us", "excess_us"))
+    steady_calls = row["steady_calls"]
     paid = (
-        f"paid back after {row['break_even_calls']:,} calls"
+        f"paid back after {row['break_even_calls']:,} calls against `{baseline}` "
+        f"({row['break_even_note']})"
         if row["break_even_calls"] is not None
         else f"break-even: {row['break_even_note']}"
     )
-    timed = ""
-    if row["timed_excess_us"] is not None:
-        timed = (
-            f" Timed without the profiler: {duration(float(row['timed_first_call_us']))} "  # type: ignore[arg-type]
-            f"against {duration(float(row['timed_steady_us']))}, "  # type: ignore[arg-type]
-            f"{duration(float(row['timed_excess_us']))} of one-off work."  # type: ignore[arg-type]
+    return (
+        f"{row['calls']} calls ({row['call_source']}); {where}caches: {caches}. Under the "
+        f"profiler call 1 took {duration(first)} against {duration(steady)} for the median of "
+        f"its {steady_calls} steady call{'' if steady_calls == 1 else 's'} (wall time): "
+        f"{duration(excess)} of one-off work ({duration(_us(row, 'cpu_excess_us'))} on the "
+        f"CPU, split below); {paid}.{_timed(row)}\n"
+    )
+
+
+def _caches(row: dict[str, object]) -> str:
+    """The cache state, where it comes from and the hits the trace shows."""
+    if row["cache_state"] is None:
+        return UNKNOWN_CACHES
+    source = "the trace's cache events" if row["cache_state_source"] == "trace" else "manifest"
+    hits = f"; hits: {row['cache_hits']}" if row["cache_hits"] else ""
+    return f"{row['cache_state']} ({source}{hits})"
+
+
+def _timed(row: dict[str, object]) -> str:
+    """The capture's timing without the profiler, where the manifest has it."""
+    if row["timed_steady_us"] is None:
+        return ""
+    steady = duration(_us(row, "timed_steady_us"))
+    if row["timed_excess_us"] is None:
+        return (
+            f" Timed without the profiler ({row['timed_source']}): {steady} per call; the "
+            f"trace's steady call is {float(row['steady_vs_timed_pct']):+.1f}% of that."  # type: ignore[arg-type]
         )
     return (
-        f"{row['calls']} calls ({row['call_source']}); caches: {caches}. The first call took "
-        f"{duration(first)} on the CPU against {duration(steady)} for the median steady call: "
-        f"{duration(excess)} of one-off work; {paid}.{timed}\n"
+        f" Timed without the profiler ({row['timed_source']}): "
+        f"{duration(_us(row, 'timed_first_call_us'))} against {steady}, "
+        f"{duration(_us(row, 'timed_excess_us'))} of one-off work."
     )
+
+
+def _us(row: dict[str, object], key: str) -> float:
+    value = row[key]
+    assert isinstance(value, (int, float)), key
+    return float(value)
+
+
+def _cache_table(caches: pl.DataFrame) -> str:
+    """The cache events of one variant, and what each event means."""
+    meanings = caches.select("event", "cache", "outcome", "meaning").unique(maintain_order=True)
+    # One line per distinct event kind (a handful).
+    legend = "\n".join(
+        f"- `{event}` ({cache}, {outcome}: {OUTCOMES[outcome]}): {meaning}."
+        for event, cache, outcome, meaning in meanings.iter_rows()
+    )
+    return _keyed(caches, CACHE_COLUMNS) + "\n" + legend + "\n"
 
 
 def _parts_table(frame: pl.DataFrame, full_names: bool, first: tuple[str, ...] = ()) -> str:

@@ -23,7 +23,6 @@ from traceanalyze.analyses.audit.figures import (
     VERDICT,
     Finding,
     moved_pct,
-    verdict_moves,
 )
 from traceanalyze.analyses.audit.launches import activity_without_launch, launches_without_activity
 from traceanalyze.analyses.audit.recording import (
@@ -137,7 +136,11 @@ class Audit(Shown):
                 and (pct := moved_pct(figure, amount, self.figures)) is not None
                 and pct >= WARN_LINE_PCT
             ]
-            if moves:
+            if finding.verdict_changes and VERDICT in printed:
+                said.append(
+                    (math.inf, f"{finding.check}/{finding.finding}", self._verdict(finding))
+                )
+            elif moves:
                 pct, figure, amount = max(moves)
                 said.append(
                     (
@@ -147,6 +150,11 @@ class Audit(Shown):
                     )
                 )
         return {key: text for _, key, text in sorted(said, key=lambda item: -item[0])}
+
+    @staticmethod
+    def _verdict(finding: Finding) -> str:
+        events = f"{finding.count:,} event{'s' if finding.count != 1 else ''}"
+        return f"{events} change the bound verdict once repaired"
 
     def _move(self, finding: Finding, figure: str, amount: float, pct: float) -> str:
         value = self.figures.get(SHARE_OF.get(figure, figure), 0.0)
@@ -216,7 +224,7 @@ def _table(found: Sequence[Finding], figures: Mapping[str, float]) -> pl.DataFra
             rows.append((check, CLEAN, INFO, 0, 0.0, [], None, CLEAN_DETAIL[check]))
         for f in mine:  # a handful of findings per check
             moved = sorted(f.moves)
-            if verdict_moves(figures, f.moves):
+            if f.verdict_changes:
                 moved.append(VERDICT)
             pct = _largest_pct(f, figures) if f.moves else None
             if pct is not None and math.isinf(pct):

@@ -7,13 +7,11 @@ their step, see each check), so an error bar is never a guess at a figure it can
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from traceanalyze.analyses.accounting import verdict
-from traceanalyze.analyses.audit.steps import STEP_FIGURES
+from traceanalyze.analyses.audit.steps import STEP_FIGURES, Weight
 
 # Every figure a finding can move, with its unit.
 FIGURES: dict[str, str] = {
@@ -46,12 +44,20 @@ class Finding:
     detail: str
     moves: Mapping[str, float] = field(default_factory=dict)
     offsets_us: Mapping[int, float] | None = None  # clock_skew: rank -> offset
+    verdict_changes: bool = False  # the repair changes the bound verdict
 
 
-def moves_between(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    """How far each figure of ``before`` is from ``after`` (figures that do not move left out)."""
-    moved = {name: abs(after[name] - value) for name, value in before.items() if name in after}
-    return {name: amount for name, amount in moved.items() if amount > _NOISE}
+def weighed(
+    check: str, finding: str, count: int, affected_us: float, detail: str, weight: Weight
+) -> Finding:
+    """A finding whose moves are a repair's (:func:`~.steps.weigh`); the per-op figure moves
+    with the GPU activity (the op table sums the activities' time)."""
+    moves = dict(weight.moves)
+    if "gpu_activity_us_per_iter" in moves:
+        moves["op_us_per_iter"] = moves["gpu_activity_us_per_iter"]
+    return Finding(
+        check, finding, count, affected_us, detail, moves, verdict_changes=weight.verdict_changes
+    )
 
 
 def moved_pct(figure: str, amount: float, base: Mapping[str, float]) -> float | None:
@@ -63,26 +69,6 @@ def moved_pct(figure: str, amount: float, base: Mapping[str, float]) -> float | 
     if amount <= _NOISE:
         return 0.0
     return amount / value * 100 if value > 0 else math.inf
-
-
-def verdict_moves(base: Mapping[str, float], moves: Mapping[str, float]) -> bool:
-    """Whether the bound verdict could change with GPU busy, wall and CPU operator time each
-    moved by up to ``moves`` either way."""
-    figures = ("gpu_busy_us_per_iter", "wall_us_per_iter", "cpu_op_us_per_iter")
-    if not any(moves.get(f) for f in figures):
-        return False
-    values = [base.get(f, 0.0) for f in figures]
-
-    def judged(busy: float, wall: float, cpu: float) -> str | None:
-        return verdict(max(busy, 0.0), max(wall, 0.0), max(cpu, 0.0), "").bound
-
-    now = judged(*values)
-    # Eight corners of the box of moves (a handful of scalar verdicts).
-    for signs in itertools.product((-1.0, 1.0), repeat=3):
-        moved = [v + s * moves.get(f, 0.0) for v, s, f in zip(values, signs, figures, strict=True)]
-        if judged(*moved) != now:
-            return True
-    return False
 
 
 # The figures each command prints (by the command's, and the library function's, name): a

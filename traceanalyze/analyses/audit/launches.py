@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.audit.figures import Finding, moves_between
+from traceanalyze.analyses.audit.figures import Finding, weighed
 from traceanalyze.analyses.audit.rules import CAPTURE_BEGIN, CAPTURE_END
 from traceanalyze.analyses.audit.steps import (
+    Weight,
+    all_steps,
     counted_rows,
     counted_steps,
-    repaired,
     step_at,
     step_count,
-    step_means,
 )
+from traceanalyze.analyses.audit.steps import weigh as weigh_repair
 from traceanalyze.analyses.audit.streams import stream_walk
 from traceanalyze.analyses.audit.text import clipped, counts_by, examples, sentence
 from traceanalyze.analyses.graphs import GRAPH_LAUNCH_APIS
@@ -266,15 +267,15 @@ def _lone_finding(
     placed = pl.coalesce("iteration", "step")
     in_steps = rows.filter(placed.is_not_null())
     affected_us = float(in_steps["dur_ns"].sum()) / 1e3 / n
-    moves: dict[str, float] = {}
+    weight = Weight({}, verdict_changes=False)
     if weigh and in_steps.height:
+        every = all_steps(steps)
         put_back = (
-            steps.gpu["iteration"].clone().scatter(rows["_row"], rows.select(placed).to_series())
+            every.gpu["iteration"].clone().scatter(rows["_row"], step_at(every, rows, "ts_ns"))
         )
-        gpu = steps.gpu.with_columns(put_back.alias("iteration"))
-        moves = moves_between(step_means(steps), step_means(repaired(steps, gpu=gpu)))
+        weight = weigh_repair(steps, gpu=every.gpu.with_columns(put_back.alias("iteration")))
         # No op launched them: the per-op figures miss all of their time.
-        moves["op_us_per_iter"] = affected_us
+        weight.moves["op_us_per_iter"] = affected_us
     first = rows.select(pl.col("correlation").min(), pl.col("first_correlation").first()).row(0)
     return Finding(
         CHECK_ACTIVITY,
@@ -292,7 +293,8 @@ def _lone_finding(
                 "first: " + examples(rows, pl.format("{} on stream {}", clipped("name"), "stream")),
             ]
         ),
-        {k: v for k, v in moves.items() if v > 0},
+        {k: v for k, v in weight.moves.items() if v > 0},
+        verdict_changes=weight.verdict_changes,
     )
 
 
@@ -326,12 +328,10 @@ def _extra_activities(trace: Trace) -> pl.DataFrame:
 def _extra_finding(steps: Trace, extra: pl.DataFrame) -> Finding:
     """Extra activities of a launch call, weighed by dropping them."""
     n = step_count(steps)
-    gpu = steps.gpu.with_row_index("_row").filter(~pl.col("_row").is_in(extra["_row"].implode()))
-    moves = moves_between(step_means(steps), step_means(repaired(steps, gpu=gpu.drop("_row"))))
-    if "gpu_activity_us_per_iter" in moves:
-        moves["op_us_per_iter"] = moves["gpu_activity_us_per_iter"]
+    every = all_steps(steps).gpu.with_row_index("_row")
+    gpu = every.filter(~pl.col("_row").is_in(extra["_row"].implode())).drop("_row")
     inside = extra.filter(pl.col("iteration").is_not_null())
-    return Finding(
+    return weighed(
         CHECK_ACTIVITY,
         "extra",
         extra.height,
@@ -349,5 +349,5 @@ def _extra_finding(steps: Trace, extra: pl.DataFrame) -> Finding:
                 ),
             ]
         ),
-        moves,
+        weigh_repair(steps, gpu=gpu),
     )

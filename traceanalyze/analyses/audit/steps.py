@@ -1,37 +1,48 @@
 """The steps the audit's per-iteration figures count, and those figures: the one place the
 audit reads the step model, so that a new one is a change here only.
 
-Today the step model is :func:`~traceanalyze.analyses.iterations.counted` and the accounting's
-:func:`~traceanalyze.analyses.accounting.iteration_times`: a finding's ``*_per_iter`` is its
-events inside the counted iterations divided by their number, and what it moves a figure by is
-the difference between the figure's mean over those iterations with and without the repair.
+A finding's ``*_per_iter`` is its events inside the counted steps
+(:func:`~traceanalyze.analyses.iterations.counted`, the default rule: the audit weighs the trace,
+not a user's choice of steps) divided by their number. What a finding moves a figure by is the
+difference between the step model's mean (:func:`~traceanalyze.analyses.step.model.step_model`)
+with and without the repair: the repair is made on the frames of every step of the trace (the
+model's windows start where the step before ended, so it is given every step, and counts them
+by the same rule again).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import COUNT_COLUMNS, ITERATION, TIME_COLUMNS, iteration_times
-from traceanalyze.analyses.activities import iteration_count
 from traceanalyze.analyses.iterations import _origin_of as origin_of  # the trace as loaded
-from traceanalyze.analyses.iterations import counted
+from traceanalyze.analyses.iterations import choice_of, counted
+from traceanalyze.analyses.step.model import step_model
+from traceanalyze.analyses.step.times import STEP_COLUMNS
+from traceanalyze.analyses.step.window import STEP
 from traceanalyze.trace import Trace
 
+ITERATION = STEP
 # The per-iteration figures of the step model, by the name summary gives them.
-STEP_FIGURES = tuple(f"{column}_per_iter" for column in (*COUNT_COLUMNS, *TIME_COLUMNS))
-
-
-def counted_steps(trace: Trace) -> Trace:
-    """``trace`` restricted to the steps that count (idempotent)."""
-    return counted(trace)
+STEP_FIGURES = tuple(f"{column}_per_iter" for column in STEP_COLUMNS)
 
 
 def as_loaded(trace: Trace) -> Trace:
     """``trace`` as it was loaded, with every step region it marks (a counted trace keeps only
     the counted ones); found without counting anything."""
     return origin_of(trace)
+
+
+def counted_steps(trace: Trace) -> Trace:
+    """The trace as loaded, restricted to the steps that count by the default rule."""
+    return counted(as_loaded(trace))
+
+
+def all_steps(steps: Trace) -> Trace:
+    """The counted trace's every step (the regions the counted ones were chosen from): what a
+    repair starts from. Its frames hold the same rows in the same order."""
+    return choice_of(steps).regions
 
 
 def counted_rows(steps: Trace, frame: str, rows: pl.DataFrame, position: str) -> pl.DataFrame:
@@ -45,42 +56,64 @@ def counted_rows(steps: Trace, frame: str, rows: pl.DataFrame, position: str) ->
 
 def step_count(steps: Trace) -> int:
     """The divisor of per-iteration figures (steps times ranks)."""
-    return iteration_count(steps)
+    return max(steps.iterations.height, 1)
 
 
 def step_means(steps: Trace) -> dict[str, float]:
-    """Each of :data:`STEP_FIGURES`: its mean over the counted steps (0 without any)."""
-    times = iteration_times(steps)
-    if not times.height:
-        return dict.fromkeys(STEP_FIGURES, 0.0)
-    row = times.select(
-        pl.col(column).cast(pl.Float64).mean().alias(f"{column}_per_iter")
-        for column in (*COUNT_COLUMNS, *TIME_COLUMNS)
-    ).row(0, named=True)
-    return {name: float(value or 0.0) for name, value in row.items()}
+    """Each of :data:`STEP_FIGURES`: the step model's mean over the counted steps."""
+    means = step_model(steps).means
+    return {name: float(means.get(name, 0.0)) for name in STEP_FIGURES}
 
 
-def repaired(
+def step_rows(steps: Trace) -> pl.DataFrame:
+    """The step model's row of each counted step (``STEP_COLUMNS``), with its start."""
+    return step_model(steps).steps.join(
+        steps.iterations.select(*STEP, "name", "ts_ns", "dur_ns"), on=STEP
+    )
+
+
+@dataclass(frozen=True)
+class Weight:
+    """What a repair changes: each figure's move (in its unit, per iteration; figures that do
+    not move left out) and whether the bound verdict changes."""
+
+    moves: dict[str, float]
+    verdict_changes: bool
+
+
+# Moves smaller than this (in a figure's unit) are rounding, not a move.
+_NOISE = 1e-9
+
+
+def weigh(
     steps: Trace,
     gpu: pl.DataFrame | None = None,
     cpu: pl.DataFrame | None = None,
     iterations: pl.DataFrame | None = None,
-) -> Trace:
-    """``steps`` with some frames replaced (a repair the audit weighs: a new Trace object,
-    so the accounting's per-Trace memo computes it afresh)."""
-    return replace(
-        steps,
-        gpu=steps.gpu if gpu is None else gpu,
-        cpu=steps.cpu if cpu is None else cpu,
-        iterations=steps.iterations if iterations is None else iterations,
+) -> Weight:
+    """The step model with frames of :func:`all_steps` replaced (the repair), against the
+    counted steps as they are."""
+    every = all_steps(steps)
+    fixed = replace(
+        every,
+        gpu=every.gpu if gpu is None else gpu,
+        cpu=every.cpu if cpu is None else cpu,
+        iterations=every.iterations if iterations is None else iterations,
     )
+    before, after = step_model(steps), step_model(fixed)
+    moves = {
+        name: abs(float(after.means.get(name, 0.0)) - float(before.means.get(name, 0.0)))
+        for name in STEP_FIGURES
+    }
+    changed = after.verdict.bound != before.verdict.bound
+    return Weight({k: v for k, v in moves.items() if v > _NOISE}, changed)
 
 
-def step_at(steps: Trace, frame: pl.DataFrame, ts: str = "ts_ns") -> pl.Series:
-    """The counted step whose span (same rank) holds each row's ``ts``, null outside every
+def step_at(every: Trace, frame: pl.DataFrame, ts: str = "ts_ns") -> pl.Series:
+    """The step of ``every`` whose span (same rank) holds each row's ``ts``, null outside every
     step; in the frame's own row order."""
     rows = frame.select("rank", at=pl.col(ts)).with_row_index("_row")
-    spans = steps.iterations.select(
+    spans = every.iterations.select(
         "rank", "iteration", start="ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")
     ).sort("start")
     found = (
@@ -96,22 +129,3 @@ def step_at(steps: Trace, frame: pl.DataFrame, ts: str = "ts_ns") -> pl.Series:
         .cast(pl.Int64)
         .alias("iteration")
     )
-
-
-def in_steps(frame: pl.DataFrame) -> pl.DataFrame:
-    """Rows of ``frame`` (with ``iteration``, of a counted trace) inside a counted step."""
-    return frame.filter(pl.col("iteration").is_not_null())
-
-
-__all__ = [
-    "ITERATION",
-    "STEP_FIGURES",
-    "as_loaded",
-    "counted_rows",
-    "counted_steps",
-    "in_steps",
-    "repaired",
-    "step_at",
-    "step_count",
-    "step_means",
-]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceanalyze.analyses.activities import classified_activities, per_trace
-from traceanalyze.analyses.audit.figures import Finding, moves_between
+from traceanalyze.analyses.audit.figures import Finding, weighed
 from traceanalyze.analyses.audit.rules import (
     IMPLAUSIBLE_MIN_EXCESS_US,
     IMPLAUSIBLE_MIN_PEERS,
@@ -28,11 +28,12 @@ from traceanalyze.analyses.audit.rules import (
     PDL_MIN_COMPUTE_MAJOR,
 )
 from traceanalyze.analyses.audit.steps import (
+    Weight,
+    all_steps,
     counted_rows,
     counted_steps,
-    repaired,
     step_count,
-    step_means,
+    weigh,
 )
 from traceanalyze.analyses.audit.text import clipped, examples, sentence
 from traceanalyze.analyses.graphs import GRAPH_LAUNCH_APIS
@@ -161,14 +162,10 @@ def overlapping_on_stream(trace: Trace) -> list[Finding]:
 def _overlap_finding(steps: Trace, rows: pl.DataFrame, how: str, n: int) -> Finding:
     inside = rows.filter(pl.col("iteration").is_not_null())
     affected_us = float(inside["overlap_ns"].sum()) / 1e3 / n
-    moves: dict[str, float] = {}
-    if how in _FAULTS:
-        repair = repaired(steps, gpu=_repair(steps, rows, how))
-        moves = moves_between(step_means(steps), step_means(repair))
-        if "gpu_activity_us_per_iter" in moves:
-            moves["op_us_per_iter"] = moves["gpu_activity_us_per_iter"]
+    # Overlaps by design move nothing: nothing to repair.
+    weight = weigh(steps, gpu=_repair(steps, rows, how)) if how in _FAULTS else Weight({}, False)
     longest = float(rows["overlap_ns"].max() or 0) / 1e3  # type: ignore[arg-type]
-    return Finding(
+    return weighed(
         CHECK_OVERLAP,
         how,
         rows.height,
@@ -191,14 +188,14 @@ def _overlap_finding(steps: Trace, rows: pl.DataFrame, how: str, n: int) -> Find
                 ),
             ]
         ),
-        moves,
+        weight,
     )
 
 
 def _repair(steps: Trace, rows: pl.DataFrame, how: str) -> pl.DataFrame:
     """The gpu frame repaired: a duplicate dropped; a timing overlap's blocker clipped to end
     where the later activity starts."""
-    gpu = steps.gpu.with_row_index("_row")
+    gpu = all_steps(steps).gpu.with_row_index("_row")
     if how == "duplicate":
         return gpu.filter(~pl.col("_row").is_in(rows["_row"].implode())).drop("_row")
     clipped = rows.group_by("b_row").agg(until=pl.col("ts_ns").min())
@@ -282,16 +279,13 @@ def _implausible(trace: Trace) -> pl.DataFrame:
 def _overflow_finding(steps: Trace, rows: pl.DataFrame, finding: str, n: int) -> Finding:
     inside = rows.filter(pl.col("iteration").is_not_null())
     affected_us = float(inside["excess_ns"].sum()) / 1e3 / n
-    gpu = _clip(steps.gpu.with_row_index("_row"), rows.select("_row", "until"))
-    moves = moves_between(step_means(steps), step_means(repaired(steps, gpu=gpu)))
-    if "gpu_activity_us_per_iter" in moves:
-        moves["op_us_per_iter"] = moves["gpu_activity_us_per_iter"]
+    gpu = _clip(all_steps(steps).gpu.with_row_index("_row"), rows.select("_row", "until"))
     what = (
         "past the start of the next activity on its stream"
         if finding == "past_next"
         else ("beyond what is plausible for its kind")
     )
-    return Finding(
+    return weighed(
         CHECK_OVERFLOW,
         finding,
         rows.height,
@@ -307,5 +301,5 @@ def _overflow_finding(steps: Trace, rows: pl.DataFrame, finding: str, n: int) ->
                 ),
             ]
         ),
-        moves,
+        weigh(steps, gpu=gpu),
     )

@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from traceanalyze.analyses.accounting import iteration_times
-from traceanalyze.analyses.audit.figures import Finding, moves_between
+from traceanalyze.analyses.audit.figures import Finding, weighed
 from traceanalyze.analyses.audit.rules import (
     OUTSIDE_FACTOR,
     OUTSIDE_MIN_NS,
@@ -24,13 +23,15 @@ from traceanalyze.analyses.audit.rules import (
 )
 from traceanalyze.analyses.audit.steps import (
     ITERATION,
+    Weight,
+    all_steps,
     as_loaded,
     counted_rows,
     counted_steps,
-    repaired,
     step_at,
     step_count,
-    step_means,
+    step_rows,
+    weigh,
 )
 from traceanalyze.analyses.audit.text import clipped, examples, sentence
 from traceanalyze.analyses.iterations import CLOSING, choice_of
@@ -136,16 +137,16 @@ def _before_launch(steps: Trace, early: pl.DataFrame) -> Finding:
     earliest = pl.col("launch_ts_ns") + pl.col("launch_dur_ns").fill_null(0)
     moved = early.select("_row", start=earliest)
     gpu = (
-        steps.gpu.with_row_index("_row")
+        all_steps(steps)
+        .gpu.with_row_index("_row")
         .join(moved, on="_row", how="left", maintain_order="left")
         .with_columns(ts_ns=pl.coalesce("start", "ts_ns"))
         .drop("_row", "start")
     )
-    moves = moves_between(step_means(steps), step_means(repaired(steps, gpu=gpu)))
     n = step_count(steps)
     inside = early.filter(pl.col("iteration").is_not_null())
     ahead_ns = early["launch_ts_ns"] - early["ts_ns"]
-    return Finding(
+    return weighed(
         CHECK_TIMES,
         "before_launch",
         early.height,
@@ -162,7 +163,7 @@ def _before_launch(steps: Trace, early: pl.DataFrame) -> Finding:
                 ),
             ]
         ),
-        moves,
+        weigh(steps, gpu=gpu),
     )
 
 
@@ -260,31 +261,29 @@ def _time_finding(
     gpu, cpu = marked["gpu"], marked["cpu"]
     bad = pl.col(column)
     replant = launches.select("_row", bad.alias("lost"))["lost"]
+    every = all_steps(steps)
     if finding == "negative_duration":
-        new_gpu = steps.gpu.with_columns(
+        new_gpu = every.gpu.with_columns(
             dur_ns=pl.when(pl.lit(gpu[column])).then(0).otherwise("dur_ns")
         )
-        new_cpu = steps.cpu.with_columns(
+        new_cpu = every.cpu.with_columns(
             dur_ns=pl.when(pl.lit(cpu[column])).then(0).otherwise("dur_ns")
         )
     else:
-        placed = step_at(steps, steps.gpu)
-        kept = steps.gpu.with_columns(
+        placed = step_at(every, every.gpu)
+        kept = every.gpu.with_columns(
             iteration=pl.when(pl.lit(replant)).then(pl.lit(placed)).otherwise("iteration")
         )
         new_gpu = kept.filter(~gpu[column])
-        new_cpu = steps.cpu.with_columns(
+        new_cpu = every.cpu.with_columns(
             iteration=pl.when(pl.lit(cpu[column])).then(None).otherwise("iteration")
         )
-    iterations = _steps_without(steps, new_cpu, new_gpu, cpu.filter(bad))
-    moves = moves_between(
-        step_means(steps),
-        step_means(repaired(steps, gpu=new_gpu, cpu=new_cpu, iterations=iterations)),
-    )
+    iterations = _steps_without(every, new_cpu, new_gpu, cpu.filter(bad))
+    weight = weigh(steps, gpu=new_gpu, cpu=new_cpu, iterations=iterations)
     inside = rows.filter(pl.col("iteration").is_not_null())
     affected_us = float(inside["dur_ns"].abs().sum() or 0) / 1e3 / n
     lost_launches = int(replant.sum())
-    return Finding(
+    return weighed(
         CHECK_TIMES,
         finding,
         rows.height + lost_launches,
@@ -299,7 +298,7 @@ def _time_finding(
                 + examples(rows, pl.format("{} `{}` ({} ns)", "frame", clipped("name"), "dur_ns")),
             ]
         ),
-        moves,
+        weight,
     )
 
 
@@ -310,12 +309,12 @@ def _by_frame(rows: pl.DataFrame) -> str:
 
 
 def _steps_without(
-    steps: Trace, cpu: pl.DataFrame, gpu: pl.DataFrame, bad_cpu: pl.DataFrame
+    every: Trace, cpu: pl.DataFrame, gpu: pl.DataFrame, bad_cpu: pl.DataFrame
 ) -> pl.DataFrame:
-    """The counted steps without those at a lost time; for a whole-trace iteration, its span
-    taken again from the rows left."""
-    spans = steps.iterations
-    if steps.iteration_source is IterationSource.WHOLE_TRACE:
+    """Every step but those at a lost time; for a whole-trace iteration, its span taken again
+    from the rows left."""
+    spans = every.iterations
+    if every.iteration_source is IterationSource.WHOLE_TRACE:
         good = [
             cpu.filter(pl.col("iteration").is_not_null()).select("rank", "ts_ns", "dur_ns"),
             gpu.select("rank", "ts_ns", "dur_ns"),
@@ -378,8 +377,7 @@ def truncated(trace: Trace) -> list[Finding]:
     if loaded.iteration_source is not IterationSource.WHOLE_TRACE and open_steps.height:
         steps = counted_steps(trace)
         holding = open_steps.select("rank", iteration=step_at(steps, open_steps)).drop_nulls()
-        kept = steps.iterations.join(holding, on=ITERATION, how="anti")
-        found.append(_step_finding(steps, open_steps, kept, "open_step", step_count(steps)))
+        found.append(_step_finding(steps, open_steps, holding, "open_step"))
     # Profiler steps are weighed only where their activities say one may be cut or empty (the
     # step model's tables cost most of a clean trace's audit).
     suspect = stepped and _falls_short(loaded)
@@ -387,8 +385,7 @@ def truncated(trace: Trace) -> list[Finding]:
         steps = counted_steps(trace)
         short = _short_last_steps(steps)
         if short.height:
-            kept = steps.iterations.join(short.select(ITERATION), on=ITERATION, how="anti")
-            found.append(_step_finding(steps, short, kept, "short_last_step", step_count(steps)))
+            found.append(_step_finding(steps, short, short.select(ITERATION), "short_last_step"))
     if not suspect:
         return found
     # A closing step that is also open is said once, as open.
@@ -435,8 +432,7 @@ def _short_last_steps(steps: Trace) -> pl.DataFrame:
     other work (steps of different work differ in one or the other)."""
     activities = pl.col("kernels") + pl.col("memcpy") + pl.col("memset")
     ordered = (
-        iteration_times(steps)
-        .join(steps.iterations.select(*ITERATION, "name", "ts_ns", "dur_ns"), on=ITERATION)
+        step_rows(steps)
         .sort("rank", "ts_ns")
         .with_columns(
             last=pl.col("ts_ns") == pl.col("ts_ns").max().over("rank"),
@@ -455,26 +451,24 @@ def _short_last_steps(steps: Trace) -> pl.DataFrame:
 
 
 def _step_finding(
-    steps: Trace, rows: pl.DataFrame, kept: pl.DataFrame, finding: str, n: int
+    steps: Trace, rows: pl.DataFrame, left_out: pl.DataFrame, finding: str
 ) -> Finding:
-    """Steps cut short, weighed by leaving the counted steps that hold them out of the means."""
-    left_out = steps.iterations.join(kept.select(ITERATION), on=ITERATION, how="anti")
-    moves = (
-        moves_between(step_means(steps), step_means(repaired(steps, iterations=kept)))
-        if kept.height
-        else {}
-    )
+    """Steps cut short, weighed by leaving the counted steps that hold them (``left_out``:
+    rank, iteration) out of every step."""
+    every = all_steps(steps).iterations
+    kept = every.join(left_out.select(ITERATION), on=ITERATION, how="anti")
+    weight = weigh(steps, iterations=kept) if kept.height else Weight({}, verdict_changes=False)
     numbers = ", ".join(str(i) for i in left_out["iteration"].to_list())
     what = (
         "step regions with no duration, never closed"
         if finding == "open_step"
         else "last steps with under half the wall time and GPU activities of the step before"
     )
-    return Finding(
+    return weighed(
         CHECK_TRUNCATED,
         finding,
         rows.height,
-        float(rows["dur_ns"].fill_null(0).sum()) / 1e3 / n,
+        float(rows["dur_ns"].fill_null(0).sum()) / 1e3 / step_count(steps),
         sentence(
             [
                 f"{rows.height:,} {what}",
@@ -482,5 +476,5 @@ def _step_finding(
                 "first: " + examples(rows, pl.format("`{}` ({} ns)", "name", "dur_ns")),
             ]
         ),
-        moves,
+        weight,
     )

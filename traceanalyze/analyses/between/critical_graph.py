@@ -24,6 +24,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceanalyze.analyses.activities import activities
+from traceanalyze.analyses.step.model import step_model
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
 
@@ -359,41 +360,22 @@ def _first_g(nodes: pl.DataFrame) -> int:
 
 
 def iteration_bounds(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, iteration) the window its path covers, ``lo_ns`` to ``hi_ns``: the span of
-    the slower side, whose length the accounting calls ``wall_us`` (the iteration's period).
-    That is the step on the CPU, or, where the GPU span of the iteration's activities on its
-    longest device is longer, that span (first start to last end on that device). So the
-    path's length, which equals its window, is ``wall_us`` of the same iteration, and a
-    GPU-bound step's window leaves out the time its kernels queue behind the previous step's.
+    """Per (rank, iteration) the window its path covers, ``lo_ns`` to ``hi_ns``: the step
+    model's window (:mod:`traceanalyze.analyses.step.window`), whose length is the step's
+    ``wall_us``. So the path's length, which equals its window, is ``wall_us`` of the same
+    step.
 
-    Also ``cpu_end_ns``, ``gpu_end_ns`` and ``last_g`` (the last GPU activity to end inside the
-    window; null without any) and ``cpu_tid``, the thread of the latest-ending CPU event
-    inside the step: where the walk back starts."""
+    Also ``cpu_end_ns``, ``gpu_end_ns`` and ``last_g`` (the last GPU activity of the step to
+    end inside the window; null without any) and ``cpu_tid``, the thread of the latest-ending
+    CPU event inside the step: where the walk back starts."""
     steps = trace.iterations.select(
         "rank", "iteration", step_ns="ts_ns", cpu_end_ns=pl.col("ts_ns") + pl.col("dur_ns")
     )
     mine = gpu.filter(pl.col("iteration").is_not_null())
-    # The longest device's span (accounting.busy_and_span's span, per device); ties: the
-    # lowest device.
-    longest = (
-        mine.group_by("rank", "iteration", "device")
-        .agg(first_ns=pl.col("ts_ns").min(), last_ns=pl.col("end_ns").max())
-        .sort(pl.col("last_ns") - pl.col("first_ns"), "device", descending=[True, False])
-        .group_by("rank", "iteration", maintain_order=True)
-        .first()
-    )
     windows = (
-        steps.join(longest, on=ITERATION_KEY, how="left")
-        .with_columns(
-            on_gpu=(pl.col("last_ns") - pl.col("first_ns")).fill_null(0)
-            > pl.col("cpu_end_ns") - pl.col("step_ns")
-        )
-        .select(
-            *ITERATION_KEY,
-            "cpu_end_ns",
-            lo_ns=pl.when("on_gpu").then("first_ns").otherwise("step_ns"),
-            hi_ns=pl.when("on_gpu").then("last_ns").otherwise("cpu_end_ns"),
-        )
+        step_model(trace)
+        .steps.select(*ITERATION_KEY, "lo_ns", "hi_ns")
+        .join(steps.select(*ITERATION_KEY, "cpu_end_ns"), on=ITERATION_KEY)
     )
     last_gpu = (
         mine.join(windows.select(*ITERATION_KEY, "hi_ns"), on=ITERATION_KEY)

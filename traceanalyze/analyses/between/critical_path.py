@@ -38,6 +38,7 @@ from traceanalyze.analyses.between.critical_graph import (
 )
 from traceanalyze.analyses.between.critical_walk import Runs, walk
 from traceanalyze.analyses.iterations import on_counted
+from traceanalyze.analyses.step.model import step_model
 from traceanalyze.display import Shown
 from traceanalyze.trace import Trace
 
@@ -70,10 +71,17 @@ class CriticalPath(Shown):
     iterations: pl.DataFrame  # rank, iteration, span_us, length_us
     segments: pl.DataFrame  # rank, iteration, kind, name, lane, start_ns, end_ns (forward order)
     notes: tuple[str, ...] = ()  # what the trace lacks for a sure path
+    # The step model's verdict (the same as `summary`'s), which the path's make-up explains.
+    bound: str | None = None
+    bound_margin_pct: float | None = None
+    bound_note: str | None = None
 
     def record(self) -> dict[str, object]:
         """The JSON object of ``critical-path --format json``."""
         return {
+            "bound": self.bound,
+            "bound_margin_pct": self.bound_margin_pct,
+            "bound_note": self.bound_note,
             "span_us_per_iter": self.span_us_per_iter,
             "length_us_per_iter": self.length_us_per_iter,
             "by_kind": self.by_kind.to_dicts(),
@@ -101,7 +109,11 @@ def critical_path(trace: Trace) -> CriticalPath:
         .join(lengths, on=ITERATION, how="left")
         .select(*ITERATION, "span_us", length_us=pl.col("length_ns").fill_null(0) / 1e3)
     )
+    verdict = step_model(trace).verdict
     return CriticalPath(
+        bound=verdict.bound,
+        bound_margin_pct=verdict.margin_pct,
+        bound_note=verdict.note,
         span_us_per_iter=_mean_per_iter(per_iteration["span_us"], n),
         length_us_per_iter=_mean_per_iter(per_iteration["length_us"], n),
         by_kind=_by_kind(segments, n),
@@ -347,10 +359,6 @@ def _freed_before(nodes: pl.DataFrame, freed: pl.DataFrame, at: str) -> pl.DataF
 # annotations) is the CPU's. Gaps are neither.
 def is_gpu_kind(kind: pl.Expr) -> pl.Expr:
     return kind.str.starts_with("kernel:") | (kind == KIND_COPY)
-
-
-# A path is called GPU- (CPU-) bound when that side holds at least this share of its length.
-BOUND_MIN_PCT = 50.0
 
 
 def path_shares(path: CriticalPath) -> tuple[float, float]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traceanalyze.analyses.accounting import mean_per_iter
 from traceanalyze.analyses.between.idle import IdleResult, idle_breakdown
 from traceanalyze.analyses.between.launches import launch_health
+from traceanalyze.analyses.step.model import step_model
 from traceanalyze.load.variants import VariantSet
 from traceanalyze.trace import Trace
 
@@ -17,12 +17,15 @@ class WhereTimeGoes:
     label: str | None
     idle: IdleResult
     launches: dict[str, float | int]
-    gpu_span_us_per_iter: float  # what the idle time is a share of
+    wall_us_per_iter: float  # what the idle time is a share of
 
 
 def where_time_goes(trace: Trace, label: str | None = None) -> WhereTimeGoes:
     return WhereTimeGoes(
-        label, idle_breakdown(trace), launch_health(trace), mean_per_iter(trace, "gpu_span_us")
+        label,
+        idle_breakdown(trace),
+        launch_health(trace),
+        step_model(trace).means["wall_us_per_iter"],
     )
 
 

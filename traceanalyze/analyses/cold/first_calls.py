@@ -34,8 +34,9 @@ import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
 from traceanalyze.analyses.calls import Calls, find_calls, ops_in_calls
+from traceanalyze.analyses.cold.caches import cache_evidence
 from traceanalyze.analyses.cold.rules import OTHER, causes
-from traceanalyze.analyses.cputree import with_self_time
+from traceanalyze.analyses.cputree import outermost_ops, with_self_time
 from traceanalyze.link import PROFILER_STEP, RUNTIME_CATS
 from traceanalyze.trace import Trace
 
@@ -63,7 +64,20 @@ class ColdStart:
     calls: pl.DataFrame  # CALL_COLUMNS
     excess: pl.DataFrame  # EXCESS_COLUMNS
     source: str  # how the calls were found (see calls.find_calls)
-    notes: tuple[str, ...] = ()  # what a reader must know (shapes ignored, calls without steady)
+    notes: tuple[str, ...]  # what a reader must know (shapes ignored, calls without steady)
+    caches: pl.DataFrame  # caches.EVIDENCE_COLUMNS
+    # On the first rank, before call 1 began: outermost operators that ended, GPU activities
+    # that started (signs that the process ran work before its first call in the trace).
+    earlier_work: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class TracedTimes:
+    """The trace's call 1 and the median of its shape's steady calls, on the first rank."""
+
+    first_call_us: float | None
+    steady_us: float | None
+    steady_calls: int
 
 
 def cold_start(trace: Trace, shapes: Sequence[int | str] | None = None) -> ColdStart:
@@ -80,7 +94,49 @@ def cold_start(trace: Trace, shapes: Sequence[int | str] | None = None) -> ColdS
     references = _median_steady_calls(roles, totals)
     if roles.height and not references.height:
         notes += ("no call repeats another's shape: there is no steady call to compare with",)
-    return ColdStart(calls, _excess(parts, references), found.source, notes)
+    return ColdStart(
+        calls,
+        _excess(parts, references),
+        found.source,
+        notes,
+        cache_evidence(trace, found.spans),
+        _earlier_work(trace, found.spans),
+    )
+
+
+def traced_times(calls: pl.DataFrame) -> TracedTimes:
+    """Call 1's wall time and the (lower) median wall time of the later calls of its shape,
+    on the first rank: the trace's time per call, under the profiler.
+
+    The one place cold reads a trace's steady time per call. ``wall_us`` is the accounting
+    model's wall time (the longer of the call's CPU span and the span of the GPU work it
+    launched), as summary's ``wall_us_per_iter``, but over the steady calls alone: summary's
+    mean holds every counted step, the first (cold) one included, and a trace marking calls
+    with numbered annotations is one whole-trace step to it. The step model may take over
+    here once it leaves the first step out."""
+    if not calls.height:
+        return TracedTimes(None, None, 0)
+    mine = calls.filter(pl.col("rank") == calls["rank"].min())
+    first = mine.filter(pl.col("role") == FIRST)["wall_us"]
+    steady = (
+        mine.filter((pl.col("role") == STEADY) & (pl.col("shape_index") == 1))["wall_us"]
+        .drop_nulls()
+        .sort()
+    )
+    median = float(steady[(steady.len() - 1) // 2]) if steady.len() else None
+    return TracedTimes(float(first[0]) if first.len() else None, median, steady.len())
+
+
+def _earlier_work(trace: Trace, spans: pl.DataFrame) -> tuple[int, int]:
+    """On the first rank: outermost operators that ended and GPU activities that started
+    before call 1 began."""
+    if not spans.height:
+        return 0, 0
+    first = spans.sort("rank", "call").row(0, named=True)
+    mine = pl.col("rank") == first["rank"]
+    before = pl.col("ts_ns") < first["ts_ns"]
+    ops = outermost_ops(trace).filter(mine & (pl.col("ts_ns") + pl.col("dur_ns") <= first["ts_ns"]))
+    return ops.height, trace.gpu.filter(mine & before).height
 
 
 @per_trace

@@ -84,7 +84,7 @@ _TRITON = (
     r"|^_CALLABLE$"
 )
 # Dynamo and Inductor at compile time: dynamo_timed phases and the events around them.
-_COMPILING = (
+COMPILING = (
     r"\(dynamo_timed\)$|^dynamo$|^entire_frame_compile$|compile_id=|^torch/_(dynamo|inductor)/"
 )
 # The compiled code as it runs (its first-call excess: guards, wrappers, first load).
@@ -95,11 +95,11 @@ _COMPILED = (
 
 CAUSE_RULES: tuple[CauseRule, ...] = (
     CauseRule("allocator_growth", name=_ALLOCATOR),
-    CauseRule("triton_compile", name=_MODULE_LOAD, within=f"{_TRITON}|{_COMPILING}|{_COMPILED}"),
+    CauseRule("triton_compile", name=_MODULE_LOAD, within=f"{_TRITON}|{COMPILING}|{_COMPILED}"),
     CauseRule("cuda_lazy_init", name=_LAZY_INIT),
     CauseRule("triton_compile", within=_TRITON),
     # Before cuDNN and cuBLAS: their ops run on fake tensors while Dynamo traces.
-    CauseRule("inductor_compile", within=_COMPILING),
+    CauseRule("inductor_compile", within=COMPILING),
     CauseRule("cudnn_plan", within=_CUDNN),
     CauseRule("cublas_init", within=_CUBLAS),
     CauseRule("inductor_compile", within=_COMPILED),

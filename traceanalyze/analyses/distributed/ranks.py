@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import ITERATION, busy_and_span_query, iteration_times
+from traceanalyze.analyses.accounting import ITERATION, busy_and_span_query
 from traceanalyze.analyses.activities import classified_activities
 from traceanalyze.analyses.audit import audit
 from traceanalyze.analyses.audit.clocks import offsets_note, trusted_offsets
@@ -33,6 +33,7 @@ from traceanalyze.analyses.distributed.skew import (
     collective_starts,
 )
 from traceanalyze.analyses.iterations import on_counted
+from traceanalyze.analyses.step.model import step_model
 from traceanalyze.display import Shown
 from traceanalyze.errors import UsageError
 from traceanalyze.query import IN_MEMORY
@@ -112,8 +113,8 @@ def rank_rows(trace: Trace) -> pl.DataFrame:
     figures = ("communication_kernel_us", "communication_busy_us", "exposed_communication_us")
     # One query (in-memory engine) over the two small per-iteration tables.
     per_iteration = (
-        iteration_times(trace)
-        .lazy()
+        step_model(trace)
+        .steps.lazy()
         .select(*ITERATION, "wall_us", "gpu_busy_us", "gpu_kernel_us", "gpu_idle_us")
         .join(_communication_times(trace).lazy(), on=ITERATION, how="left")
         # An iteration without communication has none of it, not an unknown amount.

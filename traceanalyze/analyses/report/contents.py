@@ -12,7 +12,6 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import Verdict
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.audit import audit
 from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
@@ -34,6 +33,7 @@ from traceanalyze.analyses.report.findings import (
     findings,
 )
 from traceanalyze.analyses.roofline.model import Roofline, roofline
+from traceanalyze.analyses.step.verdict import Verdict
 from traceanalyze.analyses.summary import summary, summary_with_wall
 from traceanalyze.analyses.variants.compare import baseline_label, comparison, steady_median_ms
 from traceanalyze.analyses.variants.explain import Explanation, explain
@@ -377,7 +377,9 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
 
 
 def _verdict(row: dict[str, Any]) -> Verdict | None:
-    return Verdict(row["bound"], row["bound_note"]) if row.get("bound_note") else None
+    if not row.get("bound_note"):
+        return None
+    return Verdict(row["bound"], row.get("bound_margin_pct"), {}, row["bound_note"])
 
 
 def _with_performance(

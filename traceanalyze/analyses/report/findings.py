@@ -29,11 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import BOUND_CPU
 from traceanalyze.analyses.between.critical_graph import KIND_ANNOTATION, KIND_GAP
-from traceanalyze.analyses.between.critical_path import BOUND_MIN_PCT, is_gpu_kind, path_shares
-from traceanalyze.analyses.between.idle import CAUSES
+from traceanalyze.analyses.between.critical_path import is_gpu_kind, path_shares
 from traceanalyze.analyses.distributed.comms import busiest_collective
+from traceanalyze.analyses.step.gaps import CAUSES
+from traceanalyze.analyses.step.verdict import (
+    COMMUNICATION_BOUND,
+    CPU_BOUND,
+    SYNC_BOUND,
+)
 from traceanalyze.trace import IterationSource
 
 if TYPE_CHECKING:
@@ -86,7 +90,19 @@ NO_SLACK_KINDS = (KIND_ANNOTATION, KIND_GAP)
 # The memory wall is said when the largest peak increase is at least this many times the least.
 MIN_MEMORY_RATIO = 2.0
 IDLE_MEANINGS = {c.cause: c.meaning for c in CAUSES}
+# What to change, by verdict, where it is not a faster kernel (a GPU-bound step's advice is
+# the kernel and roofline findings').
+ADVICE: dict[str, str] = {
+    CPU_BOUND: "a faster kernel will not help, less CPU time between GPU work will (fewer, "
+    "larger ops; CUDA graphs or torch.compile to cut launches)",
+    SYNC_BOUND: "a faster kernel will not help, fewer blocking synchronisations will (the "
+    "`idle` command's syncs table names the ops: `.item()`, `.cpu()`, `nonzero`)",
+    COMMUNICATION_BOUND: "a faster kernel helps only the compute part; overlapping the "
+    "collectives with compute, or fewer or smaller ones, shortens the step",
+}
 OCCUPANCY_ITEMS = 4  # variants named in one occupancy finding
+# Verdicts whose critical path the CPU items shorten.
+HOST_BOUNDS = (CPU_BOUND, SYNC_BOUND)
 # A first call this many times the steady median is a one-off (cuDNN plan building).
 ONE_OFF_RATIO = 10.0
 
@@ -160,7 +176,7 @@ def ranking(report: Report) -> list[Evidence]:
         "fastest": gpu["variant"],
         "fastest_busy_us": gpu["gpu_busy_us_per_iter"],
         "fastest_speedup": gpu["speedup"],
-        "cpu_bound": tuple(rows.filter(pl.col("bound") == BOUND_CPU)["variant"].to_list()),
+        "cpu_bound": tuple(rows.filter(pl.col("bound") == CPU_BOUND)["variant"].to_list()),
     }
     if wall.height:
         top = wall.row(0, named=True)
@@ -402,7 +418,7 @@ def cudnn_cpu(report: Report) -> list[Evidence]:
                 "lead_us": runner["gpu_busy_us_per_iter"] - busy,
             }
     compared = lead.label != report.baseline and lead.row.get("speedup_wall") is not None
-    if lead.row.get("bound") == BOUND_CPU and compared:
+    if lead.row.get("bound") == CPU_BOUND and compared:
         figures |= {
             "baseline": report.baseline,
             "speedup": lead.row["speedup"],
@@ -465,8 +481,8 @@ def bound(report: Report) -> list[Evidence]:
         return []
     row = variant.row or {}
     verdict = row.get("bound") or variant.summary.get("bound")
-    if not verdict:
-        return []
+    if not verdict or not variant.summary.get("gpu_busy_us_per_iter"):
+        return []  # no GPU activity: nothing to say of what bounds it
     figures = variant.summary
     busy, wall = figures["gpu_busy_us_per_iter"], figures["wall_us_per_iter"]
     whole = figures["iteration_source"] == IterationSource.WHOLE_TRACE
@@ -481,9 +497,9 @@ def bound(report: Report) -> list[Evidence]:
         "whole_trace": True if whole else None,
         # Advice only where the wall time is the work's: a whole trace's wall time includes
         # waits outside it, which less CPU time does not shorten.
-        "cpu_bound": True if verdict == BOUND_CPU and not whole else None,
+        "advice_text": None if whole else ADVICE.get(verdict),
     }
-    weight = wall - busy if verdict == BOUND_CPU else busy
+    weight = busy if verdict not in ADVICE else wall - busy
     return [Evidence(weight, evidence, _path(variant))]
 
 
@@ -575,12 +591,12 @@ def memory_peak(report: Report) -> list[Evidence]:
 
 
 def idle(report: Report) -> list[Evidence]:
-    """The GPU's idle share of its span and the largest cause, when idle is a meaningful
-    share (:data:`MIN_IDLE_PCT`)."""
+    """The GPU's idle share of the step's wall time and the largest cause, when idle is a
+    meaningful share (:data:`MIN_IDLE_PCT`)."""
     variant = _single(report)
     if variant is None or variant.idle is None:
         return []
-    span = variant.summary.get("gpu_span_us_per_iter") or 0.0
+    span = variant.summary.get("wall_us_per_iter") or 0.0
     idle_us = variant.idle.gpu_idle_us_per_iter
     if span <= 0 or idle_us / span * 100 < MIN_IDLE_PCT:
         return []
@@ -601,22 +617,21 @@ def idle(report: Report) -> list[Evidence]:
 
 
 def _path_figures(variant: VariantReport, cpu_items: bool = False) -> dict[str, Any] | None:
-    """The variant's critical path: length, GPU and CPU shares, the side holding
-    :data:`BOUND_MIN_PCT` of it (or None) and the work item (a CPU one with ``cpu_items``)
-    with the most slack; None without a path or without GPU work (then the path says nothing
-    of what bounds the step)."""
+    """The variant's critical path: length, GPU and CPU shares, the step model's verdict
+    (``bound``: the path's shares describe it, they do not judge it again) and the work item
+    (a CPU one with ``cpu_items``) with the most slack; None without a path or without GPU
+    work (then the path says nothing of what bounds the step)."""
     path = variant.critical_path
     if path is None or path.length_us_per_iter <= 0:
         return None
     if not variant.summary.get("gpu_activity_us_per_iter"):
         return None
     gpu_pct, cpu_pct = path_shares(path)
-    sides = {"GPU": gpu_pct, "CPU": cpu_pct}
     figures: dict[str, Any] = {
         "length_us": path.length_us_per_iter,
         "gpu_pct": gpu_pct,
         "cpu_pct": cpu_pct,
-        "side": next((name for name, pct in sides.items() if pct >= BOUND_MIN_PCT), None),
+        "bound": (variant.row or {}).get("bound") or variant.summary.get("bound"),
     }
     work = ~pl.col("kind").is_in(NO_SLACK_KINDS) & (pl.col("slack_us_per_iter") > 0)
     if cpu_items:
@@ -633,8 +648,7 @@ def _path_figures(variant: VariantReport, cpu_items: bool = False) -> dict[str, 
 
 
 def critical(report: Report) -> list[Evidence]:
-    """What bounds the step on the critical path (the side holding :data:`BOUND_MIN_PCT` of
-    it, or neither) and the work item whose removal would shorten it most."""
+    """The critical path's make-up and the work item whose removal would shorten it most."""
     variant = _single(report)
     figures = _path_figures(variant) if variant is not None else None
     if variant is None or figures is None:
@@ -643,15 +657,15 @@ def critical(report: Report) -> list[Evidence]:
 
 
 def critical_cpu(report: Report) -> list[Evidence]:
-    """Among variants, those whose critical path runs through the CPU, each with the CPU item
-    that would shorten it most (for a GPU-bound variant the item is its longest kernel, which
-    the kernel findings already name)."""
+    """Among variants, those the step model calls CPU- or sync-bound, each with the CPU item on
+    its critical path that would shorten it most (for a GPU-bound variant the item is its
+    longest kernel, which the kernel findings already name)."""
     items, paths = [], []
     for variant in _loaded(report):
         figures = _path_figures(variant, cpu_items=True)
-        if figures is None or figures["side"] != "CPU" or "item" not in figures:
+        if figures is None or figures["bound"] not in HOST_BOUNDS or "item" not in figures:
             continue
-        items.append({"who": variant.label} | figures | _timed_verdict(variant))
+        items.append({"who": variant.label} | figures)
         paths.append(_path(variant))
     if not items:
         return []
@@ -661,17 +675,6 @@ def critical_cpu(report: Report) -> list[Evidence]:
     weight = sum(item["slack_us"] for item in items)
     path = paths[0] if len(paths) == 1 else _folder(report)
     return [Evidence(weight, {"items": shown, "more": more or None}, path)]
-
-
-def _timed_verdict(variant: VariantReport) -> dict[str, Any]:
-    """The variant's bound verdict where it comes from a wall time timed without the profiler
-    (the capture's median) and is not CPU-bound: the path is the profiled iteration's, whose
-    CPU side the profiler lengthens, so the two can disagree and the sentence must say so."""
-    row = variant.row  # the comparison's: its verdict is against the capture median
-    bound, median_ms = row.get("bound"), row.get("median_ms")
-    if bound in (None, "CPU-bound") or row.get("wall_source") != "capture median":
-        return {}
-    return {"timed_bound": bound, "timed_wall_us": median_ms * 1e3 if median_ms else None}
 
 
 def collectives(report: Report) -> list[Evidence]:

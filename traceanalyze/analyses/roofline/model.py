@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import BOUND_CPU, Verdict, mean_per_iter, verdict
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.roofline.formulas import model_calls
 from traceanalyze.analyses.roofline.ops import COMPOSITE, MEMORY, MODELLED_OPS, unmodelled_reason
-from traceanalyze.analyses.summary import WALL_FROM_TRACE
+from traceanalyze.analyses.step.model import step_model
+from traceanalyze.analyses.step.verdict import COMMUNICATION_BOUND, CPU_BOUND, SYNC_BOUND, Verdict
 from traceanalyze.analyses.waves import wave_table, with_waves
 from traceanalyze.display import Shown
 from traceanalyze.hardware.occupancy import duration_weighted_mean
@@ -78,9 +78,11 @@ class Roofline(Shown):
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-CPU_BOUND_NOTE = (
-    "the iterations are CPU-bound: {}; kernels nearer the roofline will not shorten them"
+NOT_GPU_BOUND_NOTE = (
+    "the steps are {}: {}; kernels nearer the roofline will not shorten them by much"
 )
+# Verdicts under which faster kernels barely shorten a step.
+NOT_GPU_BOUNDS = (CPU_BOUND, SYNC_BOUND, COMMUNICATION_BOUND)
 
 
 @on_counted
@@ -451,12 +453,7 @@ def _notes(
             "the trace describes no GPU (no deviceProperties): pass --peak-tflops and --peak-tbps"
         )
     if judged is None:
-        judged = verdict(
-            mean_per_iter(trace, "gpu_busy_us"),
-            mean_per_iter(trace, "wall_us"),
-            mean_per_iter(trace, "cpu_op_us"),
-            WALL_FROM_TRACE,
-        )
-    if judged.bound == BOUND_CPU:
-        notes.append(CPU_BOUND_NOTE.format(judged.note))
+        judged = step_model(trace).verdict
+    if judged.bound in NOT_GPU_BOUNDS:
+        notes.append(NOT_GPU_BOUND_NOTE.format(judged.bound, judged.note))
     return notes

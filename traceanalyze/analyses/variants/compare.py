@@ -1,8 +1,11 @@
 """`compare`: the seed article's final table, made automatic, one row per variant.
 
-The headline speed-up is GPU busy time (see :mod:`traceanalyze.analyses.accounting`); beside
-it a wall-time speed-up from the capture's median times where the manifest has them (the
-measured truth, without the profiler), else from the traces' iteration wall time.
+The headline speed-up is GPU busy time (see :mod:`traceanalyze.analyses.step`); beside it a
+wall-time speed-up from the capture's median times where the manifest has them (the measured
+truth, without the profiler), else from the traces' step windows. Where both traces have
+``MIN_STEPS_FOR_INTERVAL`` counted steps or more, each speed-up computed from the traces has an
+interval from the per-step spread: its value with the baseline's and the variant's most and
+least favourable steps (``speedup_low``, ``speedup_high``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from capture.manifest import VariantResult
 from traceanalyze.analyses.activities import activities, in_iterations
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.memory.usage import memory_figures
+from traceanalyze.analyses.step.model import step_model
 from traceanalyze.analyses.summary import (
     WALL_FROM_MEDIAN,
     WALL_FROM_STEADY,
@@ -30,19 +34,26 @@ from traceanalyze.load.variants import Variant
 from traceanalyze.trace import Trace
 
 DEFAULT_BASELINE = "naive"
+# A speed-up from the traces gets an interval from the per-step spread with this many steps.
+MIN_STEPS_FOR_INTERVAL = 3
 
 COLUMNS: dict[str, pl.DataType] = {
     "variant": pl.String(),
     "status": pl.String(),
     "gpu_busy_us_per_iter": pl.Float64(),
     "speedup": pl.Float64(),
+    "speedup_low": pl.Float64(),
+    "speedup_high": pl.Float64(),
     "wall_us_per_iter": pl.Float64(),
     "median_ms": pl.Float64(),
     "steady_median_ms": pl.Float64(),
     "speedup_wall": pl.Float64(),
+    "speedup_wall_low": pl.Float64(),
+    "speedup_wall_high": pl.Float64(),
     "speedup_wall_source": pl.String(),
     "wall_source": pl.String(),
     "bound": pl.String(),
+    "bound_margin_pct": pl.Float64(),
     "bound_note": pl.String(),
     "gpu_busy_pct_of_wall": pl.Float64(),
     "gpu_activity_us_per_iter": pl.Float64(),
@@ -65,7 +76,21 @@ COLUMNS: dict[str, pl.DataType] = {
     "sdpa_backend": pl.String(),
     "relative_error": pl.Float64(),
     "description": pl.String(),
+    # The per-step spread the intervals come from (not shown: the intervals are).
+    "steps_counted": pl.Int64(),
+    "gpu_busy_us_step_min": pl.Float64(),
+    "gpu_busy_us_step_max": pl.Float64(),
+    "wall_us_step_min": pl.Float64(),
+    "wall_us_step_max": pl.Float64(),
 }
+# Columns only the speed-up intervals read.
+SPREAD_COLUMNS = (
+    "steps_counted",
+    "gpu_busy_us_step_min",
+    "gpu_busy_us_step_max",
+    "wall_us_step_min",
+    "wall_us_step_max",
+)
 _FROM_SUMMARY = (
     "gpu_busy_us_per_iter", "wall_us_per_iter", "gpu_activity_us_per_iter",
     "gpu_kernel_us_per_iter", "cpu_op_us_per_iter", "kernels_per_iter", "memcpy_per_iter",
@@ -82,6 +107,7 @@ def variant_row(trace: Trace, median_ms: float | None = None) -> dict[str, Any]:
     """
     trace = counted(trace)
     figures = summary(trace)
+    model = step_model(trace)
     kernels = in_iterations(activities(trace)).filter(pl.col("kind") == "kernel")
     # Theoretical occupancy over every kernel with a footprint (one set for every row); the
     # trace's estimate over the kernels that carry it, with its coverage.
@@ -89,13 +115,26 @@ def variant_row(trace: Trace, median_ms: float | None = None) -> dict[str, Any]:
     occupancy |= kernels.select(theoretical_mean()).row(0, named=True)
     return {
         **{key: figures[key] for key in _FROM_SUMMARY},
-        **wall_verdict(figures, median_ms),
+        **wall_verdict(model, median_ms),
+        **_spread(model.steps),
         "fused_kernel": _longest(kernels.filter(pl.col("category") == "fused_attention")),
         **occupancy,
         "launch_api": _by_count(kernels, "launch_api"),
         "gemm_precision": _by_count(kernels.filter(pl.col("category") == "gemm"), "gemm_precision"),
         **memory_figures(trace),
     }
+
+
+def _spread(steps: pl.DataFrame) -> dict[str, Any]:
+    """How many steps count, and their least and most GPU busy and wall time."""
+    row = steps.select(
+        steps_counted=pl.len(),
+        gpu_busy_us_step_min=pl.col("gpu_busy_us").min(),
+        gpu_busy_us_step_max=pl.col("gpu_busy_us").max(),
+        wall_us_step_min=pl.col("wall_us").min(),
+        wall_us_step_max=pl.col("wall_us").max(),
+    )
+    return row.row(0, named=True)
 
 
 def steady_median_ms(variant: Variant) -> float | None:
@@ -183,6 +222,28 @@ def _with_speedups(table: pl.DataFrame, baseline: str | None) -> pl.DataFrame:
         [WALL_FROM_MEDIAN, WALL_FROM_STEADY]
     )
     loaded = pl.col("gpu_busy_us_per_iter") > 0
+    spread = (pl.col("steps_counted") >= MIN_STEPS_FOR_INTERVAL) & (
+        (base["steps_counted"] or 0) >= MIN_STEPS_FOR_INTERVAL
+    )
+    by_trace_wall = pl.col("speedup_wall_source") == WALL_FROM_TRACE
+
+    def ratio(of: str, over: str) -> pl.Expr:
+        return pl.lit(base[of], pl.Float64) / pl.col(over)
+
+    intervals = {
+        "speedup_low": pl.when(loaded & spread).then(
+            ratio("gpu_busy_us_step_min", "gpu_busy_us_step_max")
+        ),
+        "speedup_high": pl.when(loaded & spread).then(
+            ratio("gpu_busy_us_step_max", "gpu_busy_us_step_min")
+        ),
+        "speedup_wall_low": pl.when(spread & by_trace_wall).then(
+            ratio("wall_us_step_min", "wall_us_step_max")
+        ),
+        "speedup_wall_high": pl.when(spread & by_trace_wall).then(
+            ratio("wall_us_step_max", "wall_us_step_min")
+        ),
+    }
     return table.with_columns(
         speedup=pl.when(loaded).then(
             pl.lit(base["gpu_busy_us_per_iter"], pl.Float64) / pl.col("gpu_busy_us_per_iter")
@@ -195,7 +256,7 @@ def _with_speedups(table: pl.DataFrame, baseline: str | None) -> pl.DataFrame:
         .then(pl.col("wall_source"))
         .when(loaded & (pl.col("wall_us_per_iter") > 0))
         .then(pl.lit(WALL_FROM_TRACE)),
-    )
+    ).with_columns(**intervals)
 
 
 def _longest(kernels: pl.DataFrame) -> str | None:

@@ -1,8 +1,9 @@
 """`explain`: why NEW takes more or less GPU time per iteration than BASE, in parts that add up.
 
-The accounting (:mod:`traceanalyze.analyses.accounting`) gives, per iteration, GPU span =
-busy + idle and busy = activity - overlap (time two streams run at once, counted once in
-busy). So the change in span is exactly
+It compares the GPU work each step *launched* (the accounting's own-work figures,
+:mod:`traceanalyze.analyses.accounting`): per step, its GPU span (first start to last end) =
+own busy + own idle, and own busy = activity - overlap (time two streams run at once, counted
+once). So the change in span is exactly
 
     Δspan = Σ Δactivity of the parts - Δoverlap + Δidle
 
@@ -20,7 +21,6 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import iteration_times
 from traceanalyze.analyses.activities import (
     GRAPH_LAUNCHES,
     activities,
@@ -32,6 +32,7 @@ from traceanalyze.analyses.graphs import with_captured_ops
 from traceanalyze.analyses.iterations import choice_of, counted
 from traceanalyze.analyses.memcpy import number_text, size_expr, transfers
 from traceanalyze.analyses.memory.diff import MemoryChange, memory_change
+from traceanalyze.analyses.step.model import step_model
 from traceanalyze.analyses.summary import summary
 from traceanalyze.analyses.variants.diff import paired_columns
 from traceanalyze.display import Shown
@@ -53,8 +54,8 @@ CPU_FIGURES = ("cpu_op_us_per_iter", "launch_us_per_iter", "cudnn_cpu_us_per_ite
                "cublas_cpu_us_per_iter")  # fmt: skip
 # ATen ops that call cuBLAS / cuBLASLt (hipBLAS / hipBLASLt on ROCm) themselves.
 CUBLAS_OP = r"^aten::(mm|addmm|bmm|baddbmm|addbmm|mv|addmv|_scaled_mm|_int_mm|addmm_|baddbmm_)$"
-_SPAN_FIGURES = ("gpu_span_us_per_iter", "gpu_busy_us_per_iter", "gpu_activity_us_per_iter",
-                 "gpu_idle_us_per_iter", "wall_us_per_iter")  # fmt: skip
+# The change in span gets an interval from the per-step spread with this many steps each.
+MIN_STEPS_FOR_INTERVAL = 3
 
 
 @dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
@@ -62,6 +63,9 @@ class Explanation(Shown):
     base: str
     new: str
     total_us_per_iter_delta: float  # Δ GPU span per iteration = the sum of the parts
+    # Its range with either trace's shortest and longest step (None under 3 steps each).
+    total_us_per_iter_delta_low: float | None
+    total_us_per_iter_delta_high: float | None
     busy_us_per_iter_delta: float
     wall_us_per_iter_delta: float
     base_figures: dict[str, float]  # span, busy, activity, overlap, idle, wall (µs/iter)
@@ -78,6 +82,8 @@ class Explanation(Shown):
             "base": self.base,
             "new": self.new,
             "total_us_per_iter_delta": self.total_us_per_iter_delta,
+            "total_us_per_iter_delta_low": self.total_us_per_iter_delta_low,
+            "total_us_per_iter_delta_high": self.total_us_per_iter_delta_high,
             "busy_us_per_iter_delta": self.busy_us_per_iter_delta,
             "wall_us_per_iter_delta": self.wall_us_per_iter_delta,
             "base_figures": self.base_figures,
@@ -107,8 +113,8 @@ def explain(
             ),
             _fixed_part(
                 IDLE,
-                before["gpu_idle_us_per_iter"],
-                after["gpu_idle_us_per_iter"],
+                before["gpu_own_idle_us_per_iter"],
+                after["gpu_own_idle_us_per_iter"],
                 ranges=(_idle_range(base), _idle_range(new)),
                 note=_idle_outlier(base, base_label) + _idle_outlier(new, new_label),
             ),
@@ -116,26 +122,50 @@ def explain(
         how="diagonal_relaxed",
     ).select(PART_COLUMNS)
     total = after["gpu_span_us_per_iter"] - before["gpu_span_us_per_iter"]
+    low, high = _delta_range(base, new)
     return Explanation(
         base=base_label,
         new=new_label,
         total_us_per_iter_delta=total,
-        busy_us_per_iter_delta=after["gpu_busy_us_per_iter"] - before["gpu_busy_us_per_iter"],
+        total_us_per_iter_delta_low=low,
+        total_us_per_iter_delta_high=high,
+        busy_us_per_iter_delta=after["gpu_own_busy_us_per_iter"]
+        - before["gpu_own_busy_us_per_iter"],
         wall_us_per_iter_delta=after["wall_us_per_iter"] - before["wall_us_per_iter"],
         base_figures=before,
         new_figures=after,
         parts=parts,
         cpu=_cpu_side(base, new),
-        sentence=_sentence(parts, before, after, base_label),
+        sentence=_sentence(parts, before, after, base_label, (low, high)),
         memory=memory_change(base, new),
     )
 
 
 def _figures(trace: Trace) -> dict[str, float]:
-    figures = summary(trace)
-    shown = {key: float(figures[key]) for key in _SPAN_FIGURES}
-    shown["overlap_us_per_iter"] = shown["gpu_activity_us_per_iter"] - shown["gpu_busy_us_per_iter"]
-    return shown
+    """The own-work figures per step: span, busy, activity, idle, overlap; and the wall."""
+    means = step_model(trace).means
+    span, busy = means["gpu_span_us_per_iter"], means["own_busy_us_per_iter"]
+    activity = means["gpu_activity_us_per_iter"]
+    return {
+        "gpu_span_us_per_iter": span,
+        "gpu_own_busy_us_per_iter": busy,
+        "gpu_activity_us_per_iter": activity,
+        "gpu_own_idle_us_per_iter": span - busy,
+        "wall_us_per_iter": means["wall_us_per_iter"],
+        "overlap_us_per_iter": activity - busy,
+    }
+
+
+def _delta_range(base: Trace, new: Trace) -> tuple[float | None, float | None]:
+    """The change in span with NEW's shortest step against BASE's longest, and the reverse:
+    the range one step of each could give (None under ``MIN_STEPS_FOR_INTERVAL`` steps)."""
+    spans = [step_model(t).steps["gpu_span_us"] for t in (base, new)]
+    if min(s.len() for s in spans) < MIN_STEPS_FOR_INTERVAL:
+        return None, None
+    before, after = spans
+    low = float(after.min()) - float(before.max())  # type: ignore[arg-type]
+    high = float(after.max()) - float(before.min())  # type: ignore[arg-type]
+    return low, high
 
 
 def _keyed_activity(trace: Trace, other: Trace) -> pl.DataFrame:
@@ -270,7 +300,8 @@ def _lumped(small: pl.DataFrame) -> pl.DataFrame:
 
 def _idle_range(trace: Trace) -> tuple[float, float] | None:
     """The least and most idle time of one iteration (None for a single iteration)."""
-    idle = iteration_times(trace)["gpu_idle_us"]
+    steps = step_model(trace).steps
+    idle = steps["gpu_span_us"] - steps["own_busy_us"]
     if idle.len() < 2:
         return None
     return float(idle.min()), float(idle.max())  # type: ignore[arg-type]
@@ -316,7 +347,11 @@ IDLE_OUTLIER_SHARE_PCT = 50.0
 def _idle_outlier(trace: Trace, label: str) -> str:
     """Names the iteration that holds most of ``trace``'s idle time, and why it stands out
     (its flag), where one does: the mean then describes that iteration, not the others."""
-    rows = choice_of(trace).table.filter(pl.col("counted"))
+    rows = (
+        choice_of(trace)
+        .table.filter(pl.col("counted"))
+        .with_columns(gpu_idle_us=pl.col("gpu_span_us") - pl.col("own_busy_us"))
+    )
     total = float(rows["gpu_idle_us"].sum())
     if rows.height < 2 or total <= 0:
         return ""
@@ -373,7 +408,11 @@ def cublas_cpu_us_per_iter(trace: Trace) -> float:
 
 
 def _sentence(
-    parts: pl.DataFrame, before: dict[str, float], after: dict[str, float], base_label: str
+    parts: pl.DataFrame,
+    before: dict[str, float],
+    after: dict[str, float],
+    base_label: str,
+    spread: tuple[float | None, float | None] = (None, None),
 ) -> str:
     """Why NEW is faster or slower than BASE: the GPU span's change and its largest parts."""
     span_before, span_after = before["gpu_span_us_per_iter"], after["gpu_span_us_per_iter"]
@@ -401,9 +440,11 @@ def _sentence(
         .to_list()
     )
     relative = f", {pct:+.1f}%" if span_before else ""  # no share of nothing
+    low, high = spread
+    ranged = f"; {low:+,.1f} to {high:+,.1f} µs with one step of each" if low is not None else ""
     head = (
         f"GPU span per iteration {span_before:,.1f} → {span_after:,.1f} µs "
-        f"({change:+,.1f} µs{relative}) against `{base_label}`"
+        f"({change:+,.1f} µs{relative}{ranged}) against `{base_label}`"
     )
     if not named:
         return f"{head}: no part changes by {SMALL_PART_PCT:g}% of the span or more."

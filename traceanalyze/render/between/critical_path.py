@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.between.critical_path import BOUND_MIN_PCT, CriticalPath, path_shares
+from traceanalyze.analyses.between.critical_path import CriticalPath, path_shares
 from traceanalyze.analyses.distributed.comms import (
     NO_ARGS,
     NO_CALLS,
@@ -68,17 +68,15 @@ CRITICAL_PATH: Forms[CriticalPath] = Forms(
 
 
 def path_verdict(path: CriticalPath) -> str:
-    """One sentence from the path's time by kind: which side the path runs through, and the
-    item whose freeing would buy most."""
+    """One sentence: the steps' verdict (the step model's, as `summary` gives it), what the
+    path is made of, and the item whose freeing would buy most."""
     if path.length_us_per_iter <= 0:
         return "No iterations with a span: no critical path."
     gpu_pct, cpu_pct = path_shares(path)
-    if gpu_pct >= BOUND_MIN_PCT:
-        side = f"GPU-bound: {gpu_pct:.0f}% of the critical path is GPU work"
-    elif cpu_pct >= BOUND_MIN_PCT:
-        side = f"CPU-bound: {cpu_pct:.0f}% of the critical path is CPU time (ops, launches, calls)"
-    else:
-        side = f"mixed: the critical path is {gpu_pct:.0f}% GPU work and {cpu_pct:.0f}% CPU time"
+    side = (
+        f"{path.bound or 'no verdict'}; the critical path is {gpu_pct:.0f}% GPU work and "
+        f"{cpu_pct:.0f}% CPU time (ops, launches, calls)"
+    )
     best = path.items.sort("slack_us_per_iter", descending=True).head(1)
     if not best.height or best["slack_us_per_iter"][0] <= 0:
         return side + "."

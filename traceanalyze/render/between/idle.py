@@ -16,14 +16,17 @@ from traceanalyze.render.table import markdown_table
 
 def idle_record(result: IdleResult) -> dict[str, Any]:
     """The JSON object: ``gpu_idle_us_per_iter`` and ``causes`` (which add up to it), the
-    split per stream and the largest gaps."""
+    split per stream, the largest gaps and the blocking calls (``syncs``)."""
     return {
         "gpu_idle_us_per_iter": result.gpu_idle_us_per_iter,
+        "wall_us_per_iter": result.wall_us_per_iter,
+        "bound": result.bound,
         "iterations": result.iterations,
         "gpu_activities_per_iter": result.gpu_activities_per_iter,
         "causes": result.causes.to_dicts(),
         "by_stream": result.by_stream.to_dicts(),
         "largest_gaps": result.largest_gaps.to_dicts(),
+        "syncs": result.syncs.to_dicts(),
     }
 
 
@@ -45,15 +48,25 @@ def idle_markdown(result: IdleResult, *, full_names: bool = False, level: int = 
         meaning=pl.col("cause").replace_strict(definitions(), return_dtype=pl.String)
     )
     parts = [
-        f"GPU idle time {result.gpu_idle_us_per_iter:,.2f} µs per iteration "
-        f"({result.iterations} iterations): the gaps between the iteration's first and last "
-        "GPU activity when no stream runs anything, each classified by the activity that ends "
-        "it.\n",
+        f"GPU idle time {result.gpu_idle_us_per_iter:,.2f} µs per iteration of a "
+        f"{result.wall_us_per_iter:,.2f} µs step ({result.iterations} iterations; the steps "
+        f"are {result.bound}): the stretches of each step's window when no stream runs "
+        "anything, each with one cause, decided by whether the work that ends it was already "
+        "queued, else by what the launching thread did until it launched it.\n",
         _table(causes),
     ]
     if result.by_stream.select("rank", "device", "stream").n_unique() > 1:
         parts += [f"{marks} Per stream (the stream whose activity ends the gap)\n",
                   _table(result.by_stream)]  # fmt: skip
+    if result.syncs.height:
+        syncs = result.syncs
+        if syncs["frame"].is_null().all():
+            syncs = syncs.drop("frame")
+        parts += [
+            f"{marks} Blocking calls (what each costs per iteration: CPU time blocked, GPU work "
+            "waited for)\n",
+            _table(syncs),
+        ]
     if result.largest_gaps.height:
         gaps = result.largest_gaps.rename({"next_activity": "name"})
         gaps = gaps if full_names else with_readable_names(gaps)
@@ -64,32 +77,32 @@ def idle_markdown(result: IdleResult, *, full_names: bool = False, level: int = 
     return "\n".join(parts)
 
 
-# What the largest cause of idle time says, given the idle share of the GPU span and the
-# cause's share of the idle time.
+# What the largest cause of idle time says.
 VERDICTS = {
-    "host_wait": "waiting for the CPU to launch work: the CPU side (operators and "
-    "launch calls) sets the pace",
-    "sync": "during synchronisation calls: a synchronize, `.item()` or blocking copy "
-    "inside the iteration stops the CPU from queueing work ahead",
-    "launch_overhead": "short gaps between work already queued: the dispatch "
-    "overhead of many small kernels (fusion or CUDA graphs remove it)",
-    "other": "work queued but not started, for a reason the trace does not show "
-    "(e.g. a wait on another stream's or device's event)",
+    "queued": "gaps before work that was already queued: the GPU's own dispatch between many "
+    "small kernels, or waits on another stream's work (fusion or CUDA graphs remove the first)",
+    "sync": "the round trips of blocking synchronisations: a synchronize, `.item()`, `.cpu()` "
+    "or `nonzero` drains the GPU's queue and the GPU idles until the host launches again",
+    "data_loading": "waiting for the next batch: the DataLoader runs on the launching thread "
+    "(more workers, pinned memory, prefetching)",
+    "host": "waiting for the CPU to launch work: the host's operators and Python set the pace",
+    "launch": "the launch calls themselves: many small launches (fusion or CUDA graphs)",
 }
 
 
 def where_verdict(where: WhereTimeGoes) -> str:
-    """One sentence: how much of its span the GPU idles, and what the largest cause says."""
+    """One sentence: how much of the step the GPU idles, and what the largest cause says."""
     idle = where.idle
-    if where.gpu_span_us_per_iter <= 0:
+    if where.wall_us_per_iter <= 0 or not idle.gpu_activities_per_iter:
         return "No GPU activity in the iterations: no idle time to explain."
     if idle.gpu_idle_us_per_iter <= 0:
-        return "The GPU never idles between the iteration's first and last activity."
+        return "The GPU never idles in the steps' windows."
     top = idle.causes.sort("us_per_iter", descending=True).row(0, named=True)
-    share = idle.gpu_idle_us_per_iter / where.gpu_span_us_per_iter * 100
+    share = idle.gpu_idle_us_per_iter / where.wall_us_per_iter * 100
     return (
-        f"The GPU is idle {share:.2g}% of its span per iteration; the largest part of that "
-        f"({top['share_of_idle_pct']:.0f}%) is {top['cause']}: {VERDICTS[top['cause']]}."
+        f"The GPU is idle {share:.2g}% of the step's wall time ({idle.bound}); the largest part "
+        f"of that ({top['share_of_idle_pct']:.0f}%) is {top['cause']}: "
+        f"{VERDICTS[top['cause']]}."
     )
 
 

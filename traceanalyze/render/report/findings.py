@@ -136,8 +136,7 @@ SENTENCES: dict[str, Sentence] = {
             "cpu": " {cpu_op_us:t} µs in CPU operators,",
             "whole": " (the whole trace is taken as one iteration, so its wall time includes "
             "any wait outside the work){whole_trace:flag}",
-            "advice": "; a faster kernel will not help, less CPU time between GPU work "
-            "will{cpu_bound:flag}",
+            "advice": "; {advice_text}",
         },
     ),
     "fp32_gemm": Sentence(
@@ -192,24 +191,23 @@ SENTENCES: dict[str, Sentence] = {
         },
     ),
     "idle": Sentence(
-        "The GPU is idle {idle_us:t} µs per iteration, {idle_pct:t}% of its span of "
+        "The GPU is idle {idle_us:t} µs per iteration, {idle_pct:t}% of the step's wall time of "
         "{span_us:t} µs; most of it {cause} ({cause_us:t} µs, {cause_pct:t}% of the idle time, "
         "{gaps:n} gaps per iteration): {meaning}.",
     ),
     "critical_path": Sentence(
         "Critical path {length_us:t} µs per iteration, {gpu_pct:pct0}% GPU work and "
-        "{cpu_pct:pct0}% CPU time: {side_text}{slack}.",
+        "{cpu_pct:pct0}% CPU time ({bound}){slack}.",
         {
-            "side_text": ("the {side} bounds the step", "neither side holds half of it"),
             "slack": "; removing `{item}` ({item_kind}) would shorten an iteration by at most "
             "{slack_us:t} µs",
         },
     ),
     "critical_cpu": Sentence(
-        "Critical path through the CPU, with the CPU item whose removal would shorten an "
-        "iteration most: {items}{more}.",
+        "Bound on the host side, with the CPU item on the critical path whose removal would "
+        "shorten an iteration most: {items}{more}.",
         {"more": "; {more:n} more"},
-        item="`{who}` {cpu_pct:pct0}% CPU time of {length_us:t} µs{profiled}, `{item}` "
+        item="`{who}` ({bound}) {cpu_pct:pct0}% CPU time of {length_us:t} µs, `{item}` "
         "({item_kind}) at most {slack_us:t} µs",
         joiner="; ",
     ),
@@ -242,11 +240,6 @@ SENTENCES: dict[str, Sentence] = {
 # Clauses of the items' templates.
 ITEM_CLAUSES: dict[str, Clause] = {
     "reported": "; the trace reports {reported_pct:pct0}%",
-    # The profiled path against the verdict of the wall time timed without the profiler.
-    "profiled": (
-        " under the profiler (timed without it, {timed_wall_us:t} µs: {timed_bound})",
-        " under the profiler (timed without it: {timed_bound})",
-    ),
     # The footprint that binds (a design item has one of the two).
     "footprint": (
         "{registers:n} registers/thread, ",

@@ -7,10 +7,11 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import DEFINITIONS
 from traceanalyze.analyses.distributed.ranks import RanksResult
 from traceanalyze.analyses.report.contents import Report, VariantReport
 from traceanalyze.analyses.roofline.model import TOP_OPS
+from traceanalyze.analyses.step.definitions import DEFINITIONS
+from traceanalyze.analyses.step.verdict import GPU_BOUND
 from traceanalyze.analyses.variants.diff import TraceDiff
 from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.between.critical_path import timeline_parts
@@ -45,7 +46,9 @@ HEADLINE_COLUMNS = (
     "memcpy_per_iter", "fused_kernel", "peak_increase_bytes_per_iter",
 )  # fmt: skip
 DETAIL_COLUMNS = (
-    "variant", "median_ms", "speedup_wall_source", "gpu_busy_pct_of_wall", "wall_source",
+    "variant", "median_ms", "speedup_low", "speedup_high", "speedup_wall_low",
+    "speedup_wall_high", "speedup_wall_source", "gpu_busy_pct_of_wall", "bound_margin_pct",
+    "wall_source",
     "wall_us_per_iter", "gpu_activity_us_per_iter", "gpu_kernel_us_per_iter",
     "cpu_op_us_per_iter", "memset_per_iter", "transpose_ops_per_iter",
     "theoretical_occupancy_pct", "achieved_occupancy_pct", "reported_coverage_pct",
@@ -88,15 +91,15 @@ def folded_block(summary: str, body: str) -> str:
 
 
 def _bound_lines(table: pl.DataFrame) -> str:
-    """Which variants are CPU-bound, with the evidence."""
-    cpu_bound = table.filter(pl.col("bound") == "CPU-bound")
-    if not cpu_bound.height:
+    """The variants that are not GPU-bound, each with its verdict's evidence."""
+    others = table.filter(pl.col("bound").is_not_null() & (pl.col("bound") != GPU_BOUND))
+    if not others.height:
         return ""
-    lines = [f"- `{v}`: {note}" for v, note in cpu_bound.select("variant", "bound_note").rows()]
+    rows = others.select("variant", "bound", "bound_note").rows()  # one row per variant
+    lines = [f"- `{variant}`: {bound}: {note}" for variant, bound, note in rows]
     return (
-        "CPU-bound (the GPU waits on the CPU; a faster kernel will not help):\n\n"
-        + "\n".join(lines)
-        + "\n"
+        "Not GPU-bound (a faster kernel alone will not shorten these steps, or the trace cannot "
+        "tell):\n\n" + "\n".join(lines) + "\n"
     )
 
 
@@ -322,7 +325,27 @@ def _headline(figures: Mapping[str, Any], row: dict[str, Any]) -> str:
     bound = row.get("bound") or figures["bound"]
     note = row.get("bound_note") or figures["bound_note"]
     verdict = f"{bound}: {note}" if bound else f"No bound verdict: {note}"
-    return f"{counts}; {times}. {verdict}.\n"
+    return f"{counts}; {times}{_communication(figures)}{_carried(figures)}. {verdict}.\n"
+
+
+def _communication(figures: Mapping[str, Any]) -> str:
+    """Collectives' time per step and its exposed part, where the step has any."""
+    total = figures.get("communication_us_per_iter") or 0.0
+    if total <= 0:
+        return ""
+    return (
+        f"; collectives {total:,.1f} µs, {figures['exposed_communication_us_per_iter']:,.1f} of "
+        "them exposed (no compute under them; a collective's time includes waiting for its "
+        "peers)"
+    )
+
+
+def _carried(figures: Mapping[str, Any]) -> str:
+    """GPU work launched before the step that ran in its window, where there is any."""
+    carried = figures.get("carried_in_us_per_iter") or 0.0
+    if carried <= 0:
+        return ""
+    return f"; {carried:,.1f} µs of the GPU busy time carried in (launched before the step)"
 
 
 def _count(value: float, noun: str) -> str:

@@ -9,10 +9,10 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.accounting import BOUND_CPU
 from traceanalyze.analyses.memcpy import number_text, size_expr
 from traceanalyze.analyses.report.contents import VariantReport
 from traceanalyze.analyses.report.findings import NO_OCCUPANCY_CATEGORIES, top_occupancy_kernel
+from traceanalyze.analyses.step.verdict import CPU_BOUND
 from traceanalyze.units import byte_size
 
 
@@ -141,7 +141,7 @@ def _cudnn_findings(cudnn: pl.DataFrame, warm_up_calls: int | None, library: str
 
 
 def _bound_findings(figures: Mapping[str, Any], row: dict[str, Any]) -> list[str]:
-    if row.get("bound") != BOUND_CPU:
+    if row.get("bound") != CPU_BOUND:
         return []
     advice = (
         " fewer launches (fusion, CUDA graphs) or less CPU work per launch will"
@@ -149,7 +149,7 @@ def _bound_findings(figures: Mapping[str, Any], row: dict[str, Any]) -> list[str
         else " less CPU work between GPU activities will"
     )
     return [
-        f"CPU-bound: {row['bound_note']}: {figures['gpu_busy_us_per_iter']:.1f} µs of GPU "
+        f"{row['bound']}: {row['bound_note']}: {figures['gpu_busy_us_per_iter']:.1f} µs of GPU "
         f"busy time per iteration, {figures['cpu_op_us_per_iter']:.1f} µs in CPU operators; "
         f"a faster kernel will not help,{advice}."
     ]

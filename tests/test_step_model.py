@@ -1,0 +1,265 @@
+"""The step model: windows, the time split, idle causes by causality, blocking calls priced and
+the bound verdict, on micro traces with exact expectations, then on the real traces whose
+verdicts were wrong before it (issue 38's list)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import CORPUS_TRACES, skip_without
+from tests.micro import annotation, call, kernel, load, op
+from traceanalyze.analyses.step.model import step_model
+from traceanalyze.analyses.summary import summary
+
+GEMM = "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT"
+NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def causes(trace: object) -> list[tuple[int, float, float, str]]:
+    """(step, gap start µs, gap µs, cause) of every gap, in time order."""
+    gaps = step_model(trace).gaps.sort("gap_start_ns")  # type: ignore[arg-type]
+    return [
+        (row["iteration"], row["gap_start_ns"] / 1e3, row["gap_ns"] / 1e3, row["cause"])
+        for row in gaps.iter_rows(named=True)
+    ]
+
+
+def test_a_gap_before_queued_work_is_queued_and_one_before_late_work_is_the_hosts(
+    tmp_path: Path,
+) -> None:
+    # Kernel 2 was launched (call returned at 4) long before kernel 1 ended (at 30): the 5 us
+    # gap after kernel 1 is the GPU's own (queued). Kernel 3's launch starts at 50, after the
+    # gap from 45 began: the host was busy in aten::add meanwhile (host), and the launch call
+    # takes 50..52, the GPU starting at 60: 5 us of the host's, 10 of the launch's.
+    trace = load(
+        tmp_path,
+        [
+            annotation("ProfilerStep#1", 0, 62),
+            op("aten::mm", 1, 4),
+            call("cudaLaunchKernel", 2, 1, 1),
+            call("cudaLaunchKernel", 3, 1, 2),
+            op("aten::add", 20, 34),
+            call("cudaLaunchKernel", 50, 2, 3),
+            kernel(GEMM, 10, 20, 1),
+            kernel(GEMM, 35, 10, 2),
+            kernel(GEMM, 60, 2, 3),
+        ],
+    )
+    assert causes(trace) == [
+        (1, 0.0, 10.0, "launch"),  # 2 us to the launch at 2, then 8 us until the GPU starts
+        (1, 30.0, 5.0, "queued"),
+        (1, 45.0, 15.0, "launch"),  # 5 us of host work, then 10 us from the launch to the GPU
+    ]
+    model = step_model(trace)
+    assert model.means["gpu_idle_us_per_iter"] == 30.0
+    assert model.means["idle_queued_us_per_iter"] == 5.0
+    assert model.means["idle_host_us_per_iter"] == 0.0
+    assert model.means["idle_launch_us_per_iter"] == 25.0
+
+
+def test_a_stream_wait_is_not_a_sync_but_a_blocking_call_is(tmp_path: Path) -> None:
+    # Step 1: kernel 1 ends at 20; the thread waits in cudaStreamSynchronize until 21, then
+    # launches kernel 2 (GPU at 30): a sync's round trip. Step 2: kernel 3 ends at 120; the
+    # thread calls cudaStreamWaitEvent (which does not block the host) during the gap and only
+    # launches kernel 4 at 150 after 20 us in aten::add: the host's.
+    trace = load(
+        tmp_path,
+        [
+            annotation("ProfilerStep#1", 0, 35),
+            call("cudaLaunchKernel", 1, 1, 1),
+            call("cudaStreamSynchronize", 3, 18, 900),
+            call("cudaLaunchKernel", 24, 2, 2),
+            kernel(GEMM, 5, 15, 1),
+            kernel(GEMM, 30, 5, 2),
+            annotation("ProfilerStep#2", 100, 60),
+            call("cudaLaunchKernel", 101, 1, 3),
+            call("cudaStreamWaitEvent", 122, 2, 901),
+            op("aten::add", 125, 24),
+            call("cudaLaunchKernel", 150, 2, 4),
+            kernel(GEMM, 105, 15, 3),
+            kernel(GEMM, 155, 5, 4),
+        ],
+    )
+    assert causes(trace) == [
+        (1, 0.0, 5.0, "launch"),  # launched at 1, on the GPU at 5
+        (1, 20.0, 10.0, "sync"),
+        (2, 100.0, 5.0, "launch"),
+        (2, 120.0, 35.0, "host"),
+    ]
+
+
+def test_data_loading_on_the_launching_thread(tmp_path: Path) -> None:
+    loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    trace = load(
+        tmp_path,
+        [
+            annotation("ProfilerStep#1", 0, 100),
+            op(loader, 1, 80),
+            call("cudaLaunchKernel", 85, 2, 1),
+            kernel(GEMM, 90, 10, 1),
+        ],
+    )
+    assert causes(trace) == [(1, 0.0, 90.0, "data_loading")]
+
+
+def test_work_carried_into_the_step_counts_in_its_window(tmp_path: Path) -> None:
+    # Kernel 9 was launched before the profiler started (no launch call): it runs 10..60 in the
+    # step, which opens with a cudaDeviceSynchronize that waits for it. The step's own kernel
+    # runs 70..90. The GPU is busy 70 of the step's 100 us, 50 of them carried in.
+    trace = load(
+        tmp_path,
+        [
+            annotation("ProfilerStep#3", 0, 100),
+            call("cudaDeviceSynchronize", 1, 60, 900),
+            call("cudaLaunchKernel", 62, 2, 1),
+            kernel(GEMM, 10, 50, 9),
+            kernel(GEMM, 70, 20, 1),
+        ],
+    )
+    model = step_model(trace)
+    row = model.steps.row(0, named=True)
+    assert (row["wall_us"], row["gpu_busy_us"], row["carried_in_us"]) == (100.0, 70.0, 50.0)
+    assert (row["gpu_activity_us"], row["kernels"]) == (20.0, 1)  # the step's own launches
+    assert "carried in" in model.verdict.note
+    assert "cudaDeviceSynchronize" in model.verdict.note
+    assert summary(trace)["carried_in_us_per_iter"] == 50.0
+
+
+def test_exposed_communication_is_not_compute(tmp_path: Path) -> None:
+    # A collective runs 0..60 on stream 9; compute covers 0..20 of it: 40 us exposed.
+    events = []
+    for step in range(3):
+        t0 = step * 100
+        events += [
+            annotation(f"ProfilerStep#{step}", t0, 70),
+            call("cudaLaunchKernel", t0, 1, 10 * step + 1),
+            call("cudaLaunchKernel", t0 + 1, 1, 10 * step + 2),
+            kernel(GEMM, t0 + 2, 20, 10 * step + 1),
+            kernel(NCCL, t0 + 2, 60, 10 * step + 2, stream=9),
+        ]
+    model = step_model(load(tmp_path, events))
+    means = model.means
+    assert means["compute_us_per_iter"] == 20.0
+    assert means["communication_us_per_iter"] == 60.0
+    assert means["exposed_communication_us_per_iter"] == 40.0
+    assert means["gpu_busy_us_per_iter"] == 60.0
+    assert model.verdict.bound == "communication-bound"
+
+
+def steps_with_gaps(idle_us: list[float], *, sync: bool = False) -> list[dict[str, object]]:
+    """Steps of a 20 us kernel followed by an idle gap of the host's (or after a sync)."""
+    events: list[dict[str, object]] = []
+    t0 = 0.0
+    for step, idle in enumerate(idle_us):
+        events += [
+            annotation(f"ProfilerStep#{step}", t0, 21 + idle),
+            call("cudaLaunchKernel", t0, 1, step + 1),
+            kernel(GEMM, t0 + 1, 20, step + 1),
+        ]
+        if sync:
+            events.append(call("cudaDeviceSynchronize", t0 + 2, 19.5, 900 + step))
+        t0 += 21 + idle
+    return events
+
+
+def test_the_verdict_needs_two_steps_that_agree(tmp_path: Path) -> None:
+    one = step_model(load(tmp_path, steps_with_gaps([1.0]), name="one.json"))
+    assert one.verdict.bound == "cannot tell"
+    assert "one step only" in one.verdict.note and "GPU-bound" in one.verdict.note
+    # Two GPU-bound steps and two CPU-bound ones: they disagree.
+    mixed = step_model(load(tmp_path, steps_with_gaps([1, 1, 60, 60]), name="mixed.json"))
+    assert mixed.verdict.bound == "cannot tell"
+    assert "disagree" in mixed.verdict.note
+    agree = step_model(load(tmp_path, steps_with_gaps([1, 1, 1, 3]), name="agree.json"))
+    assert agree.verdict.bound == "GPU-bound"
+
+
+def test_sync_bound_and_cpu_bound(tmp_path: Path) -> None:
+    host = step_model(load(tmp_path, steps_with_gaps([40, 40, 40]), name="host.json"))
+    assert host.verdict.bound == "CPU-bound"
+    synced = step_model(load(tmp_path, steps_with_gaps([40, 40, 40], sync=True), name="s.json"))
+    assert synced.verdict.bound == "sync-bound"
+    # GPU 20 of 61 us a step: the rest is all the host's, 41 of the 61 (67%), over half of the
+    # 67% the GPU leaves by 33.6 points; the GPU side is 47.2 points from its 80% threshold.
+    assert host.verdict.margin_pct == pytest.approx(min(80 - 20 / 61 * 100, 41 / 61 * 50))
+
+
+def test_numbered_annotations_are_steps(tmp_path: Path) -> None:
+    # A warm-up call outside any step, then attn_iter0..2: three steps numbered by their names.
+    events = [
+        annotation("warmup", 0, 50),
+        call("cudaLaunchKernel", 1, 1, 1),
+        kernel(GEMM, 5, 40, 1),
+    ]
+    for i in range(3):
+        t0 = 100 + i * 50
+        events += [
+            annotation(f"attn_iter{i}", t0, 30),
+            call("cudaLaunchKernel", t0 + 1, 1, i + 2),
+            kernel(GEMM, t0 + 5, 20, i + 2),
+        ]
+    trace = load(tmp_path, events)
+    assert str(trace.iteration_source) == "annotation:attn_iter<N>"
+    assert trace.iterations["iteration"].to_list() == [0, 1, 2]
+    figures = summary(trace)
+    assert (figures["iterations"], figures["kernels_per_iter"]) == (3, 1.0)
+    assert figures["gpu_busy_us_per_iter"] == 20.0
+
+
+def test_layers_are_not_steps(tmp_path: Path) -> None:
+    events = []
+    for i in range(3):
+        events += [annotation(f"layer_{i}", i * 50, 30), call("cudaLaunchKernel", i * 50, 1, i)]
+        events.append(kernel(GEMM, i * 50 + 5, 20, i))
+    assert str(load(tmp_path, events).iteration_source) == "whole trace"
+
+
+@pytest.mark.parametrize(
+    ("name", "busy_pct", "carried_us"),
+    [("tl_h100_qwen.json.gz", 91.9, 13_477.0), ("tl_mi300_qwen.json.gz", 91.4, 13_125.3)],
+)
+def test_work_carried_into_a_real_step(name: str, busy_pct: float, carried_us: float) -> None:
+    # Issue 38, item 1: one step opening with a device sync that waits for 509 (H100) GPU
+    # activities launched before it; counting them, the GPU is busy ~91% of the step's window
+    # (the issue's 91.8% and 90.6% are of the CPU step alone; the window also holds the tail of
+    # the step's own GPU work after it).
+    path = CORPUS_TRACES / name
+    skip_without(path)
+    figures = summary(__import__("traceanalyze").load(path))
+    assert figures["gpu_busy_pct_of_wall"] == pytest.approx(busy_pct, abs=0.05)
+    assert figures["carried_in_us_per_iter"] == pytest.approx(carried_us, abs=0.1)
+    assert figures["bound"] == "cannot tell"  # one step only
+    assert "GPU-bound" in figures["bound_note"]
+    assert "Synchronize" in figures["bound_note"]
+
+
+def test_communication_bound_training_step() -> None:
+    # Issue 38, item 3: RCCL time with no compute under it holds most of each step.
+    path = CORPUS_TRACES / "new_tl_mi300x_resnet_actckpt_train_rank0.json.gz"
+    skip_without(path)
+    figures = summary(__import__("traceanalyze").load(path))
+    assert figures["bound"] == "communication-bound"
+    assert figures["exposed_communication_us_per_iter"] > figures["compute_us_per_iter"]
+
+
+def test_queued_gaps_are_not_syncs_on_the_naive_sample() -> None:
+    # Issue 38, item 2: a cudaDeviceSynchronize runs on the CPU while the GPU steps between
+    # kernels launched long before: those gaps are the GPU's own, queued.
+    trace = __import__("traceanalyze").load(SAMPLES / "h200_default" / "naive.json.gz")
+    gaps = step_model(trace).gaps
+    assert gaps["cause"].unique().to_list() == ["queued"]
+
+
+def test_a_stream_wait_beside_a_long_gap_is_the_hosts() -> None:
+    # Issue 38, item 2: a 15,530 us gap overlapped by a 1.85 us cudaStreamWaitEvent, while the
+    # next copy's launch returned 15,529.8 us into the gap: a host wait, not a sync.
+    path = CORPUS_TRACES / "hta_nccl_a100_2rank_rank0.json.gz"
+    skip_without(path)
+    gaps = step_model(__import__("traceanalyze").load(path)).gaps
+    longest = gaps.filter(pl.col("gap_ns").is_between(15_500_000, 15_560_000))
+    assert longest.height >= 1
+    assert set(longest["cause"].to_list()) <= {"host", "launch"}

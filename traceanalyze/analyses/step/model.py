@@ -1,0 +1,343 @@
+"""The model of a trace's counted steps: the one stop every per-step figure and verdict reads.
+
+:func:`step_model` takes a trace (raw or restricted to chosen iterations) and gives, for the
+steps that count (:func:`~traceanalyze.analyses.iterations.counted`, one rule everywhere):
+
+* ``steps``: one row per counted step with every time figure (:mod:`.times`), its idle time
+  by cause (``idle_<cause>_us``) and its own verdict (``bound``);
+* ``gaps``: every idle gap of those steps' windows with its cause (:mod:`.gaps`);
+* ``calls``: every blocking call in them, priced (:mod:`.syncs`);
+* ``means``: each figure's mean per step (``<figure>_per_iter``);
+* ``verdict``: what bounds the steps (:mod:`.verdict`), against the trace's wall time;
+  :func:`against_wall` judges the same split against a capture's measured median instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceanalyze.analyses.activities import per_trace
+from traceanalyze.analyses.iterations import choice_of, counted, iteration_rows
+from traceanalyze.analyses.stacks import frames_of_ops
+from traceanalyze.analyses.step.gaps import CAUSE_NAMES, HOST, QUEUED, window_gaps
+from traceanalyze.analyses.step.syncs import priced_calls, sync_table
+from traceanalyze.analyses.step.times import STEP_COLUMNS
+from traceanalyze.analyses.step.verdict import (
+    AGREEING_STEPS,
+    BUSY_OVER_WALL_TOLERANCE_PCT,
+    CANNOT_TELL,
+    DISPATCH_MAX_NS,
+    QUEUED_DISPATCH,
+    QUEUED_WAITING,
+    SIDES,
+    Verdict,
+    describe,
+    idle_column,
+    judge,
+    shares_of,
+    side_times,
+)
+from traceanalyze.analyses.step.window import STEP, step_windows
+from traceanalyze.display import Shown
+from traceanalyze.trace import Trace
+
+IDLE_COLUMNS = (
+    *(idle_column(cause) for cause in CAUSE_NAMES),
+    QUEUED_DISPATCH,
+    QUEUED_WAITING,
+)
+# Every figure with a mean per step.
+FIGURES = (*STEP_COLUMNS, *IDLE_COLUMNS)
+WALL_FROM_TRACE = "the trace's step windows"
+WALL_FROM_MEDIAN = "capture median"
+WALL_FROM_STEADY = "cold capture's steady median (one-off first calls left out)"
+WAITING_NOTE = (
+    "the GPU waits with work queued for most of the time it does not compute, on a dependency "
+    "the trace does not show (another stream's event, a host callback, a peer rank): "
+)
+# Carried-in work is named in the verdict's note when it is at least this share of the wall.
+CARRIED_IN_NOTE_MIN_PCT = 1.0
+
+
+@dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
+class StepModel(Shown):
+    """The counted steps of one trace: their figures, gaps, blocking calls and verdict."""
+
+    steps: pl.DataFrame
+    gaps: pl.DataFrame
+    calls: pl.DataFrame
+    means: Mapping[str, float]
+    verdict: Verdict
+    wall_source: str
+
+    @property
+    def step_count(self) -> int:
+        """How many (rank, step) rows count: the divisor of every per-step mean."""
+        return self.steps.height
+
+    def syncs(self, trace: Trace) -> pl.DataFrame:
+        """The `syncs` table of ``trace`` (the trace this model is of): per operator and user
+        line, blocking calls per step and their cost."""
+        frames = None
+        if trace.python.height and self.calls.height:
+            frames = frames_of_ops(trace, self.calls["op_id"])
+        return sync_table(self.calls, frames, max(self.step_count, 1))
+
+
+def step_model(trace: Trace) -> StepModel:
+    """The model of ``trace``'s counted steps (module docstring)."""
+    return _model(counted(trace))
+
+
+@per_trace
+def _model(trace: Trace) -> StepModel:
+    choice = choice_of(trace)
+    rows = choice.table.filter(pl.col("counted"))
+    keys = rows.select(STEP)
+    gaps = _all_gaps(choice.regions).join(keys, on=STEP, how="semi")
+    steps = _with_verdicts(_with_idle_causes(rows, gaps))
+    calls = priced_calls(trace)
+    means = _means(steps)
+    launched = bool(trace.gpu["linked"].fill_null(value=False).any())
+    verdict = _verdict(steps, means, gaps, calls, launched=launched)
+    return StepModel(steps, gaps, calls, means, verdict, WALL_FROM_TRACE)
+
+
+@per_trace
+def _all_gaps(regions: Trace) -> pl.DataFrame:
+    # Over every step of the regions (windows depend on the steps before them), once a trace;
+    # a rank with no GPU activity at all has no GPU timeline, so no gaps.
+    windows = step_windows(regions).join(regions.gpu.select("rank").unique(), on="rank")
+    return window_gaps(regions, windows)
+
+
+def _with_idle_causes(rows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
+    """Each step's idle time per cause, and its queued gaps split into the GPU's dispatch
+    (short) and waits on a dependency (long), for the verdict."""
+    queued = pl.col("cause") == QUEUED
+    waiting = queued & (pl.col("gap_ns") >= DISPATCH_MAX_NS)
+    split = gaps.group_by(STEP).agg(
+        (pl.col("gap_ns").filter(queued & ~waiting).sum() / 1e3).alias(QUEUED_DISPATCH),
+        (pl.col("gap_ns").filter(waiting).sum() / 1e3).alias(QUEUED_WAITING),
+    )
+    by_cause = (
+        gaps.group_by(*STEP, "cause")
+        .agg(us=pl.col("gap_ns").sum() / 1e3)
+        .pivot("cause", index=STEP, values="us")
+    )
+    missing = [c for c in CAUSE_NAMES if c not in by_cause.columns]
+    by_cause = by_cause.with_columns(pl.lit(0.0).alias(c) for c in missing).rename(
+        {c: idle_column(c) for c in CAUSE_NAMES}
+    )
+    return (
+        rows.join(by_cause, on=STEP, how="left")
+        .join(split, on=STEP, how="left")
+        .with_columns(pl.col(*IDLE_COLUMNS).cast(pl.Float64).fill_null(0.0))
+        .select(*rows.columns, *IDLE_COLUMNS)
+    )
+
+
+def _with_verdicts(steps: pl.DataFrame) -> pl.DataFrame:
+    """Each step's own verdict (``bound``), for the agreement between steps."""
+    columns = [p for side in SIDES for p in side.parts]
+    bounds = [
+        judge(side_times(dict(zip(columns, values, strict=True))))[0]
+        # One verdict per step row: a handful to a few hundred rows.
+        for values in steps.select(columns).iter_rows()
+    ]
+    return steps.with_columns(bound=pl.Series(bounds, dtype=pl.String))
+
+
+def _means(steps: pl.DataFrame) -> dict[str, float]:
+    n = max(steps.height, 1)
+    row = steps.select(
+        (pl.col(c).cast(pl.Float64).sum() / n).alias(f"{c}_per_iter") for c in FIGURES
+    ).row(0, named=True)
+    return {key: float(value or 0.0) for key, value in row.items()}
+
+
+def _per_step(means: Mapping[str, float]) -> dict[str, float]:
+    return {c: means[f"{c}_per_iter"] for c in FIGURES}
+
+
+def _verdict(
+    steps: pl.DataFrame,
+    means: Mapping[str, float],
+    gaps: pl.DataFrame,
+    calls: pl.DataFrame,
+    *,
+    launched: bool,
+) -> Verdict:
+    """The steps' verdict: the one at least two in three steps share (each step judged on its
+    own split), its margin and evidence from those steps' split; else ``cannot tell``."""
+    parts = _per_step(means)
+    times = side_times(parts)
+    shares = shares_of(times)
+    missing = _missing_evidence(steps, gaps, shares, launched)
+    if missing is not None:
+        return Verdict(CANNOT_TELL, None, shares, f"{missing}; {describe(times, parts)}")
+    counts = steps.group_by("bound").len().sort("len", "bound", descending=[True, False])
+    bound, agreeing = counts.row(0)
+    share, out_of = AGREEING_STEPS
+    if steps.height == 1 or agreeing * out_of < steps.height * share:
+        judged, margin = judge(times)
+        said = [f"{describe(times, parts)}, {judged} by {margin:.1f} points"]
+        split = ", ".join(f"{n} {b}" for b, n in counts.iter_rows())  # a few verdicts
+        why = (
+            "one step only, and a verdict needs two or more that agree (profile more steps); "
+            "that step alone: "
+            if steps.height == 1
+            else f"the steps disagree ({split} of {steps.height}); over all of them: "
+        )
+        return Verdict(CANNOT_TELL, None, shares, why + "; ".join(said + _carried_in(steps, calls)))
+    agreed = _per_step(_means(steps.filter(pl.col("bound") == bound)))
+    agreed_times = side_times(agreed)
+    _, margin = judge(agreed_times)
+    notes = [
+        f"{describe(agreed_times, agreed)} ({WALL_FROM_TRACE})",
+        *_carried_in(steps, calls),
+        f"{agreeing} of {steps.height} steps agree{_dissent(steps, bound)}",
+    ]
+    if bound == CANNOT_TELL:
+        return Verdict(bound, None, shares_of(agreed_times), WAITING_NOTE + "; ".join(notes))
+    notes[0] += f"; margin {margin:.1f} points"
+    return Verdict(bound, margin, shares_of(agreed_times), "; ".join(notes))
+
+
+def _dissent(steps: pl.DataFrame, bound: str) -> str:
+    """The steps whose own verdict differs, with why they stand out where they do."""
+    others = steps.filter(pl.col("bound") != bound)
+    if not others.height:
+        return ""
+    named = [
+        f"step {number} is {its}" + (f" ({flag})" if flag else "")
+        # The few steps that disagree.
+        for number, its, flag in others.select("iteration", "bound", "flag").head(3).iter_rows()
+    ]
+    more = f" and {others.height - 3} more" if others.height > 3 else ""
+    return ": " + ", ".join(named) + more
+
+
+def _missing_evidence(
+    steps: pl.DataFrame, gaps: pl.DataFrame, shares: Mapping[str, float], launched: bool
+) -> str | None:
+    """Why no verdict can be given, or None."""
+    if not steps.height or float(steps["gpu_busy_us"].sum()) <= 0:
+        return "no GPU activity in the steps"
+    if shares["gpu"] >= 80 or not gaps.height:
+        return None
+    # Gaps whose next work has no launch call read as queued: with no launch call recorded at
+    # all, nothing tells whether the GPU waited for the host.
+    if not launched and float(gaps["gap_ns"].sum()) > 0:
+        return "the trace records no launch calls, so why the GPU waited cannot be told"
+    return None
+
+
+def _carried_in(steps: pl.DataFrame, calls: pl.DataFrame) -> list[str]:
+    """A note naming the GPU work carried into the steps and the blocking call that waited for
+    it, where it is at least ``CARRIED_IN_NOTE_MIN_PCT`` of the wall."""
+    carried, wall = float(steps["carried_in_us"].sum()), float(steps["wall_us"].sum())
+    if wall <= 0 or carried / wall * 100 < CARRIED_IN_NOTE_MIN_PCT:
+        return []
+    n = steps.height
+    note = (
+        f"{carried / n:,.1f} µs per step ({carried / wall * 100:.1f}% of the wall) of GPU work "
+        "launched before the step ran in its window (carried in)"
+    )
+    opening = (
+        calls.join(steps.select(*STEP, "lo_ns"), on=STEP)
+        .filter(pl.col("ts_ns") <= pl.col("lo_ns") + (pl.col("end_ns") - pl.col("ts_ns")))
+        .sort("gpu_waited_ns", descending=True)
+    )
+    if opening.height:
+        top = opening.row(0, named=True)
+        note += (
+            f"; `{top['op']}` near the step's start waited {top['cpu_blocked_ns'] / 1e3:,.1f} "
+            "µs for it"
+        )
+    return [note]
+
+
+def against_wall(model: StepModel, median_ms: float | None, steady: bool = False) -> Verdict:
+    """The model's verdict judged against a capture's measured median time per step (the
+    truth for wall time, without the profiler) where given: the GPU side and exposed
+    communication keep their traced time, and the rest of the median is split between the CPU
+    and sync sides as the trace's idle gaps are. ``steady``: the median is a cold capture's
+    steady one."""
+    if not median_ms:
+        return model.verdict
+    parts = _per_step(model.means)
+    traced = side_times(parts)
+    gpu_side = gpu_time_us(model)
+    wall_us = median_ms * 1e3
+    source = WALL_FROM_STEADY if steady else WALL_FROM_MEDIAN
+    if gpu_side <= 0:
+        return Verdict(CANNOT_TELL, None, shares_of(traced), "no GPU activity in the steps")
+    if not comparable(model, median_ms):
+        return Verdict(
+            CANNOT_TELL,
+            None,
+            shares_of(traced),
+            f"the GPU's time per step ({gpu_side:,.1f} µs) exceeds the wall time ({source}, "
+            f"{wall_us:,.1f} µs) by {gpu_side / wall_us * 100 - 100:.0f}%: the steps hold work "
+            "that wall time does not (one-off calls, other shapes), so no verdict",
+        )
+    host_side = traced["cpu"] + traced["sync"]
+    rest = max(wall_us - gpu_side, 0.0)
+    scale = rest / host_side if host_side > 0 else 0.0
+    host_parts = {p for side in SIDES if side.name in ("cpu", "sync") for p in side.parts}
+    scaled = {p: v * scale if p in host_parts else v for p, v in parts.items()}
+    if host_side <= 0 and rest > 0:
+        # Time the trace shows no gap for: the host's, with no cause to name.
+        scaled[idle_column(HOST)] = rest
+    times = side_times(scaled)
+    bound, margin = judge(times)
+    over = (
+        f"; the profiled GPU time exceeds it by {gpu_side / wall_us * 100 - 100:.1f}%, the GPU "
+        "side is capped at the wall"
+        if gpu_side > wall_us
+        else ""
+    )
+    return Verdict(
+        bound,
+        margin,
+        shares_of(times),
+        f"{describe(times, scaled)} (wall: {source}, {wall_us:,.1f} µs{over}); margin "
+        f"{margin:.1f} points",
+    )
+
+
+def gpu_time_us(model: StepModel) -> float:
+    """The GPU's own time per step: its side and exposed communication (µs)."""
+    traced = side_times(_per_step(model.means))
+    return traced["gpu"] + traced["communication"]
+
+
+def comparable(model: StepModel, median_ms: float) -> bool:
+    """Whether the traced steps and a capture's median describe the same work: the GPU's time
+    per step exceeds the median by at most ``BUSY_OVER_WALL_TOLERANCE_PCT``."""
+    return gpu_time_us(model) <= median_ms * 1e3 * (1 + BUSY_OVER_WALL_TOLERANCE_PCT / 100)
+
+
+def gpu_busy_pct_of_wall(model: StepModel, median_ms: float | None) -> float | None:
+    """GPU busy time as a share of the wall time: the capture's median where given, else the
+    steps' windows (at most 100)."""
+    busy = model.means["gpu_busy_us_per_iter"]
+    wall = median_ms * 1e3 if median_ms else model.means["wall_us_per_iter"]
+    return min(busy / wall * 100, 100.0) if wall > 0 else None
+
+
+def mean_per_iter(trace: Trace, column: str) -> float:
+    """The mean per counted step of one step-table column (``wall_us``, ``gpu_busy_us``, ...)."""
+    return step_model(trace).means[f"{column}_per_iter"]
+
+
+def step_rows(trace: Trace) -> pl.DataFrame:
+    """The `iterations` table: every step of the regions (counted or not) with its kind, flag,
+    whether it counts, every time figure, its idle time by cause and its own verdict."""
+    rows = iteration_rows(trace).drop("lo_ns", "hi_ns")
+    gaps = _all_gaps(choice_of(trace).regions)
+    return _with_verdicts(_with_idle_causes(rows, gaps))

@@ -1,0 +1,135 @@
+"""Blocking calls: the synchronisations and blocking copies of a trace, each priced.
+
+A call *blocks* when the calling thread cannot go on until GPU work has finished: a device,
+stream or event synchronize, a synchronous copy or set, or an asynchronous copy that returned
+only after its copy ran (``cudaMemcpyAsync`` to or from pageable memory: what ``.item()``,
+``.cpu()`` and ``aten::nonzero`` do). A stream waiting on an event (``cudaStreamWaitEvent``)
+does not block the host and is not one. Each blocking call is priced by the CPU time it
+blocked and the GPU work that ran while it waited, and named by the operator that made it
+(the outermost CPU operator around it: ``aten::item``, ``aten::nonzero``, ``aten::to``) and,
+where the trace has Python stacks, by the user's line.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceanalyze.analyses.activities import activities
+from traceanalyze.analyses.cputree import op_chains
+from traceanalyze.analyses.step.window import busy_in_windows
+from traceanalyze.link import RUNTIME_CATS
+from traceanalyze.trace import Trace
+
+# The `syncs` table's columns (per step means over the counted steps).
+SYNC_COLUMNS = (
+    "op",
+    "frame",
+    "count_per_iter",
+    "cpu_blocked_us_per_iter",
+    "gpu_waited_us_per_iter",
+)
+
+# Calls that block the calling thread until GPU work is done (CUDA runtime and driver, HIP,
+# Ascend CL). Streams waiting on events are not here: they do not block the host.
+BLOCKING_CALLS = (
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
+    "cudaMemset", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+    "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2", "cuMemcpy",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+    "hipMemset",
+    "AscendCL@aclrtSynchronizeDevice", "AscendCL@aclrtSynchronizeStream",
+    "AscendCL@aclrtSynchronizeStreamWithTimeout", "AscendCL@aclrtSynchronizeEvent",
+)  # fmt: skip
+# An asynchronous copy whose copy started this long after the call did, and ended before the
+# call returned, waited for the GPU (for the work queued before it): a blocking copy.
+WAIT_MIN_NS = 10_000
+
+
+def blocking_ids(trace: Trace) -> pl.Series:
+    """The ``op_id`` of every blocking call (module docstring), in the cpu frame's order."""
+    copies = activities(trace).filter(pl.col("kind") == "memcpy")
+    blocked = copies.filter(
+        (pl.col("ts_ns") >= pl.col("launch_ts_ns") + WAIT_MIN_NS)
+        & (pl.col("ts_ns") + pl.col("dur_ns") <= pl.col("launch_ts_ns") + pl.col("launch_dur_ns"))
+    ).select(pl.struct("rank", "correlation"))
+    named = pl.col("name").is_in(BLOCKING_CALLS)
+    by_name = named & (pl.col("cat").is_in(RUNTIME_CATS) | pl.col("name").str.starts_with("Ascend"))
+    waited = pl.col("cat").is_in(RUNTIME_CATS) & pl.struct("rank", "correlation").is_in(
+        blocked.to_series().implode()
+    )
+    return trace.cpu.filter(by_name | waited)["op_id"]
+
+
+def blocking_calls(trace: Trace) -> pl.DataFrame:
+    """Every blocking call: ``op_id``, ``rank``, ``tid``, ``iteration``, ``name``, ``ts_ns``,
+    ``end_ns``."""
+    ids = blocking_ids(trace)
+    return (
+        trace.cpu.filter(pl.col("op_id").is_in(ids.implode()))
+        .select(
+            "op_id",
+            "rank",
+            "tid",
+            "iteration",
+            "name",
+            "ts_ns",
+            end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
+        )
+        .sort("ts_ns")
+    )
+
+
+def priced_calls(trace: Trace) -> pl.DataFrame:
+    """Every blocking call inside a step: ``op_id``, ``rank``, ``tid``, ``iteration``, ``op``
+    (the outermost CPU operator around it, else the call's own name), ``ts_ns``, ``end_ns``,
+    ``cpu_blocked_ns`` (its duration) and ``gpu_waited_ns`` (the time the rank's GPU was busy
+    while it waited)."""
+    calls = blocking_calls(trace).filter(pl.col("iteration").is_not_null())
+    outermost = op_chains(trace.cpu, calls["op_id"]).list.first()
+    calls = calls.with_columns(op=pl.coalesce(outermost, pl.col("name")))
+    # The calls as windows of their own (numbered by op_id) to clip the GPU's busy time to.
+    spans = calls.select("rank", iteration="op_id", lo_ns="ts_ns", hi_ns="end_ns")
+    waited = busy_in_windows(trace.gpu.lazy(), _disjoint(spans), "gpu_waited_ns").collect()
+    return calls.join(
+        waited.rename({"iteration": "op_id"}).drop("rank"), on="op_id", how="left"
+    ).select(
+        "op_id",
+        "rank",
+        "tid",
+        "iteration",
+        "op",
+        "ts_ns",
+        "end_ns",
+        cpu_blocked_ns=pl.col("end_ns") - pl.col("ts_ns"),
+        gpu_waited_ns=pl.col("gpu_waited_ns").fill_null(0),
+    )
+
+
+def _disjoint(spans: pl.DataFrame) -> pl.DataFrame:
+    """``spans`` cut so that those of one rank never overlap (two threads blocked at once: the
+    later call's wait starts where the earlier one's ends), as window clipping needs."""
+    reach = pl.col("hi_ns").cum_max().shift(1).over("rank")
+    return (
+        spans.sort("rank", "lo_ns")
+        .with_columns(lo_ns=pl.max_horizontal("lo_ns", reach))
+        .with_columns(hi_ns=pl.max_horizontal("hi_ns", "lo_ns"))
+    )
+
+
+def sync_table(calls: pl.DataFrame, frames: pl.DataFrame | None, steps: int) -> pl.DataFrame:
+    """The `syncs` table: per operator (and user frame, where ``frames`` maps ``op_id`` to
+    one), how many blocking calls a step makes and what they cost, most blocked first."""
+    keyed = calls.with_columns(frame=pl.lit(None, pl.String))
+    if frames is not None:
+        keyed = calls.join(frames.select("op_id", "frame"), on="op_id", how="left")
+    return (
+        keyed.group_by("op", "frame")
+        .agg(
+            count_per_iter=pl.len() / steps,
+            cpu_blocked_us_per_iter=pl.col("cpu_blocked_ns").sum() / 1e3 / steps,
+            gpu_waited_us_per_iter=pl.col("gpu_waited_ns").sum() / 1e3 / steps,
+        )
+        .sort(["cpu_blocked_us_per_iter", "op"], descending=[True, False])
+        .select(SYNC_COLUMNS)
+    )

@@ -1,0 +1,73 @@
+"""One row per step with every time figure: the accounting's and the window's.
+
+The window's figures (:mod:`.window`, :mod:`.split`), in µs:
+
+* ``wall_us``: the window's length, the step's period on the timeline;
+* ``gpu_busy_us``: time at least one GPU activity of the rank runs in the window, whatever its
+  launch time; ``gpu_idle_us`` = ``wall_us`` - ``gpu_busy_us`` (0 on a rank whose trace holds
+  no GPU activity at all: no GPU timeline was recorded, so none is idle);
+* ``compute_us``, ``exposed_communication_us``, ``exposed_copy_us``: the busy time split by
+  what runs (they add up to ``gpu_busy_us``); ``communication_us``: all collective time in the
+  window, hidden under compute or not;
+* ``carried_in_us``: the part of the busy time from work the step did not launch.
+
+The rest (counts, GPU activity of the step's own launches, CPU time) is
+:func:`~traceanalyze.analyses.accounting.iteration_times`'.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceanalyze.analyses.accounting import COUNT_COLUMNS, TIME_COLUMNS, iteration_times
+from traceanalyze.analyses.activities import per_trace
+from traceanalyze.analyses.step.split import SPLIT_COLUMNS, window_split
+from traceanalyze.analyses.step.window import STEP, step_windows
+from traceanalyze.query import IN_MEMORY
+from traceanalyze.trace import Trace
+
+WINDOW_COLUMNS = (
+    "wall_us",
+    "gpu_busy_us",
+    "gpu_idle_us",
+    "compute_us",
+    "communication_us",
+    "exposed_communication_us",
+    "exposed_copy_us",
+    "carried_in_us",
+)
+# Every figure of a step row, in the order the tables show them.
+STEP_COLUMNS = (*COUNT_COLUMNS, *TIME_COLUMNS, *WINDOW_COLUMNS)
+
+
+@per_trace
+def step_times(trace: Trace) -> pl.DataFrame:
+    """One row per (rank, iteration) of ``trace.iterations`` with ``STEP_COLUMNS`` and the
+    window's bounds (``lo_ns``, ``hi_ns``).
+
+    Give it the trace whose iterations are all the steps (the regions, before any are left
+    out): a window starts where the previous step's ends, so leaving a step out first would
+    move the next one's window.
+    """
+    windows = step_windows(trace)
+    split = window_split(trace, windows)
+    recorded = trace.gpu.select("rank").unique().with_columns(_recorded=pl.lit(value=True))
+    us = {name.removesuffix("_ns") + "_us": pl.col(name) / 1e3 for name in SPLIT_COLUMNS}
+    window = (
+        windows.lazy()
+        .join(split, on=STEP, how="left")
+        .with_columns(wall_us=(pl.col("hi_ns") - pl.col("lo_ns")).fill_null(0) / 1e3, **us)
+        .join(recorded.lazy(), on="rank", how="left")
+        .with_columns(
+            gpu_idle_us=pl.when(pl.col("_recorded")).then(pl.col("wall_us") - pl.col("gpu_busy_us"))
+        )
+        .with_columns(pl.col("gpu_idle_us").fill_null(0.0))
+    )
+    return (
+        iteration_times(trace)
+        .lazy()
+        .join(window, on=STEP, how="left")
+        .select(*STEP, *STEP_COLUMNS, "lo_ns", "hi_ns")
+        .sort(STEP)
+        .collect(engine=IN_MEMORY)
+    )
