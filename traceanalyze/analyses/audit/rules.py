@@ -155,8 +155,9 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
     ("truncated", "short_last_step"): FindingRule(
         WARNING,
         ERROR_PCT,
-        "the last counted step has less than half the wall time and half the GPU activities "
-        "of the step before it: cut short when the profiler stopped, and counted in the means",
+        "the last counted step has less than half the span on the CPU and half the GPU "
+        "activities of the step before it: cut short when the profiler stopped, and counted in "
+        "the means",
     ),
     ("truncated", "empty_last_step"): FindingRule(
         INFO,
@@ -254,7 +255,7 @@ IMPLAUSIBLE_MIN_PEERS = 3
 # 3 s before the others, a step ending 13 s after them, a window end 2 s after the last op).
 OUTSIDE_MIN_NS = 60_000_000_000
 OUTSIDE_FACTOR = 10
-# The last counted step is cut short when its wall time and its GPU activities are both
+# The last counted step is cut short when its span on the CPU and its GPU activities are both
 # under this share of the step before it (with at least SHORT_STEP_MIN_OTHERS steps before).
 SHORT_LAST_STEP_PCT = 50.0
 SHORT_STEP_MIN_OTHERS = 2

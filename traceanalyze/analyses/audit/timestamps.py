@@ -427,9 +427,10 @@ def _falls_short(loaded: Trace) -> bool:
 
 
 def _short_last_steps(steps: Trace) -> pl.DataFrame:
-    """Per rank, the last counted step when both its wall time and its GPU activities (kernels,
-    copies, sets) are under SHORT_LAST_STEP_PCT of the step before it: cut short, not merely
-    other work (steps of different work differ in one or the other)."""
+    """Per rank, the last counted step when both its span on the CPU (the step's own record,
+    which the profiler's stop cuts) and its GPU activities (kernels, copies, sets) are under
+    SHORT_LAST_STEP_PCT of the step before it: cut short, not merely other work (steps of
+    different work differ in one or the other)."""
     activities = pl.col("kernels") + pl.col("memcpy") + pl.col("memset")
     ordered = (
         step_rows(steps)
@@ -437,7 +438,7 @@ def _short_last_steps(steps: Trace) -> pl.DataFrame:
         .with_columns(
             last=pl.col("ts_ns") == pl.col("ts_ns").max().over("rank"),
             others=pl.len().over("rank") - 1,
-            previous_wall_us=pl.col("wall_us").shift(1).over("rank"),
+            previous_span_us=pl.col("cpu_span_us").shift(1).over("rank"),
             previous_activities=activities.shift(1).over("rank"),
         )
     )
@@ -445,7 +446,7 @@ def _short_last_steps(steps: Trace) -> pl.DataFrame:
     return ordered.filter(
         pl.col("last")
         & (pl.col("others") >= SHORT_STEP_MIN_OTHERS)
-        & (pl.col("wall_us") < pl.col("previous_wall_us") * share)
+        & (pl.col("cpu_span_us") < pl.col("previous_span_us") * share)
         & (activities < pl.col("previous_activities") * share)
     )
 
@@ -462,7 +463,7 @@ def _step_finding(
     what = (
         "step regions with no duration, never closed"
         if finding == "open_step"
-        else "last steps with under half the wall time and GPU activities of the step before"
+        else "last steps with under half the CPU span and GPU activities of the step before"
     )
     return weighed(
         CHECK_TRUNCATED,
