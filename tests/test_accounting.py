@@ -15,7 +15,7 @@ from tests.micro import annotation, call, kernel, load, op
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.analyses.step.definitions import DEFINITIONS
-from traceanalyze.analyses.step.times import step_times
+from traceanalyze.analyses.step.times import split_times, step_times
 from traceanalyze.analyses.summary import WHOLE_TRACE_NOTE, summary
 from traceanalyze.cli import main
 from traceanalyze.render.report.variant_findings import variant_findings
@@ -41,7 +41,8 @@ def test_per_iteration_frame(tmp_path: Path) -> None:
             kernel("Memcpy DtoD (Device -> Device)", 38, 2, 3, cat="gpu_memcpy", bytes=8),
         ],
     )
-    row = step_times(trace).drop("lo_ns", "hi_ns").row(0, named=True)
+    times = step_times(trace).join(split_times(trace), on=["rank", "iteration"])
+    row = times.drop("lo_ns", "hi_ns").row(0, named=True)
     assert row == {
         "rank": 0,
         "iteration": 1,

@@ -144,7 +144,8 @@ def test_naive_to_in_place_the_clone_copy_is_gone_and_the_rest_unchanged() -> No
     idle = result.parts.row(3, named=True)
     assert idle["what"].endswith("(one iteration's ranged 9.12-9.86 → 8.42-8.93 µs)")
     assert result.sentence == (
-        "GPU span per iteration 1,072.3 → 945.9 µs (-126.4 µs, -11.8%) against `naive`, "
+        "GPU span per iteration 1,072.3 → 945.9 µs (-126.4 µs, -11.8%; -128.5 to -124.8 µs with "
+        "one step of each) against `naive`, "
         f"shorter: gone: `{CHAIN}` (-126.0 µs); the rest is unchanged within noise (-0.4 µs)."
     )
 

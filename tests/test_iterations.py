@@ -19,10 +19,9 @@ from traceanalyze.analyses.iterations import (
     choice_of,
     counted,
     iteration_notes,
-    iteration_rows,
 )
 from traceanalyze.analyses.memcpy import memory_traffic
-from traceanalyze.analyses.step.model import step_model
+from traceanalyze.analyses.step.model import step_model, step_rows
 from traceanalyze.analyses.summary import WALL_FROM_STEADY, summary, wall_verdict
 from traceanalyze.analyses.variants.compare import comparison
 from traceanalyze.cli import main
@@ -48,7 +47,7 @@ def step(number: int, start: float, dur: float, correlation: int, kernel_us: flo
 
 
 def rows(trace: traceanalyze.Trace) -> list[tuple[Any, ...]]:
-    return iteration_rows(trace).select(ROWS).rows()
+    return step_rows(trace).select(ROWS).rows()
 
 
 # hta_mi250_rocm reduced: step 1 holds the work, step 2 is the profiler's closing step.
@@ -176,7 +175,7 @@ def test_the_last_round_of_a_sequence_runs_to_the_end_of_the_cpu_activity(
     choice = choice_of(trace)
     assert choice.regions.iteration_source == "sequence:zero_grad"
     assert choice.coverage_pct == 100.0
-    rows = iteration_rows(trace).select(ROWS).to_dicts()
+    rows = step_rows(trace).select(ROWS).to_dicts()
     assert [(r["iteration"], r["kernels"], r["gpu_busy_us"]) for r in rows] == [
         (0, 2, 11.0),
         (1, 2, 11.0),
@@ -216,7 +215,7 @@ def test_outliers_are_flagged_and_kept(tmp_path: Path) -> None:
         *step(4, 700, 30, 4, 290),
         *step(5, 1000, 100, 5, 20),
     ]
-    table = iteration_rows(load(tmp_path, events))
+    table = step_rows(load(tmp_path, events))
     assert table.select("iteration", "flag", "counted").rows() == [
         (1, "first step waiting on the CPU: wall 5.0x the median", True),
         (2, None, True),
@@ -274,7 +273,7 @@ def test_graph_replay_counts_its_copy_and_is_gpu_bound() -> None:
 
 def test_graph_capture_leaves_the_capture_step_out() -> None:
     trace = traceanalyze.load(SAMPLES / "h200_graph_capture" / "naive.json.gz")
-    table = iteration_rows(trace)
+    table = step_rows(trace)
     assert table["kind"].to_list() == ["capture", "profiled", "profiled", "profiled"]
     result = summary(trace)
     assert result["kernels_per_iter"] == 5.0  # was 4.25, the capture step averaged in
@@ -320,7 +319,7 @@ def test_corpus_regions_that_miss_the_work(
     result = summary(trace)
     assert result["iteration_source"] == f"sequence:{starter}"
     assert result["iteration_coverage_pct"] == pytest.approx(coverage, abs=0.1)
-    assert iteration_rows(trace)["kernels"].to_list() == kernels
+    assert step_rows(trace)["kernels"].to_list() == kernels
 
 
 def test_a_lone_capture_step_is_kept_and_says_so(tmp_path: Path) -> None:

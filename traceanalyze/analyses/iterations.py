@@ -205,10 +205,10 @@ def _origin_of(trace: Trace) -> Trace:
 
 
 def iteration_rows(trace: Trace) -> pl.DataFrame:
-    """The `iterations` table: one row per iteration of the regions, with ``kind``, ``flag``
-    and ``counted`` (what ``trace``'s selection kept), then the accounting columns."""
-    table = choice_of(trace).table
-    return table.select(*TABLE_COLUMNS, *[c for c in table.columns if c not in TABLE_COLUMNS])
+    """One row per iteration of the regions, with ``kind``, ``flag`` and ``counted`` (what
+    ``trace``'s selection kept), then the accounting columns and the window's wall time (the
+    step model's ``step_rows`` adds the rest of the `iterations` table)."""
+    return choice_of(trace).table
 
 
 def iteration_notes(trace: Trace) -> list[str]:

@@ -40,8 +40,9 @@ LAUNCH = "launch"
 # last work ended, the call returned a moment later (clock alignment of CPU and GPU timelines
 # is good to about a microsecond).
 SYNC_RETURN_TOLERANCE_NS = 2_000
-# CPU events that mean "loading the next batch" (torch.utils.data's record_function names).
-DATA_LOADING_NAMES = r"(?i)enumerate\(DataLoader\)|DataLoaderIter|dataloader"
+# CPU events that mean "loading the next batch": torch.utils.data's record_function names
+# (`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`), matched as literal text.
+DATA_LOADING_NAMES = ("DataLoader", "dataloader")
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,11 @@ def _data_loading(gaps: pl.LazyFrame, trace: Trace, until: pl.Expr) -> pl.LazyFr
     spent in a DataLoader event (the latest one starting before ``until``)."""
     loading = (
         trace.cpu.lazy()
-        .filter(pl.col("name").str.contains(DATA_LOADING_NAMES))
+        .filter(
+            pl.any_horizontal(
+                pl.col("name").str.contains(n, literal=True) for n in DATA_LOADING_NAMES
+            )
+        )
         .select(
             "rank", thread="tid", dl_ts_ns="ts_ns", dl_end_ns=pl.col("ts_ns") + pl.col("dur_ns")
         )

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
-from traceanalyze.analyses.iterations import choice_of, counted, iteration_rows
+from traceanalyze.analyses.iterations import TABLE_COLUMNS, choice_of, counted, iteration_rows
 from traceanalyze.analyses.stacks import frames_of_ops
 from traceanalyze.analyses.step.gaps import CAUSE_NAMES, HOST, QUEUED, window_gaps
 from traceanalyze.analyses.step.syncs import priced_calls, sync_table
-from traceanalyze.analyses.step.times import STEP_COLUMNS
+from traceanalyze.analyses.step.times import SPLIT_US_COLUMNS, STEP_COLUMNS, split_times
 from traceanalyze.analyses.step.verdict import (
     AGREEING_STEPS,
     BUSY_OVER_WALL_TOLERANCE_PCT,
@@ -95,7 +95,7 @@ def step_model(trace: Trace) -> StepModel:
 @per_trace
 def _model(trace: Trace) -> StepModel:
     choice = choice_of(trace)
-    rows = choice.table.filter(pl.col("counted"))
+    rows = _with_split(choice.table.filter(pl.col("counted")), choice.regions)
     keys = rows.select(STEP)
     gaps = _all_gaps(choice.regions).join(keys, on=STEP, how="semi")
     steps = _with_verdicts(_with_idle_causes(rows, gaps))
@@ -338,6 +338,15 @@ def mean_per_iter(trace: Trace, column: str) -> float:
 def step_rows(trace: Trace) -> pl.DataFrame:
     """The `iterations` table: every step of the regions (counted or not) with its kind, flag,
     whether it counts, every time figure, its idle time by cause and its own verdict."""
-    rows = iteration_rows(trace).drop("lo_ns", "hi_ns")
-    gaps = _all_gaps(choice_of(trace).regions)
-    return _with_verdicts(_with_idle_causes(rows, gaps))
+    regions = choice_of(trace).regions
+    rows = _with_split(iteration_rows(trace), regions).drop("lo_ns", "hi_ns")
+    table = _with_verdicts(_with_idle_causes(rows, _all_gaps(regions)))
+    return table.select(*TABLE_COLUMNS, *[c for c in table.columns if c not in TABLE_COLUMNS])
+
+
+def _with_split(rows: pl.DataFrame, regions: Trace) -> pl.DataFrame:
+    """``rows`` (steps of ``regions``) with the window's split, after the wall time."""
+    split = split_times(regions)
+    at = rows.columns.index("wall_us") + 1
+    joined = rows.join(split, on=STEP, how="left")
+    return joined.select(*rows.columns[:at], *SPLIT_US_COLUMNS, *rows.columns[at:])

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.activities import activities
 from traceanalyze.analyses.cputree import op_chains
 from traceanalyze.analyses.step.window import busy_in_windows
 from traceanalyze.link import RUNTIME_CATS
@@ -48,7 +47,9 @@ WAIT_MIN_NS = 10_000
 
 def blocking_ids(trace: Trace) -> pl.Series:
     """The ``op_id`` of every blocking call (module docstring), in the cpu frame's order."""
-    copies = activities(trace).filter(pl.col("kind") == "memcpy")
+    # The gpu frame's own kind (a replayed graph's copy kernels have no launch call of their
+    # own to wait in), not the classified activities: this needs no classification.
+    copies = trace.gpu.filter(pl.col("kind") == "memcpy")
     blocked = copies.filter(
         (pl.col("ts_ns") >= pl.col("launch_ts_ns") + WAIT_MIN_NS)
         & (pl.col("ts_ns") + pl.col("dur_ns") <= pl.col("launch_ts_ns") + pl.col("launch_dur_ns"))

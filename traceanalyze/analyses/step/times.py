@@ -26,8 +26,8 @@ from traceanalyze.analyses.step.window import STEP, step_windows
 from traceanalyze.query import IN_MEMORY
 from traceanalyze.trace import Trace
 
-WINDOW_COLUMNS = (
-    "wall_us",
+# The window's split (:mod:`.split`), in µs: what the step model adds to the classified rows.
+SPLIT_US_COLUMNS = (
     "gpu_busy_us",
     "gpu_idle_us",
     "compute_us",
@@ -36,38 +36,55 @@ WINDOW_COLUMNS = (
     "exposed_copy_us",
     "carried_in_us",
 )
+WINDOW_COLUMNS = ("wall_us", *SPLIT_US_COLUMNS)
 # Every figure of a step row, in the order the tables show them.
 STEP_COLUMNS = (*COUNT_COLUMNS, *TIME_COLUMNS, *WINDOW_COLUMNS)
 
 
 @per_trace
 def step_times(trace: Trace) -> pl.DataFrame:
-    """One row per (rank, iteration) of ``trace.iterations`` with ``STEP_COLUMNS`` and the
-    window's bounds (``lo_ns``, ``hi_ns``).
+    """One row per (rank, iteration) of ``trace.iterations`` with the accounting's columns,
+    the window's bounds (``lo_ns``, ``hi_ns``) and ``wall_us``: what deciding which steps count
+    needs (every command asks for it; the window's split, :func:`split_times`, only the
+    commands that state it).
 
     Give it the trace whose iterations are all the steps (the regions, before any are left
     out): a window starts where the previous step's ends, so leaving a step out first would
     move the next one's window.
     """
-    windows = step_windows(trace)
-    split = window_split(trace, windows)
-    recorded = trace.gpu.select("rank").unique().with_columns(_recorded=pl.lit(value=True))
-    us = {name.removesuffix("_ns") + "_us": pl.col(name) / 1e3 for name in SPLIT_COLUMNS}
-    window = (
-        windows.lazy()
-        .join(split, on=STEP, how="left")
-        .with_columns(wall_us=(pl.col("hi_ns") - pl.col("lo_ns")).fill_null(0) / 1e3, **us)
-        .join(recorded.lazy(), on="rank", how="left")
-        .with_columns(
-            gpu_idle_us=pl.when(pl.col("_recorded")).then(pl.col("wall_us") - pl.col("gpu_busy_us"))
-        )
-        .with_columns(pl.col("gpu_idle_us").fill_null(0.0))
+    windows = (
+        step_windows(trace)
+        .lazy()
+        .with_columns(wall_us=(pl.col("hi_ns") - pl.col("lo_ns")).fill_null(0) / 1e3)
     )
     return (
         iteration_times(trace)
         .lazy()
-        .join(window, on=STEP, how="left")
-        .select(*STEP, *STEP_COLUMNS, "lo_ns", "hi_ns")
+        .join(windows, on=STEP, how="left")
+        .select(*STEP, *COUNT_COLUMNS, *TIME_COLUMNS, "wall_us", "lo_ns", "hi_ns")
+        .sort(STEP)
+        .collect(engine=IN_MEMORY)
+    )
+
+
+@per_trace
+def split_times(trace: Trace) -> pl.DataFrame:
+    """Per (rank, iteration) of ``trace.iterations`` (all the steps, as :func:`step_times`):
+    ``SPLIT_US_COLUMNS``."""
+    windows = step_windows(trace)
+    split = window_split(trace, windows)
+    recorded = trace.gpu.select("rank").unique().with_columns(_recorded=pl.lit(value=True))
+    us = {name.removesuffix("_ns") + "_us": pl.col(name) / 1e3 for name in SPLIT_COLUMNS}
+    wall_us = (pl.col("hi_ns") - pl.col("lo_ns")).fill_null(0) / 1e3
+    # A rank whose trace holds no GPU activity at all has no GPU timeline: none of it is idle.
+    idle = pl.when(pl.col("_recorded")).then(wall_us - pl.col("gpu_busy_us")).fill_null(0.0)
+    return (
+        windows.lazy()
+        .join(split, on=STEP, how="left")
+        .with_columns(**us)
+        .join(recorded.lazy(), on="rank", how="left")
+        .with_columns(gpu_idle_us=idle)
+        .select(*STEP, *SPLIT_US_COLUMNS)
         .sort(STEP)
         .collect(engine=IN_MEMORY)
     )
