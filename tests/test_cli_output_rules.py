@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from traceanalyze import files
 from traceanalyze.analyses.variants.compare import comparison
 from traceanalyze.cli import main
 from traceanalyze.load.variants import load_variants
@@ -94,10 +95,10 @@ def test_unwritable_output_is_one_line(
     if reason != "File exists":  # the tests may run as root, who may write anywhere
         errno = {"Permission denied": 13, "Read-only file system": 30}[reason]
 
-        def refuse(self: Path, *args: object, **kwargs: object) -> int:
-            raise OSError(errno, reason, str(self))
+        def refuse(target: Path) -> object:  # the file is written under a temporary name
+            raise OSError(errno, reason, str(target))
 
-        monkeypatch.setattr(Path, "write_text", refuse)
+        monkeypatch.setattr(files, "_create_beside", refuse)
     result = CliRunner().invoke(main, ["summary", str(FLASH), "-o", str(tmp_path / where)])
     assert result.exit_code == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)

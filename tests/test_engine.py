@@ -219,18 +219,18 @@ def test_a_broken_process_pool_falls_back_to_this_process(
     assert rank_folder(folder, cache=False, workers=2).ranks["rank"].to_list() == [0, 1]
 
 
-def test_pool_workers_share_the_cores_unless_the_user_chose(
+def test_pool_workers_are_told_their_share_of_the_cores_explicitly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from traceanalyze.load.parallel import worker_environment
+    # given to each worker by the pool's initializer: this process's environment is left alone
+    from traceanalyze.load import parallel
 
     monkeypatch.delenv("TRACEANALYZE_THREADS", raising=False)
-    monkeypatch.setenv("POLARS_MAX_THREADS", "7")
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
-    with worker_environment(3):
-        assert os.environ["TRACEANALYZE_THREADS"] == "3"
-        assert os.environ["POLARS_MAX_THREADS"] == "7"  # the user's setting is kept
-        assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
-    assert "TRACEANALYZE_THREADS" not in os.environ
-    assert "OPENBLAS_NUM_THREADS" not in os.environ
-    assert os.environ["POLARS_MAX_THREADS"] == "7"
+    before = dict(os.environ)
+    settings = parallel.worker_settings(3)
+    assert dict(os.environ) == before
+    monkeypatch.setattr(parallel, "_WORKER", parallel._WorkerSettings())
+    settings["initializer"](*settings["initargs"])  # as in a worker
+    assert parallel.default_threads() == 3
+    monkeypatch.setenv("TRACEANALYZE_THREADS", "5")  # the user's setting wins
+    assert parallel.default_threads() == 5

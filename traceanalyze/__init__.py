@@ -6,8 +6,6 @@ __version__ = "0.1.0"
 import importlib
 from typing import TYPE_CHECKING
 
-# First: sets OpenBLAS's idle spin before anything below imports NumPy.
-from traceanalyze import _blas  # noqa: F401
 from traceanalyze.errors import (
     AnalysisError,
     CaptureError,

@@ -37,7 +37,7 @@ from traceanalyze.analyses.iterations import Selection, counted
 from traceanalyze.errors import EngineError, TraceAnalyzeError, UsageError
 from traceanalyze.load import check_ranks, load, rank_files
 from traceanalyze.load.cache import default_cache_dir, evict, eviction_deferred, max_cache_bytes
-from traceanalyze.load.parallel import worker_environment
+from traceanalyze.load.parallel import worker_settings
 
 ENGINE_LOCAL = "local"
 ENGINE_DASK = "dask"
@@ -165,10 +165,9 @@ def executor(
     else:
         # spawn, not fork: forking a process whose Polars thread pool is running can deadlock.
         threads = max(1, (os.cpu_count() or 1) // count)
-        with (
-            worker_environment(threads),
-            ProcessPoolExecutor(count, mp_context=get_context("spawn")) as pool,
-        ):
+        with ProcessPoolExecutor(
+            count, mp_context=get_context("spawn"), **worker_settings(threads)
+        ) as pool:
             yield pool
 
 

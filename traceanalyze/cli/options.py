@@ -14,6 +14,7 @@ from typing import Any, TypeVar, cast
 
 import click
 
+from traceanalyze import files
 from traceanalyze.analyses.audit import audit
 from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
 from traceanalyze.analyses.iterations import Selection, counted
@@ -85,7 +86,7 @@ class Output:
         self.check_free(self.path)
         with _writing(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(text)
+            files.write_text(self.path, text)
         click.echo(f"wrote {self.path}", err=True)
 
     def write_with(self, write: Callable[[Path], R], inputs: Sequence[Path] = ()) -> R:
@@ -117,7 +118,7 @@ class Output:
         assert self.path is not None
         target = self.path.parent / name
         with _writing(target):
-            target.write_bytes(data)
+            files.write_bytes(target, data)
         click.echo(f"wrote {target}", err=True)
 
 

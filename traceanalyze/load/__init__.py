@@ -34,6 +34,7 @@ from traceanalyze.load.cache import (
     write_entry,
 )
 from traceanalyze.load.folder import load_traces
+from traceanalyze.load.forks import before_polars
 from traceanalyze.load.inputs import (
     KNOWN_NOT_TRACES,
     MANIFEST,
@@ -44,7 +45,7 @@ from traceanalyze.load.inputs import (
     no_traces,
     resolve,
 )
-from traceanalyze.load.parallel import default_threads, worker_environment
+from traceanalyze.load.parallel import default_threads, worker_settings
 from traceanalyze.load.parse import StageTimer, parse_file
 from traceanalyze.load.source import ByteProgress
 from traceanalyze.trace import Skipped, Trace, TraceMeta
@@ -82,6 +83,7 @@ def load(
     a folder that are not traces are skipped, each named with why in ``Trace.skipped``.
     ``threads``: how many threads scan a file (default ``$TRACEANALYZE_THREADS``, else the
     cores this process may use)."""
+    before_polars()
     found = resolve(path)
     if found.kind is InputKind.TRACE:
         return _load_file(found.path, cache, cache_dir, timer, progress, threads)
@@ -153,6 +155,7 @@ def load_each(
 ) -> list[Trace]:
     """Load several separate traces, in parallel processes when they are large (``threads``
     in all, shared among the processes)."""
+    before_polars()
     files = [Path(p) for p in paths]
     for file in files:
         if file.is_dir():
@@ -207,10 +210,9 @@ def _parse_in_workers(
     threads: int,
 ) -> None:
     # spawn, not fork: forking a process whose Polars thread pool is running can deadlock.
-    with (
-        worker_environment(threads),
-        ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool,
-    ):
+    with ProcessPoolExecutor(
+        workers, mp_context=get_context("spawn"), **worker_settings(threads)
+    ) as pool:
         futures = {
             i: pool.submit(_load_file, files[i], cache, cache_dir, None, None, threads)
             for i in pending

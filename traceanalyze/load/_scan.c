@@ -290,7 +290,6 @@ typedef struct {
     SepSlot event_seps[SEP_SLOTS];              /* per key position in an event */
     SepSlot args_seps[N_KIND_CODES][SEP_SLOTS]; /* per args kind and key position */
     int taken;               /* result() handed the columns over: no more feeding */
-    int broken;              /* a feed stopped midway (its input vanished): declines all */
     const char *fail;        /* why the scan declined (static text) */
     size_t fail_at;
 } Scanner;
@@ -1516,6 +1515,16 @@ static Py_ssize_t scan(Scanner *s, const char *data, Py_ssize_t size, int final)
 
 /* ---- Python glue ---------------------------------------------------------------------- */
 
+/* One category the caller knows, with its kind (KIND_LEGACY or'ed in); -1 when out of memory. */
+static int known_add(Scanner *self, const char *text, size_t n, int32_t kind) {
+    int fresh;
+    if (intern_add(&self->known, text, n, &fresh) < 0 ||
+        buf_put(&self->known_kinds, &kind, sizeof kind))
+        return -1;
+    self->nknown = self->known.count;
+    return 0;
+}
+
 /* Copy the caller's dict (category text -> int kind) into known / known_kinds. */
 static int known_categories(Scanner *self, PyObject *kinds) {
     PyObject *key, *value;
@@ -1533,15 +1542,33 @@ static int known_categories(Scanner *self, PyObject *kinds) {
         }
         long kind = PyLong_AsLong(value);
         if (kind == -1 && PyErr_Occurred()) return -1;
-        int fresh;
-        int32_t kind32 = (int32_t)kind;
-        if (intern_add(&self->known, text, (size_t)n, &fresh) < 0 ||
-            buf_put(&self->known_kinds, &kind32, sizeof kind32)) {
+        if (known_add(self, text, (size_t)n, (int32_t)kind)) {
             PyErr_NoMemory();
             return -1;
         }
     }
-    self->nknown = self->known.count;
+    return 0;
+}
+
+/* The tables every scan starts from, the known categories aside (pure C: the fuzzing
+ * harness, fuzz/scan_fuzzer.c, sets a scanner up without Python); -1 when out of memory. */
+static int scanner_open(Scanner *self) {
+    if (intern_init(&self->names) || intern_init(&self->raws) || intern_init(&self->cats) ||
+        intern_init(&self->known) || intern_init(&self->skipped))
+        return -1;
+    return 0;
+}
+
+static int scanner_start(Scanner *self) {
+    int fresh;
+    if (intern_add(&self->names, "", 0, &fresh) != 0) return -1;
+    int64_t memory = intern_add(&self->names, "[memory]", 8, &fresh);
+    if (memory < 0) return -1;
+    self->memory_name = (uint32_t)memory;
+    memset(self->phase_ids, 0, sizeof self->phase_ids);
+    self->last_cat_len = 0;
+    self->last_cat_id = -1;
+    self->state = S_START;
     return 0;
 }
 
@@ -1553,27 +1580,15 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "a Scanner is initialised once; make a new one");
         return -1;
     }
-    if (intern_init(&self->names) || intern_init(&self->raws) || intern_init(&self->cats) ||
-        intern_init(&self->known) || intern_init(&self->skipped)) {
+    if (scanner_open(self)) {
         PyErr_NoMemory();
         return -1;
     }
     if (known_categories(self, kinds)) return -1;
-    int fresh;
-    if (intern_add(&self->names, "", 0, &fresh) != 0) {
+    if (scanner_start(self)) {
         PyErr_NoMemory();
         return -1;
     }
-    int64_t memory = intern_add(&self->names, "[memory]", 8, &fresh);
-    if (memory < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    self->memory_name = (uint32_t)memory;
-    memset(self->phase_ids, 0, sizeof self->phase_ids);
-    self->last_cat_len = 0;
-    self->last_cat_id = -1;
-    self->state = S_START;
     return 0;
 }
 
@@ -1583,7 +1598,8 @@ static void part_free(Part *p) {
     for (int i = 0; i < N_RAW; i++) buf_free(&p->raw[i]);
 }
 
-static void Scanner_dealloc(Scanner *self) {
+/* Everything a scanner holds (not the object itself). */
+static void scanner_close(Scanner *self) {
     intern_free(&self->names);
     intern_free(&self->raws);
     intern_free(&self->cats);
@@ -1594,6 +1610,10 @@ static void Scanner_dealloc(Scanner *self) {
     buf_free(&self->header);
     for (size_t i = 0; i < self->nparts; i++) part_free(&self->parts[i]);
     free(self->parts);
+}
+
+static void Scanner_dealloc(Scanner *self) {
+    scanner_close(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1602,167 +1622,6 @@ static void Scanner_dealloc(Scanner *self) {
  * another thread held it for Python work (up to the interpreter's 5 ms switch interval). */
 #define FEED_WITH_GIL 4096
 
-/* ---- input that vanishes while it is read --------------------------------------------------
- * The parallel loader maps a plain file and feeds the scanner its pages. If another process
- * truncates the file meanwhile (a profiler exporting again to the same path), reading a page
- * past the new end raises SIGBUS, which would kill the interpreter. While a feed reads its
- * input without the GIL, a SIGBUS on that thread jumps back into the feed, which declines
- * ("the input changed while it was read"); the caller then reads the file again with read(),
- * which sees what the file holds now. A SIGBUS anywhere else goes to the handler that was
- * there before (this one steps aside and the fault happens again). The scanner is then broken:
- * its state is midway through an event, so it declines every later call. */
-#if !defined(_WIN32)
-#include <setjmp.h>
-#include <signal.h>
-#endif
-#if defined(SIGBUS) && !defined(_WIN32)
-#define GUARD_SIGBUS 1
-/* Set while this thread reads a guarded input. Volatile, and fenced where it is set and
- * cleared: the compiler sees no reader of it between the two (the handler is invisible to
- * it), and without these would drop the first store and move the input's reads past it. */
-#if defined(__GNUC__) && defined(__linux__)
-/* initial-exec: the handler reads it without __tls_get_addr, which may allocate */
-#define BUS_TLS __thread __attribute__((tls_model("initial-exec")))
-#else
-#define BUS_TLS __thread
-#endif
-static BUS_TLS sigjmp_buf *volatile bus_jump;
-#define BUS_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
-static struct sigaction bus_before;
-
-/* A SIGBUS that is not a guarded read's goes where it would have gone without this handler:
- * to the handler before it, called as it expects; with no handler before it, the default
- * (the process ends) or, where it was ignored, nothing for a signal sent with kill(). */
-static void on_bus(int sig, siginfo_t *info, void *context) {
-    sigjmp_buf *jump = bus_jump;
-    if (jump) {
-        bus_jump = NULL;
-        siglongjmp(*jump, 1);
-    }
-    if (bus_before.sa_flags & SA_SIGINFO) {
-        bus_before.sa_sigaction(sig, info, context);
-        return;
-    }
-    if (bus_before.sa_handler != SIG_DFL && bus_before.sa_handler != SIG_IGN) {
-        bus_before.sa_handler(sig);
-        return;
-    }
-    int sent = info && info->si_code <= 0; /* kill(), raise(): not a fault */
-    if (bus_before.sa_handler == SIG_IGN && sent) return;
-    /* the default action: a fault repeats under it, a sent signal is sent again */
-    sigaction(SIGBUS, &bus_before, NULL);
-    if (sent) raise(sig);
-}
-
-static int guard_install(void) {
-    struct sigaction on;
-    memset(&on, 0, sizeof on);
-    on.sa_sigaction = on_bus;
-    on.sa_flags = SA_SIGINFO;
-    sigemptyset(&on.sa_mask);
-    return sigaction(SIGBUS, &on, &bus_before);
-}
-
-/* scan() with its input guarded (see above); -3 when the input vanished. */
-static Py_ssize_t guarded_scan(Scanner *s, const char *data, Py_ssize_t size, int final) {
-    sigjmp_buf jump;
-    /* the mask saved: the handler's blocking of SIGBUS ends with the jump */
-    if (sigsetjmp(jump, 1)) return -3;
-    bus_jump = &jump;
-    BUS_FENCE();
-    Py_ssize_t done = scan(s, data, size, final);
-    BUS_FENCE();
-    bus_jump = NULL;
-    return done;
-}
-#else
-static int guard_install(void) { return 0; }
-static Py_ssize_t guarded_scan(Scanner *s, const char *data, Py_ssize_t size, int final) {
-    return scan(s, data, size, final);
-}
-#endif
-
-/* ---- looking into a mapped file (the parallel loader's cuts), guarded as a feed is -------- */
-
-static int is_blank(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
-
-/* The first `}<ws>,<ws>{` in data[start:end]: its '}' at *close, its '{' at *open; 0 when
- * there is none. */
-static int boundary_in(const char *data, Py_ssize_t start, Py_ssize_t end, Py_ssize_t *close,
-                       Py_ssize_t *open) {
-    Py_ssize_t i = start;
-    while (i < end) {
-        const char *brace = memchr(data + i, '}', (size_t)(end - i));
-        if (!brace) return 0;
-        Py_ssize_t k = brace - data + 1;
-        while (k < end && is_blank(data[k])) k++;
-        if (k < end && data[k] == ',') {
-            k++;
-            while (k < end && is_blank(data[k])) k++;
-            if (k < end && data[k] == '{') {
-                *close = brace - data;
-                *open = k;
-                return 1;
-            }
-        }
-        i = brace - data + 1;
-    }
-    return 0;
-}
-
-/* The first ``needle`` in data[start:end], or -1. */
-static Py_ssize_t needle_in(const char *data, Py_ssize_t start, Py_ssize_t end,
-                            const char *needle, Py_ssize_t n) {
-    for (Py_ssize_t i = start; i + n <= end;) {
-        const char *first = memchr(data + i, needle[0], (size_t)(end - n + 1 - i));
-        if (!first) return -1;
-        if (memcmp(first, needle, (size_t)n) == 0) return first - data;
-        i = first - data + 1;
-    }
-    return -1;
-}
-
-/* find_boundary(buffer, start, end) and find_bytes(buffer, needle, start): the parallel
- * loader's searches of a mapped file, where a SIGBUS (the file truncated meanwhile) declines
- * instead of killing the interpreter (see above). */
-static PyObject *find_in(PyObject *args, int boundary) {
-    Py_buffer view, needle = {0};
-    Py_ssize_t start, end = -1, close = -1, open = -1, at = -1;
-    int ok = boundary ? PyArg_ParseTuple(args, "y*n|n", &view, &start, &end)
-                      : PyArg_ParseTuple(args, "y*y*n", &view, &needle, &start);
-    if (!ok) return NULL;
-    if (end < 0 || end > view.len) end = view.len;
-    if (start < 0) start = 0;
-    int found = 0, vanished = 0;
-#if defined(GUARD_SIGBUS)
-    sigjmp_buf jump;
-    if (sigsetjmp(jump, 1)) {
-        vanished = 1;
-    } else {
-        bus_jump = &jump;
-        BUS_FENCE();
-#endif
-        if (boundary) found = boundary_in(view.buf, start, end, &close, &open);
-        else at = needle.len ? needle_in(view.buf, start, end, needle.buf, needle.len) : start;
-#if defined(GUARD_SIGBUS)
-        BUS_FENCE();
-        bus_jump = NULL;
-    }
-#endif
-    PyBuffer_Release(&view);
-    if (!boundary) PyBuffer_Release(&needle);
-    if (vanished) {
-        PyErr_SetString(Unsupported, "the input changed while it was read (a file truncated?)");
-        return NULL;
-    }
-    if (!boundary) return PyLong_FromSsize_t(at);
-    if (!found) Py_RETURN_NONE;
-    return Py_BuildValue("(nn)", close, open);
-}
-
-static PyObject *find_boundary(PyObject *module, PyObject *args) { return find_in(args, 1); }
-static PyObject *find_bytes(PyObject *module, PyObject *args) { return find_in(args, 0); }
-
 static PyObject *Scanner_feed(Scanner *self, PyObject *args) {
     Py_buffer view;
     int final = 0;
@@ -1770,26 +1629,16 @@ static PyObject *Scanner_feed(Scanner *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "the scanner's result was already taken");
         return NULL;
     }
-    if (self->broken) {
-        PyErr_SetString(Unsupported, "an earlier feed's input changed while it was read");
-        return NULL;
-    }
     if (!PyArg_ParseTuple(args, "y*|p", &view, &final)) return NULL;
     Py_ssize_t done;
     if (view.len < FEED_WITH_GIL) {
-        done = guarded_scan(self, view.buf, view.len, final); /* a mapped file's last bytes too */
+        done = scan(self, view.buf, view.len, final);
     } else {
         Py_BEGIN_ALLOW_THREADS
-        done = guarded_scan(self, view.buf, view.len, final);
+        done = scan(self, view.buf, view.len, final);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&view);
-    if (PyErr_Occurred()) return NULL;
-    if (done == -3) {
-        self->broken = 1;
-        PyErr_SetString(Unsupported, "the input changed while it was read (a file truncated?)");
-        return NULL;
-    }
     if (done < 0) {
         PyErr_Format(Unsupported, "%s (near byte %zu of the chunk)", self->fail, self->fail_at);
         return NULL;
@@ -2522,10 +2371,6 @@ static PyObject *texts_dict(PartExport *pe) {
 }
 
 static PyObject *Scanner_result(Scanner *self, PyObject *unused) {
-    if (self->broken) {
-        PyErr_SetString(Unsupported, "an earlier feed's input changed while it was read");
-        return NULL;
-    }
     if (self->taken) {
         PyErr_SetString(PyExc_RuntimeError, "the scanner's result was already taken");
         return NULL;
@@ -2611,17 +2456,7 @@ static PyTypeObject ScannerType = {
     .tp_doc = "Scanner(kinds): Chrome trace JSON -> typed columns, chunk by chunk.",
 };
 
-static PyMethodDef scan_functions[] = {
-    {"find_boundary", find_boundary, METH_VARARGS,
-     "find_boundary(buffer, start, end=-1) -> (close, open) of the first `}<ws>,<ws>{` in "
-     "buffer[start:end], or None; Unsupported when the buffer's pages vanished (SIGBUS)."},
-    {"find_bytes", find_bytes, METH_VARARGS,
-     "find_bytes(buffer, needle, start) -> the first position of needle from start, or -1; "
-     "Unsupported when the buffer's pages vanished (SIGBUS)."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef scan_module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, scan_functions};
+static struct PyModuleDef scan_module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, NULL};
 
 PyMODINIT_FUNC PyInit__scan(void) {
     if (PyType_Ready(&ScannerType) < 0 || PyType_Ready(&ColumnType) < 0 ||
@@ -2630,11 +2465,6 @@ PyMODINIT_FUNC PyInit__scan(void) {
     PyObject *m = PyModule_Create(&scan_module);
     if (!m) return NULL;
     Unsupported = PyErr_NewException("traceanalyze.load._scan.Unsupported", NULL, NULL);
-    if (guard_install()) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        Py_DECREF(m);
-        return NULL;
-    }
     Py_INCREF(&ScannerType);
     if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) ||
         PyModule_AddObject(m, "Unsupported", Unsupported)) {

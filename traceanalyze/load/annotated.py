@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -20,6 +18,7 @@ from typing import IO, Any
 import msgspec
 import polars as pl
 
+from traceanalyze import files
 from traceanalyze.errors import TraceFormatError, TraceReadError
 from traceanalyze.load.scanned import GPU_KINDS, times_ns
 
@@ -151,18 +150,9 @@ def _write_events(out: IO[bytes], events: list[Any]) -> None:
 def _replacing(target: Path) -> Iterator[IO[bytes]]:
     """A file to write that becomes ``target`` once complete (gzipped for ``.gz``)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(handle, "wb") as raw:
-            if target.name.endswith(".gz"):
-                with gzip.GzipFile(
-                    fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0
-                ) as zipped:
-                    yield zipped  # type: ignore[misc]
-            else:
-                yield raw
-        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide the copy from other users
-        os.replace(temporary, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+    with files.replacing(target) as raw:
+        if target.name.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as zipped:
+                yield zipped  # type: ignore[misc]
+        else:
+            yield raw

@@ -25,8 +25,8 @@ import hashlib
 import io
 import json
 import os
+import secrets
 import shutil
-import tempfile
 import time
 import zlib
 from collections.abc import Iterator
@@ -197,7 +197,21 @@ def _remove(entry: Path) -> None:
         os.replace(entry, aside)
     except OSError:
         return  # already gone (another process removed it)
-    shutil.rmtree(aside, ignore_errors=True)
+    _discard(aside)
+
+
+def _discard(folder: Path) -> None:
+    """Remove ``folder`` whole, even when a Ctrl-C arrives meanwhile (it is raised once the
+    folder is gone: an interrupted removal would leave part of an entry behind)."""
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            break
+        except BaseException as error:  # KeyboardInterrupt, or a signal handler's exception
+            interrupted = error
+    if interrupted is not None:
+        raise interrupted
 
 
 # Set while writes leave most eviction walks to their caller (see eviction_deferred).
@@ -248,10 +262,13 @@ def write_entry(entry: Path, trace: Trace) -> bool:
     """Store ``trace``; False (and nothing written) when the cache folder is not writable."""
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
     except OSError:
         return False
+    # named before it is made, so that whatever interrupts the write (a Ctrl-C included)
+    # finds it to remove: mkdtemp's folder is unknown until it returns
+    staging = entry.parent / f"{_STAGING}{entry.name}-{os.getpid()}-{secrets.token_hex(4)}"
     try:
+        staging.mkdir(mode=0o700)
         heights: dict[str, int] = {}
         checksums: dict[str, int | None] = {}
         for name in TRACE_FRAMES:
@@ -273,8 +290,10 @@ def write_entry(entry: Path, trace: Trace) -> bool:
         stored["checksum"] = _meta_checksum(json.loads(json.dumps(stored, default=str)))
         (staging / "meta.json").write_text(json.dumps(stored, default=str))
         os.replace(staging, entry)  # atomic: readers see a whole entry or none
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException as error:  # a full disk, Ctrl-C: no half entry, no staging left
+        _discard(staging)
+        if not isinstance(error, OSError):
+            raise
         return entry.is_dir()  # another process may have won the race with the same content
     limit = max_cache_bytes()
     if _due_for_a_walk(entry, limit):

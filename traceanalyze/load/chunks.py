@@ -24,7 +24,6 @@ from traceanalyze.load.decode import (
     TraceDocument,
     decode_events,
     format_error,
-    gc_paused,
 )
 from traceanalyze.load.extract import Chunk, extract, pair_spans
 from traceanalyze.load.scanned import Scanned
@@ -67,14 +66,21 @@ def scan_document(path: Path, progress: ByteProgress | None = None) -> Scanned:
     """Decode ``path`` with msgspec into column pieces; raises the precise format errors."""
     buffer = _Buffer(chunks(path, progress))
     buffer.fill(CHUNK_BYTES)
-    if not buffer.data.strip():
-        buffer.fill(1 << 62)
-        if not buffer.data.strip():
-            raise EmptyTraceError(
-                "the file is empty", path, "Re-export the trace from the profiler."
-            )
-    with gc_paused():
-        return _scan(buffer, path)
+    while _blank(buffer.data) and not buffer.eof:
+        # white space before the document, dropped as it is read (not held: a small gzip file
+        # may inflate to gigabytes of it)
+        buffer.drop(len(buffer.data))
+        buffer.fill(CHUNK_BYTES)
+    if _blank(buffer.data):
+        raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
+    return _scan(buffer, path)
+
+
+def _blank(data: bytearray) -> bool:
+    """Whether ``data`` is JSON white space only."""
+    if bytes(data[:4096]).strip():
+        return False  # the usual start, told from its first bytes
+    return not bytes(data).strip()  # (a bytearray's strip takes twice as long)
 
 
 def first_look(path: Path) -> bytes | None:

@@ -9,10 +9,8 @@ scanner (:mod:`.fast`) reads the same layout faster and hands anything unusual b
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+import sys
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -198,16 +196,16 @@ _LENIENT_EVENT_ARRAY = msgspec.json.Decoder(list[LenientEvent])
 FIX_NOT_A_TRACE = "Pass a trace written by torch.profiler (export_chrome_trace)."
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cycle collector: building millions of small objects would trigger it often."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+def too_deep(path: Path) -> TraceFormatError:
+    """The error for JSON nested deeper than the decoders go: msgspec's limit is the
+    interpreter's recursion limit (about 1,000 levels; the C scanner hands anything past 500
+    to msgspec), where a Kineto trace nests a handful."""
+    return TraceFormatError(
+        "nests arrays or objects deeper than any trace does (past the JSON decoder's limit of "
+        f"about {sys.getrecursionlimit():,} levels)",
+        path,
+        FIX_NOT_A_TRACE,
+    )
 
 
 def decode_args(
@@ -256,13 +254,12 @@ def decode_events(data: bytes | memoryview, *, document: bool, bare: bool) -> Tr
     """Decode a whole document (``document``) or a JSON array of events with the fast
     :class:`Event`; when a phase is outside the spec, again with :class:`LenientEvent`.
     msgspec's own errors propagate (see :func:`format_error`)."""
-    with gc_paused():
-        try:
-            return _decode_with(data, document, bare, _DOCUMENT, _EVENT_ARRAY)
-        except msgspec.ValidationError as exc:
-            if not str(exc).endswith(".ph`"):
-                raise
-        return _decode_with(data, document, bare, _LENIENT_DOCUMENT, _LENIENT_EVENT_ARRAY)
+    try:
+        return _decode_with(data, document, bare, _DOCUMENT, _EVENT_ARRAY)
+    except msgspec.ValidationError as exc:
+        if not str(exc).endswith(".ph`"):
+            raise
+    return _decode_with(data, document, bare, _LENIENT_DOCUMENT, _LENIENT_EVENT_ARRAY)
 
 
 def _decode_with(

@@ -30,7 +30,14 @@ from traceanalyze.load.scanned import (
     Piece,
     Scanned,
 )
-from traceanalyze.load.source import Blocks, ByteProgress, chunks, is_gzip
+from traceanalyze.load.source import (
+    MAX_ITEM_BYTES,
+    Blocks,
+    ByteProgress,
+    chunks,
+    is_gzip,
+    item_too_long,
+)
 from traceanalyze.schema import null_series
 
 try:
@@ -68,6 +75,8 @@ def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
             scanner.feed(blocks.rest(), True)
     except _scan.Unsupported as exc:
         raise Declined(str(exc)) from None
+    except ItemTooLong:
+        raise item_too_long(path) from None
     return _scanned(scanner.result())
 
 
@@ -94,11 +103,17 @@ def _feed_pieces(scanner: Any, pieces: Iterable[bytes | memoryview]) -> bytes:
                 take = min(len(piece), 2 * take)
             if used < len(joined) and take == len(piece) and used <= len(tail):
                 tail = joined[used:]  # an item longer than this whole piece
+                if len(tail) > MAX_ITEM_BYTES:
+                    raise ItemTooLong
                 continue
             start = used - len(tail)
         used = scanner.feed(view[start:], False)
         tail = bytes(view[start + used :])
     return tail
+
+
+class ItemTooLong(Exception):  # noqa: N818 (turned into a TraceFormatError naming the file)
+    """An item longer than MAX_ITEM_BYTES was being joined for the scanner."""
 
 
 def _scanned(result: dict[str, Any]) -> Scanned:
@@ -150,6 +165,8 @@ def _header(pairs: bytes) -> TraceDocument:
         return _HEADER.decode(b"{" + pairs + b"}")
     except msgspec.MsgspecError as exc:
         raise Declined(f"unusual metadata ({exc})") from None
+    except RecursionError:  # the msgspec path names it
+        raise Declined("metadata nested too deeply") from None
 
 
 def _piece(column: str, part: dict[str, Any], names: _Names) -> Piece:

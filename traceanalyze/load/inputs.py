@@ -24,6 +24,7 @@ import msgspec
 from capture.manifest import MANIFEST_FILE
 from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceAnalyzeError, TraceReadError
 from traceanalyze.load.chunks import first_look
+from traceanalyze.load.source import refuse_special
 from traceanalyze.trace import Skipped
 
 # The file a capture (python -m capture) writes beside its traces, as capture names it.
@@ -78,6 +79,7 @@ def resolve(path: str | os.PathLike[str]) -> Input:
         return _folder(source)
     if not source.exists() and not is_trace_name(source):
         raise TraceReadError("no such file or folder", source, "Check the path.")
+    refuse_special(source)
     return Input(source, InputKind.TRACE, (source,), manifest=manifest_beside(source))
 
 
@@ -181,7 +183,7 @@ def _head_rank(head: bytes | None) -> int | None:
         return None
     try:  # the head ends with the "[" of traceEvents: close the list and the object
         rank = msgspec.json.decode(head + b"]}", type=_Head).distributedInfo.get("rank")
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):  # loading the file says what is wrong
         return None
     return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 

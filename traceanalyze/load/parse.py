@@ -10,10 +10,11 @@ from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceFormatErro
 from traceanalyze.link import link
 from traceanalyze.load import fast, frames, parallel
 from traceanalyze.load.chunks import scan_document
-from traceanalyze.load.decode import FIX_NOT_A_TRACE, gc_paused
+from traceanalyze.load.decode import FIX_NOT_A_TRACE, too_deep
+from traceanalyze.load.forks import before_polars
 from traceanalyze.load.metadata import BadRankError, device_frame, rank_of, trace_meta
 from traceanalyze.load.scanned import Scanned
-from traceanalyze.load.source import ByteProgress, never_back
+from traceanalyze.load.source import ByteProgress, never_back, refuse_special
 from traceanalyze.trace import Trace
 
 # Called with a stage name ("decode", "frames", "link") after each stage.
@@ -31,8 +32,8 @@ def parse_file(
     """Read, decode, build frames and link one trace file. ``native=False`` skips the C
     scanner (the msgspec path gives the same Trace); ``threads`` scanner threads (default
     :func:`~traceanalyze.load.parallel.default_threads`)."""
-    with gc_paused():  # the pieces are acyclic; collecting while building them is pure cost
-        return _parse(path, timer or (lambda _stage: None), progress, native, threads)
+    before_polars()
+    return _parse(path, timer or (lambda _stage: None), progress, native, threads)
 
 
 def scan(
@@ -44,12 +45,16 @@ def scan(
 ) -> Scanned:
     """The column pieces of ``path``: from the C scanner when it takes the file, else msgspec."""
     progress = never_back(progress) if progress else None  # msgspec after the scanner declined
+    refuse_special(path)
     if native and fast.AVAILABLE:
         try:
             return parallel.scan_file(path, progress, threads)
         except fast.Declined:
             pass
-    return scan_document(path, progress)
+    try:
+        return scan_document(path, progress)
+    except RecursionError:  # msgspec's, deep in a value: one line, not a traceback
+        raise too_deep(path) from None
 
 
 def _parse(

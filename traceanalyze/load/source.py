@@ -12,8 +12,9 @@ gzip is inflated with zlib-ng where it is installed (``pip install traceanalyze[
 from __future__ import annotations
 
 import os
+import stat
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from io import BufferedReader
 from pathlib import Path
 from types import ModuleType
@@ -71,12 +72,14 @@ def chunks(
     Raises the precise TraceReadError / TraceFormatError / EmptyTraceError naming ``path``.
     """
     chunk_bytes = chunk_bytes or CHUNK_BYTES
-    file, total, head = _open(path)
+    file, stat, head = _open(path)
+    total = stat.st_size
     with file:
         if head == GZIP_MAGIC:
-            yield from _gunzip(file, head, total, path, progress, chunk_bytes)
+            read = yield from _gunzip(file, head, total, path, progress, chunk_bytes)
         else:
-            yield from _plain(file, head, total, path, progress, chunk_bytes)
+            read = yield from _plain(file, head, total, path, progress, chunk_bytes)
+        unchanged(file, stat, read, path)
         if progress:
             progress(total, total)
 
@@ -110,13 +113,17 @@ class Blocks:
         self.filled = 0
 
     def __iter__(self) -> Iterator[memoryview]:
-        file, total, head = _open(self.path)
+        file, stat, head = _open(self.path)
         with file:
-            yield from self._read(file, head, total)
+            read = yield from self._read(file, head, stat.st_size)
+            unchanged(file, stat, read, self.path)
         if self.progress:
-            self.progress(total, total)
+            self.progress(stat.st_size, stat.st_size)
 
-    def _read(self, file: BufferedReader, head: bytes, total: int) -> Iterator[memoryview]:
+    def _read(
+        self, file: BufferedReader, head: bytes, total: int
+    ) -> Generator[memoryview, None, int]:
+        """The blocks; returns the bytes read."""
         self.buffer[:2] = head
         self.filled = done = len(head)
         while True:
@@ -127,7 +134,7 @@ class Blocks:
             except OSError as exc:
                 raise _read_error(exc, self.path) from None
             if not count:
-                return
+                return done
             self.filled += count
             done += count
             if self.progress:
@@ -136,6 +143,8 @@ class Blocks:
 
     def consume(self, used: int) -> None:
         rest = self.filled - used
+        if rest > MAX_ITEM_BYTES:
+            raise item_too_long(self.path)
         self.buffer[:rest] = self.buffer[used : self.filled]
         self.filled = rest
 
@@ -151,13 +160,57 @@ class Blocks:
             self.buffer = bigger
 
 
-def _open(path: Path) -> tuple[BufferedReader, int, bytes]:
+FIX_CHANGED = "Load it again once whatever writes it (a profiler's export?) has finished."
+# The longest single JSON item (an event, a metadata value) a scanner is handed whole: a
+# profiler's events are a few kB; a longer one is input made to exhaust memory.
+MAX_ITEM_BYTES = 256 * 1024 * 1024
+
+
+def item_too_long(path: Path) -> TraceFormatError:
+    return TraceFormatError(
+        f"holds a single JSON value longer than {MAX_ITEM_BYTES >> 20} MB, far beyond any "
+        "profiler's event",
+        path,
+        "Pass a trace written by torch.profiler (export_chrome_trace).",
+    )
+
+
+def unchanged(file: BinaryIO, before: os.stat_result, read: int, path: Path) -> None:
+    """A :class:`TraceReadError` when the regular file ``file`` was written while it was read
+    (its size or modification time changed, or ``read`` bytes are not its size): what was
+    read may mix two versions of it."""
+    after = os.fstat(file.fileno())
+    if not stat.S_ISREG(before.st_mode):
+        return
+    if read != before.st_size or (after.st_size, after.st_mtime_ns) != (
+        before.st_size,
+        before.st_mtime_ns,
+    ):
+        raise TraceReadError("changed while it was read", path, FIX_CHANGED)
+
+
+def refuse_special(path: Path) -> None:
+    """A :class:`TraceReadError` when ``path`` is a pipe, socket or device: opening a pipe
+    waits for a writer, and a stream cannot be read the several times a load reads a file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # reading it names the problem
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise TraceReadError(
+            "is not a regular file (a pipe, socket or device)",
+            path,
+            "Save the trace to a file and pass that file.",
+        )
+
+
+def _open(path: Path) -> tuple[BufferedReader, os.stat_result, bytes]:
     try:
         file = path.open("rb")
     except OSError as exc:
         raise _read_error(exc, path) from None
     try:
-        total = os.fstat(file.fileno()).st_size
+        status = os.fstat(file.fileno())
         head = file.read(2)
     except OSError as exc:
         file.close()
@@ -165,7 +218,7 @@ def _open(path: Path) -> tuple[BufferedReader, int, bytes]:
     if not head:
         file.close()
         raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
-    return file, total, head
+    return file, status, head
 
 
 def _plain(
@@ -175,7 +228,7 @@ def _plain(
     path: Path,
     progress: ByteProgress | None,
     chunk_bytes: int,
-) -> Iterator[bytes]:
+) -> Generator[bytes, None, int]:
     done = 0
     data = head
     while True:
@@ -184,7 +237,7 @@ def _plain(
         except OSError as exc:
             raise _read_error(exc, path) from None
         if not data:
-            return
+            return done
         done += len(data)
         if progress:
             progress(min(done, total), total)
@@ -199,7 +252,7 @@ def _gunzip(
     path: Path,
     progress: ByteProgress | None,
     chunk_bytes: int,
-) -> Iterator[bytes]:
+) -> Generator[bytes, None, int]:
     module = inflater()
     inflate: Any = module.decompressobj(wbits=31)
     packed = head
@@ -239,6 +292,7 @@ def _gunzip(
             path,
             "Copy or re-export the file again; it was cut off while being written or copied.",
         )
+    return read
 
 
 def _read_error(exc: OSError, path: Path) -> TraceReadError:

@@ -152,9 +152,14 @@ def _with_verdicts(steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def _means(steps: pl.DataFrame) -> dict[str, float]:
+    # Summed as integer picoseconds: a float sum's order follows Polars' chunks and threads, and
+    # a mean such as 168.05 µs then prints as 168.0 on one machine and 168.1 on another.
     n = max(steps.height, 1)
     row = steps.select(
-        (pl.col(c).cast(pl.Float64).sum() / n).alias(f"{c}_per_iter") for c in FIGURES
+        ((pl.col(c).cast(pl.Float64) * 1e6).round().cast(pl.Int64).sum() / 1e6 / n).alias(
+            f"{c}_per_iter"
+        )
+        for c in FIGURES
     ).row(0, named=True)
     return {key: float(value or 0.0) for key, value in row.items()}
 
