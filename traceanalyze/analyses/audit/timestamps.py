@@ -270,7 +270,7 @@ def _time_finding(
             dur_ns=pl.when(pl.lit(cpu[column])).then(0).otherwise("dur_ns")
         )
     else:
-        placed = step_at(every, every.gpu)
+        placed = _launched_step(every, replant)
         kept = every.gpu.with_columns(
             iteration=pl.when(pl.lit(replant)).then(pl.lit(placed)).otherwise("iteration")
         )
@@ -286,7 +286,9 @@ def _time_finding(
     return weighed(
         CHECK_TIMES,
         finding,
-        rows.height + lost_launches,
+        # the events at the bad time (a launch call among them); its activity is affected, not
+        # another event at a bad time
+        rows.height or lost_launches,
         affected_us,
         sentence(
             [
@@ -300,6 +302,29 @@ def _time_finding(
         ),
         weight,
     )
+
+
+def _launched_step(every: Trace, lost: pl.Series) -> pl.Series:
+    """The step each activity whose launch call's time is lost was launched in: that of the
+    launch call with the nearest correlation id below its own on the rank whose time is good
+    (ids increase with launch time), else the step holding the activity's own start (the GPU
+    may run a step's work after the step ends on the CPU, so its own start is the fallback)."""
+    gpu = every.gpu.select("rank", "correlation", "launch_ts_ns").with_row_index("_row")
+    known = pl.col("correlation").is_not_null()
+    good = (
+        gpu.filter(~pl.lit(lost) & known & pl.col("launch_ts_ns").is_not_null())
+        .select("rank", "correlation", near_ts_ns="launch_ts_ns")
+        .sort("correlation")
+    )
+    near = (
+        gpu.filter(pl.lit(lost) & known)
+        .sort("correlation")
+        .join_asof(good, on="correlation", by="rank", check_sortedness=False)
+        .select("_row", "near_ts_ns")
+    )
+    at = gpu.join(near, on="_row", how="left").sort("_row")
+    by_neighbour = step_at(every, at, "near_ts_ns")
+    return pl.select(pl.coalesce(by_neighbour, step_at(every, every.gpu))).to_series()
 
 
 def _by_frame(rows: pl.DataFrame) -> str:
