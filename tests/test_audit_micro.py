@@ -166,6 +166,32 @@ def test_an_open_step(tmp_path: Path) -> None:
     assert found["truncated", "open_step"]["count"] == 1
 
 
+def test_a_step_begun_and_never_ended_is_open(tmp_path: Path) -> None:
+    # Written as a "B" event whose "E" never came (the loader keeps it with duration 0).
+    events = clean_events()
+    step = next(e for e in events if e["name"] == "ProfilerStep#3")
+    step["ph"] = "B"
+    del step["dur"]
+    found = faults(audited(tmp_path, events))
+    assert set(found) == {("truncated", "open_step")}
+    assert found["truncated", "open_step"]["count"] == 1
+
+
+def test_a_ts_zero_launch_on_a_gpu_running_behind_goes_back_to_its_step(tmp_path: Path) -> None:
+    # The GPU runs every kernel 2.5 ms late (after every step has ended on the CPU): the kernel
+    # of the launch call at ts 0 belongs to the step of the launch before it, not its own start.
+    events = clean_events()
+    for e in events:
+        if e["cat"] == "kernel":
+            e["ts"] += 2500
+    next(e for e in events if e["cat"] == "cuda_runtime" and e["args"]["correlation"] == 4)[
+        "ts"
+    ] = 0
+    result = audited(tmp_path, events)
+    assert faults(result)["bad_timestamps", "ts_zero"]["count"] == 1
+    assert result.error_bars["kernels_per_iter"] == pytest.approx(1 / STEPS)
+
+
 def test_a_last_step_cut_short(tmp_path: Path) -> None:
     # Four GEMMs a step; the profiler stops in the last step after its first GEMM, 200 µs in.
     cut = BASE + 2 * STEP_US + 100
