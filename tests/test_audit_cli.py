@@ -62,7 +62,7 @@ def test_a_command_warns_in_one_line_when_a_fault_moves_what_it_prints(tmp_path:
         assert result.exit_code == 0, result.output
         lines = audit_lines(result)
         assert len(lines) == 1, result.stderr
-        assert "launches_without_activity/dropped: 1 event move " in lines[0]
+        assert "launches_without_activity/dropped: 1 event moves " in lines[0]
         assert f"see `traceanalyze audit {path}`" in lines[0]
 
 
@@ -84,7 +84,7 @@ def test_summary_json_carries_the_audit_warnings(tmp_path: Path) -> None:
     faulty = json.loads(run("summary", dropped_kernel(tmp_path), "--format", "json").stdout)
     warned = faulty["audit_warnings"]
     assert list(warned) == ["launches_without_activity/dropped"]
-    assert warned["launches_without_activity/dropped"].startswith("1 event move ")
+    assert warned["launches_without_activity/dropped"].startswith("1 event moves ")
     clean = write_trace(tmp_path, clean_events(), "clean.json")
     assert json.loads(run("summary", clean, "--format", "json").stdout)["audit_warnings"] == {}
 

@@ -153,14 +153,19 @@ class Audit(Shown):
 
     @staticmethod
     def _verdict(finding: Finding) -> str:
-        events = f"{finding.count:,} event{'s' if finding.count != 1 else ''}"
-        return f"{events} change the bound verdict once repaired"
+        return f"{_events(finding.count)} the bound verdict once repaired"
 
     def _move(self, finding: Finding, figure: str, amount: float, pct: float) -> str:
         value = self.figures.get(SHARE_OF.get(figure, figure), 0.0)
         share = "the trace shows 0" if math.isinf(pct) else f"{pct:.1f}% of {value:,.4g}"
-        events = f"{finding.count:,} event{'s' if finding.count != 1 else ''}"
-        return f"{events} move {figure} ±{amount:,.4g} {FIGURES[figure]} ({share})"
+        return (
+            f"{_events(finding.count, 'move')} {figure} ±{amount:,.4g} {FIGURES[figure]} ({share})"
+        )
+
+
+def _events(count: int, verb: str = "change") -> str:
+    """``1 event moves``, ``3 events move``."""
+    return f"{count:,} event{'s' if count != 1 else ''} {verb}{'s' if count == 1 else ''}"
 
 
 def severity(finding: Finding, figures: Mapping[str, float]) -> str:
