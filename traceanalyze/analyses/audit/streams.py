@@ -81,12 +81,19 @@ def stream_walk(trace: Trace) -> pl.DataFrame:
         overlap_ns=pl.when(pl.col("b_end").is_not_null())
         .then((pl.min_horizontal("b_end", "end_ns") - pl.col("ts_ns")).clip(0))
         .otherwise(0),
-    ).with_columns(raw=_raw_kind(trace))
+    ).with_columns(
+        # An activity that starts before its launch call (bad_timestamps/before_launch): its
+        # start is wrong, so what it overlaps is part of that fault, not this check's.
+        raw=pl.when(~_EARLY).then(_raw_kind(trace)),
+        early=_EARLY,
+    )
     # An activity overflows when it runs past its next one's start by more than the time it
-    # had before it, and the next one does not overlap it by design (or as its duplicate).
+    # had before it, and the next one does not overlap it by design (or as its duplicate)
+    # nor start before its own launch call.
     overflows = (
         (pl.col("end_ns") - pl.col("next_ts") > pl.col("next_ts") - pl.col("ts_ns"))
         & (pl.col("raw").shift(-1).over(STREAM) == _OTHER)
+        & ~pl.col("early").shift(-1).over(STREAM)
     ).fill_null(value=False)
     ordered = ordered.with_columns(overflows=overflows)
     by_row = ordered.select("_row", "overflows", "raw").sort("_row")
@@ -105,6 +112,8 @@ def stream_walk(trace: Trace) -> pl.DataFrame:
 
 # An overlap that is none of the kinds by design (a timing error, or the blocker overflows).
 _OTHER = "other"
+# An activity that starts before its launch call (as bad_timestamps finds them).
+_EARLY = (pl.col("linked") & (pl.col("ts_ns") < pl.col("launch_ts_ns"))).fill_null(value=False)
 
 
 def _raw_kind(trace: Trace) -> pl.Expr:
