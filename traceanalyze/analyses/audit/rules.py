@@ -140,7 +140,7 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         ERROR_PCT,
         "a GPU activity that starts before its launch call does: the GPU's times are not on the "
         "CPU's clock (or the activity's time is wrong); weighed by starting it where its call "
-        "ends",
+        "ends; what it overlaps on its stream is part of this fault",
     ),
     ("bad_timestamps", "steps_out_of_order"): FindingRule(
         WARNING,
@@ -150,7 +150,8 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
     ("truncated", "open_step"): FindingRule(
         WARNING,
         ERROR_PCT,
-        "a profiler step with no duration: it was opened and never closed",
+        "a profiler step with no duration (an X event without one, or a B event never "
+        "ended): it was opened and never closed",
     ),
     ("truncated", "short_last_step"): FindingRule(
         WARNING,
