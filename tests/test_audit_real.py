@@ -82,6 +82,24 @@ def test_a_graph_replay_without_its_capture_is_opaque() -> None:
     assert row["moved_pct"] == pytest.approx(100.0)
 
 
+def test_a_graph_replayed_kernel_recorded_twice_is_a_duplicate(tmp_path: Path) -> None:
+    # Found by injecting faults: a replayed kernel written twice, 1 ns apart, was taken for
+    # concurrent branches of the graph (same correlation). Branches differ in duration.
+    path = REPO / "sample_traces/h200_graph_replay/sdpa_flash.json.gz"
+    with gzip.open(path, "rt") as handle:
+        document = json.load(handle)
+    kernel = max(
+        (e for e in document["traceEvents"] if e.get("cat") == "kernel"), key=lambda e: e["dur"]
+    )
+    document["traceEvents"].append({**kernel, "ts": kernel["ts"] + 0.001})
+    faulty = tmp_path / "dup.json.gz"
+    with gzip.open(faulty, "wt") as handle:
+        json.dump(document, handle)
+    result = audit(traceanalyze.load(faulty, cache=False))
+    assert faults(result)["overlapping_on_stream", "duplicate"]["count"] == 1
+    assert ("overlapping_on_stream", "graph_branches") not in faults(result)
+
+
 def test_launches_during_a_capture_are_info() -> None:
     result = audit(traceanalyze.load(REPO / "sample_traces/h200_graph_capture/naive.json.gz"))
     assert result.ok

@@ -84,8 +84,9 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
     ("overlapping_on_stream", "duplicate"): FindingRule(
         WARNING,
         ERROR_PCT,
-        "two records of one activity (same name and correlation id) overlapping on a stream: "
-        "a duplicated record counted twice",
+        "two records of one activity (same name and correlation id; in a graph replay, also "
+        "the same duration and starts within 1 µs) overlapping on a stream: a duplicated "
+        "record counted twice",
     ),
     ("overlapping_on_stream", "timing"): FindingRule(
         WARNING,
@@ -240,6 +241,10 @@ PDL_MIN_COMPUTE_MAJOR = 9
 # error (or the kernel before overflows), however launched.
 PDL_MAX_OVERLAP_PCT = 25.0
 PDL_MAX_OWN_OVERLAP_PCT = 50.0
+# Two records of one graph replay with the same name, the same duration and starts this close
+# are one activity recorded twice, not concurrent branches (the real graph traces' same-name
+# branches overlap from 2 µs apart, with durations that differ).
+GRAPH_TWIN_NS = 1000
 # An activity longer than this, by kind, is implausible whatever it did (communication
 # kernels are exempt: they wait for the slowest rank, seconds if need be). The largest
 # non-communication kernel among the project's 100 real traces ran 30 ms.

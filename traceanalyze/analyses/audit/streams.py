@@ -18,6 +18,7 @@ import polars as pl
 from traceanalyze.analyses.activities import classified_activities, per_trace
 from traceanalyze.analyses.audit.figures import Finding, weighed
 from traceanalyze.analyses.audit.rules import (
+    GRAPH_TWIN_NS,
     IMPLAUSIBLE_MIN_EXCESS_US,
     IMPLAUSIBLE_MIN_PEERS,
     IMPLAUSIBLE_RATIO,
@@ -127,6 +128,12 @@ def _raw_kind(trace: Trace) -> pl.Expr:
         (pl.col("name") == pl.col("b_name")) & (pl.col("correlation") == pl.col("b_correlation"))
     ).fill_null(value=False)
     identical = same & (pl.col("ts_ns") == pl.col("b_ts"))
+    # Inside a graph replay same-named branches may overlap; twins are one record written twice.
+    twin = (
+        same
+        & (pl.col("dur_ns") == pl.col("b_dur"))
+        & (pl.col("ts_ns") - pl.col("b_ts") <= GRAPH_TWIN_NS)
+    )
     # Devices the trace says are older than Hopper cannot launch programmatically; where it
     # does not say, they may.
     older = trace.devices.filter(pl.col("compute_major") < PDL_MIN_COMPUTE_MAJOR).select(
@@ -141,7 +148,7 @@ def _raw_kind(trace: Trace) -> pl.Expr:
         & tail
     )
     kind = (
-        pl.when(identical | (same & ~graph))
+        pl.when(identical | twin | (same & ~graph))
         .then(pl.lit("duplicate"))
         .when(graph & (pl.col("correlation") == pl.col("b_correlation")))
         .then(pl.lit("graph_branches"))
