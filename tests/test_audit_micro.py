@@ -271,14 +271,15 @@ def test_a_kernel_before_its_launch(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("early_us", [70, 85])
+@pytest.mark.parametrize("early_us", [70, 85, 110])
 def test_a_kernel_moved_before_its_launch_onto_the_kernel_before_is_one_fault(
     tmp_path: Path, early_us: int
 ) -> None:
     # Found by injecting faults into real traces: call 4's kernel (ts +1130 µs, launched at
     # +1115) moved early onto call 3's kernel (+1030 to +1070): 70 µs early it overlaps 10 µs
     # (was a timing error), 85 µs early 25 µs (more than call 3's kernel had before it: was
-    # an overflow of that kernel). Both are the early start's fault only.
+    # an overflow of that kernel); 110 µs early it starts before call 3's kernel, which then
+    # overlaps it (was a timing error). All are the early start's fault only.
     events = clean_events()
     next(e for e in events if is_kernel(e, 4))["ts"] -= early_us
     found = faults(audited(tmp_path, events))

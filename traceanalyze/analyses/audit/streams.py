@@ -89,20 +89,24 @@ def stream_walk(trace: Trace) -> pl.DataFrame:
         early=_EARLY,
     )
     # An activity overflows when it runs past its next one's start by more than the time it
-    # had before it, and the next one does not overlap it by design (or as its duplicate)
-    # nor start before its own launch call.
+    # had before it, and the next one does not overlap it by design (or as its duplicate);
+    # neither starts before its own launch call (that fault's).
     overflows = (
         (pl.col("end_ns") - pl.col("next_ts") > pl.col("next_ts") - pl.col("ts_ns"))
         & (pl.col("raw").shift(-1).over(STREAM) == _OTHER)
+        & ~pl.col("early")
         & ~pl.col("early").shift(-1).over(STREAM)
     ).fill_null(value=False)
     ordered = ordered.with_columns(overflows=overflows)
-    by_row = ordered.select("_row", "overflows", "raw").sort("_row")
-    # An overlap of what a duplicate (or an overflowing activity) covers is part of that
-    # fault: dropping the duplicate (clipping the overflow) repairs it too.
-    blocker_fault = by_row["overflows"].gather(rows).fill_null(value=False) | (
-        by_row["raw"].gather(rows) == "duplicate"
-    ).fill_null(value=False)
+    by_row = ordered.select("_row", "overflows", "raw", "early").sort("_row")
+    # An overlap of what a duplicate (an overflowing activity, one moved before its launch)
+    # covers is part of that fault: dropping the duplicate (clipping the overflow, starting
+    # it after its launch) repairs it too.
+    blocker_fault = (
+        by_row["overflows"].gather(rows).fill_null(value=False)
+        | (by_row["raw"].gather(rows) == "duplicate").fill_null(value=False)
+        | by_row["early"].gather(rows).fill_null(value=False)
+    )
     return ordered.with_columns(
         how=pl.when(pl.col("raw") != _OTHER)
         .then(pl.col("raw"))
