@@ -158,6 +158,17 @@ def test_an_implausibly_long_kernel_on_its_own_stream(tmp_path: Path) -> None:
     assert ("duration_overflow", "implausible") in found
 
 
+@pytest.mark.parametrize("per_step", [1, 2])
+def test_the_last_kernel_1000x_its_peers_is_implausible(tmp_path: Path, per_step: int) -> None:
+    # The last GEMM made 1000x longer (40 ms): under every kind's limit, nothing after it on
+    # its stream, and two (one per step) or five other runs of its shape to compare with.
+    events = clean_events(per_step)
+    next(e for e in events if is_kernel(e, STEPS * per_step))["dur"] = KERNEL_US * 1000
+    found = faults(audited(tmp_path, events))
+    assert set(found) == {("duration_overflow", "implausible")}
+    assert found["duration_overflow", "implausible"]["count"] == 1
+
+
 def test_an_open_step(tmp_path: Path) -> None:
     events = clean_events()
     next(e for e in events if e["name"] == "ProfilerStep#3")["dur"] = 0
