@@ -120,14 +120,15 @@ def test_summary(tmp_path: Path) -> None:
         "carried_in_us_per_iter": 1.5,  # the pre-window kernel, 3 us in step 1
         # Step 1: [100, 101] before the pre-window kernel and [160, 165], [171, 172] before the
         # copy and the set, launched long before (queued); [104, 150] before the GEMM launched
-        # at 112 (8 us host, 38 launch); [173, 200] to the step's end (host). Step 2: [200, 240]
-        # (12 host, 28 launch) and [253, 300] after its last work (host).
+        # at 112-117: 8 us host, 5 in the launch call, 33 after it returned (queued: the GPU
+        # had the work); [173, 200] to the step's end (host). Step 2: [200, 240] (12 host, 5
+        # launch call, 23 after it returned: queued) and [253, 300] after its last work (host).
         "idle_us_by_cause": {
-            "queued": 3.5,
+            "queued": 46.5,
             "sync": 0.0,
             "data_loading": 0.0,
             "host": 37.0,
-            "launch": 43.0,
+            "launch": 0.0,
         },
         # Step 1 against step 2 (more than 5% of the median apart); wall times are equal.
         "spread_per_iter": {
@@ -146,14 +147,15 @@ def test_summary(tmp_path: Path) -> None:
         },
         "wall_source": "the trace's step windows",
         "gpu_busy_pct_of_wall": 16.5,
-        # GPU side 13 + 3.5 + 3.5 (short queued gaps) = 20% of the wall, the host's 80%: over
-        # half of what the GPU leaves by 40 points, 60 from the GPU's 80% threshold.
-        "bound": "CPU-bound",
-        "bound_margin_pct": 40.0,
-        "bound_note": "GPU 20.0% (compute 13.0%, copies 3.5%, dispatch gaps 3.5%), CPU 80.0% "
-        "(host 37.0%, launch 43.0%) of the wall (the trace's step windows); margin 40.0 points; "
-        "1.5 µs per step (1.5% of the wall) of GPU work launched before the step ran in its "
-        "window (carried in); 2 of 2 steps agree",
+        # Step 1 waits on queued work for 46 of its 100 us (host 27): its own verdict is cannot
+        # tell; step 2 is CPU-bound (host 47, waiting 40, GPU 13). Each holds half the wall.
+        "bound": "cannot tell",
+        "bound_margin_pct": None,
+        "bound_note": "the steps disagree (1 CPU-bound, 1 cannot tell of 2; the largest holds 50% "
+        "of their wall time, a verdict needs two thirds and their mean to agree); over all of "
+        "them: GPU 20.0% (compute 13.0%, copies 3.5%, dispatch gaps 3.5%), CPU 37.0% (host "
+        "37.0%), waiting on queued work 43.0% of the wall; 1.5 µs per step (1.5% of the wall) of "
+        "GPU work launched before the step ran in its window (carried in)",
         "transpose_ops_per_iter": 1.0,  # transpose and t in step 1
         "graph_launches_per_iter": 0.0,
         "cudnn_cpu_us_per_iter": 0.0,

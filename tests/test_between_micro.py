@@ -28,7 +28,7 @@ Event = dict[str, Any]
 
 
 # One step of 200 us (the window: its GPU work spans only 10-130) on stream 7, six gaps:
-#   [0, 10]: k1 launched 2-4, on the GPU at 10: 2 us of the host's, 8 of the launch's -> launch
+#   [0, 10]: k1 launched 2-4, on the GPU at 10: 6 of the 10 us after its call returned -> queued
 #   k1 [10, 20]; k2 launched 30-35, after k1 ended, the thread in aten::b -> [20, 40] host
 #   k2 [40, 50]; the thread in cudaDeviceSynchronize 45-55 when k2 ends; k3 launched 56-58
 #                                                                   -> [50, 60] sync 10 us
@@ -61,7 +61,7 @@ def test_each_idle_cause_on_its_gap(tmp_path: Path) -> None:
             "gap_start_ns": [0, 20_000, 50_000, 70_000, 80_000, 130_000],
             "gap_ns": [10_000, 20_000, 10_000, 2_000, 40_000, 70_000],
             "next_activity": ["k1", "k2", "k3", "k4", "k5", None],
-            "cause": ["launch", "host", "sync", "queued", "queued", "host"],
+            "cause": ["queued", "host", "sync", "queued", "queued", "host"],
         }
     )
     assert_frame_equal(gaps.select(expected.columns), expected, check_dtypes=False)
@@ -69,9 +69,9 @@ def test_each_idle_cause_on_its_gap(tmp_path: Path) -> None:
     causes = pl.DataFrame(
         {
             "cause": ["queued", "sync", "data_loading", "host", "launch"],
-            "us_per_iter": [42.0, 10.0, 0.0, 90.0, 10.0],
-            "gaps_per_iter": [2.0, 1.0, 0.0, 2.0, 1.0],
-            "share_of_idle_pct": [42 / 1.52, 10 / 1.52, 0.0, 90 / 1.52, 10 / 1.52],
+            "us_per_iter": [52.0, 10.0, 0.0, 90.0, 0.0],
+            "gaps_per_iter": [3.0, 1.0, 0.0, 2.0, 0.0],
+            "share_of_idle_pct": [52 / 1.52, 10 / 1.52, 0.0, 90 / 1.52, 0.0],
         }
     )
     assert_frame_equal(result.causes, causes)
@@ -84,8 +84,8 @@ def test_each_idle_cause_on_its_gap(tmp_path: Path) -> None:
 def test_a_gap_on_one_stream_covered_by_another_is_not_idle(tmp_path: Path) -> None:
     # Stream 7 idles from 20 to 40 but stream 8 runs 15-45: between its kernels the device
     # idles only 45-50 (5 us), ended by k2 on stream 7, whose launch returned at 35: before the
-    # gap, so queued. The window is the step (0-100): 10 us before k1 (launched at 1, on the GPU
-    # at 10) and 40 after k2 are idle too.
+    # gap, so queued. The window is the step (0-100): 10 us before k1 (launched at 1-3, on the
+    # GPU at 10: queued after its call) and 40 after k2 are idle too.
     events = [
         annotation("ProfilerStep#1", 0, 100),
         call("cudaLaunchKernel", 1, 2, 1),
@@ -99,14 +99,12 @@ def test_a_gap_on_one_stream_covered_by_another_is_not_idle(tmp_path: Path) -> N
     result = idle_breakdown(trace)
     assert result.gpu_idle_us_per_iter == 55.0
     assert result.causes.filter(pl.col("us_per_iter") > 0).rows() == [
-        ("queued", 5.0, 1.0, 5 / 55 * 100),
+        ("queued", 15.0, 2.0, 15 / 55 * 100),
         ("host", 40.0, 1.0, 40 / 55 * 100),
-        ("launch", 10.0, 1.0, 10 / 55 * 100),
     ]
     assert result.by_stream.rows() == [
         (0, None, None, "host", 40.0),  # after the step's last work: no stream ends it
-        (0, 0, 7, "launch", 10.0),
-        (0, 0, 7, "queued", 5.0),
+        (0, 0, 7, "queued", 15.0),
     ]
     streams = stream_table(trace).select("stream", "busy_us_per_iter", "idle_us_per_iter")
     assert streams.rows() == [(8, 30.0, 0.0), (7, 20.0, 30.0)]

@@ -274,3 +274,15 @@ def test_a_call_without_any_size_among_sized_ones_is_counted(tmp_path: Path) -> 
     ]
     result = comms(traceanalyze.load(write_trace(tmp_path, events), cache=False))
     assert result.notes == (f"1 of 2 {SOME_WITHOUT_BYTES}",)
+
+
+def test_skipped_steps_calls_are_left_out_and_told() -> None:
+    # Steps 4, 5 and 6, seven collectives each; --skip 2 keeps step 6's seven.
+    path = PUBLIC_TRACES / "hta_nccl_a100.json.gz"
+    skip_without(path)
+    result = CliRunner().invoke(main, ["comms", str(path), "--skip", "2", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert {row["iteration"] for row in rows} == {6} and len(rows) == 7
+    told = CliRunner().invoke(main, ["comms", str(path), "--skip", "2"])
+    assert "14 of 21 collective calls ran outside the counted steps" in told.output

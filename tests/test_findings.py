@@ -191,8 +191,8 @@ def test_idle_critical_path_and_memory_peak_of_a_late_launch(tmp_path: Path) -> 
         "cause_us": 180.0,
         "cause_pct": 100.0,
         "gaps": 3.0,
-        "meaning": "the launching thread was busy with other CPU work (operators, Python, the "
-        "framework) for most of the time from the gap's start to the launch",
+        "meaning": "most of the gap the launching thread was busy with other CPU work "
+        "(operators, Python, a compile) before it launched the work",
     }
     assert found["idle"].weight_us == 180.0
     assert found["idle"].command == f"traceanalyze idle {path}"

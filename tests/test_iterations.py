@@ -220,7 +220,7 @@ def test_outliers_are_flagged_and_kept(tmp_path: Path) -> None:
         (1, "first step waiting on the CPU: wall 5.0x the median", True),
         (2, None, True),
         (3, None, True),
-        (4, "outlier: wall 2.9x the median (beyond median ± 5·MAD)", True),
+        (4, "outlier: wall 3.0x the median (beyond median ± 5·MAD)", True),
         (5, None, True),
     ]
 

@@ -78,7 +78,7 @@ def test_comparison_markdown(capture: VariantSet) -> None:
     ]
     assert (
         "- `naive`: CPU-bound: GPU 15.0% (compute 15.0%), CPU 85.0% (host 85.0%) of the wall (the "
-        "trace's step windows); margin 42.5 points; 2 of 2 steps agree"
+        "trace's step windows); margin 42.5 points; 2 of 2 steps agree (100% of their wall time)"
     ) in lines
 
 

@@ -450,12 +450,32 @@ def _iteration_frame(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.sort("ts_ns").cast(ITERATION_SCHEMA)  # type: ignore[arg-type]
 
 
+# How deep under other annotations a numbered step family is looked for when no root-level
+# annotation repeats (``record_function("bench")`` around ``step_0`` .. ``step_9``).
+NUMBERED_STEP_MAX_DEPTH = 3
+
+
 def _repeated_top_annotation(cpu: pl.DataFrame) -> tuple[str, pl.DataFrame] | None:
     """The most repeated root-level user annotation (at least twice), with its spans and each
     span's ``iteration``: a numbered family (``NUMBERED_STEP`` with two or more numbers) is one
     annotation named ``<prefix><N>`` whose spans keep their own numbers (when those are unique
-    on each rank); another repeated name is numbered 0, 1, ... in time order."""
-    roots = cpu.filter((pl.col("cat") == "user_annotation") & (pl.col("depth") == 0))
+    on each rank); another repeated name is numbered 0, 1, ... in time order. Where no root
+    annotation repeats, a numbered family nested under one (up to ``NUMBERED_STEP_MAX_DEPTH``
+    deep) is taken: the loop wrapped in one outer region."""
+    found = _annotation_family(cpu, 0, numbered_only=False)
+    for depth in range(1, NUMBERED_STEP_MAX_DEPTH + 1):
+        if found is not None:
+            break
+        found = _annotation_family(cpu, depth, numbered_only=True)
+    return found
+
+
+def _annotation_family(
+    cpu: pl.DataFrame, depth: int, *, numbered_only: bool
+) -> tuple[str, pl.DataFrame] | None:
+    """The most repeated user annotation family at ``depth`` (see
+    :func:`_repeated_top_annotation`), only numbered families if ``numbered_only``."""
+    roots = cpu.filter((pl.col("cat") == "user_annotation") & (pl.col("depth") == depth))
     parts = pl.col("name").str.extract_groups(NUMBERED_STEP.pattern)
     keyed = roots.with_columns(
         _prefix=pl.when(pl.col("name").str.contains(NUMBERED_STEP.pattern)).then(
@@ -465,10 +485,11 @@ def _repeated_top_annotation(cpu: pl.DataFrame) -> tuple[str, pl.DataFrame] | No
     ).with_columns(
         _numbered=pl.col("_number").n_unique().over("_prefix") >= 2,
     )
+    named = pl.col("_numbered") & pl.col("_prefix").is_not_null()
+    if numbered_only:
+        keyed = keyed.filter(named)
     keyed = keyed.with_columns(
-        _family=pl.when(pl.col("_numbered") & pl.col("_prefix").is_not_null())
-        .then(pl.col("_prefix") + "<N>")
-        .otherwise(pl.col("name"))
+        _family=pl.when(named).then(pl.col("_prefix") + "<N>").otherwise(pl.col("name"))
     )
     counts = (
         keyed.group_by("_family")

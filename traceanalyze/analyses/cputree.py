@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceanalyze.analyses.activities import per_trace
 from traceanalyze.link import nearest_ancestor
 from traceanalyze.trace import Trace
 
@@ -34,6 +35,7 @@ def outermost_ops(trace: Trace) -> pl.DataFrame:
     return trace.cpu.filter(outermost_mask(trace))
 
 
+@per_trace  # the accounting, the syncs and the critical path each ask for it
 def outermost_mask(trace: Trace) -> pl.Series:
     """Per cpu row: whether it is an outermost op (:func:`outermost_ops`), for callers that
     keep a few columns of those rows."""

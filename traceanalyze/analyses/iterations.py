@@ -67,6 +67,8 @@ CAPTURE_CALLS = (
 OUTLIER_MAD_K = 5.0
 NOISE_PCT = 5.0
 OUTLIER_MIN_ROWS = 3
+# The flag of a counted first step that stands out because the GPU waited on the host.
+FIRST_STEP_FLAG = "first step waiting on the CPU"
 # A repeated annotation must cover at least this share of the GPU activity to be the iteration.
 MIN_COVERAGE_PCT = 50.0
 # One sentence per figure of this module; the README's "Iterations" section prints them.
@@ -365,7 +367,7 @@ def _outlier_flag() -> pl.Expr:
     outlier = pl.col("counted") & (rows >= OUTLIER_MIN_ROWS) & (distance > limit)
     return (
         pl.when(outlier & waits)
-        .then(pl.format("first step waiting on the CPU: wall {}x the median", ratio))
+        .then(pl.format(FIRST_STEP_FLAG + ": wall {}x the median", ratio))
         .when(outlier)
         .then(pl.format("outlier: wall {}x the median (beyond median ± 5·MAD)", ratio))
     )

@@ -81,11 +81,16 @@ class Comms(Shown):
 @on_counted
 def comms(trace: Trace) -> Comms:
     """Collective calls and their bandwidth (README, "Collectives")."""
-    calls = collective_calls(trace)
+    every = collective_calls(trace)
+    # The counted steps' calls only: with --iterations/--skip the table and its medians are
+    # of the steps asked for; calls outside every counted step are told, not mixed in.
+    calls = every.filter(pl.col("iteration").is_not_null())
+    outside = every.height - calls.height
+    left_out = (f"{outside} of {every.height} {OUTSIDE_STEPS}",) if outside and calls.height else ()
     return Comms(
         calls=calls.select(CALL_COLUMNS),
         by_kind=_by_kind(calls, _link_peaks(trace), iteration_count(trace)),
-        notes=_notes(calls),
+        notes=_notes(calls if calls.height else every) + left_out,
     )
 
 
@@ -121,6 +126,9 @@ def _without_args(calls: pl.DataFrame) -> pl.Series:
     record them on every call, and the shapes' JSON decoding is ~6 ms of a 15 MB rank)."""
     lacking = _bytes_from_args().is_null() | pl.col("dtype").is_null()
     return calls.filter(lacking)["op_id"]
+
+
+OUTSIDE_STEPS = "collective calls ran outside the counted steps and are left out"
 
 
 def _notes(calls: pl.DataFrame) -> tuple[str, ...]:

@@ -16,7 +16,8 @@ DEFINITIONS: dict[str, str] = {
     "gpu_span_us_per_iter": "first start to last end of the GPU activities the step launched",
     "wall_us_per_iter": "the step's window: the span of its slower side, the step on the CPU "
     "or, where longer, the GPU span of the work it launched; windows of a rank never overlap "
-    "(one starts where the previous ends): the pace of back-to-back steps",
+    "(one starts no earlier than the previous ends, and right there where that end falls "
+    "after the step began on the CPU): the pace of back-to-back steps",
     "gpu_busy_us_per_iter": "time at least one GPU activity runs in the step's window, whatever "
     "its launch time: the union of the intervals across streams (and a rank's devices), cut "
     "at the window's bounds",
@@ -29,8 +30,10 @@ DEFINITIONS: dict[str, str] = {
     "does; compute, exposed communication and exposed copies add up to the busy time",
     "communication_us_per_iter": "the window's time any collective kernel runs, hidden under "
     "compute or not",
-    "carried_in_us_per_iter": "the busy time of work the step did not launch (launched by an "
-    "earlier step, before the profiler started, or outside every step) inside its window",
+    "carried_in_us_per_iter": "the busy time in the step's window of work launched before the "
+    "step began on the CPU (by an earlier step, between steps, or before the profiler started: "
+    "no launch recorded); backward work the autograd thread launches during the step is the "
+    "step's own",
     "cpu_op_us_per_iter": "time inside outermost CPU operators (aten ops and other `cpu_op` "
     "events with no operator above them) that start in the step, summed over threads",
     "launch_us_per_iter": "time in the runtime/driver calls that launched the step's GPU "
@@ -54,7 +57,9 @@ DEFINITIONS: dict[str, str] = {
     f"{GPU_BOUND_MIN_PCT:g}% of the wall; else `communication-bound`, `CPU-bound` or "
     "`sync-bound` for the side holding more than half of the rest; else `balanced`; `cannot "
     "tell` without GPU activity, without launch calls to tell why the GPU waited, with one "
-    f"step only, or where fewer than {AGREEING_STEPS[0]} in {AGREEING_STEPS[1]} steps agree. "
+    "step only, or where the steps that share a verdict hold less than "
+    f"{AGREEING_STEPS[0]}/{AGREEING_STEPS[1]} of the voting steps' wall time (a first step "
+    "flagged as waiting on the CPU does not vote) or their mean split says otherwise. "
     "Against "
     "a capture's median, the GPU side keeps its traced time and the rest of the median is the "
     "host's, split as the trace's gaps are",

@@ -2,23 +2,23 @@
 
 A *gap* is a stretch of a step's window where none of the rank's GPU streams runs anything
 (the window minus its busy time, :mod:`.window`; the gaps add up to the step's idle time,
-leading and trailing stretches of the window included). Each gap ends when some activity
-starts (or at the window's end, the next activity after it). Its cause, first rule that
-applies (``CAUSES``, rules as data):
+leading and trailing stretches of the window included). Each gap ends when some work starts (or
+at the window's end, the next work after it). Its cause (``CAUSES``):
 
-1. ``queued``: that activity had been launched before the gap began (its launch call had
-   returned, or it was launched before the profiler started): the GPU had the work and still
-   waited, for its own dispatch or for work on another stream it depends on.
-2. ``sync``: the launching thread was blocked in a synchronisation or blocking copy when the
-   gap began (:mod:`.syncs`): the round trip of a sync, which drains the GPU's queue and leaves
-   it idle until the host launches again.
-3. otherwise the host: what the launching thread did from the gap's start until the launch,
-   the larger part deciding: ``data_loading`` (inside a DataLoader's ``__next__``), ``host``
-   (other CPU work: operators, Python, the framework) or ``launch`` (the launch call itself and
-   the time until the GPU starts the work).
+1. ``queued`` outright when that work had been launched before the gap began (its launch call
+   had returned, or it was launched before the profiler started): the GPU had the work and
+   still waited, for its own dispatch or for work on another stream it depends on.
+2. Otherwise the gap is cut, in the order it passed on the launching thread, into parts that add
+   up to it, and the largest part names the cause: ``sync`` (the thread was blocked in a
+   synchronisation or blocking copy when the gap began, until it returned, plus up to
+   ``ROUND_TRIP_HOST_NS`` of the host's work after it: the sync's round trip, which drains the
+   GPU's queue), ``data_loading`` (in a DataLoader's ``__next__`` before the launch), ``host``
+   (other CPU work before the launch: operators, Python, a compile), ``launch`` (the launch call
+   itself) and ``queued`` again (after the launch call returned, until the GPU started the
+   work: a dependency or the GPU's dispatch).
 
-A gap with no activity after it (the trace's end) is charged to what the rank's launching
-thread did meanwhile, by the same rules 2 and 3.
+A gap with no work after it (the trace's end) is charged to what the rank's launching thread
+did meanwhile, by the same parts.
 """
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ LAUNCH = "launch"
 # last work ended, the call returned a moment later (clock alignment of CPU and GPU timelines
 # is good to about a microsecond).
 SYNC_RETURN_TOLERANCE_NS = 2_000
+# After a blocking sync returns, this much of the host's work before the next launch is still
+# the sync's round trip (the host reacting and launching again); beyond it, the host's own work
+# (a compile, an initialisation) is what the GPU waits for.
+ROUND_TRIP_HOST_NS = 100_000
 # CPU events that mean "loading the next batch": torch.utils.data's record_function names
 # (`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`), matched as literal text.
 DATA_LOADING_NAMES = ("DataLoader", "dataloader")
@@ -54,16 +58,17 @@ class Cause:
 
 
 CAUSES: tuple[Cause, ...] = (
-    Cause(QUEUED, "the work that ends the gap had been launched before the gap began: the GPU "
-          "waited on its own dispatch or on another stream's work (a cross-stream dependency)"),
+    Cause(QUEUED, "the work that ends the gap was already queued (launched before the gap "
+          "began, or most of the gap passed after its launch call returned): the GPU waited on "
+          "its own dispatch or on another stream's work it depends on"),
     Cause(SYNC, "the launching thread was blocked in a synchronisation or blocking copy when the "
-          "gap began: the sync's round trip drained the GPU's queue"),
-    Cause(DATA_LOADING, "the launching thread was loading data (DataLoader) for most of the time "
-          "from the gap's start to the launch"),
-    Cause(HOST, "the launching thread was busy with other CPU work (operators, Python, the "
-          "framework) for most of the time from the gap's start to the launch"),
-    Cause(LAUNCH, "most of the gap is the launch call itself and the time until the GPU started "
-          "the work"),
+          "gap began, and the sync's round trip (its return and the next launch) is most of the "
+          "gap: it drained the GPU's queue"),
+    Cause(DATA_LOADING, "most of the gap the launching thread was loading data (a DataLoader's "
+          "`__next__`) before it launched the work"),
+    Cause(HOST, "most of the gap the launching thread was busy with other CPU work (operators, "
+          "Python, a compile) before it launched the work"),
+    Cause(LAUNCH, "most of the gap is the launch call itself"),
 )  # fmt: skip
 CAUSE_NAMES = tuple(c.cause for c in CAUSES)
 GAP_COLUMNS = (
@@ -117,7 +122,8 @@ def _next_activity(gaps: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
         launch_ts_ns="launch_ts_ns",
         launch_end_ns=pl.col("launch_ts_ns") + pl.col("launch_dur_ns"),
         launch_tid="launch_tid",
-    ).sort("next_ts_ns")
+        # At equal starts, the work launched first (no launch call: before the profiler) wins.
+    ).sort("next_ts_ns", "launch_ts_ns", nulls_last=False)
     return gaps.sort("gap_start_ns").join_asof(
         starts,
         left_on="gap_start_ns",
@@ -146,32 +152,58 @@ def _launching_thread(gaps: pl.LazyFrame, trace: Trace) -> pl.LazyFrame:
 
 
 def _with_cause(gaps: pl.LazyFrame, trace: Trace) -> pl.LazyFrame:
-    """``cause`` of each gap (module docstring), in rule order."""
-    gs, ge = pl.col("gap_start_ns"), pl.col("gap_end_ns")
+    """``cause`` of each gap (module docstring): queued outright, else the largest of its parts
+    (:func:`_parts`)."""
+    gs = pl.col("gap_start_ns")
     queued = pl.col("linked").not_() & pl.col("next_ts_ns").is_not_null()
-    queued = queued | (pl.col("launch_end_ns") <= gs)
-    # The host's part runs from the gap's start to the launch (or the gap's end), the launch's
-    # part from there to the gap's end.
+    queued = (queued | (pl.col("launch_end_ns") <= gs)).fill_null(value=False)
+    blocked = _blocked(gaps, trace)
+    parts = _parts(_data_loading(blocked, trace))
+    largest = pl.max_horizontal(*PART_COLUMNS.values())
+    cause: pl.Expr = pl.lit(QUEUED)
+    # Ties go to the earlier cause of CAUSES (the last `when` applied wins, so go in reverse).
+    for name, column in reversed(PART_COLUMNS.items()):
+        cause = pl.when(pl.col(column) == largest).then(pl.lit(name)).otherwise(cause)
+    return parts.with_columns(
+        cause=pl.when(queued).then(pl.lit(QUEUED)).otherwise(cause),
+        gap_ns=pl.col("gap_end_ns") - gs,
+    )
+
+
+# A gap's parts by cause, in CAUSES' order (which breaks ties), and their columns.
+PART_COLUMNS = {
+    SYNC: "_sync_ns",
+    DATA_LOADING: "_data_ns",
+    HOST: "_host_ns",
+    LAUNCH: "_launch_ns",
+    QUEUED: "_after_ns",
+}
+
+
+def _parts(gaps: pl.LazyFrame) -> pl.LazyFrame:
+    """The gap's time cut in the order it passed, on the launching thread (they add up to it):
+    blocked in a sync (``_sync_ns``, with up to ``ROUND_TRIP_HOST_NS`` of the host's work after
+    the sync returned: the round trip), then until the launch call began, in a DataLoader
+    (``_data_ns``) or other host work (``_host_ns``), then in the launch call (``_launch_ns``),
+    then the work queued after the call returned until the GPU started it (``_after_ns``: a
+    dependency or the GPU's own dispatch)."""
+    gs, ge = pl.col("gap_start_ns"), pl.col("gap_end_ns")
+    sync_end = pl.when(pl.col("blocked")).then(pl.min_horizontal(pl.col("call_end_ns"), ge))
+    host_from = pl.max_horizontal(gs, sync_end.fill_null(gs))
+    launched = pl.col("launch_ts_ns").is_not_null()
     until = pl.min_horizontal(pl.coalesce("launch_ts_ns", ge), ge)
-    host_ns = (until - gs).clip(lower_bound=0)
-    launch_ns = ge - pl.max_horizontal(gs, until)
-    data_ns = pl.col("data_loading_ns").fill_null(0)
-    host_side = (
-        pl.when((data_ns >= host_ns - data_ns) & (data_ns >= launch_ns) & (data_ns > 0))
-        .then(pl.lit(DATA_LOADING))
-        .when(host_ns - data_ns >= launch_ns)
-        .then(pl.lit(HOST))
-        .otherwise(pl.lit(LAUNCH))
-    )
-    cause = (
-        pl.when(queued.fill_null(value=False))
-        .then(pl.lit(QUEUED))
-        .when(pl.col("blocked").fill_null(value=False))
-        .then(pl.lit(SYNC))
-        .otherwise(host_side)
-    )
-    marked = _data_loading(_blocked(gaps, trace), trace, until)
-    return marked.with_columns(cause=cause, gap_ns=ge - gs)
+    returned = pl.min_horizontal(pl.coalesce("launch_end_ns", ge), ge)
+    host_window = (until - host_from).clip(lower_bound=0)
+    host = (host_window - pl.col("data_loading_ns")).clip(lower_bound=0)
+    round_trip = pl.when(pl.col("blocked")).then(pl.min_horizontal(host, ROUND_TRIP_HOST_NS))
+    round_trip = round_trip.fill_null(0)
+    return gaps.with_columns(
+        _sync_ns=(host_from - gs) + round_trip,
+        _data_ns=pl.col("data_loading_ns"),
+        _host_ns=host - round_trip,
+        _launch_ns=pl.when(launched).then((returned - pl.max_horizontal(until, host_from)).clip(0)),
+        _after_ns=pl.when(launched).then((ge - pl.max_horizontal(returned, host_from)).clip(0)),
+    ).with_columns(pl.col("_launch_ns", "_after_ns").fill_null(0))
 
 
 def _blocked(gaps: pl.LazyFrame, trace: Trace) -> pl.LazyFrame:
@@ -189,14 +221,18 @@ def _blocked(gaps: pl.LazyFrame, trace: Trace) -> pl.LazyFrame:
         by=["rank", "thread"],
         check_sortedness=False,
     )
-    return joined.with_columns(
-        blocked=pl.col("call_end_ns") >= pl.col("gap_start_ns") - SYNC_RETURN_TOLERANCE_NS
-    ).drop("call_ts_ns", "call_end_ns")
+    blocked = pl.col("call_end_ns") >= pl.col("gap_start_ns") - SYNC_RETURN_TOLERANCE_NS
+    return joined.with_columns(blocked=blocked.fill_null(value=False)).drop("call_ts_ns")
 
 
-def _data_loading(gaps: pl.LazyFrame, trace: Trace, until: pl.Expr) -> pl.LazyFrame:
-    """``data_loading_ns``: how much of the gap's host part (its start to ``until``) its thread
-    spent in a DataLoader event (the latest one starting before ``until``)."""
+def _data_loading(gaps: pl.LazyFrame, trace: Trace) -> pl.LazyFrame:
+    """``data_loading_ns``: how much of the gap's host part (from its start, or the end of the
+    sync it began in, to the launch) its thread spent in a DataLoader event (the latest one
+    starting before the launch)."""
+    gs, ge = pl.col("gap_start_ns"), pl.col("gap_end_ns")
+    until = pl.min_horizontal(pl.coalesce("launch_ts_ns", ge), ge)
+    sync_end = pl.when(pl.col("blocked")).then(pl.min_horizontal(pl.col("call_end_ns"), ge))
+    host_from = pl.max_horizontal(gs, sync_end.fill_null(gs))
     loading = (
         trace.cpu.lazy()
         .filter(
@@ -210,7 +246,7 @@ def _data_loading(gaps: pl.LazyFrame, trace: Trace, until: pl.Expr) -> pl.LazyFr
         .sort("dl_ts_ns")
     )
     joined = (
-        gaps.with_columns(_until=until)
+        gaps.with_columns(_until=until, _host_from=host_from)
         .sort("_until")
         .join_asof(
             loading,
@@ -220,10 +256,8 @@ def _data_loading(gaps: pl.LazyFrame, trace: Trace, until: pl.Expr) -> pl.LazyFr
             check_sortedness=False,
         )
     )
-    overlap = pl.min_horizontal("_until", "dl_end_ns") - pl.max_horizontal(
-        "gap_start_ns", "dl_ts_ns"
-    )
+    overlap = pl.min_horizontal("_until", "dl_end_ns") - pl.max_horizontal("_host_from", "dl_ts_ns")
     inside = pl.when(pl.col("dl_ts_ns").is_not_null()).then(overlap.clip(lower_bound=0))
     return joined.with_columns(data_loading_ns=inside.fill_null(0)).drop(
-        "_until", "dl_ts_ns", "dl_end_ns"
+        "_until", "_host_from", "dl_ts_ns", "dl_end_ns"
     )

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
-from traceanalyze.analyses.iterations import TABLE_COLUMNS, choice_of, counted, iteration_rows
+from traceanalyze.analyses.iterations import (
+    FIRST_STEP_FLAG,
+    TABLE_COLUMNS,
+    choice_of,
+    counted,
+    iteration_rows,
+)
 from traceanalyze.analyses.stacks import frames_of_ops
 from traceanalyze.analyses.step.gaps import CAUSE_NAMES, HOST, QUEUED, window_gaps
 from traceanalyze.analyses.step.syncs import priced_calls, sync_table
@@ -29,6 +35,7 @@ from traceanalyze.analyses.step.verdict import (
     AGREEING_STEPS,
     BUSY_OVER_WALL_TOLERANCE_PCT,
     CANNOT_TELL,
+    COMMUNICATION_BOUND,
     DISPATCH_MAX_NS,
     QUEUED_DISPATCH,
     QUEUED_WAITING,
@@ -57,6 +64,12 @@ WALL_FROM_STEADY = "cold capture's steady median (one-off first calls left out)"
 WAITING_NOTE = (
     "the GPU waits with work queued for most of the time it does not compute, on a dependency "
     "the trace does not show (another stream's event, a host callback, a peer rank): "
+)
+# A collective kernel's time on one rank includes its wait for the slowest peer.
+COMMUNICATION_NOTE = (
+    "collective time on one rank includes waiting for its peers (a late rank makes the others' "
+    "collectives long): `traceanalyze ranks FOLDER` on every rank's trace tells waiting from "
+    "transfer"
 )
 # Carried-in work is named in the verdict's note when it is at least this share of the wall.
 CARRIED_IN_NOTE_MIN_PCT = 1.0
@@ -102,7 +115,8 @@ def _model(trace: Trace) -> StepModel:
     calls = priced_calls(trace)
     means = _means(steps)
     launched = bool(trace.gpu["linked"].fill_null(value=False).any())
-    verdict = _verdict(steps, means, gaps, calls, launched=launched)
+    recorded = trace.gpu.height > 0
+    verdict = _verdict(steps, means, gaps, calls, launched=launched, recorded=recorded)
     return StepModel(steps, gaps, calls, means, verdict, WALL_FROM_TRACE)
 
 
@@ -175,41 +189,73 @@ def _verdict(
     calls: pl.DataFrame,
     *,
     launched: bool,
+    recorded: bool,
 ) -> Verdict:
-    """The steps' verdict: the one at least two in three steps share (each step judged on its
-    own split), its margin and evidence from those steps' split; else ``cannot tell``."""
+    """The steps' verdict: the one held by steps that make up at least two thirds of the voting
+    steps' wall time (each step judged on its own split; a first step flagged as waiting on the
+    CPU does not vote), with its margin and evidence from the voting steps' mean split; else
+    ``cannot tell``."""
     parts = _per_step(means)
     times = side_times(parts)
     shares = shares_of(times)
-    missing = _missing_evidence(steps, gaps, shares, launched)
+    missing = _missing_evidence(steps, gaps, shares, launched=launched, recorded=recorded)
     if missing is not None:
-        return Verdict(CANNOT_TELL, None, shares, f"{missing}; {describe(times, parts)}")
-    counts = steps.group_by("bound").len().sort("len", "bound", descending=[True, False])
-    bound, agreeing = counts.row(0)
+        said = [missing, describe(times, parts)] if sum(times.values()) > 0 else [missing]
+        return Verdict(CANNOT_TELL, None, shares, "; ".join(said))
+    voters, left_out = _voters(steps)
+    weights = (
+        voters.group_by("bound")
+        .agg(wall=pl.col("wall_us").sum(), n=pl.len())
+        .sort("wall", "bound", descending=[True, False])
+    )
+    bound, held_us, agreeing = weights.row(0)
+    total_us = float(voters["wall_us"].sum())
+    held_pct = held_us / total_us * 100 if total_us > 0 else 0.0
     share, out_of = AGREEING_STEPS
-    if steps.height == 1 or agreeing * out_of < steps.height * share:
-        judged, margin = judge(times)
-        said = [f"{describe(times, parts)}, {judged} by {margin:.1f} points"]
-        split = ", ".join(f"{n} {b}" for b, n in counts.iter_rows())  # a few verdicts
+    voted = _per_step(_means(voters))
+    voted_times = side_times(voted)
+    judged, margin = judge(voted_times)
+    if voters.height == 1 or held_pct < share / out_of * 100 or judged != bound:
+        overall, by = judge(times)
+        said = [
+            describe(times, parts)
+            + ("" if overall == CANNOT_TELL else f", {overall} by {by:.1f} points")
+        ]
+        split = ", ".join(f"{n} {b}" for b, _, n in weights.iter_rows())  # a few verdicts
         why = (
             "one step only, and a verdict needs two or more that agree (profile more steps); "
             "that step alone: "
             if steps.height == 1
-            else f"the steps disagree ({split} of {steps.height}); over all of them: "
+            else "the steps disagree "
+            f"({split} of {voters.height}{left_out}; the largest holds {held_pct:.0f}% of "
+            "their wall time, a verdict needs two thirds and their mean to agree); "
+            "over all of them: "
         )
         return Verdict(CANNOT_TELL, None, shares, why + "; ".join(said + _carried_in(steps, calls)))
-    agreed = _per_step(_means(steps.filter(pl.col("bound") == bound)))
-    agreed_times = side_times(agreed)
-    _, margin = judge(agreed_times)
     notes = [
-        f"{describe(agreed_times, agreed)} ({WALL_FROM_TRACE})",
+        f"{describe(voted_times, voted)} ({WALL_FROM_TRACE})",
         *_carried_in(steps, calls),
-        f"{agreeing} of {steps.height} steps agree{_dissent(steps, bound)}",
+        f"{agreeing} of {voters.height} steps agree ({held_pct:.0f}% of their wall time)"
+        f"{left_out}{_dissent(voters, bound)}",
     ]
+    if bound == COMMUNICATION_BOUND:
+        notes.append(COMMUNICATION_NOTE)
     if bound == CANNOT_TELL:
-        return Verdict(bound, None, shares_of(agreed_times), WAITING_NOTE + "; ".join(notes))
+        return Verdict(bound, None, shares_of(voted_times), WAITING_NOTE + "; ".join(notes))
     notes[0] += f"; margin {margin:.1f} points"
-    return Verdict(bound, margin, shares_of(agreed_times), "; ".join(notes))
+    return Verdict(bound, margin, shares_of(voted_times), "; ".join(notes))
+
+
+def _voters(steps: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """The steps that vote on the verdict, and a note naming those left out: a first step that
+    waits on the CPU (warm-up: the GPU starved while the host prepares) does not vote where
+    others do."""
+    flagged = pl.col("flag").fill_null("").str.starts_with(FIRST_STEP_FLAG)
+    voters = steps.filter(~flagged)
+    if voters.height == steps.height or not voters.height:
+        return steps, ""
+    numbers = ", ".join(str(n) for n in steps.filter(flagged)["iteration"].to_list())
+    return voters, f"; step {numbers} left out of the vote ({FIRST_STEP_FLAG})"
 
 
 def _dissent(steps: pl.DataFrame, bound: str) -> str:
@@ -227,10 +273,21 @@ def _dissent(steps: pl.DataFrame, bound: str) -> str:
 
 
 def _missing_evidence(
-    steps: pl.DataFrame, gaps: pl.DataFrame, shares: Mapping[str, float], launched: bool
+    steps: pl.DataFrame,
+    gaps: pl.DataFrame,
+    shares: Mapping[str, float],
+    *,
+    launched: bool,
+    recorded: bool,
 ) -> str | None:
     """Why no verdict can be given, or None."""
     if not steps.height or float(steps["gpu_busy_us"].sum()) <= 0:
+        if not recorded:
+            return (
+                "no GPU activity in the steps: the trace records none (kernels, copies, memsets); "
+                "profile with "
+                "torch.profiler's ProfilerActivity.CUDA to judge the GPU"
+            )
         return "no GPU activity in the steps"
     if shares["gpu"] >= 80 or not gaps.height:
         return None

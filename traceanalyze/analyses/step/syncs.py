@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.cputree import op_chains
+from traceanalyze.analyses.activities import per_trace
+from traceanalyze.analyses.cputree import op_chains, outermost_mask
 from traceanalyze.analyses.step.window import busy_in_windows
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
@@ -62,6 +63,7 @@ def blocking_ids(trace: Trace) -> pl.Series:
     return trace.cpu.filter(by_name | waited)["op_id"]
 
 
+@per_trace  # the gaps' causes and the priced calls both read them
 def blocking_calls(trace: Trace) -> pl.DataFrame:
     """Every blocking call: ``op_id``, ``rank``, ``tid``, ``iteration``, ``name``, ``ts_ns``,
     ``end_ns``."""
@@ -83,12 +85,16 @@ def blocking_calls(trace: Trace) -> pl.DataFrame:
 
 def priced_calls(trace: Trace) -> pl.DataFrame:
     """Every blocking call inside a step: ``op_id``, ``rank``, ``tid``, ``iteration``, ``op``
-    (the outermost CPU operator around it, else the call's own name), ``ts_ns``, ``end_ns``,
+    (the outermost CPU operator around it, else the call's own name), ``instance`` (that
+    operator's ``op_id``, else the call's: one ``.item()`` may block twice), ``ts_ns``, ``end_ns``,
     ``cpu_blocked_ns`` (its duration) and ``gpu_waited_ns`` (the time the rank's GPU was busy
     while it waited)."""
     calls = blocking_calls(trace).filter(pl.col("iteration").is_not_null())
     outermost = op_chains(trace.cpu, calls["op_id"]).list.first()
     calls = calls.with_columns(op=pl.coalesce(outermost, pl.col("name")))
+    calls = calls.join(_outer_instances(trace, calls), on="op_id", how="left").with_columns(
+        instance=pl.coalesce("instance", "op_id")
+    )
     # The calls as windows of their own (numbered by op_id) to clip the GPU's busy time to.
     spans = calls.select("rank", iteration="op_id", lo_ns="ts_ns", hi_ns="end_ns")
     waited = busy_in_windows(trace.gpu.lazy(), _disjoint(spans), "gpu_waited_ns").collect()
@@ -100,10 +106,34 @@ def priced_calls(trace: Trace) -> pl.DataFrame:
         "tid",
         "iteration",
         "op",
+        "instance",
         "ts_ns",
         "end_ns",
         cpu_blocked_ns=pl.col("end_ns") - pl.col("ts_ns"),
         gpu_waited_ns=pl.col("gpu_waited_ns").fill_null(0),
+    )
+
+
+def _outer_instances(trace: Trace, calls: pl.DataFrame) -> pl.DataFrame:
+    """Per blocking call (``op_id``): ``instance``, the ``op_id`` of the outermost CPU operator
+    around it on its thread (none where it was called outside every operator)."""
+    outer = (
+        trace.cpu.filter(outermost_mask(trace))
+        .select(
+            "rank",
+            "tid",
+            "ts_ns",
+            instance="op_id",
+            outer_end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
+        )
+        .sort("ts_ns")
+    )
+    return (
+        calls.select("op_id", "rank", "tid", "ts_ns")
+        .sort("ts_ns")
+        .join_asof(outer, on="ts_ns", by=["rank", "tid"], check_sortedness=False)
+        .filter(pl.col("outer_end_ns") >= pl.col("ts_ns"))
+        .select("op_id", "instance")
     )
 
 
@@ -127,7 +157,8 @@ def sync_table(calls: pl.DataFrame, frames: pl.DataFrame | None, steps: int) -> 
     return (
         keyed.group_by("op", "frame")
         .agg(
-            count_per_iter=pl.len() / steps,
+            # per operator call, not per blocking call: one `.item()` can make two
+            count_per_iter=pl.col("instance").n_unique() / steps,
             cpu_blocked_us_per_iter=pl.col("cpu_blocked_ns").sum() / 1e3 / steps,
             gpu_waited_us_per_iter=pl.col("gpu_waited_ns").sum() / 1e3 / steps,
         )

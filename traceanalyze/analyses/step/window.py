@@ -5,8 +5,9 @@ annotation), or, where the GPU work the step launched takes longer from its firs
 last end, that work's first start (a GPU-bound loop's CPU runs ahead, and its step is paced by
 the GPU). It ends where both sides are done: the later of the step's end on the CPU and the end
 of the GPU work it launched. Windows of one rank never overlap: a window starts no earlier than
-the earlier ones have ended, so in back-to-back steps the windows tile the timeline and their
-length, the step's ``wall_us``, is its period.
+the earlier ones have ended, and where the previous window ends after the step began on the CPU
+it starts right there, so back-to-back steps' windows tile the timeline and their length, the
+step's ``wall_us``, is its period (time between steps that run apart belongs to none).
 
 GPU time inside a window counts whatever its launch time: work launched before the step (by an
 earlier step, by the CPU before the profiler started, or outside every step) that is still
@@ -46,11 +47,16 @@ def step_windows(trace: Trace) -> pl.DataFrame:
         lo_ns=pl.when(on_gpu).then("own_lo_ns").otherwise("cpu_lo_ns"),
         hi_ns=pl.max_horizontal("cpu_hi_ns", "own_hi_ns"),
     )
-    # A window starts where every earlier one of its rank has ended (the furthest end so far).
+    # A window starts where every earlier one of its rank has ended (the furthest end so far),
+    # and where that end falls inside the step (after it began on the CPU), right there: the
+    # time between the two belongs to the step, so back-to-back windows leave no hole.
     reach = pl.col("hi_ns").cum_max().shift(1).over("rank")
+    inside = reach.is_not_null() & (reach >= pl.col("cpu_lo_ns"))
     return (
         raw.sort("rank", "lo_ns", "iteration")
-        .with_columns(lo_ns=pl.max_horizontal("lo_ns", reach))
+        .with_columns(
+            lo_ns=pl.when(inside).then(reach).otherwise(pl.max_horizontal("lo_ns", reach))
+        )
         .with_columns(hi_ns=pl.max_horizontal("hi_ns", "lo_ns"))
         .select(*STEP, "lo_ns", "hi_ns", "cpu_lo_ns", "cpu_hi_ns", "own_lo_ns", "own_hi_ns")
         .sort(STEP)
@@ -98,16 +104,3 @@ def busy_in_windows(activities: pl.LazyFrame, windows: pl.DataFrame, name: str) 
     """Per step: ``name``, the nanoseconds at least one of ``activities`` runs in its window."""
     pieces = clipped_to_windows(rank_segments(activities), windows)
     return pieces.group_by(STEP).agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias(name))
-
-
-def own_busy_in_windows(activities: pl.LazyFrame, windows: pl.DataFrame, name: str) -> pl.LazyFrame:
-    """Per step: ``name``, the nanoseconds the GPU work *the step launched* (``iteration``)
-    runs inside its own window (the rest of the window's busy time is carried in)."""
-    proper = activities.filter(
-        pl.col("iteration").is_not_null() & pl.col("ts_ns").is_not_null() & (pl.col("dur_ns") > 0)
-    )
-    segments = busy_segments(proper, STEP).join(
-        windows.lazy().select(*STEP, "lo_ns", "hi_ns"), on=STEP
-    )
-    inside = pl.min_horizontal("end", "hi_ns") - pl.max_horizontal("start", "lo_ns")
-    return segments.group_by(STEP).agg(inside.clip(lower_bound=0).sum().alias(name))
