@@ -340,7 +340,9 @@ _SHAPE_SIZES = {
 }
 
 
-def _kind(name: pl.Expr) -> pl.Expr:
+def collective_kind(name: pl.Expr) -> pl.Expr:
+    """The collective a name says (a key of ``BUS_FACTORS``, ``""`` for no collective, else
+    ``other``), by the first rule of ``KIND_RULES`` it matches."""
     lowered = name.str.to_lowercase()
     expr: pl.Expr = pl.lit("other")
     for rule in reversed(KIND_RULES):
@@ -433,7 +435,7 @@ def _bandwidth_steps() -> tuple[list[pl.Expr], list[pl.Expr], list[pl.Expr]]:
     from_args = _bytes_from_args().alias("bytes")
     return (
         [
-            _kind(pl.col("raw")).alias("collective"),
+            collective_kind(pl.col("raw")).alias("collective"),
             pl.when(from_args.is_not_null())
             .then(pl.lit(BYTES_SOURCES[0]))
             .otherwise("shape_source")

@@ -13,6 +13,8 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.analyses.audit import audit
+from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
 from traceanalyze.analyses.between.critical_path import CriticalPath, critical_path
 from traceanalyze.analyses.between.idle import IdleResult, idle_breakdown
 from traceanalyze.analyses.calls import CALL_REGION
@@ -97,6 +99,10 @@ class Report:
     dnn_library: str = "cuDNN"
     # Each loaded variant's GPU model(s) as the trace names them, for a set that mixes devices.
     variant_gpus: dict[str, str] = field(default_factory=dict)
+    # The audit's warnings about figures the report prints, each "`variant`: ...", and the
+    # command that details them: the first line of *What the traces say* (issue 40).
+    audit_lines: tuple[str, ...] = ()
+    audit_command: str = ""
 
 
 def build_report(
@@ -135,8 +141,24 @@ def build_report(
         guesses=guesses(variant_set, expectations) if expectations else None,
         dnn_library=dnn_library(variant_set),
         variant_gpus=variant_gpus(variant_set),
+        audit_lines=audit_lines(variant_set),
+        audit_command=f"traceanalyze audit {' '.join(built_sources(variant_set))}",
     )
     return replace(built, findings=findings(built))
+
+
+def audit_lines(variant_set: VariantSet) -> tuple[str, ...]:
+    """The audit's warnings about the figures the report prints, per loaded variant."""
+    return tuple(
+        f"`{v.label}`: {key}: {text}"
+        for v in variant_set.loaded
+        if v.trace is not None
+        for key, text in audit(v.trace).warnings_for(COMMAND_FIGURES["report"]).items()
+    )
+
+
+def built_sources(variant_set: VariantSet) -> list[str]:
+    return [str(p) for p in variant_set.sources]
 
 
 def guesses(variant_set: VariantSet, expectations: Sequence[Expectation]) -> pl.DataFrame:

@@ -303,13 +303,28 @@ def sentence(finding: Finding) -> str:
     return fill(template.text, template.clauses, figures)
 
 
-def findings_section(findings: tuple[Finding, ...]) -> str:
-    """The report's first section: one line per finding, the command that shows the detail."""
+def findings_section(
+    findings: tuple[Finding, ...], audit_lines: tuple[str, ...] = (), audit_command: str = ""
+) -> str:
+    """The report's first section: the audit's finding first where the traces' own faults
+    move figures the report prints, then one line per finding, the command that shows the
+    detail."""
     if not findings:
         lines = ["No finding: none of the rules has the evidence it needs in these traces."]
     else:
         lines = [f"- {sentence(f)} (`{f.command}`)" for f in findings]
+    if audit_lines:
+        lines.insert(0, f"- {audit_sentence(audit_lines)} (`{audit_command}`)")
     return "## What the traces say\n\n" + "\n".join(lines) + "\n"
+
+
+def audit_sentence(audit_lines: tuple[str, ...]) -> str:
+    """The audit's finding: the traces' own faults that move the figures below, the largest
+    first."""
+    more = f"; and {len(audit_lines) - 3} more" if len(audit_lines) > 3 else ""
+    return (
+        "Trace faults move figures below by 1% or more: " + "; ".join(audit_lines[:3]) + more + "."
+    )
 
 
 def guesses_section(guesses: pl.DataFrame) -> str:

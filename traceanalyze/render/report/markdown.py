@@ -199,7 +199,7 @@ def render_report(
     parts = [
         f"# {report.title}\n",
         f"Produced by traceanalyze {version}: `{command}`.\n",
-        findings_section(report.findings),
+        findings_section(report.findings, report.audit_lines, report.audit_command),
         guesses_section(report.guesses) if report.guesses is not None else "",
         "## Comparison\n",
         _comparison_intro(report),
