@@ -52,9 +52,24 @@ PAGES: tuple[Page, ...] = (
         "what-ran.md",
         "What ran: kernels, occupancy, roofline, iterations, memory, stacks",
         "The commands of `traceanalyze --help`'s *What ran*: `info`, `summary`, `iterations`, "
-        "`kernels`, `occupancy`, `cudnn`, `memcpy`, `graphs`, `stacks`, `memory`, `roofline`. "
+        "`kernels`, `occupancy`, `cudnn`, `memcpy`, `graphs`, `stacks`, `memory`, `roofline`, "
+        "`attention`. "
         "Their per-iteration figures are defined in [time.md](time.md).",
-        ("How close to the hardware", "Iterations", "Memory", "Python stacks"),
+        (
+            "How close to the hardware",
+            "Attention: what ran, how well, and why not faster",
+            "Iterations",
+            "Memory",
+            "Python stacks",
+        ),
+    ),
+    Page(
+        "audit.md",
+        "Can this trace be trusted? audit",
+        "`audit TRACE|FOLDER` checks the trace itself (lost, clipped and misplaced events, "
+        "clock skew between ranks) before any figure is read from it; every command warns "
+        "of what it finds.",
+        ("Can this trace be trusted?",),
     ),
     Page(
         "time.md",
@@ -126,13 +141,19 @@ PAGES: tuple[Page, ...] = (
 )
 
 HEADING = re.compile(r"^## (.+)$", re.MULTILINE)
+FENCE = re.compile(r"^```", re.MULTILINE)
 LINK = re.compile(r"\]\((?!https?://|mailto:)([^)\s]+)\)")
 
 
 def sections(readme: str) -> dict[str, str]:
-    """The README's ``## `` sections by title, each with its heading (code blocks' lines that
-    start with ``## `` are not headings: none of the README's blocks has one)."""
-    found = list(HEADING.finditer(readme))
+    """The README's ``## `` sections by title, each with its heading; a line in a fenced code
+    block is not a heading (the attention tour's output has a ``## Calls`` line)."""
+    fences = [m.start() for m in FENCE.finditer(readme)]
+    found = [
+        m
+        for m in HEADING.finditer(readme)
+        if sum(1 for f in fences if f < m.start()) % 2 == 0  # outside every ``` block
+    ]
     return {
         m[1].strip(): readme[m.start() : found[i + 1].start() if i + 1 < len(found) else None]
         for i, m in enumerate(found)

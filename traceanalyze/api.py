@@ -27,6 +27,13 @@ import polars as pl
 from traceanalyze import __version__, display
 from traceanalyze.analyses.annotate import Annotation
 from traceanalyze.analyses.annotate import annotate as annotation_of
+from traceanalyze.analyses.attention import AttentionResult
+from traceanalyze.analyses.attention import attention as attention_of
+from traceanalyze.analyses.attention.dispatch import FORCED
+from traceanalyze.analyses.audit import Audit
+from traceanalyze.analyses.audit import audit as audit_of
+from traceanalyze.analyses.audit.clocks import aligned_comms
+from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
 from traceanalyze.analyses.between.critical_path import CriticalPath
 from traceanalyze.analyses.between.critical_path import critical_path as critical_path_of
 from traceanalyze.analyses.between.idle import LARGEST_GAPS, IdleResult, idle_breakdown
@@ -92,6 +99,8 @@ from traceanalyze.load.variants import (
 )
 from traceanalyze.render.analyses import SUMMARIES
 from traceanalyze.render.annotate import activity_args, added_events
+from traceanalyze.render.attention import ATTENTION, attention_section
+from traceanalyze.render.audit import AUDIT
 from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH
 from traceanalyze.render.between.idle import IDLE, where_time_goes_markdown
 from traceanalyze.render.cold import COLD
@@ -143,6 +152,10 @@ class Loading:
         self, paths: Sequence[Path | ResolvedInput], labels: Sequence[str] | None
     ) -> VariantSet:
         return load_variants(paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels)
+
+    def audit_noted(self, path: Path, found: Sequence[Trace | str]) -> None:
+        """Told what a command loaded from ``path`` (traces, or audit warnings written where
+        the ranks were analysed); the command line warns of their faults, the library not."""
 
     def trace(self, path: PathLike) -> Trace:
         return counted(self.load_trace(Path(path)), self.selection)
@@ -449,7 +462,27 @@ def summary(x: Input, *, loading: Loading | None = None) -> Summary | PerVariant
     >>> s.kernels_per_iter, s.memcpy_per_iter, s["iteration_source"]
     (5.0, 1.0, <IterationSource.PROFILER_STEP: 'ProfilerStep'>)
     """
-    return _each(x, loading, lambda s: summary_with_wall(s.trace, s.median_ms).of_variant(s.label))
+    return _each(
+        x,
+        loading,
+        lambda s: (
+            summary_with_wall(s.trace, s.median_ms)
+            .of_variant(s.label)
+            .audited(audit_of(s.trace).warnings_for(COMMAND_FIGURES["summary"]))
+        ),
+    )
+
+
+def audit(x: Input, *, loading: Loading | None = None) -> Audit | PerVariant[Audit]:
+    """Can the trace be trusted? Each check of the trace itself (dropped launches and
+    activities, overlaps, overflowing durations, bad timestamps, truncation, rank clock skew,
+    profiler overhead, opaque graph replays, missing metadata) with what it moves, ``ok`` and
+    the error bar of each figure; one per variant for a capture folder.
+
+    >>> audit("sample_traces/h200_default/sdpa_flash.json.gz").ok
+    True
+    """
+    return _each(x, loading, lambda s: audit_of(s.trace, untraced_median_ms=s.median_ms))
 
 
 def check(
@@ -532,6 +565,36 @@ def memory(x: Input, *, loading: Loading | None = None) -> MemoryResult | PerVar
     return _each(x, loading, lambda s: memory_of(s.trace))
 
 
+def attention(
+    x: Input, *, cudnn_version: str | None = None, loading: Loading | None = None
+) -> AttentionResult | PerVariant[AttentionResult]:
+    """Every attention call: implementation, shapes, kernels, time, FLOPs and % of peak, the
+    scores written, why not a faster SDPA backend, the host cost of attention libraries.
+    ``cudnn_version`` (traces do not record it) defaults to the capture manifest's.
+
+    >>> a = attention("sample_traces/h200_default/sdpa_math.json.gz")
+    >>> a.rows["implementation"].to_list(), a.rows["kernels_per_call"].to_list()
+    (['sdpa_math'], [20.0])
+    """
+    return _each(x, loading, lambda s: _attention_of(s.trace, cudnn_version))
+
+
+def _attention_of(trace: Trace, cudnn_version: str | None = None) -> AttentionResult:
+    """`attention_of` with what the capture manifest beside the trace's file says that traces
+    do not record: the cuDNN version (unless ``cudnn_version`` is given) and the SDPA backend
+    the capture forced with sdpa_kernel."""
+    path = trace.path
+    manifest = capture_manifest(path) if len(trace.meta) == 1 and path.is_file() else None
+    if manifest is None:
+        return attention_of(trace, cudnn_version)
+    found = manifest.environment.get("cudnn")
+    entry = manifest.entry_for(path.name)
+    member = entry[1].forced_backend if entry is not None else None
+    return attention_of(
+        trace, cudnn_version or (str(found) if found else None), FORCED.get(member or "")
+    )
+
+
 def critical_path(x: PathLike | Trace, *, loading: Loading | None = None) -> CriticalPath:
     """The chain of work that sets each iteration's length, by kind, with slack.
 
@@ -544,9 +607,14 @@ def critical_path(x: PathLike | Trace, *, loading: Loading | None = None) -> Cri
     return conformed(path)
 
 
-def comms(x: PathLike | Trace, *, loading: Loading | None = None) -> Comms:
-    """Every collective call with its size and bus bandwidth, and per kind."""
-    return conformed(comms_of(one_trace(x, loading)))
+def comms(
+    x: PathLike | Trace, *, clock_align: bool = False, loading: Loading | None = None
+) -> Comms:
+    """Every collective call with its size and bus bandwidth, and per kind; ``clock_align``:
+    on a trace of several ranks, each rank's times moved onto the lowest rank's clock by the
+    audit's offsets first (the notes say so)."""
+    trace = one_trace(x, loading)
+    return conformed(aligned_comms(trace) if clock_align else comms_of(trace))
 
 
 def explain(
@@ -614,7 +682,7 @@ def compare(
     >>> compare("sample_traces/h200_default")["variant"].head(3).to_list()
     ['naive', 'naive_inplace', 'sdpa_math']
     """
-    return conform(comparison(variant_set(paths, labels, loading).variants, baseline), "compare")
+    return conform(comparison(variant_set(paths, labels, loading), baseline), "compare")
 
 
 @dataclass(frozen=True, repr=False)
@@ -625,12 +693,15 @@ class ReportResult(display.Shown):
     report: Report
     where: tuple[WhereTimeGoes, ...] = ()
     hta: pl.DataFrame | None = None
+    # `attention` of each loaded variant (its section shows the traces that hold attention).
+    attention: tuple[tuple[str | None, AttentionResult], ...] = ()
 
     def markdown(
         self, *, command: str = "", charts: dict[str, str] | None = None, full_names: bool = False
     ) -> str:
         """The report's markdown (``charts``: chart -> file name beside it)."""
         extra = tuple(map(where_time_goes_markdown, self.where))
+        extra += (attention_section(self.attention),)
         extra += (hta_markdown(self.hta),) if self.hta is not None else ()
         return render_report(
             self.report,
@@ -672,7 +743,10 @@ def report(
     variants = variant_set(paths, labels, loading)
     built = build_report(variants, baseline, guesses)
     breakdown = hta_breakdown(variants) if hta else None
-    return ReportResult(built, where_time_goes_of(variants), breakdown)
+    attention_of_each = tuple(
+        (v.label, _attention_of(v.trace)) for v in variants.loaded if v.trace is not None
+    )
+    return ReportResult(built, where_time_goes_of(variants), breakdown, attention_of_each)
 
 
 def cold(
@@ -762,9 +836,12 @@ def ranks(
     engine: str = ENGINE_LOCAL,
     address: str | None = None,
     workers: int | None = None,
+    clock_align: bool = False,
     loading: Loading | None = None,
 ) -> RanksResult:
-    """One row per rank of the job in ``folder``, the stragglers and collective skew."""
+    """One row per rank of the job in ``folder``, the stragglers and collective skew;
+    ``clock_align``: the ranks' clocks aligned with the audit's offsets (`audit`'s
+    clock_skew) instead of ``align``'s, and the notes say so."""
     loading = _loading(loading)
     check_numbers(straggler_pct=straggler_pct, workers=workers)
     check_choice("align", align, ALIGNMENTS)
@@ -779,7 +856,9 @@ def ranks(
         straggler_pct=straggler_pct,
         align=align,
         selection=loading.selection,
+        clock_align=clock_align,
     )
+    loading.audit_noted(Path(folder), list(found.audit_warnings))
     return conformed(found)
 
 
@@ -828,10 +907,12 @@ def schema(command: str | None = None, *, table: str | None = None) -> pl.DataFr
 # capture folder gives one per variant are rendered as a list of (label, result) pairs.
 _LABELLED: dict[type, Forms[Any]] = {
     Summary: SUMMARIES,
+    Audit: AUDIT,
     IdleResult: IDLE,
     Roofline: ROOFLINE,
     MemoryResult: MEMORY,
     StacksResult: STACKS,
+    AttentionResult: ATTENTION,
 }
 _ONE: dict[type, Forms[Any]] = {
     CriticalPath: CRITICAL_PATH,

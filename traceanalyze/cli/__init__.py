@@ -41,6 +41,7 @@ _NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
 SECTIONS: dict[str, dict[str, str]] = {
     "What ran": {
         "info": "Device, versions, span and event counts of a trace",
+        "audit": "Can the trace be trusted: lost, clipped, misplaced events",
         "summary": "Per-iteration figures and the bound verdict",
         "iterations": "Each iteration: its kind, whether it counts, figures",
         "kernels": "Every kernel: category, count, time, occupancy",
@@ -51,6 +52,7 @@ SECTIONS: dict[str, dict[str, str]] = {
         "stacks": "GPU and CPU time by line of your own Python code",
         "memory": "Allocated memory per iteration, peaks, leak suspects",
         "roofline": "FLOPs, bytes and % of the roofline of each op",
+        "attention": "Every attention call: backend, shapes, TFLOP/s, why not",
     },
     "Time between kernels": {
         "idle": "Why the GPU idles: causes that add up to its idle time",
@@ -117,11 +119,16 @@ class Commands(click.Group):
                     formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
+        from traceanalyze.cli.options import warn_audited
+
         try:
-            return super().invoke(ctx)
+            done = super().invoke(ctx)
+            # The one place every command warns of the trace's own faults (issue 40).
+            warn_audited(ctx)
         except TraceAnalyzeError as error:
             shown = LibraryUsageError if error.exit_code == 2 else LibraryError
             raise shown(str(error)) from None
+        return done
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -132,6 +139,7 @@ def main() -> None:
 
 def _register() -> None:
     from traceanalyze.cli.analyses import COMMANDS as ANALYSES
+    from traceanalyze.cli.audit import COMMANDS as AUDIT
     from traceanalyze.cli.between import COMMANDS as BETWEEN
     from traceanalyze.cli.cache import COMMANDS as CACHE
     from traceanalyze.cli.cold import COMMANDS as COLD
@@ -157,11 +165,15 @@ def _register() -> None:
         *STACKS,
         *CACHE,
         *TABLES,
+        *AUDIT,
     ):
         main.add_command(command)
     from traceanalyze.cli.annotate import annotate
+    from traceanalyze.cli.attention import COMMANDS as ATTENTION
 
     main.add_command(annotate)
+    for command in ATTENTION:
+        main.add_command(command)
     # The capture command imports torch only when it runs, so registering it costs nothing.
     from capture.cli import capture
 

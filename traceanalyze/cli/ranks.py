@@ -13,6 +13,7 @@ from traceanalyze.cli.options import (
     Loader,
     Output,
     cache_options,
+    clock_align_option,
     iteration_options,
     output_options,
     table_option,
@@ -62,6 +63,7 @@ from traceanalyze.render.ranks import RANKS
 )
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
 @table_option(RANKS)
+@clock_align_option
 @output_options
 @cache_options
 @iteration_options
@@ -74,6 +76,7 @@ def ranks(
     workers: int | None,
     full_names: bool,
     table: str | None,
+    clock_align: bool,
     out: Output,
     loader: Loader,
 ) -> None:
@@ -85,6 +88,7 @@ def ranks(
     \b
     Example:
       traceanalyze ranks run/ranks --straggler-pct 5
+      traceanalyze ranks run/ranks --clock-align
       traceanalyze ranks /shared/job42 --engine dask --address tcp://scheduler:8786 -o ranks.json
     """
     with loading([folder]):
@@ -95,6 +99,7 @@ def ranks(
             engine=engine,
             address=address,
             workers=workers,
+            clock_align=clock_align,
             loading=loader,
         )
     warn_skipped(result.skipped)

@@ -365,6 +365,10 @@ DECLARED: tuple[Declared, ...] = (
         "One row per kind of work on the path: time per iteration.", {
         "kind": STR, "us_per_iter": F64,
     }),
+    Declared("critical-path", "by_thread", "--table",
+        "One row per CPU thread on the path: time per iteration, whether it runs autograd.", {
+        "rank": I32, "thread": I64, "autograd_engine": BOOL, "us_per_iter": F64,
+    }),
     Declared("critical-path", "iterations", "--table",
         "One row per iteration: its span and path length.", {
         "rank": I32, "iteration": I64, "span_us": F64, "length_us": F64,
@@ -374,6 +378,44 @@ DECLARED: tuple[Declared, ...] = (
         "bound": STR, "bound_margin_pct": F64, "bound_note": STR, "span_us_per_iter": F64,
         "length_us_per_iter": F64, "notes": pl.List(STR),
     }),
+    Declared("attention", "rows", "--table",
+        "One row per attention call site and shape: calls, shapes, time, FLOPs, why not faster.", {
+        "implementation": STR, "direction": STR, "call_site": STR, "calls_per_iter": F64,
+        "batch": I64, "heads_q": I64, "heads_kv": I64, "seq_q": I64, "seq_kv": I64,
+        "head_dim": I64, "dtype": STR, "causal": BOOL, "mask": STR, "dropout": F64,
+        "kernels_per_call": F64, "gpu_us_per_call": F64, "cpu_us_per_call": F64,
+        "flops_per_call": I64, "tflops": F64, "pct_of_peak": F64, "scores_bytes": I64,
+        "why_not": STR, "refused_backends": pl.List(STR), "eligible_backends": pl.List(STR),
+        "gpu_us_per_iter": F64, "share_of_gpu_activity_pct": F64, "peak_dtype": STR,
+        "peak_tflops": F64, "flops_note": STR, "fused_estimate_us": F64,
+        "fused_estimate_source": STR, "head_dim_v": I64, "tokens_q": I64, "blocks_q": I64,
+        "blocks_kv": I64, "mask_copies": BOOL, "nested": BOOL, "region": STR, "source": STR,
+        "shapes_from": STR, "kernels": pl.List(STR),
+    }),
+    Declared("attention", "host", "--table",
+        "One row per host-side cost of an attention library (planning, wrappers).", {
+        "kind": STR, "name": STR, "calls_per_iter": F64, "us_per_call": F64, "us_per_iter": F64,
+        "plan_builds_per_iter": F64, "note": STR,
+    }),
+    Declared("attention", "figures", "--table",
+        "One row: GPU activity and attention time per iteration, whether shapes were recorded.", {
+        "gpu_activity_us_per_iter": F64, "attention_us_per_iter": F64, "has_shapes": BOOL,
+    }),
+    Declared("audit", "checks", "--table",
+        "One row per finding of the trace's checks: severity, events, what it moves.", {
+        "check": STR, "finding": STR, "severity": STR, "count": I64,
+        "affected_us_per_iter": F64, "figures": pl.List(STR), "moved_pct": F64, "detail": STR,
+    }),
+    Declared("audit", "error_bars", "--table",
+        "One row per figure the warnings and errors move: its ± per iteration, in its unit.", {
+        "figure": STR, "error_bar_per_iter": F64,
+    }),
+    Declared("audit", "offsets", "--table",
+        "One row per rank of a job: its clock minus the lowest rank's.", {
+        "rank": I32, "offset_us": F64,
+    }),
+    Declared("audit", "figures", "--table",
+        "One row: whether the trace has no warning and no error.", {"ok": BOOL}),
     Declared("comms", "call", "--by", "One row per collective call: kind, size, time, bandwidth.", {
         "collective": STR, "dtype": STR, "group_size": I64, "bytes": I64, "us": F64,
         "algbw_gbps": F64, "busbw_gbps": F64, "iteration": I64, "rank": I32, "name": STR,

@@ -46,6 +46,7 @@ def critical_path_markdown(
             "Time on the path by kind (per iteration):",
             "",
             shown_table(path.by_kind),
+            *_threads(path),
             "Items on the path, longest first, with their slack (how much an iteration would "
             "shrink if the item took no time):",
             "",
@@ -66,19 +67,32 @@ def _items(path: CriticalPath, *, top: int | None = None, **_: object) -> pl.Dat
 def critical_path_record(
     path: CriticalPath, *, top: int | None = None, **_: object
 ) -> dict[str, object]:
-    """The JSON object: the figures, the time by kind, the items (the first ``top``), the
+    """The JSON object: the figures, the time by kind and by CPU thread, the items (the first ``top``), the
     notes; every value of its declared type."""
     figures = conform(figures_row(path, PATH_FIGURES), "critical-path.figures").row(0, named=True)
     notes = figures.pop("notes")
     return figures | {
         "by_kind": conform(path.by_kind, "critical-path.by_kind").to_dicts(),
+        "by_thread": conform(path.by_thread, "critical-path.by_thread").to_dicts(),
         "items": conform(_items(path, top=top), "critical-path.items").to_dicts(),
         "notes": notes,
     }
 
 
+def _threads(path: CriticalPath) -> list[str]:
+    """The path's time per CPU thread, where it runs on more than one."""
+    if path.by_thread.height < 2:
+        return []
+    return [
+        "Time on the path by CPU thread (per iteration; the autograd engine's threads run "
+        "the backward while the thread that called it waits):",
+        "",
+        shown_table(path.by_thread.with_columns(pl.col("thread").cast(pl.String))),  # an id
+    ]
+
+
 # `critical-path`: JSON the stable object; tables the items (the first ``top``; the default),
-# the time by kind, each iteration's span and length, the figures; markdown figures, verdict,
+# the time by kind and by CPU thread, each iteration's span and length, the figures; markdown figures, verdict,
 # both tables.
 CRITICAL_PATH: Forms[CriticalPath] = Forms(
     markdown=critical_path_markdown,
@@ -86,6 +100,7 @@ CRITICAL_PATH: Forms[CriticalPath] = Forms(
     tables={
         "items": _items,
         "by_kind": "by_kind",
+        "by_thread": "by_thread",
         "iterations": "iterations",
         "figures": lambda path, **_: figures_row(path, PATH_FIGURES),
     },
