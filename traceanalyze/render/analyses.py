@@ -13,11 +13,11 @@ from traceanalyze.tables import VARIANT, conform
 
 
 def summary_row(summary: Summary) -> pl.DataFrame:
-    """The summary as one row of its table: every key but ``launch_apis`` (whose keys are
-    data: its own table) and ``variant`` (the labelled forms add it), the fixed mappings as
-    struct columns."""
+    """The summary as one row of its table: every key but ``launch_apis`` and
+    ``audit_warnings`` (whose keys are data: their own tables) and ``variant`` (the labelled
+    forms add it), the fixed mappings as struct columns."""
     record = {k: str(v) if k == "iteration_source" else v for k, v in summary.items()}
-    for key in ("launch_apis", VARIANT):
+    for key in ("launch_apis", "audit_warnings", VARIANT):
         record.pop(key, None)
     return pl.DataFrame([record], infer_schema_length=None)
 
@@ -25,7 +25,11 @@ def summary_row(summary: Summary) -> pl.DataFrame:
 def summary_json(summary: Summary) -> dict[str, Any]:
     """The JSON object: the keys in the record's order, each value of its declared type."""
     row = conform(summary_row(summary), "summary.figures").row(0, named=True)
-    row |= {"launch_apis": summary.launch_apis, VARIANT: summary.variant}
+    row |= {
+        "launch_apis": summary.launch_apis,
+        "audit_warnings": summary.audit_warnings,
+        VARIANT: summary.variant,
+    }
     return {key: row[key] for key in summary}
 
 
@@ -35,6 +39,16 @@ def launch_api_rows(summary: Summary) -> pl.DataFrame:
     return pl.DataFrame(
         {"launch_api": list(apis), "launches_per_iter": list(apis.values())},
         schema={"launch_api": pl.String, "launches_per_iter": pl.Float64},
+    )
+
+
+def audit_warning_rows(summary: Summary) -> pl.DataFrame:
+    """``audit_warnings`` as rows: each audit finding (check/finding) that moves the figures,
+    with its warning (none where the trace was not audited or nothing was found)."""
+    warnings = summary.audit_warnings or {}
+    return pl.DataFrame(
+        {"finding": list(warnings), "warning": list(warnings.values())},
+        schema={"finding": pl.String, "warning": pl.String},
     )
 
 
@@ -58,6 +72,7 @@ SUMMARIES: Forms[Labelled[Summary]] = labelled(
         tables={
             "figures": lambda s, **_: summary_row(s),
             "launch_apis": lambda s, **_: launch_api_rows(s),
+            "audit_warnings": lambda s, **_: audit_warning_rows(s),
         },
         command="summary",
     ),

@@ -66,7 +66,8 @@ DECLARED: tuple[Declared, ...] = (
         "name": STR, "category": STR, "kind": STR, "count_per_iter": F64, "us_per_iter": F64,
         "mean_us": F64, "min_us": F64, "max_us": F64, "share_of_gpu_activity_pct": F64,
         "theoretical_occupancy_pct": F64, "occupancy_limiter": STR, "achieved_occupancy_pct": F64,
-        "launch_op": STR, "launch_api": STR, "stream": I64, "streams": I64, "gemm_precision": STR,
+        "launch_op": STR, "launch_ops": pl.List(pl.Struct({"op": STR, "count_per_iter": F64,
+        "us_per_iter": F64})), "launch_api": STR, "stream": I64, "streams": I64, "gemm_precision": STR,
         "registers_per_thread": I64, "threads_per_block": I64, "shared_memory_bytes": I64,
         "count": I64, "total_us": F64,
     }),
@@ -108,6 +109,10 @@ DECLARED: tuple[Declared, ...] = (
     Declared("summary", "launch_apis", "--table",
         "One row per launch API: launches per iteration.", {
         "launch_api": STR, "launches_per_iter": F64,
+    }),
+    Declared("summary", "audit_warnings", "--table",
+        "One row per audit finding (check/finding) that moves the figures: its warning.", {
+        "finding": STR, "warning": STR,
     }),
     Declared("iterations", "", "",
         "One row per iteration (and rank): its kind, whether it counts, its figures.",
@@ -202,6 +207,9 @@ DECLARED: tuple[Declared, ...] = (
         "theoretical_occupancy_pct": F64, "occupancy_limiter": STR, "grid_blocks": I64,
         "blocks_per_wave": I64, "waves": F64, "last_wave_fill_pct": F64,
         "wave_efficiency_pct": F64, "gemm_precision": STR, "gpu": STR, "verdict": STR,
+        "gpu_sm": I64, "kernel_sm": I64, "kernel_align_elements": I64,
+        "misaligned_dims": pl.List(pl.Struct({"dim": STR, "size": I64, "multiple": I64,
+        "padded": I64})),
     }),
     Declared("roofline", "unmodelled", "--table",
         "One row per op with GPU time but no FLOP/byte formula.", {
@@ -218,7 +226,7 @@ DECLARED: tuple[Declared, ...] = (
     Declared("roofline", "devices", "--table", "One row per GPU model: the peaks used.", {
         "device_name": STR, "gpu": STR, "peak_bf16_tflops": F64, "peak_fp16_tflops": F64,
         "peak_fp8_tflops": F64, "peak_tf32_tflops": F64, "peak_fp32_tflops": F64,
-        "peak_fp64_tflops": F64, "peak_tbps": F64, "peak_source": STR,
+        "peak_fp64_tflops": F64, "peak_fp64_tensor_tflops": F64, "peak_tbps": F64, "peak_source": STR,
     }),
     Declared("roofline", "figures", "--table",
         "One row: the GPU activity modelled and the notes.", {
@@ -298,12 +306,13 @@ DECLARED: tuple[Declared, ...] = (
         "gpu_activity_us_per_iter": F64, "gpu_kernel_us_per_iter": F64, "cpu_op_us_per_iter": F64,
         "kernels_per_iter": F64, "memcpy_per_iter": F64, "memset_per_iter": F64,
         "transpose_ops_per_iter": F64, "fused_kernel": STR, "theoretical_occupancy_pct": F64,
+        "theoretical_occupancy_of_estimated_pct": F64, "estimated_occupancy_pct": F64,
         "achieved_occupancy_pct": F64, "reported_coverage_pct": F64, "cudnn_cpu_us_per_iter": F64,
         "peak_increase_bytes_per_iter": F64, "largest_block_bytes": I64, "largest_block_op": STR,
         "launch_api": pl.List(STR), "gemm_precision": pl.List(STR), "sdpa_backend": STR,
         "relative_error": F64, "description": STR, "steps_counted": I64,
         "gpu_busy_us_step_min": F64, "gpu_busy_us_step_max": F64, "wall_us_step_min": F64,
-        "wall_us_step_max": F64,
+        "wall_us_step_max": F64, "gpu": STR, "same_gpu": BOOL, "same_workload": STR,
     }),
     Declared("diff", "figures", "--table", "One row per per-iteration figure: base, new, change.", {
         "figure": STR, "base": F64, "new": F64, "change": F64, "change_pct": F64,
@@ -334,6 +343,7 @@ DECLARED: tuple[Declared, ...] = (
     Declared("memory", "leak_suspects", "--table",
         "One row per op whose blocks outlive every iteration.", {
         "device": STR, "op_name": STR, "block_bytes": I64, "blocks_per_iter": F64,
+        "device_growth_bytes_per_iter": F64,
     }),
     Declared("memory", "figures", "--table", "One row: how many memory events the trace holds.", {
         "events": I64,
@@ -419,7 +429,8 @@ DECLARED: tuple[Declared, ...] = (
     Declared("comms", "call", "--by", "One row per collective call: kind, size, time, bandwidth.", {
         "collective": STR, "dtype": STR, "group_size": I64, "bytes": I64, "us": F64,
         "algbw_gbps": F64, "busbw_gbps": F64, "iteration": I64, "rank": I32, "name": STR,
-        "on": STR, "size_bucket": STR, "bytes_source": STR, "ts_ns": I64,
+        "on": STR, "size_bucket": STR, "bytes_source": STR, "group_size_source": STR,
+        "ts_ns": I64,
     }),
     Declared("comms", "kind", "--by", "One row per collective kind, size bucket and side.", {
         "collective": STR, "size_bucket": STR, "on": STR, "count_per_iter": F64,
