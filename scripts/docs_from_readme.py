@@ -50,7 +50,7 @@ PAGES: tuple[Page, ...] = (
     ),
     Page(
         "what-ran.md",
-        "What ran: kernels, occupancy, roofline, iterations, memory, stacks",
+        "What ran: kernels, occupancy, roofline, attention, iterations, memory, stacks",
         "The commands of `traceanalyze --help`'s *What ran*: `info`, `summary`, `iterations`, "
         "`kernels`, `occupancy`, `cudnn`, `memcpy`, `graphs`, `stacks`, `memory`, `roofline`, "
         "`attention`. "
@@ -213,6 +213,8 @@ def index() -> str:
             "- [How traceanalyze is built](architecture.md): data flow, layering, the step "
             "model, the kernel taxonomy",
             "- [An example report](example_report/report.md): `report` on the sample captures",
+            "- [Which traces have which faults](audit_findings.md): `audit` over the public and "
+            "corpus traces, checked by hand",
             "",
         ]
     )
