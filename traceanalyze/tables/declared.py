@@ -67,7 +67,8 @@ DECLARED: tuple[Declared, ...] = (
         "mean_us": F64, "min_us": F64, "max_us": F64, "share_of_gpu_activity_pct": F64,
         "theoretical_occupancy_pct": F64, "occupancy_limiter": STR, "achieved_occupancy_pct": F64,
         "launch_op": STR, "launch_ops": pl.List(pl.Struct({"op": STR, "count_per_iter": F64,
-        "us_per_iter": F64})), "launch_api": STR, "stream": I64, "streams": I64, "gemm_precision": STR,
+        "us_per_iter": F64})), "launch_api": STR, "stream": I64, "streams": I64,
+        "gemm_precision": STR,
         "registers_per_thread": I64, "threads_per_block": I64, "shared_memory_bytes": I64,
         "count": I64, "total_us": F64,
     }),
@@ -226,7 +227,8 @@ DECLARED: tuple[Declared, ...] = (
     Declared("roofline", "devices", "--table", "One row per GPU model: the peaks used.", {
         "device_name": STR, "gpu": STR, "peak_bf16_tflops": F64, "peak_fp16_tflops": F64,
         "peak_fp8_tflops": F64, "peak_tf32_tflops": F64, "peak_fp32_tflops": F64,
-        "peak_fp64_tflops": F64, "peak_fp64_tensor_tflops": F64, "peak_tbps": F64, "peak_source": STR,
+        "peak_fp64_tflops": F64, "peak_fp64_tensor_tflops": F64, "peak_tbps": F64,
+        "peak_source": STR,
     }),
     Declared("roofline", "figures", "--table",
         "One row: the GPU activity modelled and the notes.", {

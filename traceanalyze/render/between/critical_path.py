@@ -67,8 +67,8 @@ def _items(path: CriticalPath, *, top: int | None = None, **_: object) -> pl.Dat
 def critical_path_record(
     path: CriticalPath, *, top: int | None = None, **_: object
 ) -> dict[str, object]:
-    """The JSON object: the figures, the time by kind and by CPU thread, the items (the first ``top``), the
-    notes; every value of its declared type."""
+    """The JSON object: the figures, the time by kind and by CPU thread, the items (the first
+    ``top``), the notes; every value of its declared type."""
     figures = conform(figures_row(path, PATH_FIGURES), "critical-path.figures").row(0, named=True)
     notes = figures.pop("notes")
     return figures | {
@@ -92,8 +92,8 @@ def _threads(path: CriticalPath) -> list[str]:
 
 
 # `critical-path`: JSON the stable object; tables the items (the first ``top``; the default),
-# the time by kind and by CPU thread, each iteration's span and length, the figures; markdown figures, verdict,
-# both tables.
+# the time by kind and by CPU thread, each iteration's span and length, the figures; markdown
+# figures, verdict, the tables.
 CRITICAL_PATH: Forms[CriticalPath] = Forms(
     markdown=critical_path_markdown,
     json=critical_path_record,
