@@ -432,7 +432,7 @@ DECLARED: tuple[Declared, ...] = (
         "collective": STR, "dtype": STR, "group_size": I64, "bytes": I64, "us": F64,
         "algbw_gbps": F64, "busbw_gbps": F64, "iteration": I64, "rank": I32, "name": STR,
         "on": STR, "size_bucket": STR, "bytes_source": STR, "group_size_source": STR,
-        "ts_ns": I64,
+        "ts_ns": I64, "clock_offset_us": F64,
     }),
     Declared("comms", "kind", "--by", "One row per collective kind, size bucket and side.", {
         "collective": STR, "size_bucket": STR, "on": STR, "count_per_iter": F64,
