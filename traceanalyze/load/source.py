@@ -277,10 +277,14 @@ def _gunzip(
             raise TraceFormatError(
                 f"is corrupt gzip data ({exc})", path, "Copy or re-export the file again."
             ) from None
-        packed = inflate.unconsumed_tail
         if inflate.eof:
-            packed = inflate.unused_data + packed
+            # The input after the member's end, all of it: a call that began with input left
+            # over by an earlier call's output limit may also leave those same bytes in
+            # unconsumed_tail (CPython's zlib does), so adding it would inflate them twice.
+            packed = inflate.unused_data
             inflate = None
+        else:
+            packed = inflate.unconsumed_tail
         if data:
             if progress:
                 progress(min(read, total), total)
