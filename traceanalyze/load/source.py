@@ -168,8 +168,8 @@ MAX_ITEM_BYTES = 256 * 1024 * 1024
 
 def item_too_long(path: Path) -> TraceFormatError:
     return TraceFormatError(
-        f"holds a single JSON value longer than {MAX_ITEM_BYTES >> 20} MB, far beyond any "
-        "profiler's event",
+        f"holds a single JSON value or run of white space longer than {MAX_ITEM_BYTES >> 20} "
+        "MB, far beyond any profiler's event",
         path,
         "Pass a trace written by torch.profiler (export_chrome_trace).",
     )
