@@ -338,3 +338,32 @@ def test_an_unchanged_file_is_cached_under_the_key_of_the_file_read(tmp_path: Pa
     folder = tmp_path / "cache"
     traceanalyze.load(path, cache_dir=folder)
     assert read_entry(entry_for(path, folder)) is not None
+
+
+def test_a_ctrl_c_raised_twice_during_a_write_leaves_no_staging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One Ctrl-C during a write: Polars' writer raises KeyboardInterrupt, then Python raises
+    # a second one for the same signal on entry to the cleanup (before its own retry loop).
+    trace = traceanalyze.load(write_trace(tmp_path, STEP), cache=False)
+    folder = tmp_path / "cache"
+    entry = entry_for(write_trace(tmp_path, STEP, name="u.json"), folder)
+
+    def interrupted(frame: pl.DataFrame) -> bytes:
+        raise KeyboardInterrupt
+
+    real_discard = cache._discard
+    calls: list[Path] = []
+
+    def interrupted_on_entry(staging: Path) -> None:
+        calls.append(staging)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the signal's own, raised before the removal began
+        real_discard(staging)
+
+    monkeypatch.setattr(cache, "_frame_bytes", interrupted)
+    monkeypatch.setattr(cache, "_discard", interrupted_on_entry)
+    with pytest.raises(KeyboardInterrupt):
+        write_entry(entry, trace)
+    assert len(calls) == 2
+    assert list(folder.iterdir()) == []  # no entry, no staging folder

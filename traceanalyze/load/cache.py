@@ -295,7 +295,12 @@ def write_entry(entry: Path, trace: Trace) -> bool:
         (staging / "meta.json").write_text(json.dumps(stored, default=str))
         os.replace(staging, entry)  # atomic: readers see a whole entry or none
     except BaseException as error:  # a full disk, Ctrl-C: no half entry, no staging left
-        _discard(staging)
+        try:
+            _discard(staging)
+        except BaseException:
+            # One Ctrl-C can raise twice: a library (Polars' writer) raises KeyboardInterrupt
+            # for it, then Python raises its own on entry to _discard, before that retries.
+            _discard(staging)
         if not isinstance(error, OSError):
             raise
         return entry.is_dir()  # another process may have won the race with the same content
