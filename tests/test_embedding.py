@@ -532,3 +532,28 @@ def test_a_gigabyte_of_white_space_is_refused_with_bounded_memory(tmp_path: Path
     message, peak_kb = done.stdout.strip().splitlines()
     assert "longer than 256 MB" in message, done.stderr
     assert int(peak_kb) < 450 * 1024
+
+
+def test_threads_of_the_command_line_reach_the_load_not_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --threads was written into os.environ, which outlived an in-process command (CliRunner,
+    # main([...]) in a notebook) and reached every later load of that process.
+    from traceanalyze.load import parallel
+
+    monkeypatch.delenv(parallel.THREADS_ENV, raising=False)
+    asked: list[int | None] = []
+    real = parallel.scan_file
+
+    def recorded(path: Path, progress: Any = None, threads: int | None = None) -> Any:
+        asked.append(threads)
+        return real(path, progress, threads)
+
+    monkeypatch.setattr(parallel, "scan_file", recorded)
+    path = write_steps(tmp_path / "trace.json", 20)
+    before = dict(os.environ)
+    result = CliRunner().invoke(main, ["summary", str(path), "--no-cache", "--threads", "2"])
+    assert result.exit_code == 0, result.output
+    assert dict(os.environ) == before
+    if fast.AVAILABLE:
+        assert asked == [2]
