@@ -24,6 +24,7 @@ from traceanalyze.errors import (
     TraceFormatError,
     TraceReadError,
 )
+from traceanalyze.load.parse import parse_file
 
 STEP = [
     annotation("ProfilerStep#0", 0, 100),
@@ -268,3 +269,11 @@ def test_unlistable_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     write_trace(tmp_path, STEP)
     monkeypatch.setattr(Path, "iterdir", os_error(PermissionError(errno.EACCES, "denied")))
     raises(TraceReadError, lambda: traceanalyze.load(tmp_path), tmp_path, "cannot list")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="no /proc")
+@pytest.mark.parametrize("native", [True, False])
+def test_a_pseudo_file_is_named_as_such(native: bool) -> None:
+    # /proc files state a size of 0 and hold text: that was "changed while it was read"
+    path = Path("/proc/self/status")
+    raises(TraceReadError, lambda: parse_file(path, native=native), path, "pseudo-file")

@@ -182,6 +182,13 @@ def unchanged(file: BinaryIO, before: os.stat_result, read: int, path: Path) -> 
     after = os.fstat(file.fileno())
     if not stat.S_ISREG(before.st_mode):
         return
+    if read and before.st_size == 0 and after.st_size == 0:
+        # content with no size, then or now: not a file that changed but a pseudo-file
+        raise TraceReadError(
+            "is a pseudo-file with no stated size (as under /proc or /sys), not a trace",
+            path,
+            "Save the trace to a file and pass that file.",
+        )
     if read != before.st_size or (after.st_size, after.st_mtime_ns) != (
         before.st_size,
         before.st_mtime_ns,
