@@ -14,9 +14,11 @@ import click
 from capture.config import CUDA_GRAPH_MODES, DTYPE_ALIASES, TOLERANCE, CaptureConfig, ColdConfig
 from capture.errors import CaptureError
 from capture.manifest import MANIFEST_FILE, Manifest, VariantResult
-from capture.variants import VARIANTS
+from capture.variants import CASES, DEFAULT_VARIANTS, VARIANTS
 
 DEFAULTS = CaptureConfig(device="cpu")
+# --variants cases: every variant with inputs of its own.
+CASES_SELECTION = "cases"
 COLD_DEFAULTS = ColdConfig(DEFAULTS)
 # Options that mean something only with --cold (click parameter names).
 COLD_ONLY = ("cold_calls", "empty_caches", "new_shape_every", "process_timeout", "timing_processes")
@@ -26,7 +28,9 @@ def _variant_list(
     _ctx: click.Context, _param: click.Parameter, value: str | None
 ) -> tuple[str, ...]:
     if value is None:
-        return tuple(VARIANTS)
+        return DEFAULT_VARIANTS
+    if value.strip() == CASES_SELECTION:
+        return tuple(v.name for v in CASES)
     names = tuple(name.strip() for name in value.split(",") if name.strip())
     unknown = [name for name in names if name not in VARIANTS]
     if unknown or not names:
@@ -52,6 +56,9 @@ Cold start (fresh processes, call 1 profiled and timed), starting from empty cac
 \b
 CUDA graph replays (and, in a second run, the capture itself in the trace):
   python -m capture --cuda-graph replay --variants naive,sdpa_flash --out traces/graph
+\b
+The cases real models run (masks, GQA, decode, nested, flex masks, fp8), with stacks:
+  python -m capture --with-stack --variants cases --out traces/cases
 """,
 )
 @click.option(
@@ -64,7 +71,9 @@ CUDA graph replays (and, in a second run, the capture itself in the trace):
 @click.option(
     "--variants",
     callback=_variant_list,
-    help=f"Comma-separated subset of: {', '.join(VARIANTS)}. [default: all]",
+    help=f"Comma-separated subset of: {', '.join(VARIANTS)}; or '{CASES_SELECTION}' for "
+    f"{', '.join(v.name for v in CASES)}. [default: the variants that share one set of "
+    f"inputs, {', '.join(DEFAULT_VARIANTS)}]",
 )
 @click.option(
     "--device",

@@ -315,6 +315,7 @@ def _result(
         repeats=timed[0].get("repeats", 0) if timed else 0,
         backend=profiled.get("backend"),
         backend_source=profiled.get("backend_source"),
+        sdpa_forced=variant.sdpa_backend,
         cold=ColdResult(
             cold.cache_state,
             call1_ms=walls[0] if walls else None,

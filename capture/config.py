@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from capture.cases import CaseSpec
 from capture.errors import CaptureError
-from capture.variants import VARIANTS, AttentionSpec
+from capture.variants import DEFAULT_VARIANTS, VARIANTS, AttentionSpec
 
 # Largest accepted ||out - ref|| / ||ref|| against the float64 reference, by input dtype.
 TOLERANCE = {"bfloat16": 2e-2, "float16": 5e-3, "float32": 1e-4}
@@ -46,7 +47,7 @@ class CaptureConfig:
     # Memory events show where the [seq, seq] scores are written (the memory wall); the timings
     # (median_ms) come from separate unprofiled calls, so the profiler's cost does not touch them.
     profile_memory: bool = True
-    variants: tuple[str, ...] = tuple(VARIANTS)
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
     device: str = "cuda"
     seed: int = 0
     cuda_graph: str = "off"
@@ -64,6 +65,10 @@ class CaptureConfig:
     def attention_spec(self, seqs: tuple[int, ...] = ()) -> AttentionSpec:
         """What the variant builders need, for ``seqs`` (default: this configuration's seq)."""
         return AttentionSpec(self.head_dim, self.causal, seqs or (self.seq,))
+
+    def case_spec(self) -> CaseSpec:
+        """The sizes the cases (variants with inputs of their own) build from."""
+        return CaseSpec(self.batch, self.heads, self.seq, self.head_dim, self.dtype, self.seed)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready copy (the manifest's ``config``)."""
@@ -154,6 +159,11 @@ def _validate(config: CaptureConfig) -> None:
         problems.append(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     if not config.variants:
         problems.append("no variants selected")
+    cased = [n for n in config.variants if n in VARIANTS and VARIANTS[n].case is not None]
+    if cased and (config.backward or config.cuda_graph != "off"):
+        problems.append(
+            f"{', '.join(cased)} record the forward only, eager: drop --backward/--cuda-graph"
+        )
     if config.cuda_graph not in CUDA_GRAPH_MODES:
         problems.append(
             f"cuda_graph {config.cuda_graph!r} is not one of {', '.join(CUDA_GRAPH_MODES)}"
@@ -179,5 +189,8 @@ def _validate_cold(cold: ColdConfig) -> None:
         problems.append(f"timing_processes must be at least 1 (got {cold.timing_processes})")
     if cold.capture.cuda_graph != "off":
         problems.append("a cold capture runs eager calls; drop cuda_graph")
+    cased = [n for n in cold.capture.variants if VARIANTS[n].case is not None]
+    if cased:
+        problems.append(f"{', '.join(cased)} bring inputs of their own: not in a cold capture")
     if problems:
         raise CaptureError("invalid cold capture configuration: " + "; ".join(problems))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -20,6 +21,7 @@ SCHEMA = 1
 # The manifest's file name in a capture folder: capture writes it, traceanalyze looks for it.
 MANIFEST_FILE = "manifest.json"
 Status = Literal["ok", "skipped", "failed"]
+_FORCED_IN_DESCRIPTION = re.compile(r"with sdpa_kernel\(SDPBackend\.([A-Z_]+)\)")
 T = TypeVar("T")
 
 
@@ -101,13 +103,31 @@ class VariantResult:
     backend: str | None = None
     backend_source: str | None = None
     cold: ColdResult | None = None
+    # What the trace of the call should show (shapes, dtype, mask, causal, dense FLOPs; see
+    # capture.cases.facts), and PyTorch's own verdict on each fused SDPA backend for it.
+    attention: dict[str, Any] | None = None
+    dispatch: dict[str, Any] | None = None
+    # The SDPBackend member the capture forced with sdpa_kernel (None: PyTorch chose).
+    sdpa_forced: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; ``cold`` only where there is one."""
+        """JSON-ready; ``cold``, ``attention``, ``dispatch`` and ``sdpa_forced`` only where
+        there are some."""
         body = dataclasses.asdict(self)
-        if self.cold is None:
-            del body["cold"]
+        for optional in ("cold", "attention", "dispatch", "sdpa_forced"):
+            if getattr(self, optional) is None:
+                del body[optional]
         return body
+
+    @property
+    def forced_backend(self) -> str | None:
+        """The SDPBackend member forced with sdpa_kernel: ``sdpa_forced``, or for a manifest
+        written before that field, the one the description names (capture.variants._forced
+        writes "... with sdpa_kernel(SDPBackend.MATH)"); None: PyTorch chose."""
+        if self.sdpa_forced is not None:
+            return self.sdpa_forced
+        found = _FORCED_IN_DESCRIPTION.search(self.description)
+        return found.group(1) if found else None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VariantResult:
@@ -190,8 +210,11 @@ def manifest_from_dict(data: Any) -> Manifest:
 
 
 def write_manifest(manifest: Manifest, path: Path) -> None:
-    """Write ``manifest`` as indented JSON."""
-    path.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n", encoding="utf-8")
+    """Write ``manifest`` as indented JSON, whole or not at all (written beside, then renamed:
+    a capture killed mid-write leaves the previous manifest)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n", encoding="utf-8")
+    partial.replace(path)
 
 
 def read_manifest(path: Path) -> Manifest:
@@ -214,7 +237,7 @@ _WHEN_ABSENT: dict[type, dict[str, Any]] = {
     },
 }  # fmt: skip
 # Fields holding an object: not an object in the file is not a manifest.
-_OBJECTS = ("environment", "config", "method", "cold")
+_OBJECTS = ("environment", "config", "method", "cold", "attention", "dispatch")
 
 
 def _fields(cls: type, data: Any) -> dict[str, Any]:

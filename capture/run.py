@@ -11,7 +11,10 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
+from capture import cases
+from capture.cases import dispatch
 from capture.config import CaptureConfig
 from capture.environment import describe_environment
 from capture.errors import CaptureError
@@ -29,6 +32,9 @@ from capture.measure import (
 )
 from capture.tracing import BACKEND_SOURCE, record_trace, sdpa_backend
 from capture.variants import VARIANTS, Attention, Variant
+
+if TYPE_CHECKING:
+    import torch
 
 ProgressCallback = Callable[[str, VariantResult], None]
 
@@ -79,14 +85,17 @@ def run_capture(
     environment = describe_environment(config.device)
     inputs = _make_inputs(torch, config)
     results: dict[str, VariantResult] = {}
+    manifest = Manifest(
+        created, tuple(command), environment, config.to_dict(), capture_method(config), results
+    )
+    # Written before and after every variant (``results`` fills in place): a capture killed by
+    # a time limit keeps its environment and the variants it finished.
+    write_manifest(manifest, out / MANIFEST_FILE)
     for name in config.variants:
         results[name] = run_variant(VARIANTS[name], config, inputs, out)
         if progress is not None:
             progress(name, results[name])
-    manifest = Manifest(
-        created, tuple(command), environment, config.to_dict(), capture_method(config), results
-    )
-    write_manifest(manifest, out / MANIFEST_FILE)
+        write_manifest(manifest, out / MANIFEST_FILE)
     return manifest
 
 
@@ -115,13 +124,27 @@ def _measure(
     import torch
 
     trace = f"{variant.name}.json.gz"
+    device = torch.device(config.device)
+    tolerance, facts, verdicts = None, classic_facts(variant, config), None
     with forced_backend(variant), torch.set_grad_enabled(config.backward):
-        fn = variant.build(config.attention_spec(), torch.device(config.device))
+        if variant.case is not None:
+            case = variant.case(config.case_spec(), device)
+            inputs = Inputs(case.q, case.k, case.v, None, expected_out=case.reference())
+            tolerance, facts = case.tolerance, case.facts
+            arguments = case.sdpa_arguments
+            fn: Attention = _dense_output(case)
+        else:
+            fn = variant.build(config.attention_spec(), device)
+            arguments = (inputs.q, inputs.k, inputs.v, None, 0.0, config.causal, False)
+        if variant.detect_backend and arguments is not None and config.device == "cuda":
+            verdicts = dispatch(arguments)
         if config.cuda_graph == "off":
             measured = _measure_eager(fn, variant.region, config, inputs, out_dir / trace)
         else:
             measured = measure_graphed(fn, variant.region, config, inputs, out_dir / trace)
-    problem = accuracy_problem(config, measured.relative_error, measured.grad_relative_error)
+    problem = accuracy_problem(
+        config, measured.relative_error, measured.grad_relative_error, tolerance
+    )
     return VariantResult(
         "failed" if problem else "ok",
         variant.description,
@@ -133,7 +156,36 @@ def _measure(
         repeats=config.repeats,
         backend=sdpa_backend(measured.op_names) if variant.detect_backend else None,
         backend_source=BACKEND_SOURCE if variant.detect_backend else None,
+        attention=facts,
+        dispatch=verdicts,
+        sdpa_forced=variant.sdpa_backend,
     )
+
+
+def _dense_output(case: cases.Case) -> Attention:
+    """The case's call, its output as a dense tensor (a nested output's values)."""
+
+    def call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return case.dense(case.fn(q, k, v))
+
+    return call
+
+
+# The variants whose attention is composed of ops (every score computed and written).
+COMPOSED_VARIANTS = ("naive", "naive_inplace", "compiled_naive", "sdpa_math")
+
+
+def classic_facts(variant: Variant, config: CaptureConfig) -> dict[str, object]:
+    """The manifest's ``attention`` facts of a variant on the shared inputs."""
+    mask = "bool" if variant.name in ("naive", "naive_inplace", "compiled_naive") else "none"
+    if variant.name == "flex_attention":
+        mask = "block"
+    return cases.facts(
+        config.case_spec(),
+        causal=config.causal,
+        mask=mask if config.causal or mask == "block" else "none",
+        composed=variant.name in COMPOSED_VARIANTS,
+    )  # fmt: skip
 
 
 def _measure_eager(
@@ -166,17 +218,23 @@ def forced_backend(variant: Variant) -> Iterator[None]:
 
 
 def accuracy_problem(
-    config: CaptureConfig, error: float | None, grad_error: float | None
+    config: CaptureConfig,
+    error: float | None,
+    grad_error: float | None,
+    tolerance: float | None = None,
 ) -> str | None:
+    """Why the result is wrong (None: within ``tolerance``, else the dtype's)."""
+    allowed = config.tolerance if tolerance is None else tolerance
     checks = [("output", error)] + ([("gradient", grad_error)] if config.backward else [])
     bad = [
         f"{what} relative error {'not finite' if value is None else f'{value:.3g}'}"
         for what, value in checks
-        if value is None or value > config.tolerance
+        if value is None or value > allowed
     ]
     if not bad:
         return None
-    return f"wrong result: {', '.join(bad)} (tolerance for {config.dtype}: {config.tolerance:g})"
+    whose = f"for {config.dtype}" if tolerance is None else "for this case"
+    return f"wrong result: {', '.join(bad)} (tolerance {whose}: {allowed:g})"
 
 
 def result_from_error(variant: Variant, exc: Exception, warned: list[str]) -> VariantResult:

@@ -1,6 +1,9 @@
 """The registry of attention variants: adding a variant is adding one `Variant` to `VARIANTS`.
 
-Builders import torch when called, so this module (and the CLI's help) loads without torch.
+The first nine share one set of inputs (the configuration's q, k, v) and are the default; the
+cases after them (:mod:`capture.cases`) bring inputs of their own, as real models do (masks,
+grouped-query attention, a KV cache, nested tensors, flex masks, fp8). Builders import torch
+when called, so this module (and the CLI's help) loads without torch.
 """
 
 from __future__ import annotations
@@ -10,6 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
+
+from capture import cases
+from capture.cases import CaseBuilder
+from capture.errors import CaptureError
 
 if TYPE_CHECKING:
     import torch
@@ -38,6 +45,8 @@ class Variant:
     ``region`` names the ``record_function`` around each step (``<region>_fwd`` / ``_bwd``).
     ``sdpa_backend`` is the ``SDPBackend`` member forced with ``sdpa_kernel`` (None: no forcing).
     ``detect_backend`` asks the run to name the SDPA backend that actually ran.
+    ``case`` builds the variant's own inputs, call and reference (:mod:`capture.cases`):
+    such a variant records the forward only, eager.
     """
 
     name: str
@@ -47,6 +56,7 @@ class Variant:
     needs_cuda: bool = False
     sdpa_backend: str | None = None
     detect_backend: bool = False
+    case: CaseBuilder | None = None
 
 
 def naive_attention(
@@ -130,6 +140,39 @@ def _forced(name: str, backend: str, what: str) -> Variant:
     )
 
 
+def _case_only(spec: AttentionSpec, device: torch.device) -> Attention:
+    raise CaptureError("this variant brings its own inputs: run it through its case")
+
+
+def _case(name: str, description: str, case: CaseBuilder, *, region: str = "sdpa",
+          needs_cuda: bool = False) -> Variant:  # fmt: skip
+    return Variant(
+        name, description, _case_only, region=region, needs_cuda=needs_cuda,
+        detect_backend=region == "sdpa", case=case,
+    )  # fmt: skip
+
+
+# The cases real models run, each with inputs of its own (not in the default selection).
+CASES: tuple[Variant, ...] = (
+    _case("sdpa_causal_padded", "F.scaled_dot_product_attention with one bool mask, causal "
+          "and hiding each sequence's padding keys", cases.causal_padded),
+    _case("sdpa_odd_head_mask", f"F.scaled_dot_product_attention with a padding mask and head "
+          f"size {cases.ODD_HEAD_DIM} (no fused backend takes both: math)", cases.odd_head_mask),
+    _case("sdpa_gqa", "causal F.scaled_dot_product_attention, a quarter of the query heads for "
+          "keys and values, enable_gqa=True", cases.grouped_query),
+    _case("sdpa_decode", "F.scaled_dot_product_attention of one new token per sequence against "
+          "a KV cache of seq tokens", cases.decode),
+    _case("sdpa_nested", "F.scaled_dot_product_attention on nested jagged (variable-length) "
+          "q, k, v", cases.nested_jagged),
+    _case("flex_sliding_window", f"torch.compile'd flex_attention, causal sliding window of "
+          f"{cases.SLIDING_WINDOW} tokens", cases.sliding_window, region="attn", needs_cuda=True),
+    _case("flex_document", "torch.compile'd flex_attention, causal document mask over packed "
+          "documents, the block mask created in every call", cases.document, region="attn",
+          needs_cuda=True),
+    _case("flex_fp8", "torch.compile'd causal flex_attention on fp8 (e4m3) q, k, v (sm89+)",
+          cases.flex_fp8, region="attn", needs_cuda=True),
+)  # fmt: skip
+
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
@@ -161,5 +204,8 @@ VARIANTS: dict[str, Variant] = {
             needs_cuda=True,
         ),
         Variant("compiled_naive", "torch.compile of the naive variant", _compiled_naive),
+        *CASES,
     )
 }
+# What a capture runs unless told otherwise: the variants that share the seed's inputs.
+DEFAULT_VARIANTS: tuple[str, ...] = tuple(n for n, v in VARIANTS.items() if v.case is None)

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 import traceanalyze
+from traceanalyze.analyses.accounting import iteration_times
 from traceanalyze.analyses.between.idle import idle_breakdown
 from traceanalyze.analyses.between.launches import launch_events, launch_table
 from traceanalyze.analyses.between.streams import stream_table
@@ -16,7 +17,10 @@ from traceanalyze.analyses.iterations import counted
 from traceanalyze.analyses.step.model import mean_per_iter
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = sorted((ROOT / "sample_traces").glob("h200_*/*.json.gz"))
+SAMPLES = [
+    pytest.param(p, id=f"{p.parent.name}/{p.name}")
+    for p in sorted((ROOT / "sample_traces").glob("h200_*/*.json.gz"))
+]
 
 
 def check(loaded: traceanalyze.Trace) -> None:
@@ -27,9 +31,12 @@ def check(loaded: traceanalyze.Trace) -> None:
     assert result.causes["us_per_iter"].sum() == pytest.approx(idle_us, rel=1e-9, abs=1e-9)
     assert result.by_stream["us_per_iter"].sum() == pytest.approx(idle_us, rel=1e-9, abs=1e-9)
     assert (result.causes["us_per_iter"] >= 0).all()
-    # Streams overlap, so their busy times add up to at least the device's.
+    # Streams overlap, so their busy times add up to at least the device's, both of the work
+    # the steps launched (a step's window also holds work carried in: GPT-2 eager's first
+    # step runs 937 activities of the warm-up step, whose launches the profiler dropped).
     streams = stream_table(trace)
-    busy_us = mean_per_iter(trace, "gpu_busy_us")
+    times = iteration_times(trace)
+    busy_us = float(times["own_busy_us"].sum()) / max(times.height, 1)
     assert streams["busy_us_per_iter"].sum() >= busy_us * (1 - 1e-9) - 1e-9
     assert streams["activity_us_per_iter"].sum() == pytest.approx(
         mean_per_iter(trace, "gpu_activity_us"), rel=1e-9, abs=1e-9
@@ -39,7 +46,7 @@ def check(loaded: traceanalyze.Trace) -> None:
     assert launch_table(trace)["count"].sum() == events.height
 
 
-@pytest.mark.parametrize("path", SAMPLES, ids=[f"{p.parent.name}/{p.name}" for p in SAMPLES])
+@pytest.mark.parametrize("path", SAMPLES)
 def test_idle_causes_add_up_on_samples(path: Path) -> None:
     check(traceanalyze.load(path))
 

@@ -28,6 +28,18 @@ from capture.caches import CacheState
 from capture.cli import capture
 from capture.environment import describe_environment
 from capture.run import capture_method, run_variant
+from capture.variants import DEFAULT_VARIANTS
+
+CASES = [
+    "sdpa_causal_padded",
+    "sdpa_odd_head_mask",
+    "sdpa_gqa",
+    "sdpa_decode",
+    "sdpa_nested",
+    "flex_sliding_window",
+    "flex_document",
+    "flex_fp8",
+]
 
 
 def test_registry_names_in_order() -> None:
@@ -41,8 +53,12 @@ def test_registry_names_in_order() -> None:
         "sdpa_auto",
         "flex_attention",
         "compiled_naive",
+        *CASES,
     ]
     assert all(name == variant.name and variant.description for name, variant in VARIANTS.items())
+    # The cases bring inputs of their own; the default is the variants sharing the seed's.
+    assert [n for n, v in VARIANTS.items() if v.case is not None] == CASES
+    assert tuple(n for n in VARIANTS if n not in CASES) == DEFAULT_VARIANTS
 
 
 def test_registry_regions_and_backends() -> None:
@@ -53,12 +69,20 @@ def test_registry_regions_and_backends() -> None:
         "sdpa_flash": "FLASH_ATTENTION",
         "sdpa_cudnn": "CUDNN_ATTENTION",
     }
-    assert {n for n, v in VARIANTS.items() if v.region == "sdpa"} == {*forced, "sdpa_auto"}
+    sdpa_cases = {n for n in CASES if n.startswith("sdpa_")}
+    assert {n for n, v in VARIANTS.items() if v.region == "sdpa"} == {
+        *forced,
+        "sdpa_auto",
+        *sdpa_cases,
+    }
     assert {n for n, v in VARIANTS.items() if v.needs_cuda} == {
         "sdpa_efficient",
         "sdpa_flash",
         "sdpa_cudnn",
         "flex_attention",
+        "flex_sliding_window",
+        "flex_document",
+        "flex_fp8",
     }
 
 
@@ -77,7 +101,7 @@ def test_config_defaults_are_the_seed_article() -> None:
     assert config.profile_memory  # [memory] events for the memory wall (issue 21)
     assert config.cuda_graph == "off"
     assert config.repeats == 20
-    assert config.variants == tuple(VARIANTS)
+    assert config.variants == DEFAULT_VARIANTS
     assert config.tolerance == 2e-2
 
 
@@ -98,6 +122,7 @@ def test_config_aliases_and_json() -> None:
         ({"device": "mps"}, "device 'mps' is not one of"),
         ({"cuda_graph": "on"}, "cuda_graph 'on' is not one of off, replay, capture"),
         ({"cuda_graph": "replay", "backward": True}, "CUDA graph capture records the forward"),
+        ({"variants": ("sdpa_gqa",), "backward": True}, "sdpa_gqa record the forward only"),
     ],
 )
 def test_config_rejects(options: dict[str, object], message: str) -> None:
@@ -336,6 +361,17 @@ def test_manifest_keys(tmp_path: Path) -> None:
         "backend_source",
         "description",
     }
+
+
+def test_forced_backend_from_the_field_or_an_older_manifests_description() -> None:
+    forced = VariantResult("ok", "anything", sdpa_forced="FLASH_ATTENTION")
+    assert forced.forced_backend == "FLASH_ATTENTION"
+    assert forced.to_dict()["sdpa_forced"] == "FLASH_ATTENTION"
+    assert "sdpa_forced" not in VariantResult("ok", "naive").to_dict()
+    # Manifests written before the field: the description capture.variants wrote says it.
+    math = VARIANTS["sdpa_math"]
+    assert VariantResult("ok", math.description).forced_backend == "MATH"
+    assert VariantResult("ok", "F.scaled_dot_product_attention").forced_backend is None
 
 
 def test_cuda_only_variant_is_skipped_on_cpu(tmp_path: Path) -> None:

@@ -309,3 +309,19 @@ def test_cuda_graph_on_cpu_is_one_line(tmp_path: Path) -> None:
     assert result.output.strip().splitlines() == [
         "capture: error: --cuda-graph replay needs CUDA; run on a GPU machine or drop --cuda-graph"
     ]
+
+
+def test_manifest_is_on_disk_after_every_variant(tmp_path: Path) -> None:
+    """A capture killed by a time limit keeps the variants it finished: the manifest is
+    written whole before the first variant and after each one."""
+    on_disk: list[list[str]] = []
+
+    def progress(_name: str, _result: VariantResult) -> None:
+        manifest = json.loads((tmp_path / "manifest.json").read_text())
+        on_disk.append(list(manifest["variants"]))
+
+    run_capture(CaptureConfig(**SMALL, variants=("naive", "sdpa_math")), tmp_path, progress)  # type: ignore[arg-type]
+    assert on_disk == [[], ["naive"]]
+    final = json.loads((tmp_path / "manifest.json").read_text())
+    assert list(final["variants"]) == ["naive", "sdpa_math"]
+    assert not list(tmp_path.glob("*.partial"))

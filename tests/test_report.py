@@ -172,10 +172,11 @@ def sections(markdown: str) -> list[str]:
 
 
 def report_sections(variants: Sequence[str]) -> list[str]:
-    """The second-level headings of a report with charts, comparing ``variants``."""
+    """The second-level headings of a report with charts, comparing ``variants`` (attention
+    variants: the Attention section comes last before the glossary)."""
     return [
         "What the traces say", "Comparison", "Charts", "Environment",
-        *[f"`{v}`" for v in variants], "How to read this",
+        *[f"`{v}`" for v in variants], "Attention", "How to read this",
     ]  # fmt: skip
 
 

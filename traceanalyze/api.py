@@ -27,6 +27,9 @@ import polars as pl
 from traceanalyze import __version__, display
 from traceanalyze.analyses.annotate import Annotation
 from traceanalyze.analyses.annotate import annotate as annotation_of
+from traceanalyze.analyses.attention import AttentionResult
+from traceanalyze.analyses.attention import attention as attention_of
+from traceanalyze.analyses.attention.dispatch import FORCED
 from traceanalyze.analyses.between.critical_path import CriticalPath
 from traceanalyze.analyses.between.critical_path import critical_path as critical_path_of
 from traceanalyze.analyses.between.idle import LARGEST_GAPS, IdleResult, idle_breakdown
@@ -82,6 +85,7 @@ from traceanalyze.load.variants import (
 )
 from traceanalyze.render.analyses import SUMMARIES
 from traceanalyze.render.annotate import activity_args, added_events
+from traceanalyze.render.attention import ATTENTION, attention_section
 from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH
 from traceanalyze.render.between.idle import IDLE, where_time_goes_markdown
 from traceanalyze.render.cold import COLD
@@ -468,6 +472,36 @@ def memory(x: Input, *, loading: Loading | None = None) -> MemoryResult | PerVar
     return _each(x, loading, lambda s: memory_of(s.trace))
 
 
+def attention(
+    x: Input, *, cudnn_version: str | None = None, loading: Loading | None = None
+) -> AttentionResult | PerVariant[AttentionResult]:
+    """Every attention call: implementation, shapes, kernels, time, FLOPs and % of peak, the
+    scores written, why not a faster SDPA backend, the host cost of attention libraries.
+    ``cudnn_version`` (traces do not record it) defaults to the capture manifest's.
+
+    >>> a = attention("sample_traces/h200_default/sdpa_math.json.gz")
+    >>> a.rows["implementation"].to_list(), a.rows["kernels_per_call"].to_list()
+    (['sdpa_math'], [20.0])
+    """
+    return _each(x, loading, lambda s: _attention_of(s.trace, cudnn_version))
+
+
+def _attention_of(trace: Trace, cudnn_version: str | None = None) -> AttentionResult:
+    """`attention_of` with what the capture manifest beside the trace's file says that traces
+    do not record: the cuDNN version (unless ``cudnn_version`` is given) and the SDPA backend
+    the capture forced with sdpa_kernel."""
+    path = trace.path
+    manifest = capture_manifest(path) if len(trace.meta) == 1 and path.is_file() else None
+    if manifest is None:
+        return attention_of(trace, cudnn_version)
+    found = manifest.environment.get("cudnn")
+    entry = manifest.entry_for(path.name)
+    member = entry[1].forced_backend if entry is not None else None
+    return attention_of(
+        trace, cudnn_version or (str(found) if found else None), FORCED.get(member or "")
+    )
+
+
 def critical_path(x: PathLike | Trace, *, loading: Loading | None = None) -> CriticalPath:
     """The chain of work that sets each iteration's length, by kind, with slack.
 
@@ -552,12 +586,15 @@ class ReportResult(display.Shown):
     report: Report
     where: tuple[WhereTimeGoes, ...] = ()
     hta: pl.DataFrame | None = None
+    # `attention` of each loaded variant (its section shows the traces that hold attention).
+    attention: tuple[tuple[str | None, AttentionResult], ...] = ()
 
     def markdown(
         self, *, command: str = "", charts: dict[str, str] | None = None, full_names: bool = False
     ) -> str:
         """The report's markdown (``charts``: chart -> file name beside it)."""
         extra = tuple(map(where_time_goes_markdown, self.where))
+        extra += (attention_section(self.attention),)
         extra += (hta_markdown(self.hta),) if self.hta is not None else ()
         return render_report(
             self.report,
@@ -596,7 +633,10 @@ def report(
     variants = variant_set(paths, labels, loading)
     built = build_report(variants, baseline, guesses)
     breakdown = hta_breakdown(variants) if hta else None
-    return ReportResult(built, where_time_goes_of(variants), breakdown)
+    attention_of_each = tuple(
+        (v.label, _attention_of(v.trace)) for v in variants.loaded if v.trace is not None
+    )
+    return ReportResult(built, where_time_goes_of(variants), breakdown, attention_of_each)
 
 
 def cold(
@@ -711,6 +751,7 @@ _LABELLED: dict[type, Forms[Any]] = {
     Roofline: ROOFLINE,
     MemoryResult: MEMORY,
     StacksResult: STACKS,
+    AttentionResult: ATTENTION,
 }
 _ONE: dict[type, Forms[Any]] = {
     CriticalPath: CRITICAL_PATH,

@@ -536,3 +536,33 @@ def _left_out_notes(table: pl.DataFrame) -> list[str]:
         listed = ", ".join(map(str, numbers))
         notes.append(f"iteration{'s' if len(numbers) > 1 else ''} {listed} left out ({why})")
     return notes
+
+
+def iteration_at(events: pl.DataFrame, trace: Trace) -> pl.Series:
+    """The counted iteration whose span holds each event's ``ts_ns`` (on its ``rank``; null
+    outside every one): for events the loader did not place (memory events, Python frames)."""
+    if trace.iteration_source is IterationSource.WHOLE_TRACE:
+        whole = trace.iterations["iteration"]
+        value = whole[0] if whole.len() else None
+        return pl.Series("iteration", [value] * events.height, dtype=pl.Int64)
+    spans = trace.iterations.select(
+        "rank", "iteration", start="ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")
+    ).sort("start")
+    # The as-of join wants its left side sorted: sort, join, and put the rows back in order.
+    joined = (
+        events.select("rank", "ts_ns")
+        .with_row_index("_row")
+        .sort("ts_ns")
+        .join_asof(
+            spans,
+            left_on="ts_ns",
+            right_on="start",
+            by="rank",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .sort("_row")
+    )
+    return joined.select(
+        pl.when(pl.col("ts_ns") < pl.col("end")).then("iteration").alias("iteration")
+    ).to_series()

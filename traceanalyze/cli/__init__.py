@@ -101,8 +101,11 @@ def _register() -> None:
     ):
         main.add_command(command)
     from traceanalyze.cli.annotate import annotate
+    from traceanalyze.cli.attention import COMMANDS as ATTENTION
 
     main.add_command(annotate)
+    for command in ATTENTION:
+        main.add_command(command)
     # The capture command imports torch only when it runs, so registering it costs nothing.
     from capture.cli import capture
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 _WORDS = {
     "gpu": "GPU", "cpu": "CPU", "us": "µs", "ms": "ms", "pct": "%", "gbps": "GB/s",
     "tflops": "TFLOP/s", "tbps": "TB/s", "cudnn": "cuDNN", "api": "API", "sdpa": "SDPA",
-    "speedup": "speed-up", "hta": "HTA", "nccl": "NCCL", "gemm": "GEMM",
+    "speedup": "speed-up", "hta": "HTA", "nccl": "NCCL", "gemm": "GEMM", "flops": "FLOPs",
 }  # fmt: skip
 
 

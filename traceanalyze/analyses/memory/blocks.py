@@ -18,11 +18,11 @@ from __future__ import annotations
 import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
-from traceanalyze.analyses.iterations import on_counted
+from traceanalyze.analyses.iterations import iteration_at, on_counted
 from traceanalyze.analyses.memory.devices import device_name, is_accelerator
 from traceanalyze.link import THREAD, THREAD_KEY, outermost_annotation
 from traceanalyze.schema import null_series
-from traceanalyze.trace import IterationSource, Trace
+from traceanalyze.trace import Trace
 
 # One device's events, as the figures group them.
 DEVICE_KEY = ["rank", "device_type", "device"]
@@ -60,7 +60,7 @@ def memory_events(trace: Trace) -> pl.DataFrame:
     running = pl.col("bytes").fill_null(0).cum_sum()
     events = events.with_columns(
         running_bytes=running if codes.height == 1 else running.over("device_code"),
-        iteration=_iteration_of(events, trace),
+        iteration=iteration_at(events, trace),
     )
     return _with_ops(events, trace.cpu)
 
@@ -93,28 +93,6 @@ def with_devices(frame: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     devices = memory_devices(trace)
     added = [c for c in devices.columns if c not in frame.columns]
     return frame.with_columns(devices.select(added).gather(frame["device_code"]))
-
-
-def _iteration_of(events: pl.DataFrame, trace: Trace) -> pl.Series:
-    """The counted iteration whose span holds each event (null outside every one)."""
-    if trace.iteration_source is IterationSource.WHOLE_TRACE:
-        whole = trace.iterations["iteration"]
-        value = whole[0] if whole.len() else None
-        return pl.Series("iteration", [value] * events.height, dtype=pl.Int64)
-    spans = trace.iterations.select(
-        "rank", "iteration", start="ts_ns", end=pl.col("ts_ns") + pl.col("dur_ns")
-    ).sort("start")
-    joined = events.select("rank", "ts_ns").join_asof(
-        spans,
-        left_on="ts_ns",
-        right_on="start",
-        by="rank",
-        strategy="backward",
-        check_sortedness=False,
-    )
-    return joined.select(
-        pl.when(pl.col("ts_ns") < pl.col("end")).then("iteration").alias("iteration")
-    ).to_series()
 
 
 def _with_ops(events: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:

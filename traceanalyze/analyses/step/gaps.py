@@ -195,8 +195,11 @@ def _parts(gaps: pl.LazyFrame) -> pl.LazyFrame:
     returned = pl.min_horizontal(pl.coalesce("launch_end_ns", ge), ge)
     host_window = (until - host_from).clip(lower_bound=0)
     host = (host_window - pl.col("data_loading_ns")).clip(lower_bound=0)
-    round_trip = pl.when(pl.col("blocked")).then(pl.min_horizontal(host, ROUND_TRIP_HOST_NS))
-    round_trip = round_trip.fill_null(0)
+    round_trip = (
+        pl.when(pl.col("blocked"))
+        .then(pl.min_horizontal(host, ROUND_TRIP_HOST_NS))
+        .otherwise(pl.lit(0, pl.Int64))
+    )
     return gaps.with_columns(
         _sync_ns=(host_from - gs) + round_trip,
         _data_ns=pl.col("data_loading_ns"),
