@@ -129,14 +129,19 @@ def _inflaters() -> list[str]:
     return ["zlib", "zlib-ng"]
 
 
-@pytest.mark.parametrize("inflate", _inflaters())
-def test_inflaters_give_the_same_trace_and_errors(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, inflate: str
-) -> None:
+def _use(inflate: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inflate with ``inflate`` ("zlib" or "zlib-ng") in this test."""
     if inflate == "zlib":
         monkeypatch.setenv(source.INFLATE_ENV, "zlib")
     else:
         monkeypatch.delenv(source.INFLATE_ENV, raising=False)
+
+
+@pytest.mark.parametrize("inflate", _inflaters())
+def test_inflaters_give_the_same_trace_and_errors(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, inflate: str
+) -> None:
+    _use(inflate, monkeypatch)
     assert source.inflater().__name__.endswith("zlib_ng" if inflate == "zlib-ng" else "zlib")
     raw = write_trace(tmp_path, _steps(40), "t.json")
     packed = tmp_path / "t.json.gz"
@@ -164,10 +169,7 @@ def test_members_longer_than_a_chunk_inflate_once_each(
 ) -> None:
     # Members of 9 MiB, more than a chunk (8 MiB): a member's end is reached by a call that
     # began with input left over by the output limit; those bytes were inflated twice.
-    if inflate == "zlib":
-        monkeypatch.setenv(source.INFLATE_ENV, "zlib")
-    else:
-        monkeypatch.delenv(source.INFLATE_ENV, raising=False)
+    _use(inflate, monkeypatch)
     # 20 MiB of generated event-like text, compressible like a trace (~20x): a 1 MiB read
     # of compressed input then fills a chunk's output limit and leaves input unconsumed
     words = [f'{{"ph": "X", "name": "op{i}", "ts": {i}}}, '.encode() for i in range(8)]
