@@ -5,8 +5,9 @@
 
 The stages are those of :func:`critical_path`, in its order: ``counted`` (the iteration
 choice) and ``activities`` (classification), which every analysis pays once per Trace, then
-the graph's GPU nodes and CPU segments, the iteration windows, the walk, the path's segments,
-time by kind, items and slack, notes. Their sum is about what ``beyond_cache_bench.py``
+the graph's GPU nodes and CPU segments, the iteration windows, the sync calls, the edges
+between threads, the walk, the path's segments, time by kind and by thread, items and slack,
+the segments' frame with names as text, notes. Their sum is about what ``beyond_cache_bench.py``
 reports for ``critical-path``.
 """
 
@@ -23,6 +24,9 @@ from traceanalyze import load
 from traceanalyze.analyses.activities import activities, iteration_count
 from traceanalyze.analyses.between import critical_graph as graph
 from traceanalyze.analyses.between import critical_path as path
+from traceanalyze.analyses.between.critical_segments import path_rows
+from traceanalyze.analyses.between.critical_slack import items
+from traceanalyze.analyses.between.critical_threads import thread_edges
 from traceanalyze.analyses.between.critical_walk import walk
 from traceanalyze.analyses.iterations import counted
 
@@ -48,13 +52,18 @@ def stages(trace_path: Path, times: dict[str, list[float]]) -> None:
     gpu = timed("gpu nodes", lambda: graph.gpu_nodes(trace))
     segs = timed("cpu segments", lambda: graph.cpu_segments(trace))
     bounds = timed("iteration windows", lambda: graph.iteration_bounds(trace, gpu))
-    syncs = graph.sync_calls(trace.cpu)
-    runs = timed("walk", lambda: walk(segs, gpu, bounds, trace.cpu, syncs))
-    segments = timed("path segments", lambda: path.path_segments(runs, segs, gpu, trace))
+    syncs = timed("sync calls", lambda: graph.sync_calls(trace))
+    names = timed("name codes", lambda: graph.name_codes(trace.cpu["name"]))
+    crossings = timed("thread edges", lambda: thread_edges(trace, segs, names))
+    runs = timed("walk", lambda: walk(segs, gpu, bounds, trace.cpu, syncs, crossings.edges))
+    rows = timed("path segments", lambda: path_rows(runs, segs, gpu, trace, syncs, names))
     n = iteration_count(trace)
-    timed("by kind", lambda: path._by_kind(segments, n))
-    timed("items and slack", lambda: path._items(segments, path._terminal(runs), n))
-    timed("notes", lambda: path._notes(trace, syncs))
+    timed("by kind", lambda: path._by_kind(rows, n))
+    timed("items and slack", lambda: items(rows, path._terminal(runs), n, path.TOP_ITEMS))
+    per_run = rows.runs.with_columns(rows.per_run_ns())
+    timed("by thread", lambda: path._by_thread(per_run, crossings, n))
+    timed("segments as text", rows.strings)
+    timed("notes", lambda: path._notes(trace, syncs, crossings))
 
 
 def main() -> None:

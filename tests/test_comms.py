@@ -22,6 +22,7 @@ from traceanalyze.analyses.distributed.comms import (
     NO_GROUP,
     SOME_WITHOUT_BYTES,
     SOME_WITHOUT_GROUP,
+    busiest_collective,
     comms,
 )
 from traceanalyze.cli import main
@@ -218,9 +219,12 @@ def test_sizes_from_recorded_shapes(tmp_path: Path) -> None:
         orient="row",
     )
     assert_frame_equal(got, expected)
-    # Three calls without a group size: their bus bandwidth is unknown, and the note says why.
-    assert result.calls["busbw_gbps"].null_count() == 3
-    assert result.notes == (f"3 of 4 {SOME_WITHOUT_GROUP}",)
+    # The all_gather's group is its output over its input (4 inputs of 256 KiB gathered); the
+    # two other calls without a group size have no bus bandwidth, and the note says why.
+    groups = result.calls.select("group_size", "group_size_source").rows()
+    assert groups == [(None, None), (4, "shape_ratio"), (None, None), (4, "args")]
+    assert result.calls["busbw_gbps"].null_count() == 2
+    assert result.notes == (f"2 of 4 {SOME_WITHOUT_GROUP}",)
 
 
 def test_a_mix_of_calls_with_and_without_group_size(tmp_path: Path) -> None:
@@ -244,7 +248,10 @@ def test_a_mix_of_calls_with_and_without_group_size(tmp_path: Path) -> None:
 
 
 def test_sizes_from_shapes_alone_say_the_group_is_missing(tmp_path: Path) -> None:
-    result = comms(traceanalyze.load(write_trace(tmp_path, SHAPED[:-3]), cache=False))
+    # Without the all_gather, no call shows its group: the note says so for all of them.
+    events = [*SHAPED[:6], *SHAPED[10:-3]]
+    result = comms(traceanalyze.load(write_trace(tmp_path, events), cache=False))
+    assert result.calls["collective"].to_list() == ["all_reduce", "all_to_all"]
     assert result.notes == (NO_GROUP,)
     assert "group sizes" in comms_verdict(result)
 
@@ -274,6 +281,103 @@ def test_a_call_without_any_size_among_sized_ones_is_counted(tmp_path: Path) -> 
     ]
     result = comms(traceanalyze.load(write_trace(tmp_path, events), cache=False))
     assert result.notes == (f"1 of 2 {SOME_WITHOUT_BYTES}",)
+
+
+# ---------------------------------------------------------------------------------------------
+# Group sizes from every source the trace has (issue 38)
+
+
+def _no_group(args: Event) -> Event:
+    return {key: value for key, value in args.items() if key != "Group size"}
+
+
+# An all_gather (no Group size: 4 inputs of 128 Ki elements make its 512 Ki output) and an
+# all_reduce, both without a group size of their own.
+UNGROUPED: list[Event] = [
+    annotation("ProfilerStep#1", 0, 1000),
+    *collective(10, 1, "ncclDevKernel_AllGather_RING_LL", 10, None,
+                **_no_group(comm_args("_allgather_base", 131072, 524288, "BFloat16", 4))),
+    *collective(100, 2, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 10, None,
+                **_no_group(comm_args("allreduce", 262144, 262144, "Float", 4))),
+]  # fmt: skip
+
+
+def _groups(tmp_path: Path, info: Event | None) -> list[tuple[Any, ...]]:
+    extra = {} if info is None else {"distributedInfo": info}
+    result = comms(traceanalyze.load(write_trace(tmp_path, UNGROUPED, **extra), cache=False))
+    return result.calls.select("collective", "group_size", "group_size_source").rows()
+
+
+def test_group_size_from_the_gathers_ratio_alone(tmp_path: Path) -> None:
+    assert _groups(tmp_path, None) == [
+        ("all_gather", 4, "msg_ratio"),
+        ("all_reduce", None, None),
+    ]
+
+
+def test_group_size_from_the_one_size_of_the_multi_rank_process_groups(tmp_path: Path) -> None:
+    # As tl_b200_eager: groups of 4 and of 1 (a group of one rank moves nothing).
+    groups = [{"pg_name": "0", "pg_size": 4, "ranks": [0, 1, 2, 3]},
+              {"pg_name": "5", "pg_size": 1, "ranks": [0]}]  # fmt: skip
+    info = {"backend": "nccl", "rank": 0, "world_size": 4, "pg_config": groups}
+    assert _groups(tmp_path, info) == [
+        ("all_gather", 4, "msg_ratio"),
+        ("all_reduce", 4, "pg_config"),
+    ]
+    # Groups of two sizes: which one a call used is not in the trace.
+    groups.append({"pg_name": "7", "pg_size": 2, "ranks": [0, 1]})
+    assert _groups(tmp_path, info)[1] == ("all_reduce", None, None)
+
+
+def test_world_size_only_where_no_call_shows_another_group(tmp_path: Path) -> None:
+    info = {"backend": "nccl", "rank": 0, "world_size": 4}
+    assert _groups(tmp_path, info)[1] == ("all_reduce", 4, "world_size")
+    # World 8 while the all_gather gathers 4: the all_reduce's group is not known.
+    assert _groups(tmp_path, info | {"world_size": 8})[1] == ("all_reduce", None, None)
+
+
+def test_busiest_collectives_median_is_over_calls_not_buckets(tmp_path: Path) -> None:
+    # Three small all_reduces at one bus bandwidth, one large at ten times it: the median
+    # over the four calls is the small ones', where the mean of the two buckets' medians was
+    # 5.5 times it.
+    small = comm_args("allreduce", 1024, 1024, "Float", 2)  # 4 KiB
+    large = comm_args("allreduce", 1024 * 1024, 1024 * 1024, "Float", 2)  # 4 MiB
+    events = [
+        annotation("ProfilerStep#1", 0, 10_000),
+        *collective(10, 1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 4.096, small),
+        *collective(100, 2, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 4.096, small),
+        *collective(200, 3, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 4.096, small),
+        *collective(300, 4, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 419.4304, large),
+    ]
+    result = comms(traceanalyze.load(write_trace(tmp_path, events), cache=False))
+    assert sorted(result.by_kind["busbw_gbps_median"].to_list()) == pytest.approx([1.0, 10.0])
+    _, top = busiest_collective(result)
+    assert top["busbw"] == pytest.approx(1.0)
+
+
+def test_group_sizes_on_corpus_traces() -> None:
+    cases = {
+        # 1 GiB all_gathers of 16 MiB inputs: 64 (the world is 128; the other calls' groups
+        # are then unknown).
+        "hta_nccl_128rank_sampled_rank0.json.gz": {
+            ("all_gather", 64, "shape_ratio", 2), ("all_reduce", None, None, 4),
+            ("all_to_all", None, None, 4),
+        },
+        # Multimem all_reduces without args: pg_config's groups of 8 (and of 1).
+        "tl_b200_eager.json.gz": {("all_gather", 8, "args", 1), ("all_reduce", 8, "pg_config", 73)},
+        # No pg_config, no args: the world size, 8.
+        "new_htadiff_control_a100_rank3.json.gz": {
+            ("all_reduce", 8, "world_size", 18), ("send_recv", 8, "world_size", 42),
+        },
+    }  # fmt: skip
+    for name, expected in cases.items():
+        path = CORPUS_TRACES / name
+        skip_without(path)
+        calls = comms(traceanalyze.load(path)).calls
+        got = calls.group_by("collective", "group_size", "group_size_source").len().rows()
+        assert set(got) == expected, name
+        known = calls.filter(pl.col("group_size").is_not_null() & pl.col("bytes").is_not_null())
+        assert known.filter(pl.col("collective") != "other")["busbw_gbps"].null_count() == 0
 
 
 def test_skipped_steps_calls_are_left_out_and_told() -> None:

@@ -123,6 +123,8 @@ def test_compare_csv_holds_the_json_figures(compare_json: str, module_cache: Pat
                 assert row[key] == ";".join(value), key
             elif isinstance(value, float):
                 assert float(row[key]) == value, key
+            elif isinstance(value, bool):
+                assert row[key] == str(value).lower(), key
             else:
                 assert row[key] == str(value), key
 

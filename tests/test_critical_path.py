@@ -222,6 +222,40 @@ def test_an_async_copy_call_that_waits_for_the_gpu_is_a_sync_wait(tmp_path: Path
     }  # fmt: skip
 
 
+# A blocking copy waits for its own copy, not for whatever ends last meanwhile (found on
+# new_htadiff_control_a100_rank3: a pageable DtoH copy's call was put on a kernel of another
+# stream that ended 6 us after the copy). The copy (stream 20, 62-65) waited for the GEMM on
+# stream 7 (5-35); a softmax on stream 8 (6-68) ends inside the call (10-70) but after the
+# copy: it is off the path.
+OWN_COPY = [
+    annotation("ProfilerStep#1", 0, 100),
+    call("cudaLaunchKernel", 2, 1, 1),
+    kernel(SGEMM, 5, 30, 1),
+    call("cudaLaunchKernel", 4, 1, 3),
+    kernel(SOFTMAX, 6, 62, 3, stream=8),
+    call("cudaMemcpyAsync", 10, 60, 2),
+    kernel("Memcpy DtoH (Device -> Pageable)", 62, 3, 2, cat="gpu_memcpy", stream=20),
+]
+
+
+def test_a_blocking_copy_waits_for_its_own_copy(tmp_path: Path) -> None:
+    path = path_of(tmp_path, OWN_COPY)
+    assert path.span_us_per_iter == path.length_us_per_iter == 100
+    assert_frame_equal(
+        path.segments.select("kind", "lane", "start_ns", "end_ns"),
+        pl.DataFrame(
+            {
+                "kind": ["annotation", "launch", "kernel:gemm", "gap", "copy", "sync_wait",
+                         "annotation"],
+                "lane": ["thread 1", "thread 1", "stream 7", "stream 20", "stream 20",
+                         "thread 1", "thread 1"],
+                "start_ns": [0, 2000, 5000, 35000, 62000, 65000, 70000],
+                "end_ns": [2000, 5000, 35000, 62000, 65000, 70000, 100000],
+            }
+        ),
+    )  # fmt: skip
+
+
 def test_an_all_gpu_path_has_no_negative_cpu_share() -> None:
     # All kernels and gaps: the CPU's share, 100 minus the others, came out -1e-15 ("-0%").
     path = critical_path(traceanalyze.load(SAMPLES / "h200_graph_replay" / "naive.json.gz"))
@@ -244,9 +278,11 @@ def test_json_keys_and_markdown(tmp_path: Path) -> None:
         "span_us_per_iter",
         "length_us_per_iter",
         "by_kind",
+        "by_thread",
         "items",
         "notes",
     ]
+    assert record["by_thread"] == []  # all of this path is on the GPU
     assert sum(row["us_per_iter"] for row in record["by_kind"]) == pytest.approx(90)
     assert set(record["items"][0]) == {"name", "kind", "us_per_iter", "slack_us_per_iter"}
     top = CliRunner().invoke(main, ["critical-path", str(trace), "--format", "json", "--top", "1"])
@@ -269,7 +305,7 @@ def test_length_equals_span_on_real_traces(trace: Path) -> None:
     loaded = traceanalyze.load(trace)
     if not loaded.gpu.height:
         pytest.skip("no GPU activity")
-    path = critical_path(loaded)
+    path = api.critical_path(loaded)  # the analysis, with the verdict as the CLI gives it
     iterations = path.iterations
     assert iterations.height == counted(loaded).iterations.height  # a closing step is left out
     # Each iteration's window is as long as its wall time (the slower side's span), exactly.
@@ -288,6 +324,13 @@ def test_length_equals_span_on_real_traces(trace: Path) -> None:
         (pl.col("slack_us_per_iter") < 0) | (pl.col("slack_us_per_iter") > pl.col("us_per_iter"))
     )
     assert slack_within.height == 0
+    # The verdict is summary's, word for word (issue 38: the commands never disagree).
+    summary = api.summary(loaded)
+    assert (path.bound, path.bound_margin_pct, path.bound_note) == (
+        summary["bound"],
+        summary["bound_margin_pct"],
+        summary["bound_note"],
+    )
 
 
 @pytest.mark.parametrize(

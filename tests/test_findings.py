@@ -290,7 +290,9 @@ def test_a_clause_with_an_unknown_figure_is_left_out_or_says_its_fallback() -> N
         "0.41 µs; wall 3.00 µs, rank 1"
     )
     assert fields("{a:t} and {b}") == {"a", "b"}
-    assert set(ITEM_CLAUSES) == {"reported", "footprint"}
+    gemm = {"gemm_where", "gemm_shape", "gemm_dims", "gemm_narrow", "gemm_arch", "gemm_fp32",
+            "gemm_fix", "gemm_strides"}  # fmt: skip
+    assert set(ITEM_CLAUSES) == {"reported", "footprint", *gemm}
 
 
 def test_items_are_joined_and_an_empty_tuple_is_unknown(monkeypatch: Any) -> None:
@@ -600,9 +602,11 @@ def test_the_same_kernel_count_with_other_kernels_is_no_in_place_twin(tmp_path: 
 
 
 def gemm_step(name: str, *, math_op: bool) -> list[dict[str, Any]]:
-    """One step: a GEMM of 10 us, launched inside the SDPA math op or not."""
+    """One step of one SDPA call: a GEMM of 10 us, launched inside the SDPA math op or not
+    (the outermost op is the same: one workload)."""
     events = [
         annotation("ProfilerStep#1", 100, 100),
+        op("aten::scaled_dot_product_attention", 130, 60),
         op("aten::bmm", 150, 10),
         call("cudaLaunchKernel", 151, 5, 2),
         kernel(name, 160, 10, 2, **SMALL_BLOCKS),
@@ -666,25 +670,53 @@ def test_a_whole_trace_gets_no_advice_to_cut_cpu_time(tmp_path: Path) -> None:
     assert "less CPU time" not in sentence(found["bound"])
 
 
+def _big_footprint_step(name: str, op_name: str) -> list[dict[str, Any]]:
+    """One step: ``name`` launched by ``op_name``, 128 threads, 64 registers, 100 KiB of
+    shared memory per block: 2 blocks (8 warps) of 64 on an H200."""
+    return [
+        annotation("ProfilerStep#1", 100, 100),
+        op(op_name, 150, 10),
+        call("cudaLaunchKernel", 151, 5, 2),
+        kernel(name, 160, 10, 2, block=[128, 1, 1], grid=[264, 1, 1],
+               **{"registers per thread": 64, "shared memory": 100 * 1024}),
+    ]  # fmt: skip
+
+
 def test_a_shared_memory_limited_kernel_names_its_shared_memory(tmp_path: Path) -> None:
-    # 128 threads, 64 registers, 100 KiB of shared memory per block: 2 blocks (8 warps) of 64.
-    events = masked_fill_step(copy=False)
-    events[-1] = kernel(
-        SOFTMAX,
-        160,
-        10,
-        2,
-        block=[128, 1, 1],
-        grid=[264, 1, 1],
-        **{"registers per thread": 64, "shared memory": 100 * 1024},
+    events = _big_footprint_step(
+        "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Flash_fwd_params)",
+        "aten::_scaled_dot_product_flash_attention",
     )
     found = by_rule(build_report(load_variants([write_trace(tmp_path, events)], cache=False)))
 
     item = found["occupancy_design"].figures["items"][0]
     assert (item["occupancy_pct"], item["limiter"]) == (12.5, "shared memory")
-    assert "(shared memory: 100 KiB shared memory/block, 128 threads/block)" in sentence(
-        found["occupancy_design"]
-    )
+    assert (
+        "(shared memory: 100 KiB shared memory/block, 128 threads/block; fused attention, "
+        "which keeps its Q, K and V tiles on chip)"
+    ) in sentence(found["occupancy_design"])
+
+
+@pytest.mark.parametrize(
+    ("name", "op_name"),
+    [
+        # Issue 38: SDPA math's FFMA sgemm and GPT-2's sm75 align1 LM-head GEMM were called
+        # "low by design ... as flash attention does".
+        ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
+         "aligna4_alignc4_execute_kernel__5x_cublas", "aten::bmm"),
+        ("void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1>("
+         "cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1::Params)", "aten::mm"),
+        # A large footprint in a kernel not known to trade occupancy for reuse: no verdict.
+        (SOFTMAX, "aten::softmax"),
+    ],
+)  # fmt: skip
+def test_low_occupancy_is_by_design_only_for_known_kernels(
+    tmp_path: Path, name: str, op_name: str
+) -> None:
+    events = _big_footprint_step(name, op_name)
+    found = by_rule(build_report(load_variants([write_trace(tmp_path, events)], cache=False)))
+    assert "occupancy_design" not in found
+    assert "occupancy_accident" not in found
 
 
 def copy_step(chain: list[str], activity: str) -> list[dict[str, Any]]:
@@ -859,6 +891,30 @@ def test_a_collective_gets_no_occupancy_finding(tmp_path: Path) -> None:
     assert said == [
         f"The longest kernel outside the collectives per iteration, `{SOFTMAX}` (from "
         "`aten::softmax`), has 50.00% theoretical occupancy, limited by blocks (16 "
-        "registers/thread, 32 threads/block, 0 B shared memory); the trace reports none "
-        "(0 or absent, as for driver-API launches)."
+        "registers/thread, 32 threads/block, 0 B shared memory); the trace carries no CUPTI "
+        "estimate (0 or absent, as for driver-API launches)."
     ]
+
+
+def test_a_finding_under_one_percent_of_the_step_is_noise(tmp_path: Path) -> None:
+    # The same `.item()` copy (6 us) in a step of 100 us (6%) and of 1,000 us (0.6%).
+    chain = ["aten::item", "aten::_local_scalar_dense"]
+    short = copy_step(chain, "Memcpy DtoH (Device -> Pinned)")
+    long = [annotation("ProfilerStep#1", 100, 1000), *short[1:]]
+    for events, told in ((short, True), (long, False)):
+        path = write_trace(tmp_path, events)
+        found = by_rule(build_report(load_variants([path], cache=False)))
+        assert ("copies" in found) is told
+
+
+def test_sentences_quote_short_kernel_names(tmp_path: Path) -> None:
+    # A kernel name of over 1,000 characters (ROCm's composable-kernel names run to 2,004, and
+    # a sentence quoted them whole): at most 80 in a sentence, cut with an ellipsis.
+    name = "ck_kernel_batched_xdlops_bwd_weight_" + "Gridwise_bk0mk1_xdl" * 55
+    events = masked_fill_step(copy=False)
+    events[-1] = kernel(name, 160, 40, 2, **SMALL_BLOCKS)
+    report = build_report(load_variants([write_trace(tmp_path, events)], cache=False))
+    texts = [sentence(f) for f in report.findings]
+    quoted = [part for text in texts for part in text.split("`")[1::2]]
+    assert any(part.startswith("ck_kernel_batched_xdlops") for part in quoted)
+    assert max(len(part) for part in quoted) <= 80

@@ -103,7 +103,8 @@ def test_missing_dur_is_zero(tmp_path: Path) -> None:
 
 def test_begin_end_pairs_become_spans(tmp_path: Path) -> None:
     # Nested B/E on one thread; the E events name nothing (the spec does not require it); an
-    # unmatched B is dropped; the display unit does not change the times' unit.
+    # unmatched B is kept with duration 0 (as an X without dur); the display unit does not
+    # change the times' unit.
     events = [
         {"ph": "B", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1,
          "ts": 0},
@@ -120,6 +121,7 @@ def test_begin_end_pairs_become_spans(tmp_path: Path) -> None:
         CPU_SCHEMA,
         "name ts_ns dur_ns depth",
         ("ProfilerStep#0", 0, 100_000, 0),
+        ("never closed", 5_000, 0, 0),
         ("aten::mm", 10_000, 50_500, 1),
         ("cudaLaunchKernel", 20_000, 5_000, 2),
     )

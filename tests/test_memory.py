@@ -19,6 +19,7 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 import traceanalyze
+from tests.conftest import CORPUS_TRACES, skip_without
 from tests.micro import annotation, expected, load, memory_event, op, span, write_trace
 from traceanalyze.analyses.memory.blocks import _address_key, memory_events
 from traceanalyze.analyses.memory.usage import NO_MEMORY_EVENTS, memory
@@ -158,11 +159,50 @@ def test_a_block_kept_by_every_iteration_is_a_leak_suspect(tmp_path: Path) -> No
         memory_event(112, 0x20, 128, 256, 2048),
     ]
     suspects = memory(load(tmp_path, events)).leak_suspects
+    # Allocated memory grows 128 B in each step (0 -> 128 -> 256): the kept blocks leak.
     want = pl.DataFrame(
         {"device": ["cuda:0"], "op_name": ["aten::cat"], "block_bytes": [128],
-         "blocks_per_iter": [1.0]},
+         "blocks_per_iter": [1.0], "device_growth_bytes_per_iter": [128.0]},
     )  # fmt: skip
     assert_frame_equal(suspects, want)
+
+
+def test_a_block_carried_into_the_next_step_is_no_leak_where_memory_stops_growing(
+    tmp_path: Path,
+) -> None:
+    # As new_tl_mi300x_norm_profile_memory: each step's 128 B block outlives its step (freed in
+    # the next one), but after the first step allocated memory is flat (128 -> 128): no leak.
+    events = [
+        annotation("ProfilerStep#1", 0, 100),
+        annotation("ProfilerStep#2", 100, 100),
+        annotation("ProfilerStep#3", 200, 100),
+        op("aten::mse_loss", 10, 10),
+        op("aten::mse_loss", 110, 10),
+        op("aten::mse_loss", 210, 10),
+        memory_event(12, 0x10, 128, 128, 2048),
+        memory_event(112, 0x20, 128, 256, 2048),
+        memory_event(114, 0x10, -128, 128, 2048),
+        memory_event(212, 0x10, 128, 256, 2048),
+        memory_event(214, 0x20, -128, 128, 2048),
+    ]
+    result = memory(load(tmp_path, events))
+    assert result.iterations["outliving_blocks"].to_list() == [1, 1, 1]
+    assert result.iterations.select("start_allocated_bytes", "end_allocated_bytes").rows() == [
+        (0, 128), (128, 128), (128, 128),
+    ]  # fmt: skip
+    assert result.leak_suspects.height == 0
+
+
+def test_no_leak_suspect_on_the_mi300x_norm_trace() -> None:
+    path = CORPUS_TRACES / "new_tl_mi300x_norm_profile_memory.json.gz"
+    skip_without(path)
+    result = memory(traceanalyze.load(path))
+    gpu = result.iterations.filter(pl.col("device") == "hip:0")
+    # The allocated level at each step's start: 650 KiB, then 1.77 MiB twice: flat after
+    # the first step, so the blocks that outlive their step are carried state, not a leak.
+    starts = gpu["start_allocated_bytes"].to_list()
+    assert starts[1] == starts[2] > starts[0]
+    assert result.leak_suspects.height == 0
 
 
 def test_oldest_form_gives_increases_only(tmp_path: Path) -> None:

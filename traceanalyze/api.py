@@ -30,6 +30,10 @@ from traceanalyze.analyses.annotate import annotate as annotation_of
 from traceanalyze.analyses.attention import AttentionResult
 from traceanalyze.analyses.attention import attention as attention_of
 from traceanalyze.analyses.attention.dispatch import FORCED
+from traceanalyze.analyses.audit import Audit
+from traceanalyze.analyses.audit import audit as audit_of
+from traceanalyze.analyses.audit.clocks import aligned_comms
+from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
 from traceanalyze.analyses.between.critical_path import CriticalPath
 from traceanalyze.analyses.between.critical_path import critical_path as critical_path_of
 from traceanalyze.analyses.between.idle import LARGEST_GAPS, IdleResult, idle_breakdown
@@ -86,6 +90,7 @@ from traceanalyze.load.variants import (
 from traceanalyze.render.analyses import SUMMARIES
 from traceanalyze.render.annotate import activity_args, added_events
 from traceanalyze.render.attention import ATTENTION, attention_section
+from traceanalyze.render.audit import AUDIT
 from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH
 from traceanalyze.render.between.idle import IDLE, where_time_goes_markdown
 from traceanalyze.render.cold import COLD
@@ -139,6 +144,10 @@ class Loading:
         return load_variants(
             paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels, threads=self.threads
         )
+
+    def audit_noted(self, path: Path, found: Sequence[Trace | str]) -> None:
+        """Told what a command loaded from ``path`` (traces, or audit warnings written where
+        the ranks were analysed); the command line warns of their faults, the library not."""
 
     def trace(self, path: PathLike) -> Trace:
         return counted(self.load_trace(Path(path)), self.selection)
@@ -397,7 +406,27 @@ def summary(x: Input, *, loading: Loading | None = None) -> Summary | PerVariant
     >>> s.kernels_per_iter, s.memcpy_per_iter, s["iteration_source"]
     (5.0, 1.0, <IterationSource.PROFILER_STEP: 'ProfilerStep'>)
     """
-    return _each(x, loading, lambda s: summary_with_wall(s.trace, s.median_ms).of_variant(s.label))
+    return _each(
+        x,
+        loading,
+        lambda s: (
+            summary_with_wall(s.trace, s.median_ms)
+            .of_variant(s.label)
+            .audited(audit_of(s.trace).warnings_for(COMMAND_FIGURES["summary"]))
+        ),
+    )
+
+
+def audit(x: Input, *, loading: Loading | None = None) -> Audit | PerVariant[Audit]:
+    """Can the trace be trusted? Each check of the trace itself (dropped launches and
+    activities, overlaps, overflowing durations, bad timestamps, truncation, rank clock skew,
+    profiler overhead, opaque graph replays, missing metadata) with what it moves, ``ok`` and
+    the error bar of each figure; one per variant for a capture folder.
+
+    >>> audit("sample_traces/h200_default/sdpa_flash.json.gz").ok
+    True
+    """
+    return _each(x, loading, lambda s: audit_of(s.trace, untraced_median_ms=s.median_ms))
 
 
 def check(
@@ -513,9 +542,14 @@ def critical_path(x: PathLike | Trace, *, loading: Loading | None = None) -> Cri
     return replace(critical_path_of(trace), **verdict_fields(trace, _capture_median(trace)))
 
 
-def comms(x: PathLike | Trace, *, loading: Loading | None = None) -> Comms:
-    """Every collective call with its size and bus bandwidth, and per kind."""
-    return comms_of(one_trace(x, loading))
+def comms(
+    x: PathLike | Trace, *, clock_align: bool = False, loading: Loading | None = None
+) -> Comms:
+    """Every collective call with its size and bus bandwidth, and per kind; ``clock_align``:
+    on a trace of several ranks, each rank's times moved onto the lowest rank's clock by the
+    audit's offsets first (the notes say so)."""
+    trace = one_trace(x, loading)
+    return aligned_comms(trace) if clock_align else comms_of(trace)
 
 
 def explain(
@@ -575,7 +609,7 @@ def compare(
     >>> compare("sample_traces/h200_default")["variant"].head(3).to_list()
     ['naive', 'naive_inplace', 'sdpa_math']
     """
-    return comparison(variant_set(paths, labels, loading).variants, baseline)
+    return comparison(variant_set(paths, labels, loading), baseline)
 
 
 @dataclass(frozen=True, repr=False)
@@ -726,11 +760,14 @@ def ranks(
     engine: str = ENGINE_LOCAL,
     address: str | None = None,
     workers: int | None = None,
+    clock_align: bool = False,
     loading: Loading | None = None,
 ) -> RanksResult:
-    """One row per rank of the job in ``folder``, the stragglers and collective skew."""
+    """One row per rank of the job in ``folder``, the stragglers and collective skew;
+    ``clock_align``: the ranks' clocks aligned with the audit's offsets (`audit`'s
+    clock_skew) instead of ``align``'s, and the notes say so."""
     loading = loading or Loading()
-    return rank_folder(
+    result = rank_folder(
         folder,
         engine=engine,
         address=address,
@@ -740,13 +777,17 @@ def ranks(
         straggler_pct=straggler_pct,
         align=align,
         selection=loading.selection,
+        clock_align=clock_align,
     )
+    loading.audit_noted(Path(folder), list(result.audit_warnings))
+    return result
 
 
 # Each result's renderers, as its command writes it (Jupyter shows the markdown). Results a
 # capture folder gives one per variant are rendered as a list of (label, result) pairs.
 _LABELLED: dict[type, Forms[Any]] = {
     Summary: SUMMARIES,
+    Audit: AUDIT,
     IdleResult: IDLE,
     Roofline: ROOFLINE,
     MemoryResult: MEMORY,

@@ -99,9 +99,11 @@ def rank_folder(
     straggler_pct: float = DEFAULT_STRAGGLER_PCT,
     align: str = ALIGN_ENDS,
     selection: Selection | None = None,
+    clock_align: bool = False,
 ) -> RanksResult:
     """The `ranks` analysis of a folder of the ranks of one job (or of one trace file), each
-    rank converted and analysed as a task of ``engine``."""
+    rank converted and analysed as a task of ``engine``; ``clock_align``: clocks aligned
+    with the audit's offsets."""
     source = Path(path)
     files, skipped = rank_files(source)
     folder_cache = str(Path(cache_dir).resolve()) if cache_dir is not None else None
@@ -113,7 +115,9 @@ def rank_folder(
     if here:
         evict(Path(folder_cache) if folder_cache else default_cache_dir(), max_cache_bytes())
     check_ranks([meta for work in works for meta in work.meta], source)
-    result = ranks_analysis(works, straggler_pct=straggler_pct, align=align)
+    result = ranks_analysis(
+        works, straggler_pct=straggler_pct, align=align, clock_align=clock_align
+    )
     return replace(result, skipped=tuple(skipped))
 
 

@@ -51,6 +51,7 @@ LAUNCH_APIS = (
     "cudaMemcpyPeerAsync", "cudaMemsetAsync", "cudaMemset", "cuMemcpyAsync", "cuMemsetD32Async",
     "cuMemsetD8Async", "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
     "hipGraphLaunch", "hipMemcpyAsync", "hipMemcpyWithStream", "hipMemsetAsync",
+    "hipExtModuleLaunchKernel", "hipMemset", "cuGraphLaunch",
 )  # fmt: skip
 # At most 18 digits: the step number must fit in an Int64 (a longer one is no step).
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")

@@ -13,8 +13,9 @@ from traceanalyze.trace import Trace
 KERNEL_TABLE_COLUMNS = (
     "name", "category", "kind", "count_per_iter", "us_per_iter", "mean_us", "min_us", "max_us",
     "share_of_gpu_activity_pct", "theoretical_occupancy_pct", "occupancy_limiter",
-    "achieved_occupancy_pct", "launch_op", "launch_api", "stream", "streams", "gemm_precision",
-    "registers_per_thread", "threads_per_block", "shared_memory_bytes", "count", "total_us",
+    "achieved_occupancy_pct", "launch_op", "launch_ops", "launch_api", "stream", "streams",
+    "gemm_precision", "registers_per_thread", "threads_per_block", "shared_memory_bytes",
+    "count", "total_us",
 )  # fmt: skip
 
 
@@ -38,9 +39,10 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
     """Distinct kernels (and memcpy/memset names), most time per iteration first.
 
     Per-iteration figures (``count_per_iter``, ``us_per_iter``, ``mean_us``, ``min_us``,
-    ``max_us``, ``share_of_gpu_activity_pct``) cover the activities launched inside the
-    iterations, so ``count_per_iter * mean_us == us_per_iter``; ``count`` and ``total_us`` cover
-    the whole trace, including activities launched before the profiling window.
+    ``max_us``, ``share_of_gpu_activity_pct``, ``launch_ops``) cover the activities launched
+    inside the iterations, so ``count_per_iter * mean_us == us_per_iter``; ``count`` and
+    ``total_us`` cover the whole trace, including activities launched before the profiling
+    window. ``launch_op`` is the first of ``launch_ops``.
     """
     frame = activities(trace)
     n = iteration_count(trace)
@@ -73,11 +75,41 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
         count=pl.len(),
         total_us=pl.col("dur_ns").sum() / 1e3,
     )
+    ops = _launch_ops(inside, n)
     return (
         table.join(per_iteration, on="name", how="left")
-        .with_columns(pl.col("count_per_iter", "us_per_iter").fill_null(0.0))
+        .join(ops, on="name", how="left")
+        .with_columns(
+            pl.col("count_per_iter", "us_per_iter").fill_null(0.0),
+            pl.col("launch_ops").fill_null(pl.lit([], ops.schema["launch_ops"])),
+            # The main op: the one most launches per iteration come from (as `kernels --by op`
+            # counts them), else, for a kernel launched only outside the iterations, the
+            # whole trace's most frequent.
+            launch_op=pl.coalesce(
+                pl.col("launch_ops").list.first().struct.field("op"), "launch_op"
+            ),
+        )
         .sort(["us_per_iter", "total_us", "name"], descending=[True, True, False])
         .select(KERNEL_TABLE_COLUMNS)
+    )
+
+
+def _launch_ops(inside: pl.DataFrame, n: int) -> pl.DataFrame:
+    """Per kernel name, every op that launched it inside the iterations (``launch_ops``: ``op``,
+    ``count_per_iter``, ``us_per_iter``; most launches first, a null ``op`` for launches
+    without one): the same counts as :func:`op_table`, split by kernel name. One GEMM kernel
+    serves several ops (tl_h100_qwen: 72 of 168 launches of one from aten::addmm, the rest
+    from aten::mm), so the most frequent op alone misattributes the others' time."""
+    return (
+        inside.group_by("name", pl.col("op_name").alias("op"))
+        .agg(count_per_iter=pl.len() / n, us_per_iter=pl.col("dur_ns").sum() / 1e3 / n)
+        .sort(
+            ["name", "count_per_iter", "us_per_iter", "op"],
+            descending=[False, True, True, False],
+            nulls_last=True,
+        )
+        .group_by("name", maintain_order=True)
+        .agg(launch_ops=pl.struct("op", "count_per_iter", "us_per_iter"))
     )
 
 
@@ -85,9 +117,9 @@ def kernel_table(trace: Trace) -> pl.DataFrame:
 @on_counted
 def op_table(trace: Trace) -> pl.DataFrame:
     """GPU activity per iteration by the CPU op that launched it (``launch_op``; null for
-    activities without a launching op in the trace), most time first. Unlike the kernel table's
-    ``launch_op`` (the op most launches of one kernel name come from), every activity counts
-    for its own op, so ``us_per_iter`` adds up to the summary's ``gpu_activity_us_per_iter``."""
+    activities without a launching op in the trace), most time first. Every activity counts
+    for its own op, so ``us_per_iter`` adds up to the summary's ``gpu_activity_us_per_iter``,
+    and each op's figures are the sums of its entries in the kernel table's ``launch_ops``."""
     inside = in_iterations(activities(trace))
     n = iteration_count(trace)
     total = inside["dur_ns"].sum() or 1

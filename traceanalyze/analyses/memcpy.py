@@ -187,13 +187,14 @@ def memory_traffic(trace: Trace) -> pl.DataFrame:
     gpu = transfers(trace)
     n = iteration_count(trace)
     inside = pl.col("in_iteration")
+    nbytes = pl.col("bytes")
     table = gpu.group_by("chain", "kind", "name").agg(
         count_per_iter=inside.sum() / n,
         us_per_iter=pl.col("dur_ns").filter(inside).sum() / 1e3 / n,
-        bytes_per_call=pl.col("bytes").mean(),
-        bytes_per_iter=pl.col("bytes").filter(inside).sum() / n,
+        bytes_per_call=known(nbytes, nbytes.mean()),
+        bytes_per_iter=known(nbytes, nbytes.filter(inside).sum() / n),
         # Bytes moved over the time spent moving them (bytes per ns = GB/s).
-        bandwidth_gbps=pl.col("bytes").sum() / pl.col("dur_ns").sum(),
+        bandwidth_gbps=known(nbytes, nbytes.sum() / pl.col("dur_ns").sum()),
         launch_op=pl.col("op_name").first(),
         count=pl.len(),
         total_us=pl.col("dur_ns").sum() / 1e3,
@@ -201,6 +202,13 @@ def memory_traffic(trace: Trace) -> pl.DataFrame:
     return table.with_columns(
         advice=_first_cause(_advice), actionable=_first_cause(_actionable)
     ).sort(["us_per_iter", "total_us", "chain"], descending=[True, True, False])
+
+
+def known(values: pl.Expr, figure: pl.Expr) -> pl.Expr:
+    """``figure`` (an aggregation of ``values``) where every one of ``values`` is known, else
+    null: a sum or mean over a group with an unknown size is not the group's (a copy a CUDA graph
+    replays as a kernel records no bytes; its size is unknown, not 0 B at 0 GB/s)."""
+    return pl.when(values.is_not_null().all()).then(figure)
 
 
 def _applies(cause: Cause) -> pl.Expr:

@@ -29,7 +29,7 @@ from traceanalyze.analyses.activities import activities, in_iterations, iteratio
 from traceanalyze.analyses.cputree import outermost_ops
 from traceanalyze.analyses.graphs import with_captured_ops
 from traceanalyze.analyses.iterations import on_counted
-from traceanalyze.analyses.memcpy import transfers
+from traceanalyze.analyses.memcpy import known, transfers
 from traceanalyze.display import Shown
 from traceanalyze.link import RUNTIME_CATS, THREAD, nearest_ancestor, with_call_tree
 from traceanalyze.trace import Trace
@@ -176,7 +176,7 @@ def _copies(copies: pl.DataFrame, n: int) -> pl.DataFrame:
         .agg(
             count_per_iter=pl.len() / n,
             us_per_iter=pl.col("dur_ns").sum() / 1e3 / n,
-            bytes_per_iter=pl.col("bytes").sum() / n,
+            bytes_per_iter=known(pl.col("bytes"), pl.col("bytes").sum() / n),
         )
         .cast({"count_per_iter": pl.Float64, "us_per_iter": pl.Float64})
         .sort(["us_per_iter", "frame", "chain"], descending=[True, False, False])

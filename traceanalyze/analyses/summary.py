@@ -86,15 +86,22 @@ class Summary(Shown, Mapping[str, Any]):
     launch_apis: dict[str, float]
     gpu_activities_outside_iterations_total: int
     cpu_ops_outside_iterations_total: int
+    # The audit's warnings about the figures above (`traceanalyze audit`); None: not audited
+    # (the key is then left out, as ``variant`` is for a single trace).
+    audit_warnings: dict[str, str] | None = None
 
     def __iter__(self) -> Iterator[str]:
-        return (f.name for f in fields(self) if f.name != "variant" or self.variant is not None)
+        return (
+            f.name
+            for f in fields(self)
+            if f.name not in _OPTIONAL or getattr(self, f.name) is not None
+        )
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
     def __getitem__(self, key: str) -> Any:
-        if key not in _SUMMARY_KEYS or (key == "variant" and self.variant is None):
+        if key not in _SUMMARY_KEYS or (key in _OPTIONAL and getattr(self, key) is None):
             raise KeyError(key)
         return getattr(self, key)
 
@@ -111,6 +118,10 @@ class Summary(Shown, Mapping[str, Any]):
     def of_variant(self, label: str | None) -> Summary:
         """The same record, named as a variant's (``label`` None: as a single trace's)."""
         return replace(self, variant=label)
+
+    def audited(self, warnings: dict[str, str]) -> Summary:
+        """The same record with the audit's warnings about its figures."""
+        return replace(self, audit_warnings=warnings)
 
 
 @per_trace
@@ -148,6 +159,8 @@ def summary(trace: Trace) -> Summary:
 
 
 _SUMMARY_KEYS = frozenset(f.name for f in fields(Summary))
+# Keys left out of the record while None.
+_OPTIONAL = frozenset({"variant", "audit_warnings"})
 
 
 def iteration_note(trace: Trace) -> str | None:

@@ -60,11 +60,16 @@ class Commands(click.Group):
         sys.exit(done if isinstance(done, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
+        from traceanalyze.cli.options import warn_audited
+
         try:
-            return super().invoke(ctx)
+            done = super().invoke(ctx)
+            # The one place every command warns of the trace's own faults (issue 40).
+            warn_audited(ctx)
         except TraceAnalyzeError as error:
             shown = LibraryUsageError if error.exit_code == 2 else LibraryError
             raise shown(str(error)) from None
+        return done
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -75,6 +80,7 @@ def main() -> None:
 
 def _register() -> None:
     from traceanalyze.cli.analyses import COMMANDS as ANALYSES
+    from traceanalyze.cli.audit import COMMANDS as AUDIT
     from traceanalyze.cli.between import COMMANDS as BETWEEN
     from traceanalyze.cli.cache import COMMANDS as CACHE
     from traceanalyze.cli.cold import COMMANDS as COLD
@@ -98,6 +104,7 @@ def _register() -> None:
         *TIMELINE,
         *STACKS,
         *CACHE,
+        *AUDIT,
     ):
         main.add_command(command)
     from traceanalyze.cli.annotate import annotate

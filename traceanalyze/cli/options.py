@@ -14,7 +14,9 @@ from typing import Any, TypeVar, cast
 import click
 
 from traceanalyze import files
-from traceanalyze.analyses.iterations import Selection
+from traceanalyze.analyses.audit import audit
+from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
+from traceanalyze.analyses.iterations import Selection, counted
 from traceanalyze.api import Loading
 from traceanalyze.cli.progress import loading, loading_file
 from traceanalyze.load import Input, load
@@ -145,8 +147,8 @@ def _writing(path: Path) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Loader(Loading):
-    """The library's loading with progress on a terminal and one warning line per file of a
-    folder that is not a trace."""
+    """The library's loading with progress on a terminal, one warning line per file of a
+    folder that is not a trace, and the traces noted for the command's audit line."""
 
     def load_trace(self, path: Path) -> Trace:
         with loading_file(path) as progress:
@@ -158,12 +160,14 @@ class Loader(Loading):
                 threads=self.threads,
             )
         warn_skipped(trace.skipped)
+        self.audit_noted(path, [trace])
         return trace
 
     def load_variants(
         self, paths: Sequence[Path | Input], labels: Sequence[str] | None
     ) -> VariantSet:
-        with loading([p.path if isinstance(p, Input) else p for p in paths]):
+        given = [p.path if isinstance(p, Input) else p for p in paths]
+        with loading(given):
             found = load_variants(
                 paths,
                 cache=self.cache,
@@ -172,7 +176,51 @@ class Loader(Loading):
                 threads=self.threads,
             )
         warn_skipped(found.skipped)
+        self.audit_noted(given[0], [v.trace for v in found.loaded if v.trace is not None])
         return found
+
+    def audit_noted(self, path: Path, found: Sequence[Trace | str]) -> None:
+        """Note what the running command loaded from ``path`` (traces, or a worker's audit
+        warnings already written) for its one audit line (:func:`warn_audited`)."""
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None and COMMAND_FIGURES.get(ctx.info_name or ""):
+            ctx.meta.setdefault(AUDITED, []).append((ctx.info_name, path, list(found)))
+
+
+# The key of click's context meta (shared by the contexts of one command line) under which the
+# Loader notes what the command loaded.
+AUDITED = "traceanalyze.audited"
+
+
+def warn_audited(ctx: click.Context) -> None:
+    """At the end of a command that succeeded: one line on stderr when a warning or error of
+    the audit of what it loaded moves a figure the command prints by 1% or more (nothing for a
+    clean trace). The audit's analyses are memoised per trace, so most of its work is the
+    command's own."""
+    noted: list[tuple[str, Path, list[Trace | str]]] = ctx.meta.get(AUDITED, [])
+    found: list[tuple[Path, str]] = []
+    for command, path, loaded in noted:
+        figures = COMMAND_FIGURES[command]
+        for item in loaded:
+            lines = (
+                [item]
+                if isinstance(item, str)
+                else [
+                    f"{item.path.name}: {key}: {text}"
+                    # the counted trace the command analysed: its audit shares its tables
+                    for key, text in audit(counted(item)).warnings_for(figures).items()
+                ]
+            )
+            found += [(path, line) for line in lines]
+    if not found:
+        return
+    path, first = found[0]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    click.echo(
+        f"traceanalyze: warning: the trace's own faults move figures this command prints: "
+        f"{first}{more}; see `traceanalyze audit {path}`",
+        err=True,
+    )
 
 
 def warn_skipped(skipped: Sequence[Skipped]) -> None:
@@ -305,3 +353,13 @@ def iteration_options(func: F) -> F:
         return func(*args, loader=loader.choosing(_selection(iterations, skip)), **kwargs)
 
     return cast(F, _add_options(command, _ITERATION_OPTIONS))
+
+
+# `ranks` and `comms` on a folder of ranks: the audit's repair of rank clocks, only when asked.
+clock_align_option = click.option(
+    "--clock-align",
+    is_flag=True,
+    help="Move each rank's times onto the lowest rank's clock by the offset `audit` estimates "
+    "from collectives that must end together (its clock_skew check) before comparing ranks; "
+    "the notes say which offsets were applied.",
+)

@@ -13,6 +13,7 @@ from traceanalyze.cli.options import (
     Loader,
     Output,
     cache_options,
+    clock_align_option,
     iteration_options,
     output_options,
     warn_skipped,
@@ -60,6 +61,7 @@ from traceanalyze.render.ranks import RANKS
     help="Worker processes of the local engine or local cluster [default: one per CPU].",
 )
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
+@clock_align_option
 @output_options
 @cache_options
 @iteration_options
@@ -71,6 +73,7 @@ def ranks(
     address: str | None,
     workers: int | None,
     full_names: bool,
+    clock_align: bool,
     out: Output,
     loader: Loader,
 ) -> None:
@@ -82,6 +85,7 @@ def ranks(
     \b
     Example:
       traceanalyze ranks run/ranks --straggler-pct 5
+      traceanalyze ranks run/ranks --clock-align
       traceanalyze ranks /shared/job42 --engine dask --address tcp://scheduler:8786 -o ranks.json
     """
     with loading([folder]):
@@ -92,6 +96,7 @@ def ranks(
             engine=engine,
             address=address,
             workers=workers,
+            clock_align=clock_align,
             loading=loader,
         )
     warn_skipped(result.skipped)

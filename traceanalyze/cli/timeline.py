@@ -13,6 +13,7 @@ from traceanalyze.cli.options import (
     Loader,
     Output,
     cache_options,
+    clock_align_option,
     iteration_options,
     output_options,
 )
@@ -53,10 +54,13 @@ def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> 
     help="One row per collective call, or per kind, size bucket and side (GPU or CPU).",
 )
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows.")
+@clock_align_option
 @output_options
 @cache_options
 @iteration_options
-def comms(trace: Path, by: str, top: int | None, out: Output, loader: Loader) -> None:
+def comms(
+    trace: Path, by: str, top: int | None, clock_align: bool, out: Output, loader: Loader
+) -> None:
     """Every collective call (NCCL/RCCL kernels, and Gloo collectives run on the CPU): its
     kind, dtype, group size, message bytes, time, and algorithm and bus bandwidth with
     nccl-tests' formulas; --by kind gives count, time per iteration and median bus bandwidth
@@ -67,8 +71,9 @@ def comms(trace: Path, by: str, top: int | None, out: Output, loader: Loader) ->
       traceanalyze comms rank0.json.gz
       traceanalyze comms rank0.json.gz --by kind
       traceanalyze comms rank0.json.gz --format json -o comms.json
+      traceanalyze comms run/ranks --clock-align
     """
-    result = api.comms(trace, loading=loader)
+    result = api.comms(trace, clock_align=clock_align, loading=loader)
     out.write(COMMS.render(result, out.format, by=by, top=top), inputs=[trace])
 
 

@@ -313,6 +313,46 @@ def occupancy_means() -> list[pl.Expr]:
     ]
 
 
+# The occupancy figures of `compare` and the report, defined once (README "How time is
+# counted" and the report's glossary print these).
+OCCUPANCY_DEFINITIONS: dict[str, str] = {
+    "theoretical_occupancy_pct": "resident warps per SM that a kernel's registers, shared memory "
+    "and block size allow on this GPU, as a share of the SM's maximum; in the comparison, "
+    "time-weighted over every kernel with a computable footprint (the same set for every "
+    "variant)",
+    "theoretical_occupancy_of_estimated_pct": "the same, time-weighted over only the kernels "
+    "that carry the trace's estimate: the kernel set of `estimated_occupancy_pct`, so the two "
+    "compare like with like",
+    "estimated_occupancy_pct": "the trace's `est. achieved occupancy %`: CUPTI's "
+    "occupancy-calculator estimate at launch, not a measurement (a 0, as driver-API launches "
+    "report, counts as absent); time-weighted over the kernels that carry it, and left out "
+    f"where they hold under {MIN_REPORTED_COVERAGE_PCT:.0f}% of the kernel time",
+    "achieved_occupancy_pct": "the former name of `estimated_occupancy_pct`, the same value "
+    "(kept for JSON compatibility)",
+    "reported_coverage_pct": "the share of the kernel time whose kernels carry the trace's "
+    "estimate",
+}
+
+
+def compare_occupancy() -> list[pl.Expr]:
+    """The comparison's occupancy figures over one group of kernels (see
+    :data:`OCCUPANCY_DEFINITIONS`): ``theoretical_occupancy_pct`` over every kernel with a
+    footprint; ``theoretical_occupancy_of_estimated_pct`` and ``estimated_occupancy_pct``
+    over one set, the kernels with both values (:func:`occupancy_means`);
+    ``achieved_occupancy_pct`` the estimate's former name; ``reported_coverage_pct``."""
+    means = {expr.meta.output_name(): expr for expr in occupancy_means()}
+    estimated = means["achieved_occupancy_pct"]
+    return [
+        theoretical_mean(),
+        pl.when(estimated.is_not_null())
+        .then(means["theoretical_occupancy_pct"])
+        .alias("theoretical_occupancy_of_estimated_pct"),
+        estimated.alias("estimated_occupancy_pct"),
+        estimated.alias("achieved_occupancy_pct"),
+        means["reported_coverage_pct"],
+    ]
+
+
 def theoretical_mean() -> pl.Expr:
     """``theoretical_occupancy_pct`` time-weighted over every kernel with a computable
     footprint, whatever the trace estimates: one kernel set for every compared row."""

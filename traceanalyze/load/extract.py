@@ -244,7 +244,9 @@ def _npu_kind(task_type: str) -> str:
 def pair_spans(scanned: Scanned, chunk: Chunk) -> None:
     """Begin/end events ("B"/"E") as complete spans: on each thread an "E" closes the latest
     open "B" (any category), and the span takes the B's category, name and args. A B that is
-    never closed, or closed before it began, is dropped."""
+    never closed is kept with duration 0, as an "X" event written without its ``dur`` is (a
+    step region opened and never closed is then what `audit` counts as an open step); one
+    closed before it began is dropped."""
     open_spans: dict[tuple[Any, Any], list[tuple[int, Event]]] = defaultdict(list)
     spans: list[Event] = []
     for index, event in scanned.begin_end:
@@ -259,6 +261,9 @@ def pair_spans(scanned: Scanned, chunk: Chunk) -> None:
         duration = _decimal(event.ts, index, "ts", chunk) - begin_us
         if duration >= 0:
             spans.append(_complete(begin, duration))
+    # Left open when the trace ends, in file order (a handful of events at most).
+    never_closed = sorted(begun for stack in open_spans.values() for begun in stack)
+    spans += [_complete(begin, Decimal(0)) for _, begin in never_closed]
     scanned.begin_end = []
     if spans:
         extract(spans, scanned, Chunk(chunk.path, 0, chunk.bare), count=False)

@@ -21,6 +21,10 @@ choices back from the iteration's end.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from traceanalyze.analyses.activities import activities
@@ -48,9 +52,11 @@ KIND_SYNC = "sync_wait"  # a blocking call waiting for the GPU
 KIND_COPY = "copy"  # memory copies and sets on the GPU
 KIND_GAP = "gap"  # nothing recorded: an idle thread or stream on the path
 _OWNER_KINDS = {"cpu_op": KIND_CPU_OP, "user_annotation": KIND_ANNOTATION}
-# Every kind a CPU piece can have (its code in owner_columns is its index here).
-_PIECE_KINDS = (KIND_CPU_OP, KIND_ANNOTATION, KIND_LAUNCH, KIND_RUNTIME, KIND_SYNC, KIND_GAP)
+# Every kind a CPU piece can have (its code in owner_kinds is its index here).
+PIECE_KINDS = (KIND_CPU_OP, KIND_ANNOTATION, KIND_LAUNCH, KIND_RUNTIME, KIND_SYNC, KIND_GAP)
 
+# A lane of the path: a CPU thread's is "thread <tid>", a stream's "stream <stream>".
+THREAD_LANE, STREAM_LANE = "thread ", "stream "
 ITERATION_KEY = ["rank", "iteration"]
 THREAD = ["rank", "tid"]
 STREAM = ["rank", "device", "stream"]
@@ -60,8 +66,7 @@ def cpu_segments(trace: Trace) -> pl.DataFrame:
     """Every CPU thread's timeline cut at each event's start and end, one row per piece, sorted
     by (rank, tid, start): ``seg`` (the row number), ``rank``, ``tid``, ``owner`` (the innermost
     event's ``op_id``; null in a gap), ``start_ns`` and ``end_ns``. What a piece's time is (its
-    kind and name: :func:`owner_columns`) is asked only of the pieces on the path: they are
-    fewer, and most of the trace's pieces are never read."""
+    kind and name) is its owner's (:func:`owner_kinds`)."""
     # An event of 0 ns owns no time; kept, its end would sort before its start and leave it
     # the owner of everything up to the thread's next event.
     events = trace.cpu.filter(pl.col("dur_ns") > 0).select(
@@ -207,26 +212,42 @@ def _step_end(cpu: pl.DataFrame, steps: pl.DataFrame) -> pl.Expr:
     return pl.lit(ends["cpu_end_ns"])
 
 
-def owner_columns(trace: Trace, owners: pl.Series) -> pl.DataFrame:
-    """Per piece owned by ``owners`` (``op_id``s; null: a gap): ``kind``, the kind of time its
-    owner's self time is (``KIND_*``), and ``name``, the owner's (a gap's: ``KIND_GAP``)."""
+@dataclass(frozen=True)
+class Names:
+    """A column of names as codes: ``distinct`` (the distinct names, one chunk) and per row
+    its name's index there (a trace's 217k CPU events have a few hundred names)."""
+
+    distinct: pl.Series
+    codes: npt.NDArray[np.int64]
+
+
+def name_codes(names: pl.Series) -> Names:
+    """``names`` as :class:`Names`: an Enum of the distinct names, whose categories are its own
+    (no process-wide string cache). A missing name is the empty one."""
+    filled = names.fill_null("")
+    distinct = filled.unique().rechunk()
+    codes = filled.cast(pl.Enum(distinct)).to_physical()
+    return Names(distinct.rename("name"), codes.cast(pl.Int64).to_numpy())
+
+
+def owner_kinds(trace: Trace, syncs: pl.Series) -> npt.NDArray[np.uint8]:
+    """Per cpu row (``op_id``), the kind of time its self time is, as its index in
+    ``PIECE_KINDS``: by its category, then the runtime calls by what they do (``syncs``: the
+    blocking calls, :func:`sync_calls`). A piece's kind is then one gather of its owner's."""
     cpu = trace.cpu
-    code = {kind: index for index, kind in enumerate(_PIECE_KINDS)}
-    # Every event's kind as a small code: by its category, then the runtime calls (a few) by
-    # what they do; a piece's kind is then two gathers, no string work per piece.
+    code = {kind: index for index, kind in enumerate(PIECE_KINDS)}
     by_cat = pl.lit(code[KIND_CPU_OP], pl.UInt8)
     for cat, kind in _OWNER_KINDS.items():
         by_cat = pl.when(pl.col("cat") == cat).then(pl.lit(code[kind], pl.UInt8)).otherwise(by_cat)
     codes = cpu.select(by_cat.cast(pl.UInt8)).to_series()
     calls = cpu.select(
-        "rank", "name", "correlation", "op_id", row=pl.int_range(pl.len(), dtype=pl.Int64)
+        "rank", "correlation", "op_id", row=pl.int_range(pl.len(), dtype=pl.Int64)
     ).filter(cpu["cat"].is_in(RUNTIME_CATS))
     if calls.height:
         launched = activities(trace).select("rank", "correlation").drop_nulls()
         is_launch = pl.struct("rank", "correlation").is_in(
             launched.select(pl.struct("rank", "correlation")).to_series().implode()
         )
-        syncs = sync_calls(trace)
         call_codes = calls.select(
             pl.when(pl.col("op_id").is_in(syncs.implode()))
             .then(pl.lit(code[KIND_SYNC], pl.UInt8))
@@ -235,14 +256,7 @@ def owner_columns(trace: Trace, owners: pl.Series) -> pl.DataFrame:
             .otherwise(pl.lit(code[KIND_RUNTIME], pl.UInt8))
         ).to_series()
         codes = codes.scatter(calls["row"], call_codes)
-    # op_id is the cpu frame's row number, so an owner's columns are gathers, not joins.
-    pieces = codes.gather(owners).fill_null(code[KIND_GAP])
-    return pl.DataFrame(
-        {
-            "kind": pl.Series(_PIECE_KINDS, dtype=pl.String).gather(pieces),
-            "name": cpu["name"].gather(owners).fill_null(KIND_GAP),
-        }
-    )
+    return codes.to_numpy()
 
 
 def gpu_nodes(trace: Trace) -> pl.DataFrame:
@@ -267,6 +281,7 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
             "category",
             "name",
             "iteration",
+            "correlation",
         )
         .sort([*STREAM, "ts_ns"])
     )
@@ -285,6 +300,7 @@ def gpu_nodes(trace: Trace) -> pl.DataFrame:
         .otherwise(pl.lit(KIND_COPY)),
         name="name",
         iteration="iteration",
+        correlation="correlation",
     ).with_row_index("g")
     by_stream = pl.col("prev_end_ns").is_not_null() & (
         pl.col("launch_ts_ns").is_null() | (pl.col("prev_end_ns") >= pl.col("launch_ts_ns"))

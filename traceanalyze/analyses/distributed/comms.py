@@ -22,6 +22,8 @@ from traceanalyze.analyses.distributed.comms_rules import (
     BUS_FACTORS,
     BYTES_SOURCES,
     DTYPE_BYTES,
+    GROUP_FROM_RATIO,
+    GROUP_SOURCES,
     INPUT_TYPE_DTYPES,
     KIND_RULES,
     LINK_PEAKS,
@@ -45,7 +47,7 @@ ARGS = {
 }
 CALL_COLUMNS = (
     "collective", "dtype", "group_size", "bytes", "us", "algbw_gbps", "busbw_gbps", "iteration",
-    "rank", "name", "on", "size_bucket", "bytes_source", "ts_ns",
+    "rank", "name", "on", "size_bucket", "bytes_source", "group_size_source", "ts_ns",
 )  # fmt: skip
 NO_ARGS = (
     "this trace does not record the collectives' sizes (the `In msg nelems`, `Out msg "
@@ -64,6 +66,11 @@ SOME_WITHOUT_BYTES = (
 SOME_WITHOUT_GROUP = (
     "collective calls do not record their group size (the `Group size` arg): their bus "
     "bandwidths are unknown"
+)
+GROUP_FROM_JOB = (
+    "collective calls do not record their group size: it is taken from the trace's "
+    "distributedInfo (`group_size_source`: pg_config, the one size of its process groups of "
+    "more than one rank; world_size, where no call shows a group of another size)"
 )
 NO_CALLS = "no collective calls in this trace (no NCCL/RCCL kernels or record_param_comms ops)"
 
@@ -105,11 +112,41 @@ def collective_calls(trace: Trace) -> pl.DataFrame:
     calls = pl.concat([_gpu_calls(trace), _cpu_calls(trace)]).collect(engine=IN_MEMORY)
     sizes = _sizes_from_shapes(trace, _without_args(calls))
     return (
-        _with_bandwidth(calls.lazy().join(sizes.lazy(), on="op_id", how="left"))
+        _with_bandwidth(
+            calls.lazy().join(sizes.lazy(), on="op_id", how="left"), _job_groups(trace).lazy()
+        )
         .filter(pl.col("collective") != "")
         .sort("rank", "ts_ns")
         .collect(engine=IN_MEMORY)
     )
+
+
+def _job_groups(trace: Trace) -> pl.DataFrame:
+    """Per rank, what its ``distributedInfo`` says of group sizes: ``pg_size``, the size of
+    every process group of more than one rank in ``pg_config`` where they all have one size
+    (tl_b200_eager: groups of 8 and of 1; a collective over one rank moves nothing), and
+    ``world_size`` where no process group has another size."""
+    rows = []
+    for meta in trace.meta:  # one per rank: a handful
+        info = meta.distributed_info
+        groups = info.get("pg_config")
+        sizes = {
+            g.get("pg_size")
+            for g in (groups if isinstance(groups, list) else [])
+            if isinstance(g, dict) and isinstance(g.get("pg_size"), int) and g["pg_size"] > 1
+        }
+        world = info.get("world_size")
+        known_world = isinstance(world, int) and world > 1 and sizes <= {world}
+        rows.append(
+            {
+                "rank": meta.rank,
+                "pg_size": sizes.pop() if len(sizes) == 1 else None,
+                # Process groups of other sizes: the world is not every call's group.
+                "world_size": world if known_world else None,
+            }
+        )
+    schema = {"rank": pl.Int32, "pg_size": pl.Int64, "world_size": pl.Int64}
+    return pl.DataFrame(rows, schema=schema)
 
 
 @functools.cache  # an expression is immutable; building this one cost ~0.1 ms (its dict)
@@ -148,6 +185,9 @@ def _notes(calls: pl.DataFrame) -> tuple[str, ...]:
     no_group = calls["group_size"].is_null() & ~no_bytes
     if no_group.any():
         notes.append(f"{no_group.sum()} of {calls.height} {SOME_WITHOUT_GROUP}")
+    from_job = calls["group_size_source"].is_in(list(GROUP_SOURCES[3:]))
+    if from_job.any():
+        notes.append(f"{from_job.sum()} of {calls.height} {GROUP_FROM_JOB}")
     return tuple(notes)
 
 
@@ -264,19 +304,45 @@ def _sizes_from_shapes(trace: Trace, op_ids: pl.Series) -> pl.DataFrame:
         )
     )
     # The largest tensor; of equal ones, the source nearest the collective's own args.
-    return (
+    largest = (
         tensors.sort(["op_id", "shape_bytes", "priority"], descending=[False, True, False])
         .group_by("op_id", maintain_order=True)
         .first()
         .select("op_id", "shape_bytes", "shape_dtype", shape_source="source")
     )
+    return largest.join(_shape_ratios(tensors), on="op_id", how="left")
+
+
+def _shape_ratios(tensors: pl.DataFrame) -> pl.DataFrame:
+    """Per launching op, its largest tensor's elements over its smallest's, among the tensors
+    of one recorded op (``c10d::_allgather_base_``: output ``[1073741824]``, input
+    ``[16777216]``: 64), where the larger is a whole multiple of the smaller: an all-gather's
+    or a reduce-scatter's group size."""
+    numel = pl.col("dims").list.eval(pl.element().product()).list.first()
+    per_op = (
+        tensors.with_columns(numel=numel)
+        .filter(pl.col("numel") > 0)
+        .group_by("op_id", "source")
+        .agg(most=pl.col("numel").max(), least=pl.col("numel").min(), tensors=pl.len())
+        .filter((pl.col("tensors") >= 2) & (pl.col("most") % pl.col("least") == 0))
+        .with_columns(ratio=pl.col("most") // pl.col("least"))
+        .filter(pl.col("ratio") > 1)
+    )
+    return per_op.group_by("op_id").agg(shape_ratio=pl.col("ratio").max())
 
 
 # The columns :func:`_sizes_from_shapes` adds to a launching op.
-_SHAPE_SIZES = {"shape_bytes": pl.Int64, "shape_dtype": pl.String, "shape_source": pl.String}
+_SHAPE_SIZES = {
+    "shape_bytes": pl.Int64,
+    "shape_dtype": pl.String,
+    "shape_source": pl.String,
+    "shape_ratio": pl.Int64,
+}
 
 
-def _kind(name: pl.Expr) -> pl.Expr:
+def collective_kind(name: pl.Expr) -> pl.Expr:
+    """The collective a name says (a key of ``BUS_FACTORS``, ``""`` for no collective, else
+    ``other``), by the first rule of ``KIND_RULES`` it matches."""
     lowered = name.str.to_lowercase()
     expr: pl.Expr = pl.lit("other")
     for rule in reversed(KIND_RULES):
@@ -299,9 +365,66 @@ def _size_bucket(nbytes: pl.Expr) -> pl.Expr:
     return expr
 
 
-def _with_bandwidth(calls: pl.LazyFrame) -> pl.LazyFrame:
+def _with_bandwidth(calls: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFrame:
     sizes, bandwidth, bus = _bandwidth_steps()
-    return calls.with_columns(sizes).with_columns(bandwidth).with_columns(bus)
+    sized = calls.with_columns(sizes).with_columns(_own_group_size())
+    return (
+        _with_job_group_size(sized, groups)
+        .with_columns(bandwidth)
+        .with_columns(bus)
+        .drop("own_group_size", "own_group_source", "pg_size", "world_size")
+    )
+
+
+def _own_group_size() -> list[pl.Expr]:
+    """``own_group_size`` and ``own_group_source`` from the call itself: its ``Group size``
+    arg (``args``), else for a gather or scatter the ratio of its output to its input elements
+    (``msg_ratio``, from ``In/Out msg nelems``; ``shape_ratio``, from the recorded shapes):
+    every rank contributes one input to an all-gather's output."""
+    kind = pl.col("collective")
+    larger = pl.max_horizontal("in_msg_nelems", "out_msg_nelems")
+    smaller = pl.min_horizontal("in_msg_nelems", "out_msg_nelems")
+    gathers = kind.is_in(list(GROUP_FROM_RATIO))
+    msg_ratio = pl.when(
+        gathers & (smaller > 0) & (larger % smaller == 0) & (larger > smaller)
+    ).then(larger // smaller)
+    shape_ratio = pl.when(gathers).then(pl.col("shape_ratio"))
+    sources = (
+        (pl.col("group_size"), GROUP_SOURCES[0]),
+        (msg_ratio, GROUP_SOURCES[1]),
+        (shape_ratio, GROUP_SOURCES[2]),
+    )
+    source: pl.Expr = pl.lit(None, pl.String)
+    for value, name in reversed(sources):
+        source = pl.when(value.is_not_null()).then(pl.lit(name)).otherwise(source)
+    return [
+        pl.coalesce(*(value for value, _ in sources)).alias("own_group_size"),
+        source.alias("own_group_source"),
+    ]
+
+
+def _with_job_group_size(calls: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFrame:
+    """``group_size`` and ``group_size_source``: the call's own (:func:`_own_group_size`),
+    else the one size of the rank's multi-rank process groups (``pg_config``), else its world
+    size (``world_size``) where no call of the rank shows a group of another size
+    (hta_nccl_128rank_sampled_rank0: world 128, but its 1 GiB all-gather gathers 64 inputs of
+    16 MiB, so its other calls' groups are not known)."""
+    own = pl.col("own_group_size")
+    # all() ignores nulls: calls without a size of their own do not contradict the world size.
+    world_fits = own.eq(pl.col("world_size")).all().over("rank")
+    job = (
+        pl.when(pl.col("pg_size").is_not_null())
+        .then(pl.struct(size="pg_size", source=pl.lit(GROUP_SOURCES[3])))
+        .when(world_fits)
+        .then(pl.struct(size="world_size", source=pl.lit(GROUP_SOURCES[4])))
+    )
+    return calls.join(groups, on="rank", how="left").with_columns(
+        group_size=pl.coalesce(own, job.struct.field("size")),
+        group_size_source=pl.coalesce(
+            "own_group_source",
+            pl.when(job.struct.field("size").is_not_null()).then(job.struct.field("source")),
+        ),
+    )
 
 
 @functools.cache  # immutable expressions, whose rule tables cost ~1 ms a call to build
@@ -312,7 +435,7 @@ def _bandwidth_steps() -> tuple[list[pl.Expr], list[pl.Expr], list[pl.Expr]]:
     from_args = _bytes_from_args().alias("bytes")
     return (
         [
-            _kind(pl.col("raw")).alias("collective"),
+            collective_kind(pl.col("raw")).alias("collective"),
             pl.when(from_args.is_not_null())
             .then(pl.lit(BYTES_SOURCES[0]))
             .otherwise("shape_source")
@@ -366,15 +489,19 @@ def _by_kind(calls: pl.DataFrame, peaks: pl.DataFrame, n: int) -> pl.DataFrame:
 
 def busiest_collective(result: Comms) -> tuple[float, dict[str, Any]]:
     """The collectives' µs per iteration, and the kind taking most of it: ``collective``,
-    ``us_per_iter``, ``count_per_iter``, ``busbw`` (median of its size buckets' medians, GB/s)
-    and ``peak`` (the link's, GB/s). For a result with calls."""
+    ``us_per_iter``, ``count_per_iter``, ``busbw`` (the median bus bandwidth over its calls,
+    GB/s, as ``busbw_gbps_median`` is per size bucket) and ``peak`` (the link's, GB/s). For a
+    result with calls."""
     busiest = result.by_kind.group_by("collective").agg(
         pl.col("us_per_iter").sum(),
         pl.col("count_per_iter").sum(),
-        busbw=pl.col("busbw_gbps_median").median(),
         peak=pl.col("link_peak_gbps").max(),
     )
+    medians = result.calls.group_by("collective").agg(busbw=pl.col("busbw_gbps").median())
     total = float(busiest["us_per_iter"].sum())
-    return total, busiest.sort(["us_per_iter", "collective"], descending=[True, False]).row(
-        0, named=True
+    top = (
+        busiest.join(medians, on="collective", how="left")
+        .sort(["us_per_iter", "collective"], descending=[True, False])
+        .row(0, named=True)
     )
+    return total, top

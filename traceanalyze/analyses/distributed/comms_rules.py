@@ -74,6 +74,14 @@ BYTES_SOURCES: tuple[str, ...] = (
     "parent_op_dims",
     "nccl_annotation_dims",
 )
+# Where a call's group size comes from, first found first (the ``group_size_source`` column):
+# the call's own ``Group size`` arg; for the kinds in GROUP_FROM_RATIO the ratio of its larger
+# message to its smaller (``In/Out msg nelems``, else the recorded shapes of one op: an
+# all-gather's output holds one input per rank); the rank's ``distributedInfo``: the one size of
+# its process groups of more than one rank (``pg_config``), else its world size where no call
+# shows a group of another size.
+GROUP_SOURCES: tuple[str, ...] = ("args", "msg_ratio", "shape_ratio", "pg_config", "world_size")
+GROUP_FROM_RATIO: tuple[str, ...] = ("all_gather", "reduce_scatter")
 # The annotation NCCL's process group records inside a collective's op.
 NCCL_ANNOTATION_PREFIX = "nccl:"
 

@@ -20,6 +20,9 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import ITERATION, busy_and_span_query
 from traceanalyze.analyses.activities import classified_activities
+from traceanalyze.analyses.audit import audit
+from traceanalyze.analyses.audit.clocks import offsets_note, trusted_offsets
+from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
 from traceanalyze.analyses.distributed.comms import collective_calls
 from traceanalyze.analyses.distributed.skew import (
     ALIGN_ENDS,
@@ -38,6 +41,8 @@ from traceanalyze.trace import Skipped, Trace, TraceMeta
 
 COMMUNICATION = "communication"
 DEFAULT_STRAGGLER_PCT = 10.0
+# The alignment `ranks --clock-align` reports (the audit's clock_skew offsets).
+CLOCK_ALIGN = "clock-align"
 _DEVICE = [*ITERATION, "device"]
 
 # The rank table's columns, in order (the JSON keys of `ranks --format json`).
@@ -66,6 +71,8 @@ class RankWork:
     meta: tuple[TraceMeta, ...]
     rows: pl.DataFrame  # one row per rank: the per-rank columns of RANK_COLUMNS
     collectives: pl.DataFrame  # see skew.collective_starts
+    # The audit's warnings about figures `ranks` prints (`traceanalyze audit` of the rank).
+    audit_warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, repr=False)  # Shown: a short repr, tables in Jupyter
@@ -79,6 +86,7 @@ class RanksResult(Shown):
     median_start_spread_us: float | None = None
     max_start_spread_us: float | None = None
     skipped: tuple[Skipped, ...] = ()  # files of the folder that are not traces, with why
+    audit_warnings: tuple[str, ...] = ()  # the ranks' audit warnings (see RankWork)
 
     @property
     def stragglers(self) -> list[int]:
@@ -89,7 +97,14 @@ class RanksResult(Shown):
 def rank_work(trace: Trace) -> RankWork:
     """The per-rank half: pure, from one loaded trace (a trace of several ranks gives a row
     for each)."""
-    return RankWork(trace.meta, rank_rows(trace), collective_starts(trace))
+    warnings = audit(trace).warnings_for(COMMAND_FIGURES["ranks"])
+    where = trace.path.name
+    return RankWork(
+        trace.meta,
+        rank_rows(trace),
+        collective_starts(trace),
+        tuple(f"{where}: {key}: {text}" for key, text in warnings.items()),
+    )
 
 
 def rank_rows(trace: Trace) -> pl.DataFrame:
@@ -184,8 +199,10 @@ def ranks_analysis(
     *,
     straggler_pct: float = DEFAULT_STRAGGLER_PCT,
     align: str = ALIGN_ENDS,
+    clock_align: bool = False,
 ) -> RanksResult:
-    """The folder half: stragglers and collective skew from the per-rank results alone."""
+    """The folder half: stragglers and collective skew from the per-rank results alone;
+    ``clock_align`` aligns the clocks with the audit's offsets instead of ``align``'s."""
     if align not in ALIGNMENTS:
         raise UsageError(
             f"unknown clock alignment {align!r}", fix=f"Use one of: {', '.join(ALIGNMENTS)}."
@@ -197,7 +214,16 @@ def ranks_analysis(
         )
     rows = pl.concat([w.rows for w in works]).sort("rank")
     collectives = pl.concat([w.collectives for w in works])
-    offsets = clock_offsets(collectives, rows["rank"], align)
+    offsets = (
+        trusted_offsets(collectives)
+        if clock_align
+        else clock_offsets(collectives, rows["rank"], align)
+    )
+    notes = (
+        [offsets_note(offsets, rows["rank"].to_list())]
+        if clock_align and collectives.height
+        else alignment_notes(collectives, offsets, rows["rank"], align)
+    )
     skew = collective_skew(collectives, offsets)
     median = rows["wall_us_per_iter"].median()
     over = (pl.col("wall_us_per_iter") / median - 1) * 100 if median else pl.lit(None)
@@ -220,10 +246,11 @@ def ranks_analysis(
         collectives=skew,
         median_wall_us_per_iter=_number(median),
         straggler_pct=straggler_pct,
-        alignment=align,
-        notes=tuple(alignment_notes(collectives, offsets, rows["rank"], align)),
+        alignment=CLOCK_ALIGN if clock_align else align,
+        notes=tuple(notes),
         median_start_spread_us=_number(spreads[0]),
         max_start_spread_us=_number(spreads[1]),
+        audit_warnings=tuple(line for w in works for line in w.audit_warnings),
     )
 
 

@@ -13,6 +13,8 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
+from traceanalyze.analyses.audit import audit
+from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
 from traceanalyze.analyses.between.critical_path import CriticalPath, critical_path
 from traceanalyze.analyses.between.idle import IdleResult, idle_breakdown
 from traceanalyze.analyses.calls import CALL_REGION
@@ -30,6 +32,7 @@ from traceanalyze.analyses.report.findings import (
     Finding,
     findings,
 )
+from traceanalyze.analyses.roofline.gemm import gemm_table
 from traceanalyze.analyses.roofline.model import Roofline, roofline
 from traceanalyze.analyses.step.verdict import Verdict
 from traceanalyze.analyses.summary import summary, summary_with_wall
@@ -74,6 +77,7 @@ class VariantReport:
     sdpa_math: bool = False  # the SDPA math backend ran (it upcasts to float32)
     has_cpu_ops: bool = True  # the trace recorded CPU operators (a GPU-only trace does not)
     launch_ops: pl.DataFrame = field(default_factory=pl.DataFrame)  # GPU activity per op
+    gemms: pl.DataFrame = field(default_factory=pl.DataFrame)  # gemm_table(): shape findings
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,10 @@ class Report:
     dnn_library: str = "cuDNN"
     # Each loaded variant's GPU model(s) as the trace names them, for a set that mixes devices.
     variant_gpus: dict[str, str] = field(default_factory=dict)
+    # The audit's warnings about figures the report prints, each "`variant`: ...", and the
+    # command that details them: the first line of *What the traces say* (issue 40).
+    audit_lines: tuple[str, ...] = ()
+    audit_command: str = ""
 
 
 def build_report(
@@ -103,7 +111,7 @@ def build_report(
     expectations: Sequence[Expectation] = (),
 ) -> Report:
     """Everything the report shows; ``expectations`` (as for `check`) add its guesses."""
-    table = comparison(variant_set.variants, baseline)
+    table = comparison(variant_set, baseline)
     rows = {row["variant"]: row for row in table.to_dicts()}
     reports = tuple(_variant_report(v, rows[v.label]) for v in variant_set.variants)
     reports = _with_performance(reports, variant_set, baseline_label(table, baseline))
@@ -133,8 +141,24 @@ def build_report(
         guesses=guesses(variant_set, expectations) if expectations else None,
         dnn_library=dnn_library(variant_set),
         variant_gpus=variant_gpus(variant_set),
+        audit_lines=audit_lines(variant_set),
+        audit_command=f"traceanalyze audit {' '.join(built_sources(variant_set))}",
     )
     return replace(built, findings=findings(built))
+
+
+def audit_lines(variant_set: VariantSet) -> tuple[str, ...]:
+    """The audit's warnings about the figures the report prints, per loaded variant."""
+    return tuple(
+        f"`{v.label}`: {key}: {text}"
+        for v in variant_set.loaded
+        if v.trace is not None
+        for key, text in audit(v.trace).warnings_for(COMMAND_FIGURES["report"]).items()
+    )
+
+
+def built_sources(variant_set: VariantSet) -> list[str]:
+    return [str(p) for p in variant_set.sources]
 
 
 def guesses(variant_set: VariantSet, expectations: Sequence[Expectation]) -> pl.DataFrame:
@@ -343,6 +367,7 @@ def _variant_report(variant: Variant, row: dict[str, Any]) -> VariantReport:
         sdpa_math=bool((trace.cpu["name"] == SDPA_MATH_OP).any()),
         has_cpu_ops=_has_cpu_ops(trace),
         launch_ops=op_table(trace),
+        gemms=gemm_table(trace),
         memory=memory_traffic(trace),
         cudnn=cudnn,
         warm_up_calls=variant.warm_up_calls,

@@ -23,6 +23,7 @@ A test checks that every rule has a sentence and that every figure a sentence na
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,12 +33,15 @@ import polars as pl
 from traceanalyze.analyses.between.critical_graph import KIND_ANNOTATION, KIND_GAP
 from traceanalyze.analyses.between.critical_path import is_gpu_kind, path_shares
 from traceanalyze.analyses.distributed.comms import busiest_collective
+from traceanalyze.analyses.roofline.gemm_rules import ALIGNMENT, ARCHITECTURE, PRECISION
 from traceanalyze.analyses.step.gaps import CAUSES
 from traceanalyze.analyses.step.verdict import (
     COMMUNICATION_BOUND,
     CPU_BOUND,
     SYNC_BOUND,
 )
+from traceanalyze.analyses.variants.sameness import DIFFERENT
+from traceanalyze.names import readable_names
 from traceanalyze.trace import IterationSource
 
 if TYPE_CHECKING:
@@ -105,15 +109,44 @@ OCCUPANCY_ITEMS = 4  # variants named in one occupancy finding
 HOST_BOUNDS = (CPU_BOUND, SYNC_BOUND)
 # A first call this many times the steady median is a one-off (cuDNN plan building).
 ONE_OFF_RATIO = 10.0
+# The noise floor: a finding about a time under this share of its step is not written.
+MIN_STEP_PCT = 1.0
+# Kernel names in sentences: readable forms, cut at this many characters.
+NAME_WIDTH = 80
+
+
+@dataclass(frozen=True)
+class ByDesign:
+    """Kernels known to trade occupancy for reuse: a low occupancy is their design, not a
+    fault, where a large footprint (registers or shared memory) limits it. Matched by
+    category and, where given, a name pattern."""
+
+    what: str
+    category: str
+    pattern: str | None = None
+
+
+# Only kernels known to keep tiles on chip at the cost of occupancy: fused attention (flash,
+# memory-efficient, cuDNN, flex, paged) keeps Q, K and V tiles in registers and shared memory.
+# Never a GEMM: cuBLAS picks its tiles for the shape, and a GEMM's shape findings speak for it.
+OCCUPANCY_BY_DESIGN: tuple[ByDesign, ...] = (
+    ByDesign("fused attention, which keeps its Q, K and V tiles on chip", "fused_attention"),
+)
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """The figures one finding states and the time per iteration it explains."""
+    """The figures one finding states and the time per iteration it explains.
+
+    ``step_pct`` is the share of its step that the time the finding is about holds (a copy's
+    time, a kernel's, the slack an item would free), where the finding is about such a time:
+    under :data:`MIN_STEP_PCT` the finding is noise and is not written. None for findings
+    about no one time (a verdict, a ranking, memory)."""
 
     weight_us: float
     figures: Mapping[str, Any]
     path: str = ""  # the trace or folder its command runs on
+    step_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +189,22 @@ def _path(variant: VariantReport) -> str:
 
 def _folder(report: Report) -> str:
     return " ".join(report.sources) or "PATH"
+
+
+def _step_pct(variant: VariantReport, us: float | None) -> float | None:
+    """``us`` as a share of the variant's step (its wall time per iteration)."""
+    step = variant.summary.get("wall_us_per_iter")
+    return None if us is None or not step else us / step * 100
+
+
+def _largest(shares: Sequence[float | None]) -> float | None:
+    known = [share for share in shares if share is not None]
+    return max(known) if known else None
+
+
+def sentence_name(name: str) -> str:
+    """A kernel's name as sentences quote it: its readable form, at most NAME_WIDTH long."""
+    return str(readable_names(pl.Series([name]), width=NAME_WIDTH)[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,7 +287,8 @@ def copy_removed(report: Report) -> list[Evidence]:
             "advice": copy["advice"],
             "speedup": busy / twin["gpu_busy_us_per_iter"],
         }
-        found.append(Evidence(busy - twin["gpu_busy_us_per_iter"], figures, _path(variant)))
+        saved = busy - twin["gpu_busy_us_per_iter"]
+        found.append(Evidence(saved, figures, _path(variant), _step_pct(variant, saved)))
     return found
 
 
@@ -304,7 +354,14 @@ def copies(report: Report) -> list[Evidence]:
                 else copy["bytes_per_iter"],
                 "advice": copy["advice"],
             }
-            found.append(Evidence(copy["us_per_iter"], figures, _path(variant)))
+            found.append(
+                Evidence(
+                    copy["us_per_iter"],
+                    figures,
+                    _path(variant),
+                    _step_pct(variant, copy["us_per_iter"]),
+                )
+            )
     return found
 
 
@@ -324,18 +381,35 @@ def top_occupancy_kernel(kernels: pl.DataFrame) -> dict[str, Any] | None:
     return top.row(0, named=True) if top.height else None
 
 
+def by_design(kernel: Mapping[str, Any]) -> ByDesign | None:
+    """The :data:`OCCUPANCY_BY_DESIGN` row a kernel (a kernel_table row) matches, if any."""
+    for row in OCCUPANCY_BY_DESIGN:
+        if kernel["category"] == row.category and (
+            row.pattern is None or re.search(row.pattern, kernel["name"])
+        ):
+            return row
+    return None
+
+
 def _occupancy_cause(kernel: dict[str, Any]) -> str | None:
+    """``design`` for a known occupancy-for-reuse kernel limited by its footprint, ``accident``
+    for any kernel but a GEMM limited by blocks too small, else None (a GEMM, or a large
+    footprint in a kernel not known to trade occupancy for reuse: no verdict)."""
+    if kernel["category"] == "gemm":
+        return None
     for row in OCCUPANCY_CAUSES:
         if kernel["occupancy_limiter"] == row.limiter and (
             not row.footprint or (kernel[row.footprint] or 0) >= row.at_least
         ):
+            if row.cause == "design" and by_design(kernel) is None:
+                return None
             return row.cause
     return None
 
 
 def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
     def evidence(report: Report) -> list[Evidence]:
-        items, weight, paths = [], 0.0, []
+        items, weight, paths, shares = [], 0.0, [], []
         several = len(_loaded(report)) > 1
         for variant in _loaded(report):
             kernel = _top_kernel(variant)
@@ -343,10 +417,12 @@ def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
                 continue
             if _occupancy_cause(kernel) != cause:
                 continue
+            design = by_design(kernel)
             items.append(
                 {
                     # A variant by its label, a single trace's kernel by its name.
-                    "who": variant.label if several else kernel["short_name"],
+                    "who": variant.label if several else sentence_name(kernel["name"]),
+                    "design": design.what if design is not None else None,
                     "occupancy_pct": kernel["theoretical_occupancy_pct"],
                     "limiter": kernel["occupancy_limiter"].replace("_", " "),
                     # The footprint that binds: registers, or shared memory per block.
@@ -361,6 +437,7 @@ def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
             )
             weight += kernel["us_per_iter"]
             paths.append(_path(variant))
+            shares.append(_step_pct(variant, kernel["us_per_iter"]))
         if not items:
             return []
         # The lowest first (the longest kernels among equals); the rest are counted.
@@ -370,7 +447,8 @@ def _occupancy(cause: str) -> Callable[[Report], list[Evidence]]:
         # Low by design costs nothing to fix: it ranks last; by accident, the kernels' time.
         explained = weight if cause == "accident" else 0.0
         path = paths[0] if len(paths) == 1 else _folder(report)
-        return [Evidence(explained, {"items": shown, "more": more or None}, path)]
+        figures = {"items": shown, "more": more or None}
+        return [Evidence(explained, figures, path, _largest(shares))]
 
     return evidence
 
@@ -424,7 +502,7 @@ def cudnn_cpu(report: Report) -> list[Evidence]:
             "speedup": lead.row["speedup"],
             "speedup_wall": lead.row["speedup_wall"],
         }
-    return [Evidence(figures["cpu_us"], figures, _path(lead))]
+    return [Evidence(figures["cpu_us"], figures, _path(lead), _step_pct(lead, figures["cpu_us"]))]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,7 +549,8 @@ def top_op(report: Report) -> list[Evidence]:
         "top_op_us": op["us_per_iter"],
         "top_op_pct": op["share_of_gpu_activity_pct"],
     }
-    return [Evidence(op["us_per_iter"], figures, _path(variant))]
+    us = op["us_per_iter"]
+    return [Evidence(us, figures, _path(variant), _step_pct(variant, us))]
 
 
 def bound(report: Report) -> list[Evidence]:
@@ -517,8 +596,82 @@ def fp32_gemm(report: Report) -> list[Evidence]:
         "fp32_us": fp32_us,
         "fp32_pct": float(fp32["share_of_gpu_activity_pct"].sum()),
         "upcast_op": SDPA_MATH_OP if variant.sdpa_math else None,
+        **_longest_fp32_shape(variant),
     }
-    return [Evidence(fp32_us, figures, _path(variant))]
+    return [Evidence(fp32_us, figures, _path(variant), _step_pct(variant, fp32_us))]
+
+
+# Items in one GEMM finding (its op and shape rows, most time first); the rest are counted.
+GEMM_ITEMS = 3
+
+
+def _gemm_item(row: dict[str, Any], several: bool, label: str) -> dict[str, Any]:
+    """One GEMM row's figures: its op, shape and kernel, and each cause with its evidence."""
+    causes = set(row["causes"])
+    narrow = ALIGNMENT in causes and row["kernel_align_elements"] is not None
+    older = ARCHITECTURE in causes
+    return {
+        "variant": label if several else None,
+        "op": row["op_name"],
+        "shapes": row["shapes"],
+        "dtype": row["dtype"],
+        "kernel": sentence_name(row["name"]),
+        "us": row["us_per_iter"],
+        "pct": row["share_of_gpu_activity_pct"],
+        "misaligned": tuple(
+            (d["dim"], d["size"], d["multiple"], d["padded"]) for d in row["misaligned_dims"]
+        )
+        or None,
+        "align": row["kernel_align_elements"] if narrow else None,
+        # Narrow loads on a recorded shape whose N and K are aligned: a stride or an offset.
+        "aligned_shape": True if narrow and row["dims_aligned"] else None,
+        "kernel_sm": row["kernel_sm"] if older else None,
+        "gpu_sm": row["gpu_sm"] if older else None,
+        "fp32": True if PRECISION in causes else None,
+    }
+
+
+def gemm_shapes(report: Report) -> list[Evidence]:
+    """GEMMs whose shape or kernel shows why they are slow: a leading dimension off its data
+    type's multiple (with the padding that fixes it), a kernel loading under 16 bytes at a
+    time (``align1``) or built for an older GPU (fp32 on the CUDA cores alone is the
+    ``fp32_gemm`` finding's); each item over the noise floor."""
+    several = len(_loaded(report)) > 1
+    found = []
+    for variant in _loaded(report):  # a handful of variants, not trace rows
+        if not variant.gemms.height:
+            continue
+        shown = variant.gemms.filter(
+            pl.col("causes").list.set_intersection([ALIGNMENT, ARCHITECTURE]).list.len() > 0
+        )
+        rows = [
+            row
+            for row in shown.to_dicts()  # the few GEMM rows with a cause
+            if (_step_pct(variant, row["us_per_iter"]) or 0.0) >= MIN_STEP_PCT
+        ]
+        if not rows:
+            continue
+        items = tuple(_gemm_item(row, several, variant.label) for row in rows[:GEMM_ITEMS])
+        weight = sum(row["us_per_iter"] for row in rows)
+        figures = {"items": items, "more": len(rows) - len(items) or None}
+        found.append(Evidence(weight, figures, _path(variant), _step_pct(variant, weight)))
+    return found
+
+
+def _longest_fp32_shape(variant: VariantReport) -> dict[str, Any]:
+    """The op and recorded shapes of the fp32 CUDA-core GEMM with the most time (none where
+    the shapes were not recorded)."""
+    rows = (
+        variant.gemms.filter(
+            pl.col("causes").list.contains(PRECISION) & pl.col("shapes").is_not_null()
+        )
+        if variant.gemms.height
+        else variant.gemms
+    )
+    if not rows.height:
+        return {}
+    top = rows.row(0, named=True)  # gemm_table: most time first
+    return {"op": top["op_name"], "shapes": top["shapes"]}
 
 
 def ranks(report: Report) -> list[Evidence]:
@@ -555,8 +708,12 @@ def _with_memory(report: Report) -> pl.DataFrame:
 def memory_wall(report: Report) -> list[Evidence]:
     """The variants' GPU peak increase per iteration: the most against the least, when one
     needs at least :data:`MIN_MEMORY_RATIO` times the other's."""
-    rows = _with_memory(report).sort(
-        ["peak_increase_bytes_per_iter", "variant"], descending=[True, False]
+    # Memory is compared only between variants of one workload (compare's same_workload).
+    comparable = pl.col("same_workload").ne_missing(DIFFERENT)
+    rows = (
+        _with_memory(report)
+        .filter(comparable)
+        .sort(["peak_increase_bytes_per_iter", "variant"], descending=[True, False])
     )
     if rows.height < 2:
         return []
@@ -640,11 +797,16 @@ def _path_figures(variant: VariantReport, cpu_items: bool = False) -> dict[str, 
     if items.height:
         top = items.row(0, named=True)
         figures |= {
-            "item": top["name"],
+            "item": sentence_name(top["name"]) if is_gpu_name(top["kind"]) else top["name"],
             "item_kind": top["kind"],
             "slack_us": top["slack_us_per_iter"],
         }
     return figures
+
+
+def is_gpu_name(kind: str) -> bool:
+    """Whether a path item of ``kind`` is named by a GPU activity (a kernel's long name)."""
+    return bool(pl.select(is_gpu_kind(pl.lit(kind))).item())
 
 
 def critical(report: Report) -> list[Evidence]:
@@ -653,6 +815,10 @@ def critical(report: Report) -> list[Evidence]:
     figures = _path_figures(variant) if variant is not None else None
     if variant is None or figures is None:
         return []
+    slack = figures.get("slack_us")
+    if slack is not None and (_step_pct(variant, slack) or 0.0) < MIN_STEP_PCT:
+        # The item frees too little to name: the path's split is still worth its sentence.
+        figures = {k: v for k, v in figures.items() if k not in ("item", "item_kind", "slack_us")}
     return [Evidence(figures.get("slack_us") or 0.0, figures, _path(variant))]
 
 
@@ -665,6 +831,8 @@ def critical_cpu(report: Report) -> list[Evidence]:
         figures = _path_figures(variant, cpu_items=True)
         if figures is None or figures["bound"] not in HOST_BOUNDS or "item" not in figures:
             continue
+        if (_step_pct(variant, figures["slack_us"]) or 0.0) < MIN_STEP_PCT:
+            continue  # the item frees too little of the step to name
         items.append({"who": variant.label} | figures)
         paths.append(_path(variant))
     if not items:
@@ -698,7 +866,7 @@ def collectives(report: Report) -> list[Evidence]:
             "peak": peak,
             "busbw_pct": busbw / peak * 100 if busbw is not None and peak else None,
         }
-        found.append(Evidence(total_us, figures, _path(variant)))
+        found.append(Evidence(total_us, figures, _path(variant), _step_pct(variant, total_us)))
     return found
 
 
@@ -710,6 +878,7 @@ RULES: tuple[Rule, ...] = (
     Rule("top_op", SINGLE, top_op, "traceanalyze kernels {path} --by op"),
     Rule("bound", SINGLE, bound, "traceanalyze summary {path}"),
     Rule("fp32_gemm", SINGLE, fp32_gemm, "traceanalyze kernels {path}"),
+    Rule("gemm_shapes", ANY, gemm_shapes, "traceanalyze roofline {path}"),
     Rule("copies", ANY, copies, "traceanalyze memcpy {path}"),
     Rule("cudnn_cpu", ANY, cudnn_cpu, "traceanalyze cudnn {path}"),
     Rule("occupancy_accident", ANY, _occupancy("accident"), "traceanalyze occupancy {path}"),
@@ -737,12 +906,14 @@ def applies(rule: Rule, report: Report) -> bool:
 
 def findings(report: Report, rules: Sequence[Rule] = RULES) -> tuple[Finding, ...]:
     """Every finding the rules draw from ``report``, the most time explained first (ties keep
-    the rules' order), at most :data:`MAX_FINDINGS`."""
+    the rules' order), at most :data:`MAX_FINDINGS`; none about a time under
+    :data:`MIN_STEP_PCT` of its step (the noise floor)."""
     found = [
         Finding(rule.id, e.weight_us, e.figures, rule.command.format(path=e.path))
         for rule in rules
         if applies(rule, report)
         for e in rule.evidence(report)
+        if e.step_pct is None or e.step_pct >= MIN_STEP_PCT
     ]
     ranked = sorted(found, key=lambda f: -f.weight_us)  # stable: rule order breaks ties
     return tuple(ranked[:MAX_FINDINGS])

@@ -44,7 +44,10 @@ NOT_BROADCASTABLE = "inputs do not broadcast to one shape"
 
 _SIZES = {name: size for name, (_, size) in ELEMENT_TYPES.items()}
 _DTYPES = {name: short for name, (short, _) in ELEMENT_TYPES.items()}
-MODEL_COLUMNS = ("call", "family", "dtype", "shapes", "causal", "flops", "bytes", "reason")
+MODEL_COLUMNS = (
+    "call", "family", "dtype", "shapes", "causal", "flops", "bytes", "reason", "gemm_m",
+    "gemm_n", "gemm_k",
+)  # fmt: skip
 
 
 SIGNATURE = ("name", "input_dims", "input_types", "concrete_inputs")
@@ -99,6 +102,7 @@ def _model_signatures(calls: pl.LazyFrame) -> pl.DataFrame:
         pl.when(pl.col("_reason").is_null()).then("_flops").alias("flops"),
         pl.when(pl.col("_reason").is_null()).then("_bytes").alias("bytes"),
         pl.col("_reason").alias("reason"),
+        *_gemm_dims(),
     )  # fmt: skip
 
 
@@ -333,6 +337,24 @@ def _gemm() -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     flops = pl.when(fits).then(2 * _numel("a") * n)
     out = pl.when(fits).then(_numel("a") // k_of_a * n * _elsize("a"))
     return flops, reason, out
+
+
+def _gemm_dims() -> list[pl.Expr]:
+    """A modelled GEMM's ``gemm_m``, ``gemm_n`` and ``gemm_k``: ``C[M, N] = A[M, K] @ B[K, N]``
+    per batch element, ``M`` with any batch dimensions of A that B does not have folded in
+    (``linear`` and ``matmul`` by a matrix run one GEMM over them); null for other calls.
+    N and K are the leading dimensions of the row-major operands (A's rows are K long, B's and
+    C's N long), so they are the ones a tensor-core kernel needs aligned."""
+    nk = pl.col("b_is_nk")
+    k = _dim("a", -1)
+    n = pl.when(nk).then(_dim("b", 0)).when(_ndim("b") >= 2).then(_dim("b", -1)).otherwise(1)
+    batch_of_b = _numel("b") // (k * n)
+    gemm = (pl.col("family") == GEMM) & pl.col("_reason").is_null() & (k > 0) & (n > 0)
+    return [
+        pl.when(gemm & (batch_of_b > 0)).then(_numel("a") // k // batch_of_b).alias("gemm_m"),
+        pl.when(gemm).then(n).alias("gemm_n"),
+        pl.when(gemm).then(k).alias("gemm_k"),
+    ]
 
 
 def _attention() -> tuple[pl.Expr, pl.Expr, pl.Expr]:

@@ -33,7 +33,18 @@ import polars as pl
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count, per_trace
 from traceanalyze.analyses.iterations import on_counted
 from traceanalyze.analyses.roofline.formulas import model_calls
-from traceanalyze.analyses.roofline.ops import COMPOSITE, MEMORY, MODELLED_OPS, unmodelled_reason
+from traceanalyze.analyses.roofline.gemm_rules import (
+    architecture_is_a_cause,
+    narrow_loads,
+    with_gemm_evidence,
+)
+from traceanalyze.analyses.roofline.ops import (
+    COMPOSITE,
+    GEMM,
+    MEMORY,
+    MODELLED_OPS,
+    unmodelled_reason,
+)
 from traceanalyze.analyses.step.model import step_model
 from traceanalyze.analyses.step.verdict import COMMUNICATION_BOUND, CPU_BOUND, SYNC_BOUND, Verdict
 from traceanalyze.analyses.waves import wave_table, with_waves
@@ -57,7 +68,8 @@ ROOFLINE_COLUMNS = (
     "peak_tflops", "peak_tbps", "pct_of_roofline", "bound", "peak_dtype", "family",
     "kernels_per_call", "mean_kernel_us", "theoretical_occupancy_pct", "occupancy_limiter",
     "grid_blocks", "blocks_per_wave", "waves", "last_wave_fill_pct", "wave_efficiency_pct",
-    "gemm_precision", "gpu", "verdict",
+    "gemm_precision", "gpu", "verdict", "gpu_sm", "kernel_sm", "kernel_align_elements",
+    "misaligned_dims",
 )  # fmt: skip
 UNMODELLED_COLUMNS = (
     "op_name", "reason", "activities_per_iter", "gpu_us_per_iter", "share_of_gpu_activity_pct",
@@ -93,7 +105,7 @@ def roofline(
 
     ``judged`` is the iterations' bound verdict where the caller has a better wall time than
     the trace's (a capture median); else the trace's own."""
-    attributed = _attributed(trace)
+    attributed = attributed_activities(trace)
     n = iteration_count(trace)
     total_ns = int(attributed["dur_ns"].sum() or 0)
     peaks = with_override(device_peaks(trace.devices), override)
@@ -123,7 +135,7 @@ def activity_rooflines(trace: Trace) -> pl.DataFrame:
     """Each GPU activity (``name``, ``ts_ns``, ``dur_ns``) that a roofline row covers, with
     that row's ``op_name``, ``pct_of_roofline`` and ``bound``: the figures of the op whose
     time the activity is part of (for `annotate`)."""
-    modelled = _attributed(trace).filter(
+    modelled = attributed_activities(trace).filter(
         pl.col("reason").is_null() & pl.col("family").is_not_null()
     )
     peaks = with_override(device_peaks(trace.devices), None)
@@ -149,9 +161,10 @@ def activity_rooflines(trace: Trace) -> pl.DataFrame:
 
 
 @per_trace
-def _attributed(trace: Trace) -> pl.DataFrame:
+def attributed_activities(trace: Trace) -> pl.DataFrame:
     """GPU activities inside the iterations with ``model_op`` (the innermost modelled op
-    among the launching op and its ancestors), their wave figures and the model columns."""
+    among the launching op and its ancestors), their wave figures, the model columns and the
+    GEMM evidence of :func:`~.gemm_rules.with_gemm_evidence`."""
     gpu = in_iterations(activities(trace))
     cpu = trace.cpu
     is_modelled = pl.col("name").is_in(MODELLED_OPS) & (pl.col("cat") == "cpu_op")
@@ -174,7 +187,7 @@ def _attributed(trace: Trace) -> pl.DataFrame:
         .rename({"bytes": "op_bytes"})
         .join(calls.select("call", model_name="name"), on="call")
     )
-    return (
+    modelled = (
         with_waves(gpu, trace.devices)
         .join(models.rename({"call": "model_op"}), on="model_op", how="left", maintain_order="left")
         .with_columns(
@@ -183,6 +196,7 @@ def _attributed(trace: Trace) -> pl.DataFrame:
             .otherwise("reason")
         )
     )
+    return with_gemm_evidence(modelled, trace.devices)
 
 
 def _composites(cpu: pl.DataFrame, model_ops: pl.Series, is_modelled: pl.Expr) -> pl.Series:
@@ -228,11 +242,18 @@ def _with_peaks(
 
 def _peak_tflops() -> pl.Expr:
     """The compute peak of the row's dtype; fp32 gets the TF32 peak where its GEMM kernels
-    run TF32 (the kernel names say so), else the fp32 peak."""
+    run TF32 (the kernel names say so), else the fp32 peak; an fp64 GEMM the FP64 tensor-core
+    peak (cuBLAS's DGEMM runs DMMA on sm80+), other fp64 work the plain FP64 peak."""
     dtype = pl.col("dtype")
     expr = pl.lit(None, pl.Float64)
-    for name in ("bf16", "fp16", "fp8", "fp64"):
+    for name in ("bf16", "fp16", "fp8"):
         expr = pl.when(dtype == name).then(pl.col(f"peak_{name}_tflops")).otherwise(expr)
+    fp64 = (
+        pl.when(pl.col("family") == GEMM)
+        .then(pl.coalesce("peak_fp64_tensor_tflops", "peak_fp64_tflops"))
+        .otherwise("peak_fp64_tflops")
+    )
+    expr = pl.when(dtype == "fp64").then(fp64).otherwise(expr)
     fp32 = pl.when(pl.col("tf32_kernels")).then("peak_tf32_tflops").otherwise("peak_fp32_tflops")
     return (
         pl.when(pl.col("family") == MEMORY)
@@ -256,7 +277,7 @@ def _peak_dtype() -> pl.Expr:
 
 _KEY = ["model_name", "shapes", "dtype", "causal", "family", "flops", "op_bytes", "gpu",
         "peak_bf16_tflops", "peak_fp16_tflops", "peak_fp8_tflops", "peak_tf32_tflops",
-        "peak_fp32_tflops", "peak_fp64_tflops", "peak_tbps"]  # fmt: skip
+        "peak_fp32_tflops", "peak_fp64_tflops", "peak_fp64_tensor_tflops", "peak_tbps"]  # fmt: skip
 
 
 def _rows(frame: pl.DataFrame, n: int, total_ns: int) -> pl.DataFrame:
@@ -282,6 +303,15 @@ def _rows(frame: pl.DataFrame, n: int, total_ns: int) -> pl.DataFrame:
         },
         gemm_precision=pl.col("gemm_precision").sort_by("dur_ns").drop_nulls().last(),
         tf32_kernels=(pl.col("gemm_precision") == "tf32").any(),
+        # The GEMM evidence of the row's longest GEMM kernel launch (gemm_rules).
+        gpu_sm=pl.col("gpu_sm").drop_nulls().first(),
+        **{
+            column: pl.col(column).filter(_gemm_kernel()).sort_by(_gemm_kernel_dur()).last()
+            for column in ("kernel_sm", "kernel_align_elements")
+        },
+        misaligned_dims=pl.col("misaligned_dims")
+        .sort_by(pl.col("misaligned_dims").list.len())
+        .last(),
     )
     gpu_us = pl.col("gpu_ns") / pl.col("count") / 1e3
     rows = grouped.with_columns(
@@ -308,6 +338,14 @@ def _rows(frame: pl.DataFrame, n: int, total_ns: int) -> pl.DataFrame:
     )
 
 
+def _gemm_kernel() -> pl.Expr:
+    return (pl.col("kind") == "kernel") & (pl.col("category") == "gemm")
+
+
+def _gemm_kernel_dur() -> pl.Expr:
+    return pl.col("dur_ns").filter(_gemm_kernel())
+
+
 def _roofline_math(rows: pl.DataFrame) -> pl.DataFrame:
     """Achieved throughput, intensity, the time at the roofline and the bound."""
     seconds = pl.col("gpu_us") * 1e-6
@@ -329,9 +367,49 @@ def _roofline_math(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 # What the trace can say about a row below its roofline, in order: each a condition and a
-# clause (a Polars string expression). Stated only from measured or computed evidence.
+# clause (a Polars string expression). Stated only from measured or computed evidence. The
+# causes the shape and the kernel name show (alignment, architecture, precision) come before
+# occupancy: a misaligned GEMM gets an older, narrower kernel whatever its occupancy.
 def _signs() -> tuple[tuple[pl.Expr, pl.Expr], ...]:
+    misaligned = pl.col("misaligned_dims").list.eval(
+        pl.format(
+            "{} = {} is not a multiple of {} (pad it to {})",
+            pl.element().struct.field("dim"),
+            pl.element().struct.field("size"),
+            pl.element().struct.field("multiple"),
+            pl.element().struct.field("padded"),
+        )
+    )
+    align = pl.col("kernel_align_elements")
+    narrow = pl.format("its kernel loads {}-element operands (align{})", align, align)
     return (
+        (
+            (pl.col("misaligned_dims").list.len() > 0) | narrow_loads(),
+            pl.concat_str(
+                [
+                    pl.lit("alignment: "),
+                    pl.concat_str(
+                        [
+                            pl.when(pl.col("misaligned_dims").list.len() > 0).then(
+                                misaligned.list.join("; ")
+                            ),
+                            pl.when(narrow_loads()).then(narrow),
+                        ],
+                        separator=", ",
+                        ignore_nulls=True,
+                    ),
+                ]
+            ),
+        ),
+        (
+            architecture_is_a_cause(pl.col("gpu_sm")),
+            pl.format(
+                "architecture: an sm{} kernel on this sm{} GPU (none of its own tensor-core "
+                "instructions)",
+                "kernel_sm",
+                "gpu_sm",
+            ),
+        ),
         (
             pl.col("gemm_precision") == "fp32-cuda-cores",
             pl.lit("fp32 on the CUDA cores (its GEMM kernels use no tensor cores)"),
@@ -396,7 +474,12 @@ def _verdict() -> pl.Expr:
     silent = (
         pl.when(pl.col("theoretical_occupancy_pct").is_null())
         .then(pl.lit("no cause the trace can show (no occupancy or waves for this GPU)"))
-        .otherwise(pl.lit("the trace shows no tail wave, occupancy or precision cause"))
+        .otherwise(
+            pl.lit(
+                "the trace shows no alignment, architecture, precision, tail wave or occupancy "
+                "cause"
+            )
+        )
     )
     below = (
         pl.when(signs != "")

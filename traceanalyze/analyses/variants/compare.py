@@ -28,8 +28,9 @@ from traceanalyze.analyses.summary import (
     summary,
     wall_verdict,
 )
+from traceanalyze.analyses.variants.sameness import DIFFERENT, sameness
 from traceanalyze.errors import UsageError
-from traceanalyze.hardware.occupancy import occupancy_means, theoretical_mean
+from traceanalyze.hardware.occupancy import compare_occupancy
 from traceanalyze.load.variants import Variant
 from traceanalyze.trace import Trace
 
@@ -65,6 +66,8 @@ COLUMNS: dict[str, pl.DataType] = {
     "transpose_ops_per_iter": pl.Float64(),
     "fused_kernel": pl.String(),
     "theoretical_occupancy_pct": pl.Float64(),
+    "theoretical_occupancy_of_estimated_pct": pl.Float64(),
+    "estimated_occupancy_pct": pl.Float64(),
     "achieved_occupancy_pct": pl.Float64(),
     "reported_coverage_pct": pl.Float64(),
     "cudnn_cpu_us_per_iter": pl.Float64(),
@@ -82,6 +85,11 @@ COLUMNS: dict[str, pl.DataType] = {
     "gpu_busy_us_step_max": pl.Float64(),
     "wall_us_step_min": pl.Float64(),
     "wall_us_step_max": pl.Float64(),
+    # Against the baseline: the device names, and whether the workload is the same
+    # (sameness.py).
+    "gpu": pl.String(),
+    "same_gpu": pl.Boolean(),
+    "same_workload": pl.String(),
 }
 # Columns only the speed-up intervals read.
 SPREAD_COLUMNS = (
@@ -110,9 +118,8 @@ def variant_row(trace: Trace, median_ms: float | None = None) -> dict[str, Any]:
     model = step_model(trace)
     kernels = in_iterations(activities(trace)).filter(pl.col("kind") == "kernel")
     # Theoretical occupancy over every kernel with a footprint (one set for every row); the
-    # trace's estimate over the kernels that carry it, with its coverage.
-    occupancy = kernels.select(occupancy_means()).row(0, named=True)
-    occupancy |= kernels.select(theoretical_mean()).row(0, named=True)
+    # trace's estimate beside the theoretical figure of the same kernels, with its coverage.
+    occupancy = kernels.select(compare_occupancy()).row(0, named=True)
     return {
         **{key: figures[key] for key in _FROM_SUMMARY},
         **wall_verdict(model, median_ms),
@@ -180,7 +187,31 @@ def comparison(variants: Sequence[Variant], baseline: str | None = None) -> pl.D
             row |= variant_row(variant.trace, steady_median_ms(variant))
         rows.append(row)
     table = pl.DataFrame(rows, schema=COLUMNS)
-    return _with_speedups(table, baseline_label(table, baseline))
+    label = baseline_label(table, baseline)
+    return _not_across_workloads(_with_speedups(_with_sameness(table, variants, label), label))
+
+
+def _with_sameness(
+    table: pl.DataFrame, variants: Sequence[Variant], baseline: str | None
+) -> pl.DataFrame:
+    """``gpu``, ``same_gpu`` and ``same_workload`` against the baseline (sameness.py)."""
+    found = sameness(variants, baseline)
+    label = pl.col("variant")
+    return table.with_columns(
+        gpu=label.replace_strict(found.gpu, default=None, return_dtype=pl.String),
+        same_gpu=label.replace_strict(found.same_gpu, default=None, return_dtype=pl.Boolean),
+        same_workload=label.replace_strict(found.workload, default=None, return_dtype=pl.String),
+    )
+
+
+def _not_across_workloads(table: pl.DataFrame) -> pl.DataFrame:
+    """No speed-up between different workloads: a ratio of two unrelated traces' times is
+    no speed-up of either."""
+    different = pl.col("same_workload") == DIFFERENT
+    speedups = [c for c in table.columns if c.startswith("speedup")]  # with their intervals
+    return table.with_columns(
+        pl.when(different).then(None).otherwise(pl.col(c)).alias(c) for c in speedups
+    )
 
 
 def baseline_label(table: pl.DataFrame, baseline: str | None) -> str | None:

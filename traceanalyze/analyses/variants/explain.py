@@ -30,7 +30,7 @@ from traceanalyze.analyses.activities import (
 from traceanalyze.analyses.cputree import with_self_time
 from traceanalyze.analyses.graphs import with_captured_ops
 from traceanalyze.analyses.iterations import choice_of, counted
-from traceanalyze.analyses.memcpy import number_text, size_expr, transfers
+from traceanalyze.analyses.memcpy import known, number_text, size_expr, transfers
 from traceanalyze.analyses.memory.diff import MemoryChange, memory_change
 from traceanalyze.analyses.step.model import step_model
 from traceanalyze.analyses.summary import summary
@@ -191,7 +191,7 @@ def _keyed_activity(trace: Trace, other: Trace) -> pl.DataFrame:
         .agg(
             count_per_iter=pl.len() / n,
             us_per_iter=pl.col("dur_ns").sum() / 1e3 / n,
-            bytes_per_call=pl.col("bytes").mean(),
+            bytes_per_call=known(pl.col("bytes"), pl.col("bytes").mean()),
         )
     )
     return pl.concat([kernels, memory], how="vertical_relaxed")

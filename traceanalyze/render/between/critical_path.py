@@ -45,6 +45,7 @@ def critical_path_markdown(
             "Time on the path by kind (per iteration):",
             "",
             shown_table(path.by_kind),
+            *_threads(path),
             "Items on the path, longest first, with their slack (how much an iteration would "
             "shrink if the item took no time):",
             "",
@@ -52,6 +53,18 @@ def critical_path_markdown(
         ]
     )
     return text + (f"\n![Critical path]({chart})\n" if chart is not None else "")
+
+
+def _threads(path: CriticalPath) -> list[str]:
+    """The path's time per CPU thread, where it runs on more than one."""
+    if path.by_thread.height < 2:
+        return []
+    return [
+        "Time on the path by CPU thread (per iteration; the autograd engine's threads run "
+        "the backward while the thread that called it waits):",
+        "",
+        shown_table(path.by_thread.with_columns(pl.col("thread").cast(pl.String))),  # an id
+    ]
 
 
 # `critical-path`: JSON the stable object; CSV the items (the first ``top``); markdown figures,

@@ -20,7 +20,8 @@ _SECTIONS = (
      "allocated before the profiling window, or the trace has no addresses to pair frees)."),
     ("Top allocating ops", "top_ops", "No allocations inside the iterations."),
     ("Leak suspects", "leak_suspects",
-     "None: no op's blocks of one size outlive their iteration in every counted iteration."),
+     "None: no device's allocated memory grows in every counted iteration, or no op's blocks "
+     "of one size outlive their iteration in every one."),
 )  # fmt: skip
 
 

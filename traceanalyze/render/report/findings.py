@@ -47,6 +47,22 @@ def _pairs(value: Any) -> str:
     return ", ".join(f"`{name}` {number_cell(us)} µs" for name, us in value)
 
 
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _misaligned(value: Any) -> str:
+    """(dim, size, multiple, padded) tuples: "N = 50,257 is not a multiple of 8"."""
+    return _and(
+        [f"{dim} = {size:,} is not a multiple of {multiple}" for dim, size, multiple, _ in value]
+    )
+
+
+def _pads(value: Any) -> str:
+    """The fix of each misaligned dimension: "N from 50,257 to 50,304"."""
+    return _and([f"{dim} from {size:,} to {padded:,}" for dim, size, _, padded in value])
+
+
 # Format specs a template may use: {figure:spec}.
 SPECS: dict[str, Callable[[Any], str]] = {
     "t": number_cell,  # a time, speed-up or share, as the tables write it
@@ -55,6 +71,8 @@ SPECS: dict[str, Callable[[Any], str]] = {
     "pct0": lambda v: f"{v:.0f}",
     "names": _names,
     "pairs": _pairs,
+    "misaligned": _misaligned,
+    "pads": _pads,
     "flag": lambda v: "",  # a clause that only needs the figure to be known
     "workload": lambda v: WORKLOADS[v],
 }
@@ -141,8 +159,17 @@ SENTENCES: dict[str, Sentence] = {
     ),
     "fp32_gemm": Sentence(
         "GEMMs in fp32 on CUDA cores, no tensor cores: {fp32_gemms:n} per iteration, "
-        "{fp32_us:t} µs ({fp32_pct:t}% of the GPU activity){upcast}.",
-        {"upcast": ": `{upcast_op}` computes in float32"},
+        "{fp32_us:t} µs ({fp32_pct:t}% of the GPU activity){longest}{upcast}{fix}.",
+        {
+            "longest": ", the longest `{op}` {shapes}",
+            "upcast": ": `{upcast_op}` computes in float32",
+            "fix": (
+                "; a fused SDPA backend (flash, memory-efficient or cuDNN) computes in the "
+                "inputs' bf16/fp16 on tensor cores{upcast_op:flag}",
+                "; TF32 (`torch.backends.cuda.matmul.allow_tf32 = True`) or bf16 inputs run "
+                "them on tensor cores{fp32_us:flag}",
+            ),
+        },
     ),
     "copies": Sentence(
         "{where}{chain}: {copies_per_iter:n} per iteration ({copy_us:t} µs{size}): {advice}.",
@@ -164,12 +191,19 @@ SENTENCES: dict[str, Sentence] = {
         },
     ),
     "occupancy_design": Sentence(
-        "Occupancy low by design (a large per-thread footprint: tiles kept in registers or "
-        "shared memory, as flash attention does), theoretical occupancy of the longest "
-        "kernel: {items}{more}.",
+        "Occupancy low by design (a large footprint in a kernel known to trade occupancy for "
+        "reuse), theoretical occupancy of the longest kernel: {items}{more}.",
         {"more": "; {more:n} more"},
         item="`{who}` {occupancy_pct:t}% ({limiter}: {footprint}{threads:n} threads/block"
-        "{reported})",
+        "{reported}; {design})",
+        joiner="; ",
+    ),
+    "gemm_shapes": Sentence(
+        "GEMMs slowed by their shape or kernel: {items}{more}.",
+        {"more": "; {more:n} more"},
+        item="{gemm_where}`{op}`{gemm_shape}, {us:t} µs per iteration ({pct:t}% of the GPU "
+        "activity) in `{kernel}`{gemm_dims}{gemm_narrow}{gemm_arch}{gemm_fp32}{gemm_fix}"
+        "{gemm_strides}",
         joiner="; ",
     ),
     "occupancy_accident": Sentence(
@@ -239,7 +273,18 @@ SENTENCES: dict[str, Sentence] = {
 }
 # Clauses of the items' templates.
 ITEM_CLAUSES: dict[str, Clause] = {
-    "reported": "; the trace reports {reported_pct:pct0}%",
+    "reported": "; CUPTI's estimate, not a measurement: {reported_pct:pct0}%",
+    # A GEMM's shape findings.
+    "gemm_where": "in `{variant}`, ",
+    "gemm_shape": (" {shapes} {dtype}", " (shapes not recorded)"),
+    "gemm_dims": ": {misaligned:misaligned} for {dtype}",
+    "gemm_narrow": ", so it loads {align:n}-element operands (`align{align:n}`)",
+    "gemm_arch": ", an sm{kernel_sm:n} kernel on this sm{gpu_sm:n} GPU (none of its own "
+    "tensor-core instructions)",
+    "gemm_fp32": ", fp32 on the CUDA cores{fp32:flag}",
+    "gemm_fix": "; pad {misaligned:pads}",
+    "gemm_strides": "; its N and K are aligned, so an operand's stride or offset is not (a "
+    "strided view or an offset slice){aligned_shape:flag}",
     # The footprint that binds (a design item has one of the two).
     "footprint": (
         "{registers:n} registers/thread, ",
@@ -258,13 +303,28 @@ def sentence(finding: Finding) -> str:
     return fill(template.text, template.clauses, figures)
 
 
-def findings_section(findings: tuple[Finding, ...]) -> str:
-    """The report's first section: one line per finding, the command that shows the detail."""
+def findings_section(
+    findings: tuple[Finding, ...], audit_lines: tuple[str, ...] = (), audit_command: str = ""
+) -> str:
+    """The report's first section: the audit's finding first where the traces' own faults
+    move figures the report prints, then one line per finding, the command that shows the
+    detail."""
     if not findings:
         lines = ["No finding: none of the rules has the evidence it needs in these traces."]
     else:
         lines = [f"- {sentence(f)} (`{f.command}`)" for f in findings]
+    if audit_lines:
+        lines.insert(0, f"- {audit_sentence(audit_lines)} (`{audit_command}`)")
     return "## What the traces say\n\n" + "\n".join(lines) + "\n"
+
+
+def audit_sentence(audit_lines: tuple[str, ...]) -> str:
+    """The audit's finding: the traces' own faults that move the figures below, the largest
+    first."""
+    more = f"; and {len(audit_lines) - 3} more" if len(audit_lines) > 3 else ""
+    return (
+        "Trace faults move figures below by 1% or more: " + "; ".join(audit_lines[:3]) + more + "."
+    )
 
 
 def guesses_section(guesses: pl.DataFrame) -> str:

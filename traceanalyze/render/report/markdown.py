@@ -13,6 +13,8 @@ from traceanalyze.analyses.roofline.model import TOP_OPS
 from traceanalyze.analyses.step.definitions import DEFINITIONS
 from traceanalyze.analyses.step.verdict import GPU_BOUND
 from traceanalyze.analyses.variants.diff import TraceDiff
+from traceanalyze.analyses.variants.sameness import DIFFERENT, SIMILAR, UNKNOWN
+from traceanalyze.hardware.occupancy import OCCUPANCY_DEFINITIONS
 from traceanalyze.names import readable_names, with_readable_names
 from traceanalyze.render.between.critical_path import timeline_parts
 from traceanalyze.render.charts import cpu_vs_gpu, gpu_time_by_category
@@ -51,7 +53,8 @@ DETAIL_COLUMNS = (
     "wall_source",
     "wall_us_per_iter", "gpu_activity_us_per_iter", "gpu_kernel_us_per_iter",
     "cpu_op_us_per_iter", "memset_per_iter", "transpose_ops_per_iter",
-    "theoretical_occupancy_pct", "achieved_occupancy_pct", "reported_coverage_pct",
+    "theoretical_occupancy_pct", "theoretical_occupancy_of_estimated_pct",
+    "estimated_occupancy_pct", "reported_coverage_pct",
     "cudnn_cpu_us_per_iter", "launch_api", "gemm_precision", "sdpa_backend", "relative_error",
     "largest_block_bytes", "largest_block_op",
 )  # fmt: skip
@@ -63,9 +66,11 @@ def comparison_markdown(
     full_names: bool = False,
     fold_details: bool = False,
     library: str = "cuDNN",
+    gpus: bool = True,
 ) -> str:
-    """The headline table, the CPU-bound variants, then the details table (folded in a report),
-    headings derived from the keys; ``library`` names the DNN library (MIOpen on ROCm)."""
+    """The headline table, what is not comparable (another workload; with ``gpus``, another
+    GPU), the CPU-bound variants, then the details table (folded in a report), headings
+    derived from the keys; ``library`` names the DNN library (MIOpen on ROCm)."""
     shown = table.filter(pl.col("status") == "ok")
     if not full_names:
         # A narrow column: cut at 48 characters, never two kernels alike (JSON keeps them whole).
@@ -80,8 +85,49 @@ def comparison_markdown(
         detail = folded_block(
             f"Details: wall time, CPU time, occupancy, {library}, precision", detail
         )
-    parts = (_keyed_table(shown, HEADLINE_COLUMNS), _bound_lines(shown), detail)
+    parts = (
+        _keyed_table(shown, HEADLINE_COLUMNS),
+        _sameness_lines(shown, gpus=gpus),
+        _bound_lines(shown),
+        detail,
+    )
     return "\n".join(part for part in parts if part)
+
+
+# What the comparison says of variants that are not the baseline's workload for sure, by
+# compare's `same_workload` ({names}: the variants).
+WORKLOAD_LINES = {
+    DIFFERENT: "Not the baseline's workload: {names} (their outermost CPU operators per "
+    "iteration differ from the baseline's: other ops, counts or shapes); no speed-up is given "
+    "between different workloads.",
+    SIMILAR: "{names}: most of the baseline's outermost CPU operators with the same shapes, "
+    "some changed: the same workload with some code changed, judged from the operators (no "
+    "manifest says so).",
+    UNKNOWN: "Whether {names} ran the baseline's workload cannot be told (a trace without CPU "
+    "operators): the speed-up assumes so.",
+}
+
+
+def _sameness_lines(table: pl.DataFrame, *, gpus: bool) -> str:
+    """The variants that did not run the baseline's workload (no speed-up for them), those
+    judged or not judged to, and (with ``gpus``) those of its workload on another GPU."""
+    if "same_workload" not in table.columns:
+        return ""
+    lines = []
+    for verdict, text in WORKLOAD_LINES.items():  # three verdicts
+        rows = table.filter(pl.col("same_workload") == verdict)
+        if rows.height:
+            lines.append(text.format(names=", ".join(f"`{v}`" for v in rows["variant"])))
+    other_gpu = table.filter(
+        pl.col("same_gpu").eq(other=False) & pl.col("same_workload").ne_missing(DIFFERENT)
+    )
+    if gpus and other_gpu.height:
+        where = ", ".join(f"`{v}` on {g}" for v, g in other_gpu.select("variant", "gpu").rows())
+        lines.append(
+            f"Not on the baseline's GPU: {where}; a speed-up compares the devices as well as "
+            "the code."
+        )
+    return "\n\n".join(lines) + "\n" if lines else ""
 
 
 def folded_block(summary: str, body: str) -> str:
@@ -153,7 +199,7 @@ def render_report(
     parts = [
         f"# {report.title}\n",
         f"Produced by traceanalyze {version}: `{command}`.\n",
-        findings_section(report.findings),
+        findings_section(report.findings, report.audit_lines, report.audit_command),
         guesses_section(report.guesses) if report.guesses is not None else "",
         "## Comparison\n",
         _comparison_intro(report),
@@ -162,6 +208,7 @@ def render_report(
             full_names=full_names,
             fold_details=True,
             library=report.dnn_library,
+            gpus=not _mixed_gpus(report),  # the introduction names every variant's GPU
         ),
         _skipped(report),
     ]
@@ -353,14 +400,10 @@ def _count(value: float, noun: str) -> str:
 
 
 def _glossary() -> str:
-    lines = [f"- *{heading(key)}*: {text}." for key, text in DEFINITIONS.items()]
+    shown = {**DEFINITIONS, **OCCUPANCY_DEFINITIONS}
+    shown.pop("achieved_occupancy_pct")  # JSON only: the tables show its new name
+    lines = [f"- *{heading(key)}*: {text}." for key, text in shown.items()]
     extra = [
-        "- *theoretical occupancy %*: resident warps per SM that the kernel's registers, shared "
-        "memory and block size allow on this GPU; *achieved occupancy %* is the trace's own "
-        "estimate; both time-weighted by kernel time. In the comparison the theoretical figure "
-        "covers every kernel with a computable footprint, the same set for every variant; the "
-        "estimate covers the kernels that carry one, where the *reported coverage %* (their "
-        "share of kernel time) is at least 50% (otherwise it is left blank).",
         "- *transpose ops*: CPU-side `aten::transpose`/`permute`/`t` ops, metadata-only views.",
         "- *cuDNN CPU µs*: self time (duration minus direct children) of the ops that call "
         "cuDNN; in steady state the per-call plan lookup, not the one-off plan build.",

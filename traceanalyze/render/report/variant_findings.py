@@ -11,8 +11,13 @@ import polars as pl
 
 from traceanalyze.analyses.memcpy import number_text, size_expr
 from traceanalyze.analyses.report.contents import VariantReport
-from traceanalyze.analyses.report.findings import NO_OCCUPANCY_CATEGORIES, top_occupancy_kernel
+from traceanalyze.analyses.report.findings import (
+    NO_OCCUPANCY_CATEGORIES,
+    sentence_name,
+    top_occupancy_kernel,
+)
 from traceanalyze.analyses.step.verdict import CPU_BOUND
+from traceanalyze.render.table import prose_number
 from traceanalyze.units import byte_size
 
 
@@ -76,9 +81,9 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
         return []
     reported = row["achieved_occupancy_pct"]
     said = (
-        f"; the trace reports {reported:.0f}%"
+        f"; CUPTI's estimate, not a measurement: {reported:.0f}%"
         if reported is not None
-        else "; the trace reports none (0 or absent, as for driver-API launches)"
+        else "; the trace carries no CUPTI estimate (0 or absent, as for driver-API launches)"
     )
     limiter = row["occupancy_limiter"]
     limited = f", limited by {limiter.replace('_', ' ')}" if limiter else ""
@@ -93,10 +98,22 @@ def _occupancy_findings(kernels: pl.DataFrame) -> list[str]:
     ).height
     which = "The longest kernel outside the collectives" if longer else "The longest kernel"
     return [
-        f"{which} per iteration, `{row['short_name']}` (from `{row['launch_op']}`), "
+        f"{which} per iteration, `{sentence_name(row['name'])}`{launched_by(row['launch_ops'])}, "
         f"has {row['theoretical_occupancy_pct']:.2f}% theoretical occupancy{limited} "
         f"({footprint}){said}."
     ]
+
+
+def launched_by(launch_ops: list[dict[str, Any]]) -> str:
+    """`` (from `op`)`` for a kernel one op launches; with several, each with its launches per
+    iteration; nothing where no op in the trace launched it."""
+    ops = [entry for entry in launch_ops if entry["op"] is not None]
+    if not ops:
+        return ""
+    if len(ops) == 1 and len(launch_ops) == 1:
+        return f" (from `{ops[0]['op']}`)"
+    parts = [f"`{e['op']}` {prose_number(e['count_per_iter'])}" for e in ops]
+    return f" (launches per iteration from {', '.join(parts)})"
 
 
 def _gemm_findings(kernels: pl.DataFrame, *, sdpa_math: bool) -> list[str]:

@@ -1,0 +1,132 @@
+"""`audit` on the command line, and every command's one line of audit warnings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from tests.micro import write_trace
+from tests.test_audit_micro import clean_events, is_kernel, rank_events
+from traceanalyze.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+WARNING = "traceanalyze: warning: the trace's own faults"
+
+
+def run(*args: str | Path) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def dropped_kernel(folder: Path, name: str = "trace.json") -> Path:
+    return write_trace(folder, [e for e in clean_events() if not is_kernel(e, 4)], name)
+
+
+def audit_lines(result: Result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
+
+
+def test_audit_writes_markdown_json_and_csv(tmp_path: Path) -> None:
+    path = dropped_kernel(tmp_path)
+    md = run("audit", path)
+    assert md.exit_code == 0, md.output
+    assert md.stdout.startswith("**not ok**: 1 error.")
+    assert "| launches_without_activity | dropped | error | 1 |" in md.stdout
+    record = json.loads(run("audit", path, "--format", "json").stdout)
+    assert record["ok"] is False
+    assert record["error_bars"]["kernels_per_iter"] == 1 / 3
+    rows = {(r["check"], r["finding"]): r for r in record["checks"]}
+    assert rows["launches_without_activity", "dropped"]["count"] == 1
+    assert rows["clock_skew", "none"]["offsets_us"] is None
+    csv = run("audit", path, "--format", "csv").stdout
+    assert csv.splitlines()[0].startswith("check,finding,severity,count,affected_us_per_iter")
+    assert audit_lines(md) == []  # the audit is the detail itself
+
+
+def test_audit_help_has_an_example() -> None:
+    result = run("audit", "--help")
+    assert result.exit_code == 0 and "Example:" in result.stdout
+
+
+def test_a_missing_trace_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    result = run("audit", tmp_path / "missing.json")
+    assert result.exit_code == 1
+    assert result.stderr.count("\n") == 1 and "traceanalyze: error:" in result.stderr
+
+
+def test_a_command_warns_in_one_line_when_a_fault_moves_what_it_prints(tmp_path: Path) -> None:
+    path = dropped_kernel(tmp_path)
+    for command in ("summary", "kernels", "iterations"):
+        result = run(command, path)
+        assert result.exit_code == 0, result.output
+        lines = audit_lines(result)
+        assert len(lines) == 1, result.stderr
+        assert "launches_without_activity/dropped: 1 event moves " in lines[0]
+        assert f"see `traceanalyze audit {path}`" in lines[0]
+
+
+def test_a_clean_trace_and_commands_that_print_no_figure_say_nothing(tmp_path: Path) -> None:
+    clean = write_trace(tmp_path, clean_events(), "clean.json")
+    for args in (("summary", clean), ("kernels", clean), ("info", dropped_kernel(tmp_path))):
+        result = run(*args)
+        assert result.exit_code == 0 and audit_lines(result) == [], result.stderr
+
+
+def test_one_line_for_a_folder_of_faulty_variants(tmp_path: Path) -> None:
+    dropped_kernel(tmp_path, "a.json")
+    dropped_kernel(tmp_path, "b.json")
+    lines = audit_lines(run("summary", tmp_path))
+    assert len(lines) == 1 and "(and 1 more)" in lines[0]
+
+
+def test_summary_json_carries_the_audit_warnings(tmp_path: Path) -> None:
+    faulty = json.loads(run("summary", dropped_kernel(tmp_path), "--format", "json").stdout)
+    warned = faulty["audit_warnings"]
+    assert list(warned) == ["launches_without_activity/dropped"]
+    assert warned["launches_without_activity/dropped"].startswith("1 event moves ")
+    clean = write_trace(tmp_path, clean_events(), "clean.json")
+    assert json.loads(run("summary", clean, "--format", "json").stdout)["audit_warnings"] == {}
+
+
+def test_the_report_opens_with_the_audit_finding(tmp_path: Path) -> None:
+    text = run("report", dropped_kernel(tmp_path)).stdout
+    section = text.split("## What the traces say\n\n", 1)[1]
+    assert section.startswith("- Trace faults move figures below by 1% or more: `trace`: ")
+    assert "launches_without_activity/dropped" in section.splitlines()[0]
+    assert "(`traceanalyze audit " in section.splitlines()[0]
+
+
+def test_a_clean_report_has_no_audit_line(tmp_path: Path) -> None:
+    text = run("report", write_trace(tmp_path, clean_events())).stdout
+    assert "Trace faults" not in text
+
+
+def shifted_folder(folder: Path) -> Path:
+    for rank, shift in ((0, 0), (1, 1234)):
+        write_trace(folder, rank_events(shift), f"rank{rank}.json", rank=rank)
+    return folder
+
+
+def test_ranks_clock_align_applies_the_audit_offsets(tmp_path: Path) -> None:
+    result = run("ranks", shifted_folder(tmp_path), "--clock-align", "--format", "json")
+    record = json.loads(result.stdout)
+    assert record["clock_alignment"] == "clock-align"
+    assert [r["clock_offset_us"] for r in record["ranks"]] == [0.0, 1234.0]
+    assert record["notes"][0].startswith("Clocks aligned with the audit's clock_skew offsets")
+    assert "rank 1 +1,234.000 µs" in record["notes"][0]
+    # On aligned clocks the all-reduces start as the ranks joined them: 0 and 14 µs apart.
+    assert record["max_start_spread_us"] < 50
+
+
+def test_comms_clock_align_says_so(tmp_path: Path) -> None:
+    folder = shifted_folder(tmp_path)
+    text = run("comms", folder, "--clock-align").stdout
+    assert "Note: Clocks aligned with the audit's clock_skew offsets" in text
+    assert "--clock-align" not in run("comms", folder).stdout
+    aligned = json.loads(run("comms", folder, "--clock-align", "--format", "json").stdout)
+    raw = json.loads(run("comms", folder, "--format", "json").stdout)
+    assert {r["rank"]: r["clock_offset_us"] for r in aligned} == {0: 0.0, 1: 1234.0}
+    assert "clock_offset_us" not in raw[0]
+    moved = {r["ts_ns"] - a["ts_ns"] for r, a in zip(raw, aligned, strict=True)}
+    assert moved == {0, 1_234_000}
