@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,12 +76,28 @@ def resolve(path: str | os.PathLike[str]) -> Input:
     missing path is a :class:`TraceReadError` unless its name is a trace's (loading it then
     says precisely what is wrong)."""
     source = Path(path)
-    if source.is_dir():
+    status = _status(source)
+    if status is not None and stat.S_ISDIR(status.st_mode):
         return _folder(source)
-    if not source.exists() and not is_trace_name(source):
+    if status is None and not is_trace_name(source):
         raise TraceReadError("no such file or folder", source, "Check the path.")
     refuse_special(source)
     return Input(source, InputKind.TRACE, (source,), manifest=manifest_beside(source))
+
+
+def _status(path: Path) -> os.stat_result | None:
+    """``path``'s stat; None when it does not exist (loading names the problem). A folder on
+    its path that this user cannot search is one error, not a PermissionError traceback."""
+    try:
+        return path.stat()
+    except PermissionError:
+        raise TraceReadError(
+            "permission denied (a folder on its path cannot be searched)",
+            path,
+            "Make the folders on the path searchable for this user (chmod +x).",
+        ) from None
+    except OSError:
+        return None
 
 
 def manifest_beside(trace_file: Path) -> Path | None:

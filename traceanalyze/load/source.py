@@ -168,8 +168,8 @@ MAX_ITEM_BYTES = 256 * 1024 * 1024
 
 def item_too_long(path: Path) -> TraceFormatError:
     return TraceFormatError(
-        f"holds a single JSON value longer than {MAX_ITEM_BYTES >> 20} MB, far beyond any "
-        "profiler's event",
+        f"holds a single JSON value or run of white space longer than {MAX_ITEM_BYTES >> 20} "
+        "MB, far beyond any profiler's event",
         path,
         "Pass a trace written by torch.profiler (export_chrome_trace).",
     )
@@ -182,6 +182,13 @@ def unchanged(file: BinaryIO, before: os.stat_result, read: int, path: Path) -> 
     after = os.fstat(file.fileno())
     if not stat.S_ISREG(before.st_mode):
         return
+    if read and before.st_size == 0 and after.st_size == 0:
+        # content with no size, then or now: not a file that changed but a pseudo-file
+        raise TraceReadError(
+            "is a pseudo-file with no stated size (as under /proc or /sys), not a trace",
+            path,
+            "Save the trace to a file and pass that file.",
+        )
     if read != before.st_size or (after.st_size, after.st_mtime_ns) != (
         before.st_size,
         before.st_mtime_ns,
@@ -277,10 +284,14 @@ def _gunzip(
             raise TraceFormatError(
                 f"is corrupt gzip data ({exc})", path, "Copy or re-export the file again."
             ) from None
-        packed = inflate.unconsumed_tail
         if inflate.eof:
-            packed = inflate.unused_data + packed
+            # The input after the member's end, all of it: a call that began with input left
+            # over by an earlier call's output limit may also leave those same bytes in
+            # unconsumed_tail (CPython's zlib does), so adding it would inflate them twice.
+            packed = inflate.unused_data
             inflate = None
+        else:
+            packed = inflate.unconsumed_tail
         if data:
             if progress:
                 progress(min(read, total), total)
