@@ -116,7 +116,7 @@ def test_compare_on_a_folder_of_unrelated_corpus_traces_gives_no_speedup(tmp_pat
         (folder / source.name).symlink_to(source)
     result = CliRunner().invoke(main, ["compare", str(folder), "--format", "json", "--no-cache"])
     assert result.exit_code == 0, result.output
-    rows = {row["variant"]: row for row in json.loads(result.output)}
+    rows = {row["variant"]: row for row in json.loads(result.stdout)}
     baseline = "hta_nccl_a100_2rank_rank0"  # the first, in name order
     assert rows[baseline]["speedup"] == 1.0
     for name in set(names) - {baseline}:

@@ -139,6 +139,6 @@ IDLE: Forms[Labelled[IdleResult]] = labelled(
 
 def _bound_words(bound: str | None) -> str:
     """The steps' verdict in the sentence: "the steps are GPU-bound", or why there is none."""
-    if bound in (None, CANNOT_TELL):
+    if bound is None or bound == CANNOT_TELL:
         return "no verdict on the steps' bound"
     return f"the steps are {bound}"
