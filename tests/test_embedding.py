@@ -528,11 +528,9 @@ def test_a_gigabyte_of_white_space_is_refused_with_bounded_memory(tmp_path: Path
         text=True,
         timeout=900,  # 4 s on a quiet host; a shared one queues it for cores
         cwd=REPO,
-        # the repository's code and default settings, whatever the calling process has set
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("TRACEANALYZE_")},
-            "PYTHONPATH": str(REPO),
-        },
+        # the repository's code and a bare environment: whatever the calling process has set
+        # (allocator settings such as _RJEM_MALLOC_CONF, TRACEANALYZE_*) stays out
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
     )
     message, peak_kb = done.stdout.strip().splitlines()
     assert "longer than 256 MB" in message, done.stderr
