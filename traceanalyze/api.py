@@ -702,6 +702,7 @@ def _some_calls(result: ColdSet, path: Path) -> ColdSet:
         seen = result.summary.filter(pl.col("cache_state_source") == "trace")
         caches = "".join(
             f"; the trace's cache events show {state}" + (f" ({hits})" if hits else "")
+            # the distinct cache states seen: a few rows, one clause each
             for state, hits in seen.select("cache_state", "cache_hits").unique().iter_rows()
         )
         raise AnalysisError(
