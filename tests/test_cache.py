@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import traceanalyze
-from tests.micro import one_step, write_trace
+from tests.micro import kernel, one_step, write_trace
 from traceanalyze.cli import main
 from traceanalyze.errors import CacheSettingError
 from traceanalyze.load import cache
@@ -307,3 +307,67 @@ def test_a_rank_folder_keeps_the_cache_within_its_limit(
     walks = _ranks_under_a_limit(tmp_path, cache_dir, monkeypatch, ranks=4, entries=2.5)
     assert len(walks) == 5  # each write is 40% of the limit: a walk after each, and the end
     assert cache_info(cache_dir).entries == 2
+
+
+@pytest.mark.parametrize("how", ["renamed over", "rewritten in place"])
+def test_a_file_replaced_during_its_load_is_not_cached_as_the_new_file(
+    how: str, tmp_path: Path
+) -> None:
+    """The entry is keyed by the file the parse read: a file replaced after the read but
+    before the entry is written must not leave the old trace under the new file's key."""
+    path = write_trace(tmp_path, STEP, name="t.json")
+    two_kernels = [*STEP, kernel("gemm2", 60, 10, 1)]
+    newer = write_trace(tmp_path, two_kernels, name="new.json")
+    folder = tmp_path / "cache"
+
+    def replace_at_decode(stage: str) -> None:
+        if stage != "decode":
+            return
+        if how == "renamed over":
+            os.replace(newer, path)
+        else:  # a profiler exporting again to the same path
+            path.write_bytes(newer.read_bytes())
+        later = time.time() + 5  # a coarse clock must not hide the change
+        os.utime(path, (later, later))
+
+    first = traceanalyze.load(path, cache_dir=folder, timer=replace_at_decode)
+    assert first.gpu.height == 1  # what the parse read: the old file
+    cached = traceanalyze.load(path, cache_dir=folder)
+    assert cached.gpu.height == 2  # the file on disk now, not the old trace under its key
+    assert cached.gpu.equals(traceanalyze.load(path, cache=False).gpu)
+
+
+def test_an_unchanged_file_is_cached_under_the_key_of_the_file_read(tmp_path: Path) -> None:
+    path = write_trace(tmp_path, STEP, name="t.json")
+    folder = tmp_path / "cache"
+    traceanalyze.load(path, cache_dir=folder)
+    assert read_entry(entry_for(path, folder)) is not None
+
+
+def test_a_ctrl_c_raised_twice_during_a_write_leaves_no_staging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One Ctrl-C during a write: Polars' writer raises KeyboardInterrupt, then Python raises
+    # a second one for the same signal on entry to the cleanup (before its own retry loop).
+    trace = traceanalyze.load(write_trace(tmp_path, STEP), cache=False)
+    folder = tmp_path / "cache"
+    entry = entry_for(write_trace(tmp_path, STEP, name="u.json"), folder)
+
+    def interrupted(frame: pl.DataFrame) -> bytes:
+        raise KeyboardInterrupt
+
+    real_discard = cache._discard
+    calls: list[Path] = []
+
+    def interrupted_on_entry(staging: Path) -> None:
+        calls.append(staging)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the signal's own, raised before the removal began
+        real_discard(staging)
+
+    monkeypatch.setattr(cache, "_frame_bytes", interrupted)
+    monkeypatch.setattr(cache, "_discard", interrupted_on_entry)
+    with pytest.raises(KeyboardInterrupt):
+        write_entry(entry, trace)
+    assert len(calls) == 2
+    assert list(folder.iterdir()) == []  # no entry, no staging folder

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +99,23 @@ def test_an_interrupted_cache_write_leaves_no_entry(
     monkeypatch.setattr(cache, "_frame_bytes", written)
     assert cache.write_entry(entry, trace)  # the next load writes it whole
     assert cache.read_entry(entry) is not None
+
+
+def test_the_next_write_removes_temporaries_left_by_a_killed_writer(tmp_path: Path) -> None:
+    # kill -9 during a write runs no cleanup: its hidden temporary stayed for good. The next
+    # write to the same target removes ours that are an hour old, and nothing else.
+    target = tmp_path / "report.md"
+    abandoned = tmp_path / ".report.md.0123456789ab.tmp"
+    recent = tmp_path / ".report.md.ba9876543210.tmp"  # another writer's, at work now
+    other_target = tmp_path / ".other.md.0123456789ab.tmp"
+    not_ours = tmp_path / ".report.md.notours.tmp"
+    for path in (abandoned, recent, other_target, not_ours):
+        path.write_text("partial")
+    two_hours_ago = time.time() - 7200
+    for path in (abandoned, other_target, not_ours):
+        os.utime(path, (two_hours_ago, two_hours_ago))
+    files.write_text(target, "whole")
+    assert target.read_text() == "whole"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [target.name, recent.name, other_target.name, not_ours.name]
+    )

@@ -918,3 +918,15 @@ def test_sentences_quote_short_kernel_names(tmp_path: Path) -> None:
     quoted = [part for text in texts for part in text.split("`")[1::2]]
     assert any(part.startswith("ck_kernel_batched_xdlops") for part in quoted)
     assert max(len(part) for part in quoted) <= 80
+
+
+def test_fp32_gemm_advice_follows_the_gpu() -> None:
+    # A V100 has no TF32 or bf16 tensor cores: the fix there is fp16 (autocast); on the H200
+    # sdpa_math sample the fix is a fused SDPA backend.
+    from tests.conftest import CORPUS_TRACES, skip_without
+
+    path = CORPUS_TRACES / "new_htadiff_test_v100_cudagraph_rank1.json.gz"
+    skip_without(path)
+    said = sentence(by_rule(build_report(load_variants([path], cache=False)))["fp32_gemm"])
+    assert 'fp16 inputs (`torch.autocast("cuda", dtype=torch.float16)`)' in said
+    assert "TF32" in said and "allow_tf32" not in said

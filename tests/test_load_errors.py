@@ -7,6 +7,9 @@ import errno
 import gzip
 import json
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from traceanalyze.errors import (
     TraceFormatError,
     TraceReadError,
 )
+from traceanalyze.load.parse import parse_file
 
 STEP = [
     annotation("ProfilerStep#0", 0, 100),
@@ -128,6 +132,60 @@ def test_unreadable_file(tmp_path: Path) -> None:
         path.chmod(0o644)
 
 
+_NO_DAC = "-dac_override,-dac_read_search,-fowner"
+
+
+def _as_a_user(command: list[str]) -> list[str]:
+    """``command`` run without the rights that let root pass permission checks."""
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv reads any folder")
+    return ["setpriv", "--bounding-set", _NO_DAC, "--inh-caps", _NO_DAC, *command]
+
+
+def test_a_trace_in_a_folder_that_cannot_be_searched_is_one_line(tmp_path: Path) -> None:
+    # Resolving the path stats it: in a folder without search permission that raised a
+    # PermissionError (a 20-line traceback from the CLI, a raw OSError from load).
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    path = write_trace(folder, STEP, name="t.json")
+    folder.chmod(0)
+    code = (
+        "import sys, traceanalyze\n"
+        "try:\n"
+        "    traceanalyze.load(sys.argv[1], cache=False)\n"
+        "except Exception as error:\n"
+        "    print(type(error).__name__)\n"
+    )
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        library = subprocess.run(
+            _as_a_user([sys.executable, "-c", code, str(path)]),
+            capture_output=True,
+            text=True,
+            cwd=repo,
+            check=False,
+            timeout=60,
+        )
+        cli = subprocess.run(
+            _as_a_user([sys.executable, "-m", "traceanalyze", "info", str(path), "--no-cache"]),
+            capture_output=True,
+            text=True,
+            cwd=repo,
+            check=False,
+            timeout=60,
+        )
+    finally:
+        folder.chmod(0o755)
+    assert library.stdout.strip() == "TraceReadError", library.stderr
+    assert cli.returncode == 1
+    assert cli.stderr.strip().splitlines() == [
+        f"traceanalyze: error: {path}: permission denied (a folder on its path cannot be "
+        "searched). Make the folders on the path searchable for this user (chmod +x)."
+    ]
+
+
 def test_empty_folder(tmp_path: Path) -> None:
     raises(EmptyTraceError, lambda: traceanalyze.load(tmp_path), tmp_path, "no traces")
 
@@ -211,3 +269,11 @@ def test_unlistable_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     write_trace(tmp_path, STEP)
     monkeypatch.setattr(Path, "iterdir", os_error(PermissionError(errno.EACCES, "denied")))
     raises(TraceReadError, lambda: traceanalyze.load(tmp_path), tmp_path, "cannot list")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="no /proc")
+@pytest.mark.parametrize("native", [True, False])
+def test_a_pseudo_file_is_named_as_such(native: bool) -> None:
+    # /proc files state a size of 0 and hold text: that was "changed while it was read"
+    path = Path("/proc/self/status")
+    raises(TraceReadError, lambda: parse_file(path, native=native), path, "pseudo-file")

@@ -129,14 +129,19 @@ def _inflaters() -> list[str]:
     return ["zlib", "zlib-ng"]
 
 
-@pytest.mark.parametrize("inflate", _inflaters())
-def test_inflaters_give_the_same_trace_and_errors(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, inflate: str
-) -> None:
+def _use(inflate: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inflate with ``inflate`` ("zlib" or "zlib-ng") in this test."""
     if inflate == "zlib":
         monkeypatch.setenv(source.INFLATE_ENV, "zlib")
     else:
         monkeypatch.delenv(source.INFLATE_ENV, raising=False)
+
+
+@pytest.mark.parametrize("inflate", _inflaters())
+def test_inflaters_give_the_same_trace_and_errors(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, inflate: str
+) -> None:
+    _use(inflate, monkeypatch)
     assert source.inflater().__name__.endswith("zlib_ng" if inflate == "zlib-ng" else "zlib")
     raw = write_trace(tmp_path, _steps(40), "t.json")
     packed = tmp_path / "t.json.gz"
@@ -150,6 +155,59 @@ def test_inflaters_give_the_same_trace_and_errors(
     cut.write_bytes(packed.read_bytes()[:-20])
     with pytest.raises(TraceFormatError, match="the gzip stream is truncated"):
         parse_file(cut)
+
+
+def _members(data: bytes, size: int) -> bytes:
+    """``data`` as a gzip file of several members of ``size`` inflated bytes each (what
+    `cat a.gz b.gz` or a writer that flushes by member makes)."""
+    return b"".join(gzip.compress(data[i : i + size], 1) for i in range(0, len(data), size))
+
+
+@pytest.mark.parametrize("inflate", _inflaters())
+def test_members_longer_than_a_chunk_inflate_once_each(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, inflate: str
+) -> None:
+    # Members of 9 MiB, more than a chunk (8 MiB): a member's end is reached by a call that
+    # began with input left over by the output limit; those bytes were inflated twice.
+    _use(inflate, monkeypatch)
+    # 20 MiB of generated event-like text, compressible like a trace (~20x): a 1 MiB read
+    # of compressed input then fills a chunk's output limit and leaves input unconsumed
+    words = [f'{{"ph": "X", "name": "op{i}", "ts": {i}}}, '.encode() for i in range(8)]
+    text = b"".join(random.Random(7).choices(words, k=20 * 2**20 // 40))
+    path = tmp_path / "members.gz"
+    path.write_bytes(_members(text, 9 * 2**20))
+    got = bytearray()
+    for chunk in source.chunks(path):
+        got += chunk
+        assert len(got) <= len(text)  # a member inflated twice: fail before memory runs out
+    assert got == text
+
+
+def test_a_multi_member_trace_loads_as_its_raw_twin(tmp_path: Path) -> None:
+    raw = tmp_path / "t.json"
+    events = json.dumps(_steps(40)[1:])
+    # ~20 MiB of white space between events: members end inside the list
+    raw.write_bytes(
+        f'{{"traceEvents": [{json.dumps(_steps(1)[0])},'.encode()
+        + b" " * (20 * 2**20)
+        + events.encode()[1:]
+        + b"}"
+    )
+    packed = tmp_path / "t.json.gz"
+    packed.write_bytes(_members(raw.read_bytes(), 9 * 2**20))
+    assert_same_frames(parse_file(packed), parse_file(raw))
+    assert_same_frames(parse_file(packed, native=False), parse_file(raw))
+
+
+def test_two_whole_traces_in_one_gzip_file_are_not_valid_json(tmp_path: Path) -> None:
+    # `cat a.json.gz a.json.gz`: valid gzip of two documents, refused as JSON, not as gzip
+    one = gzip.compress(write_trace(tmp_path, _steps(3), "t.json").read_bytes())
+    path = tmp_path / "twice.json.gz"
+    path.write_bytes(one + one)
+    with pytest.raises(TraceFormatError, match="is not valid JSON"):
+        parse_file(path)
+    with pytest.raises(TraceFormatError, match="is not valid JSON"):
+        parse_file(path, native=False)
 
 
 @native_only

@@ -134,24 +134,28 @@ Input: TypeAlias = str | Path | Trace | VariantSet | Sequence[Subject]
 
 @dataclass(frozen=True)
 class Loading:
-    """How paths load: the cache (``cache``, ``cache_dir``) and which iterations
-    count (``selection``; None: the default rule). The command line's loader adds progress
+    """How paths load: the cache (``cache``, ``cache_dir``), which iterations count
+    (``selection``; None: the default rule) and the threads that scan a file (``threads``;
+    None: ``$TRACEANALYZE_THREADS``, else the cores). The command line's loader adds progress
     and warnings by overriding :meth:`load_trace` and :meth:`load_variants`."""
 
     cache: bool = True
     cache_dir: Path | None = None
     selection: Selection | None = None
+    threads: int | None = None
 
     def choosing(self, selection: Selection | None) -> Self:
         return replace(self, selection=selection)
 
     def load_trace(self, path: Path) -> Trace:
-        return load(path, cache=self.cache, cache_dir=self.cache_dir)
+        return load(path, cache=self.cache, cache_dir=self.cache_dir, threads=self.threads)
 
     def load_variants(
         self, paths: Sequence[Path | ResolvedInput], labels: Sequence[str] | None
     ) -> VariantSet:
-        return load_variants(paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels)
+        return load_variants(
+            paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels, threads=self.threads
+        )
 
     def audit_noted(self, path: Path, found: Sequence[Trace | str]) -> None:
         """Told what a command loaded from ``path`` (traces, or audit warnings written where
@@ -778,6 +782,7 @@ def _some_calls(result: ColdSet, path: Path) -> ColdSet:
         seen = result.summary.filter(pl.col("cache_state_source") == "trace")
         caches = "".join(
             f"; the trace's cache events show {state}" + (f" ({hits})" if hits else "")
+            # the distinct cache states seen: a few rows, one clause each
             for state, hits in seen.select("cache_state", "cache_hits").unique().iter_rows()
         )
         raise AnalysisError(

@@ -270,7 +270,7 @@ GEMM_PRECISION_RULES: tuple[tuple[str, str], ...] = (
     ("fp8", r"(?i)fp8|e4m3|e5m2|f8f6f4|(^|_)[fb]8"),
     ("int8", r"(?i)int8|imma|i8i8|i8i32|s8s8|u8s8|_i8|tensorop_i\d"),
     ("bf16", r"(?i)bf16|bfloat16|cijk_a[a-z]+_b[a-z]+_b[a-z]*_"),
-    ("fp16", r"(?i)f16|half|hgemm|h884|h1688|h16816|cijk_a[a-z]+_b[a-z]+_h[a-z]*_"),
+    ("fp16", r"(?i)f16|fp16_|half|hgemm|h884|h1688|h16816|cijk_a[a-z]+_b[a-z]+_h[a-z]*_"),
     # CUTLASS "s1688gemm" is the fp32-in/TF32-tensor-op GEMM on sm80+.
     ("tf32", r"(?i)tf32|xf32|s1688"),
     # Plain fp32 on the CUDA cores (SIMT): cuBLAS sgemm, CUTLASS simt, the fp32 xmma kernels

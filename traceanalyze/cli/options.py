@@ -214,7 +214,13 @@ class Loader(Loading):
 
     def load_trace(self, path: Path) -> Trace:
         with loading_file(path) as progress:
-            trace = load(path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
+            trace = load(
+                path,
+                cache=self.cache,
+                cache_dir=self.cache_dir,
+                progress=progress,
+                threads=self.threads,
+            )
         warn_skipped(trace.skipped)
         self.audit_noted(path, [trace])
         return trace
@@ -224,7 +230,13 @@ class Loader(Loading):
     ) -> VariantSet:
         given = [p.path if isinstance(p, Input) else p for p in paths]
         with loading(given):
-            found = load_variants(paths, cache=self.cache, cache_dir=self.cache_dir, labels=labels)
+            found = load_variants(
+                paths,
+                cache=self.cache,
+                cache_dir=self.cache_dir,
+                labels=labels,
+                threads=self.threads,
+            )
         warn_skipped(found.skipped)
         self.audit_noted(given[0], [v.trace for v in found.loaded if v.trace is not None])
         return found
@@ -371,11 +383,10 @@ def cache_options(func: F) -> F:
     def command(
         *args: Any, no_cache: bool, cache_dir: Path | None, threads: int | None, **kwargs: Any
     ) -> Any:
-        if threads is not None:
-            # The setting, not a parameter: it reaches every load of the command, the worker
-            # processes of a folder included.
-            os.environ[THREADS_ENV] = str(threads)
-        return func(*args, loader=Loader(not no_cache, cache_dir), **kwargs)
+        # A parameter of every load, not an environment variable: the CLI runs in-process
+        # too (CliRunner, a notebook's main([...])), where a setting would outlive the command.
+        loader = Loader(not no_cache, cache_dir, threads=threads)
+        return func(*args, loader=loader, **kwargs)
 
     return cast(F, _add_options(command, _CACHE_OPTIONS))
 

@@ -297,11 +297,25 @@ def _load_file(
     cached = _cached(path, cache, cache_dir)
     if cached is not None:
         return cached
+    before = _version(path)
     # raises the precise error
     trace = parse_file(path, timer=timer, progress=progress, threads=threads)
-    if cache and max_cache_bytes():
-        write_entry(entry_for(path, _cache_folder(cache_dir)), trace)
+    after = _version(path)
+    if cache and max_cache_bytes() and before and after and before[1] == after[1]:
+        # Keyed by the file as it was before the parse opened it; stored only when the path
+        # still names that file (same inode, size and modification time) after the parse: a
+        # file replaced or rewritten meanwhile would leave the old trace under the new key.
+        write_entry(entry_for(path, _cache_folder(cache_dir), before[0]), trace)
     return trace
+
+
+def _version(path: Path) -> tuple[os.stat_result, tuple[int, int, int, int]] | None:
+    """``path``'s stat and what tells one version of the file from another (None: no stat)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat, (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 class _CallableModule(types.ModuleType):

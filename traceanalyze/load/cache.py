@@ -5,7 +5,10 @@ Entries live in a cache folder (``$TRACEANALYZE_CACHE_DIR``, else ``$XDG_CACHE_H
 entry's key hashes the file's absolute path, size and modification time with the code that built
 the entry (the package version and a digest of the loader's and linker's sources) and the Polars
 version, so editing the trace or changing how traces are loaded or linked makes a new key and the
-old entry unused: a cached Trace is never one that today's code would not build.
+old entry unused: a cached Trace is never one that today's code would not build. The
+key is the file's stat taken before its parse, and a load stores its Trace only when the path
+still names that same file (inode, size, modification time) after the parse: a file replaced
+while it was read is not cached under the new file's key.
 
 The folder is kept under a size limit (``$TRACEANALYZE_CACHE_MAX``: ``2G`` by default, ``500M``,
 a number of bytes, or ``0`` for no cache): after each write the least recently used entries go
@@ -73,8 +76,9 @@ def default_cache_dir() -> Path:
     return Path(base) / "traceanalyze"
 
 
-def entry_for(path: Path, cache_dir: Path) -> Path:
-    stat = path.stat()
+def entry_for(path: Path, cache_dir: Path, stat: os.stat_result | None = None) -> Path:
+    """The entry of ``path`` as it is now, or as it was when ``stat`` was taken."""
+    stat = stat if stat is not None else path.stat()
     identity = (
         f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{builder_digest()}|{pl.__version__}"
     )
@@ -291,7 +295,12 @@ def write_entry(entry: Path, trace: Trace) -> bool:
         (staging / "meta.json").write_text(json.dumps(stored, default=str))
         os.replace(staging, entry)  # atomic: readers see a whole entry or none
     except BaseException as error:  # a full disk, Ctrl-C: no half entry, no staging left
-        _discard(staging)
+        try:
+            _discard(staging)
+        except BaseException:
+            # One Ctrl-C can raise twice: a library (Polars' writer) raises KeyboardInterrupt
+            # for it, then Python raises its own on entry to _discard, before that retries.
+            _discard(staging)
         if not isinstance(error, OSError):
             raise
         return entry.is_dir()  # another process may have won the race with the same content

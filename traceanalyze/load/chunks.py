@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 
 from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceFormatError
+from traceanalyze.load import source
 from traceanalyze.load.decode import (
     FIX_NOT_A_TRACE,
     Event,
@@ -27,7 +28,7 @@ from traceanalyze.load.decode import (
 )
 from traceanalyze.load.extract import Chunk, extract, pair_spans
 from traceanalyze.load.scanned import Scanned
-from traceanalyze.load.source import CHUNK_BYTES, ByteProgress, chunks
+from traceanalyze.load.source import CHUNK_BYTES, ByteProgress, chunks, item_too_long
 
 _TOKEN = re.compile(rb'\s*(?:("(?:[^"\\]|\\.)*")|([{}\[\]:,])|([^\s{}\[\]:,"]+))', re.S)
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -40,20 +41,38 @@ _HEAD_LIMIT_BYTES = 3 * CHUNK_BYTES
 _CUT_TRIES = 3
 
 
-class _Buffer:
-    """The not yet decoded bytes of the file, filled on demand."""
+# What the whole rest of a file is read as when asked for (then bounded by held_limit).
+_ALL = 1 << 62
 
-    def __init__(self, source: Iterator[bytes]) -> None:
-        self.source = source
+
+def held_limit() -> int:
+    """The most undecoded bytes this path holds at once: the C scanner's item limit plus the
+    chunks read ahead, so that both paths take the same items and refuse the same ones, and
+    memory stays bounded whatever a small gzip file inflates to (a run of white space or one
+    long string that no cut divides)."""
+    return source.MAX_ITEM_BYTES + 3 * CHUNK_BYTES
+
+
+class _Buffer:
+    """The not yet decoded bytes of the file, filled on demand (at most :func:`held_limit`
+    of them: more is refused with the C scanner's error for an item too long)."""
+
+    def __init__(self, pieces: Iterator[bytes], path: Path) -> None:
+        self.source = pieces
+        self.path = path
         self.data = bytearray()
         self.offset = 0  # file position of data[0]
         self.eof = False
 
     def fill(self, size: int) -> None:
+        limit = held_limit()
         while len(self.data) < size and not self.eof:
             piece = next(self.source, None)
             if piece is None:
                 self.eof = True
+            elif len(self.data) + len(piece) > limit:
+                self.data.clear()
+                raise item_too_long(self.path)
             else:
                 self.data += piece
 
@@ -64,7 +83,7 @@ class _Buffer:
 
 def scan_document(path: Path, progress: ByteProgress | None = None) -> Scanned:
     """Decode ``path`` with msgspec into column pieces; raises the precise format errors."""
-    buffer = _Buffer(chunks(path, progress))
+    buffer = _Buffer(chunks(path, progress), path)
     buffer.fill(CHUNK_BYTES)
     while _blank(buffer.data) and not buffer.eof:
         # white space before the document, dropped as it is read (not held: a small gzip file
@@ -91,7 +110,7 @@ def first_look(path: Path) -> bytes | None:
     ``traceEvents`` (None when that was not reached, or the document is a bare array)."""
     # Small pieces, doubled while more is needed: a head is a few kB, and inflating or
     # reading a whole chunk per file was most of the time of resolving a folder of ranks.
-    buffer = _Buffer(chunks(path, chunk_bytes=_LOOK_BYTES))
+    buffer = _Buffer(chunks(path, chunk_bytes=_LOOK_BYTES), path)
     buffer.fill(_LOOK_BYTES)
     while not buffer.data.strip() and not buffer.eof and len(buffer.data) < CHUNK_BYTES:
         buffer.fill(2 * len(buffer.data))  # leading white space: look further, as far as before
@@ -124,7 +143,7 @@ def _scan(buffer: _Buffer, path: Path) -> Scanned:
         raise _not_a_trace(buffer, path)
     start = _events_start(buffer)
     if start is None:  # not the usual layout: decode it whole, which names any problem
-        buffer.fill(1 << 62)
+        buffer.fill(_ALL)
         return _tail(buffer, path, b"", 0, bare=False, scanned=Scanned(TraceDocument()))
     events_at, bare = start
     head = bytes(buffer.data[:events_at])
@@ -189,7 +208,7 @@ def _tail(
     buffer: _Buffer, path: Path, head: bytes, done: int, bare: bool, scanned: Scanned
 ) -> Scanned:
     """Decode the head plus the rest of the file as one document."""
-    buffer.fill(1 << 62)
+    buffer.fill(_ALL)
     document_bytes = head + bytes(buffer.data)
     buffer.data.clear()
     try:

@@ -6,6 +6,8 @@ are gone and the first Polars operation that hands them work waits forever (Pola
 behaviour, whatever calls it). A process that only imported traceanalyze forks safely: its pool
 has not started. traceanalyze cannot see a pool that the caller's own Polars code started, but
 it knows the process in which its own loads ran Polars, and refuses to load in a fork of it.
+A fork of a process whose own Polars code ran first hangs in its first load, in Polars: such
+workers need multiprocessing's 'spawn' or 'forkserver' start method (the README says so).
 """
 
 from __future__ import annotations

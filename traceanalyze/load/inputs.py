@@ -94,12 +94,19 @@ def resolve(path: str | os.PathLike[str]) -> Input:
 
 
 def _status(path: Path) -> os.stat_result | None:
-    """``path``'s status; None when nothing is there. Any other refusal (a name too long,
-    no permission to a folder on the way) is one error naming the path."""
+    """``path``'s status; None when nothing is there (loading names the problem). A folder on
+    its path that this user cannot search, or any other refusal (a name too long), is one error
+    naming the path, not an OSError traceback."""
     try:
         return path.stat()
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except PermissionError:
+        raise TraceReadError(
+            "permission denied (a folder on its path cannot be searched)",
+            path,
+            "Make the folders on the path searchable for this user (chmod +x).",
+        ) from None
     except OSError as exc:
         raise path_error(exc, path) from None
 

@@ -168,8 +168,8 @@ MAX_ITEM_BYTES = 256 * 1024 * 1024
 
 def item_too_long(path: Path) -> TraceFormatError:
     return TraceFormatError(
-        f"holds a single JSON value longer than {MAX_ITEM_BYTES >> 20} MB, far beyond any "
-        "profiler's event",
+        f"holds a single JSON value or run of white space longer than {MAX_ITEM_BYTES >> 20} "
+        "MB, far beyond any profiler's event",
         path,
         "Pass a trace written by torch.profiler (export_chrome_trace).",
     )
@@ -182,6 +182,13 @@ def unchanged(file: BinaryIO, before: os.stat_result, read: int, path: Path) -> 
     after = os.fstat(file.fileno())
     if not stat.S_ISREG(before.st_mode):
         return
+    if read and before.st_size == 0 and after.st_size == 0:
+        # content with no size, then or now: not a file that changed but a pseudo-file
+        raise TraceReadError(
+            "is a pseudo-file with no stated size (as under /proc or /sys), not a trace",
+            path,
+            "Save the trace to a file and pass that file.",
+        )
     if read != before.st_size or (after.st_size, after.st_mtime_ns) != (
         before.st_size,
         before.st_mtime_ns,
@@ -280,19 +287,31 @@ def _gunzip(
             raise TraceFormatError(
                 f"is corrupt gzip data ({exc})", path, "Copy or re-export the file again."
             ) from None
-        packed = inflate.unconsumed_tail
         if inflate.eof:
-            packed = inflate.unused_data + packed
+            # The input after the member's end, all of it: a call that began with input left
+            # over by an earlier call's output limit may also leave those same bytes in
+            # unconsumed_tail (CPython's zlib does), so adding it would inflate them twice.
+            packed = inflate.unused_data
             inflate = None
+        else:
+            packed = inflate.unconsumed_tail
         if data:
-            if inflated_json is None and (first := data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]):
-                inflated_json = first in (b"{", b"[")
+            inflated_json = _starts_json(inflated_json, data)
             if progress:
                 progress(min(read, total), total)
             yield data
     if inflate is not None and not inflate.eof:
         raise _ended_early(inflated_json, file, path)
     return read
+
+
+def _starts_json(known: bool | None, data: bytes) -> bool | None:
+    """Whether the inflated bytes start a JSON document: ``known`` once decided, else from
+    ``data``'s first byte that is not white space or a byte-order mark (None: none yet)."""
+    if known is not None:
+        return known
+    first = data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+    return first in (b"{", b"[") if first else None
 
 
 def _ended_early(inflated_json: bool | None, file: BinaryIO, path: Path) -> TraceFormatError:

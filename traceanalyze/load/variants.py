@@ -87,6 +87,7 @@ def load_variants(
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
     labels: Sequence[str] | None = None,
+    threads: int | None = None,
 ) -> VariantSet:
     """Every trace under ``paths`` as a variant, in manifest order or the order given.
 
@@ -117,7 +118,10 @@ def load_variants(
     # A file of a folder (no manifest names it) that is JSON of another kind is skipped.
     listed = [v.path for v in planned if v.listed and v.path is not None]
     kept, traces = load_dropping(
-        to_load, listed, lambda files: load_each(files, cache=cache, cache_dir=cache_dir), skipped
+        to_load,
+        listed,
+        lambda files: load_each(files, cache=cache, cache_dir=cache_dir, threads=threads),
+        skipped,
     )
     by_path = dict(zip(kept, traces, strict=True))
     loaded = [

@@ -222,6 +222,7 @@ def _cache_table(caches: pl.DataFrame) -> str:
     # One line per distinct event kind (a handful).
     legend = "\n".join(
         f"- `{event}` ({cache}, {outcome}: {OUTCOMES[outcome]}): {meaning}."
+        # one sentence per cache event kind seen: a handful of rows
         for event, cache, outcome, meaning in meanings.iter_rows()
     )
     return _keyed(caches, CACHE_COLUMNS) + "\n" + legend + "\n"

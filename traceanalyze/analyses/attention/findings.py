@@ -108,6 +108,7 @@ def _why_not(rows: pl.DataFrame) -> list[str]:
         "gpu_us_per_iter", descending=True, nulls_last=True
     )
     said = []
+    # sentences for people: at most WHY_NOT_SENTENCES rows
     for row in slow.head(WHY_NOT_SENTENCES).iter_rows(named=True):
         shape = _shape(row)
         said.append(
@@ -142,9 +143,11 @@ def _flex(rows: pl.DataFrame) -> list[str]:
 
 def _host(host: pl.DataFrame) -> list[str]:
     said = []
+    # one sentence per attention library host cost with a note: a handful of rows
     for row in host.filter(pl.col("note").is_not_null()).iter_rows(named=True):
         said.append(f"{row['name']}: {row['note']} ({_n(row['us_per_call'])} µs per call).")
     named = host.filter(pl.col("kind") != CUDNN_PLAN)
+    # the three largest host costs, one sentence each
     for row in named.head(3).iter_rows(named=True):
         said.append(
             f"{DESCRIPTIONS.get(row['kind'], row['kind'])}: {_n(row['calls_per_iter'])} "

@@ -9,7 +9,7 @@ The dependency graph of an iteration has five kinds of edges (README, "Critical 
 * cross-stream wait (GPU -> GPU): an activity that started well after its own predecessors
   were done, from the activity on another stream of its device that ended last before it
   (an event wait, e.g. on an NCCL kernel; Kineto does not record the event pairs);
-* synchronisation (GPU -> CPU): a blocking call (``SYNC_CALLS``, or an async copy call that
+* synchronisation (GPU -> CPU): a blocking call (the step model's, or an async copy call that
   returned only after its copy: :func:`sync_calls`) to the activity that ended last while it
   waited.
 
@@ -29,19 +29,9 @@ import polars as pl
 
 from traceanalyze.analyses.activities import activities
 from traceanalyze.analyses.step.model import step_model
+from traceanalyze.analyses.step.syncs import blocking_ids
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.trace import Trace
-
-# Runtime/driver calls that block the calling thread until GPU work has finished: stream,
-# device and event synchronisation and the blocking (non-Async) copies and sets.
-SYNC_CALLS = (
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
-    "cudaMemset", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-    "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2", "cuMemcpy",
-    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
-    "hipMemset",
-)  # fmt: skip
 
 # Kinds of time on the path (``by_kind``); a kernel's kind is "kernel:<category>".
 KIND_CPU_OP = "cpu_op"  # self time of a CPU operator
@@ -94,22 +84,10 @@ def cpu_segments(trace: Trace) -> pl.DataFrame:
 
 def sync_calls(trace: Trace) -> pl.Series:
     """The ``op_id`` of every call that blocked until GPU work was done, in the cpu frame's
-    order: the blocking calls (``SYNC_CALLS``), and the async copy calls that returned only
-    after their copy, which started WAIT_MIN_NS or more after the call (cudaMemcpyAsync from or
-    to pageable memory: hta_negative_queue's 147 ms call waited for the GPU, it was not CPU
-    time; a copy that starts at once on an idle GPU is not one)."""
-    cpu = trace.cpu
-    copies = activities(trace).filter(pl.col("kind") == "memcpy")
-    blocked = copies.filter(
-        (pl.col("ts_ns") >= pl.col("launch_ts_ns") + WAIT_MIN_NS)
-        & (pl.col("ts_ns") + pl.col("dur_ns") <= pl.col("launch_ts_ns") + pl.col("launch_dur_ns"))
-    ).select(pl.struct("rank", "correlation"))
-    is_call = pl.col("cat").is_in(RUNTIME_CATS)
-    is_sync = is_call & (
-        pl.col("name").is_in(SYNC_CALLS)
-        | pl.struct("rank", "correlation").is_in(blocked.to_series().implode())
-    )
-    return cpu.filter(is_sync)["op_id"]
+    order: the step model's blocking calls (:func:`~traceanalyze.analyses.step.syncs.
+    blocking_ids`: synchronisations, blocking copies and sets, and the async copy calls that
+    returned only after their copy), so the path and the idle causes agree on what blocks."""
+    return blocking_ids(trace)
 
 
 # Bits of the one-integer sort key of _sorted_points: thread, time since the trace's first

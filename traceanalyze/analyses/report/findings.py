@@ -41,6 +41,7 @@ from traceanalyze.analyses.step.verdict import (
     SYNC_BOUND,
 )
 from traceanalyze.analyses.variants.sameness import DIFFERENT
+from traceanalyze.hardware.peaks import PEAKS
 from traceanalyze.names import readable_names
 from traceanalyze.trace import IterationSource
 
@@ -596,9 +597,26 @@ def fp32_gemm(report: Report) -> list[Evidence]:
         "fp32_us": fp32_us,
         "fp32_pct": float(fp32["share_of_gpu_activity_pct"].sum()),
         "upcast_op": SDPA_MATH_OP if variant.sdpa_math else None,
+        "tensor_core_fix": _tensor_core_fix(variant),
         **_longest_fp32_shape(variant),
     }
     return [Evidence(fp32_us, figures, _path(variant), _step_pct(variant, fp32_us))]
+
+
+def _tensor_core_fix(variant: VariantReport) -> str:
+    """How fp32 GEMMs reach the tensor cores of the variant's GPU: TF32 or bf16 from Ampere
+    on; fp16 only on a GPU whose peaks table has no TF32 and no bf16 (Volta, Turing)."""
+    name = str(variant.row.get("gpu") or "")
+    peak = next((p for p in PEAKS if name and re.search(p.name_pattern, name)), None)
+    if peak is not None and peak.tf32 is None and peak.bf16 is None and peak.fp16:
+        return (
+            'fp16 inputs (`torch.autocast("cuda", dtype=torch.float16)`) run them on tensor '
+            f"cores; the {peak.gpu} has none for TF32 or bf16"
+        )
+    return (
+        "TF32 (`torch.backends.cuda.matmul.allow_tf32 = True`) or bf16 inputs run them on "
+        "tensor cores"
+    )
 
 
 # Items in one GEMM finding (its op and shape rows, most time first); the rest are counted.

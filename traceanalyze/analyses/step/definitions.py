@@ -64,5 +64,6 @@ DEFINITIONS: dict[str, str] = {
     "a capture's median, the GPU side keeps its traced time and the rest of the median is the "
     "host's, split as the trace's gaps are",
     "bound_margin_pct": "how many points of the wall's split would have to move for the "
-    "verdict to change (null for `cannot tell`)",
+    "verdict to change, or, where some steps disagree and it is nearer, how far the agreeing "
+    "steps' share of the voting wall is above two thirds (null for `cannot tell`)",
 }

@@ -242,7 +242,14 @@ def _verdict(
         notes.append(COMMUNICATION_NOTE)
     if bound == CANNOT_TELL:
         return Verdict(bound, None, shares_of(voted_times), WAITING_NOTE + "; ".join(notes))
-    notes[0] += f"; margin {margin:.1f} points"
+    # Where some steps disagree, the verdict also changes if the agreeing steps' share of the
+    # wall falls below two thirds: the margin is then the nearer of the two.
+    vote_margin = held_pct - share / out_of * 100
+    if agreeing < voters.height and vote_margin < margin:
+        margin = vote_margin
+        notes[0] += f"; margin {margin:.1f} points (the steps' vote: {held_pct:.1f}% of the wall)"
+    else:
+        notes[0] += f"; margin {margin:.1f} points"
     return Verdict(bound, margin, shares_of(voted_times), "; ".join(notes))
 
 
@@ -309,8 +316,11 @@ def _carried_in(steps: pl.DataFrame, calls: pl.DataFrame) -> list[str]:
         f"{carried / n:,.1f} µs per step ({carried / wall * 100:.1f}% of the wall) of GPU work "
         "launched before the step ran in its window (carried in)"
     )
+    # Only calls of steps that hold carried-in work, ending inside their window.
+    holding = steps.filter(pl.col("carried_in_us") > 0).select(*STEP, "lo_ns", "hi_ns")
     opening = (
-        calls.join(steps.select(*STEP, "lo_ns"), on=STEP)
+        calls.join(holding, on=STEP)
+        .filter(pl.col("end_ns").is_between(pl.col("lo_ns"), pl.col("hi_ns")))
         .filter(pl.col("ts_ns") <= pl.col("lo_ns") + (pl.col("end_ns") - pl.col("ts_ns")))
         .sort("gpu_waited_ns", descending=True)
     )

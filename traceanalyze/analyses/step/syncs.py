@@ -41,8 +41,10 @@ BLOCKING_CALLS = (
     "AscendCL@aclrtSynchronizeDevice", "AscendCL@aclrtSynchronizeStream",
     "AscendCL@aclrtSynchronizeStreamWithTimeout", "AscendCL@aclrtSynchronizeEvent",
 )  # fmt: skip
-# An asynchronous copy whose copy started this long after the call did, and ended before the
-# call returned, waited for the GPU (for the work queued before it): a blocking copy.
+# An asynchronous copy call that lasted at least this long and returned only after its copy
+# had ended waited for the GPU (for the work queued before the copy, and the copy itself): a
+# blocking copy, whether the copy started at once or after the queue drained. A call that
+# returns before its copy ends did not block.
 WAIT_MIN_NS = 10_000
 
 
@@ -52,7 +54,7 @@ def blocking_ids(trace: Trace) -> pl.Series:
     # own to wait in), not the classified activities: this needs no classification.
     copies = trace.gpu.filter(pl.col("kind") == "memcpy")
     blocked = copies.filter(
-        (pl.col("ts_ns") >= pl.col("launch_ts_ns") + WAIT_MIN_NS)
+        (pl.col("launch_dur_ns") >= WAIT_MIN_NS)
         & (pl.col("ts_ns") + pl.col("dur_ns") <= pl.col("launch_ts_ns") + pl.col("launch_dur_ns"))
     ).select(pl.struct("rank", "correlation"))
     named = pl.col("name").is_in(BLOCKING_CALLS)

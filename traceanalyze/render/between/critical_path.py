@@ -204,7 +204,15 @@ def comms_markdown(result: Comms, *, by: str = "call", top: int | None = None) -
     notes = "".join(f"Note: {note}.\n\n" for note in result.notes)
     if not table.height:
         return notes or "No collective calls.\n"
-    return notes + shown_table(table.drop("ts_ns", strict=False))
+    return notes + shown_table(table.drop("ts_ns", strict=False)) + PEER_WAIT
+
+
+# Under every table of collectives: what a collective's time on one rank holds.
+PEER_WAIT = (
+    "\nA collective's time on one rank includes waiting for its peers, so its bandwidth is a "
+    "lower bound on the link's; `traceanalyze ranks FOLDER` on every rank's trace tells waiting "
+    "from transfer.\n"
+)
 
 
 # `comms`: the calls or the summary per kind (``by``), the first ``top`` rows; in markdown,

@@ -8,6 +8,7 @@ import polars as pl
 
 from traceanalyze.analyses.between.idle import IdleResult, definitions
 from traceanalyze.analyses.between.where import WhereTimeGoes
+from traceanalyze.analyses.step.verdict import CANNOT_TELL
 from traceanalyze.names import with_readable_names
 from traceanalyze.render.formats import Forms, Labelled, figures_row, labelled
 from traceanalyze.render.headings import heading
@@ -48,8 +49,8 @@ def idle_markdown(result: IdleResult, *, full_names: bool = False, level: int = 
     )
     parts = [
         f"GPU idle time {result.gpu_idle_us_per_iter:,.2f} µs per iteration of a "
-        f"{result.wall_us_per_iter:,.2f} µs step ({result.iterations} iterations; the steps "
-        f"are {result.bound}): the stretches of each step's window when no stream runs "
+        f"{result.wall_us_per_iter:,.2f} µs step ({result.iterations} iterations; "
+        f"{_bound_words(result.bound)}): the stretches of each step's window when no stream runs "
         "anything, each with one cause, decided by whether the work that ends it was already "
         "queued, else by what the launching thread did until it launched it.\n",
         _table(causes),
@@ -141,3 +142,10 @@ IDLE: Forms[Labelled[IdleResult]] = labelled(
         command="idle",
     ),
 )
+
+
+def _bound_words(bound: str | None) -> str:
+    """The steps' verdict in the sentence: "the steps are GPU-bound", or why there is none."""
+    if bound is None or bound == CANNOT_TELL:
+        return "no verdict on the steps' bound"
+    return f"the steps are {bound}"

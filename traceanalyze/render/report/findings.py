@@ -166,8 +166,7 @@ SENTENCES: dict[str, Sentence] = {
             "fix": (
                 "; a fused SDPA backend (flash, memory-efficient or cuDNN) computes in the "
                 "inputs' bf16/fp16 on tensor cores{upcast_op:flag}",
-                "; TF32 (`torch.backends.cuda.matmul.allow_tf32 = True`) or bf16 inputs run "
-                "them on tensor cores{fp32_us:flag}",
+                "; {tensor_core_fix}",
             ),
         },
     ),
