@@ -226,3 +226,23 @@ def test_dir_shows_the_public_names_only() -> None:
     assert "TYPE_CHECKING" not in names and "importlib" not in names
     assert {"load", "summary", "sql", "schema"} <= set(names)
     assert set(names) == {*traceanalyze.__all__, "__version__"}
+
+
+def test_the_error_classes_users_catch_are_exported() -> None:
+    # A notebook catches ta.UsageError / ta.TraceReadError without importing traceanalyze.errors.
+    errors = {
+        name
+        for name, value in vars(traceanalyze.errors).items()
+        if isinstance(value, type)
+        and issubclass(value, traceanalyze.errors.TraceAnalyzeError)
+        and value.__module__ == "traceanalyze.errors"
+    }
+    assert {"UsageError", "TraceReadError"} <= errors
+    assert errors <= set(traceanalyze.__all__)
+    assert errors <= set(dir(traceanalyze))
+    for name in errors:
+        assert getattr(traceanalyze, name) is getattr(traceanalyze.errors, name)
+    with pytest.raises(traceanalyze.TraceReadError):
+        traceanalyze.load("no/such/trace.json")
+    with pytest.raises(traceanalyze.UsageError):
+        traceanalyze.kernels(NAIVE, top=-1)

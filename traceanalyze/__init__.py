@@ -6,12 +6,19 @@ __version__ = "0.1.0"
 import importlib
 from typing import TYPE_CHECKING
 
+# The error classes a caller catches (every one a TraceAnalyzeError).
 from traceanalyze.errors import (
     AnalysisError,
+    CacheSettingError,
     CaptureError,
     EmptyTraceError,
+    EngineError,
+    ExpectationFailed,
+    NotATraceError,
     TraceAnalyzeError,
     TraceFormatError,
+    TraceReadError,
+    UsageError,
 )
 from traceanalyze.load import SeparateTracesError, load_each
 
@@ -68,16 +75,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AnalysisError",
+    "CacheSettingError",
     "CaptureError",
     "EmptyTraceError",
+    "EngineError",
+    "ExpectationFailed",
     "IterationSource",
     "Loading",
+    "NotATraceError",
     "PerVariant",
     "SeparateTracesError",
     "Trace",
     "TraceAnalyzeError",
     "TraceFormatError",
     "TraceMeta",
+    "TraceReadError",
+    "UsageError",
     "Variant",
     "VariantSet",
     "annotate",

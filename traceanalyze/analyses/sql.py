@@ -21,6 +21,7 @@ Only the tables a query names are built. Each table's columns are declared
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 
@@ -105,18 +106,52 @@ def _declared(frame: pl.DataFrame, name: str) -> pl.DataFrame:
 
 
 def run_query(query: str, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """``query`` over ``tables``; a query Polars cannot run is one :class:`UsageError`."""
+    """``query`` over ``tables``; a query Polars cannot run is one short :class:`UsageError`
+    naming the problem (not Polars' plan dump)."""
     if not query.strip():
         raise UsageError("the query is empty", None, _FIX)
     context = pl.SQLContext(frames=tables)
     try:
         return context.execute(query, eager=True)
     except (pl.exceptions.PolarsError, ValueError) as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise UsageError(f"the query failed: {reason}", None, _FIX) from None
+        raise UsageError(_problem(str(exc), tables), None, _FIX) from None
 
 
-_FIX = (
-    f"Query the tables {', '.join(TABLES)} (`traceanalyze schema sql` lists their columns), "
-    "in Polars' SQL dialect"
+# Polars' messages: an unknown column (two wordings), an unknown table, and where the
+# plan it appends begins (cut there: the line names the problem, not the plan).
+_NO_COLUMN = re.compile(
+    r"""unable to find column "([^"]+)"|no column named '([^']+)' found in table '([^']+)'"""
 )
+_NO_TABLE = re.compile(r"relation '([^']+)' was not found")
+_PLAN = re.compile(r"\s*(Resolved plan until failure|This error occurred|; valid columns)")
+# The longest reason Polars' message may give on the line (the rest is cut at a word).
+_REASON_CHARS = 160
+
+
+def _problem(message: str, tables: dict[str, pl.DataFrame]) -> str:
+    """One short line for Polars' ``message``: an unknown column with the columns of the
+    tables the query names that are nearest it, an unknown table with the tables, else the
+    first sentence of Polars' reason."""
+    if found := _NO_COLUMN.search(message):
+        column = found[1] or found[2]
+        return f'no column "{column}" in {_columns_near(column, tables)}'
+    if found := _NO_TABLE.search(message):
+        return f'no table "{found[1]}"; the tables are {", ".join(TABLES)}'
+    reason = " ".join(_PLAN.split(message, maxsplit=1)[0].split()) or "Polars refused it"
+    if len(reason) > _REASON_CHARS:
+        reason = reason[:_REASON_CHARS].rsplit(" ", 1)[0] + " ..."
+    return f"the query failed: {reason.rstrip('.')}"
+
+
+def _columns_near(column: str, tables: dict[str, pl.DataFrame]) -> str:
+    """The tables a query names, with their column counts and the columns nearest
+    ``column`` (those sharing its first word, then those spelled alike)."""
+    names = sorted({c for frame in tables.values() for c in frame.columns})
+    stem = column.lower().split("_")[0][:3]
+    near = [c for c in names if stem and c.startswith(stem)]
+    near += [c for c in difflib.get_close_matches(column, names, n=4, cutoff=0.6) if c not in near]
+    where = ", ".join(f"{name} ({frame.width} columns)" for name, frame in tables.items())
+    return (where or "the tables it names") + (f"; nearest: {', '.join(near[:5])}" if near else "")
+
+
+_FIX = "`traceanalyze schema sql` lists the tables and their columns (Polars' SQL dialect)"
