@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 import traceanalyze
-from tests.conftest import CORPUS_TRACES, skip_without
+from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, skip_without
 from traceanalyze import tables
 from traceanalyze.cli import main
 
@@ -70,11 +70,11 @@ def test_a_folder_of_variants_adds_the_variant() -> None:
     ("query", "words"),
     [
         ("SELECT * FROM nosuch", 'no table "nosuch"; the tables are gpu, kernels, cpu_ops'),
-        ("SELECT nosuch FROM kernels", 'no column "nosuch" in kernels (48 columns).'),
-        ("SELECT strem FROM gpu", 'no column "strem" in gpu (48 columns); nearest: stream.'),
+        ("SELECT nosuch FROM kernels", 'no column "nosuch" in kernels (51 columns).'),
+        ("SELECT strem FROM gpu", 'no column "strem" in gpu (51 columns); nearest: stream.'),
         (
             "SELECT k.name FROM kernels k JOIN cpu_ops c ON k.op_id = c.op_id WHERE c.bogus = 1",
-            'no column "bogus" in kernels (48 columns), cpu_ops (19 columns).',
+            'no column "bogus" in kernels (51 columns), cpu_ops (19 columns).',
         ),
         ("SELEC * FROM kernels", "the query failed: sql parser error"),
         ("SELECT name FROM kernels WHERE dur_us > 'a'", "cannot compare string with numeric"),
@@ -251,3 +251,83 @@ def test_time_per_stream_per_step_by_hand() -> None:
     got = {(i, s): us for i, s, us in traceanalyze.sql(DDP, query).rows()}
     assert got.keys() == expected.keys()
     assert list(got.values()) == pytest.approx([expected[k] for k in got], abs=1e-3)
+
+
+# --- nn.Module frames (with_stack=True) and where each activity stands ----------------------
+
+BERT = PUBLIC_TRACES / "tl_h100_bert_small.json.gz"
+
+
+def test_the_kernels_under_one_nn_module_by_hand() -> None:
+    # The docs' module query: the kernels whose launch call (runtime or driver) lies inside the
+    # module's forward frame on the same thread, from the raw JSON.
+    skip_without(BERT)
+    with gzip.open(BERT, "rt") as handle:
+        events: list[dict[str, Any]] = json.load(handle)["traceEvents"]
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    modules = sorted({e["name"] for e in events if e.get("name", "").startswith("nn.Module: ")})
+    assert len(modules) > 20
+    for module in ("nn.Module: BertLayer_1", "nn.Module: BertSdpaSelfAttention_3", *modules[:3]):
+        frames = [e for e in events if e.get("name") == module]
+        expected = sorted(
+            (e["args"]["correlation"], e["dur"])
+            for e in events
+            if e.get("cat") == "kernel"
+            and (call := launches.get(e["args"].get("correlation", -1))) is not None
+            and _inside(call, frames)
+        )
+        name = module.removeprefix("nn.Module: ")
+        query = (
+            "SELECT correlation, dur_ns FROM kernels "
+            f"WHERE module_stack LIKE '%{name}' OR module_stack LIKE '%{name} >%'"
+        )
+        got = sorted(traceanalyze.sql(BERT, query).rows())
+        assert [c for c, _ in got] == [c for c, _ in expected], module
+        assert [ns / 1e3 for _, ns in got] == pytest.approx([d for _, d in expected]), module
+    layer = traceanalyze.sql(
+        BERT,
+        "SELECT count(*), sum(dur_ns) FROM kernels WHERE module_stack LIKE '%BertLayer_1%'",
+    ).row(0)
+    assert layer == (12, 58_431)  # the docs' figures: 12 kernels, 58.431 µs
+    innermost = traceanalyze.sql(BERT, "SELECT module FROM kernels WHERE module = 'Linear_25'")
+    assert innermost.height == 1
+
+
+def test_the_modules_table_is_the_nn_module_frames() -> None:
+    skip_without(BERT)
+    with gzip.open(BERT, "rt") as handle:
+        frames = [
+            e
+            for e in json.load(handle)["traceEvents"]
+            if e.get("name", "").startswith("nn.Module: ")
+        ]
+    table = traceanalyze.sql(BERT, "SELECT name, ts_ns, dur_us FROM modules ORDER BY ts_ns")
+    assert table["name"].to_list() == [
+        e["name"].removeprefix("nn.Module: ") for e in sorted(frames, key=lambda e: e["ts"])
+    ]
+    assert table["dur_us"].to_list() == pytest.approx(
+        [e["dur"] for e in sorted(frames, key=lambda e: e["ts"])], abs=1e-3
+    )
+
+
+def test_a_trace_without_module_frames_has_none() -> None:
+    assert traceanalyze.sql(NAIVE, "SELECT count(*) FROM modules").item() == 0
+    assert traceanalyze.sql(NAIVE, "SELECT count(module_stack) FROM gpu").item() == 0
+
+
+def test_placement_names_what_no_iteration_holds(tmp_path: Path) -> None:
+    # naive's two activities without an iteration have no launch call in the trace: they are
+    # `no_launch`, not work launched outside the steps; summary counts them apart.
+    rows = traceanalyze.sql(
+        NAIVE, "SELECT placement, count(*) AS n FROM gpu GROUP BY placement ORDER BY placement"
+    ).rows()
+    assert rows == [("iteration", 21), ("no_launch", 2)]
+    unlinked = traceanalyze.sql(NAIVE, "SELECT count(*) FROM gpu WHERE NOT linked").item()
+    assert unlinked == 2
+    summary = traceanalyze.summary(NAIVE)
+    assert summary.gpu_activities_without_launch_total == 2
+    assert summary.gpu_activities_outside_iterations_total == 0

@@ -14,6 +14,8 @@ nanoseconds on the trace's clock (``ts_ns``, ``dur_ns``) and durations in micros
 - ``runtime``: CUDA/HIP runtime and driver calls.
 - ``memory``: ``[memory]`` allocation and free events (``profile_memory=True``).
 - ``iterations``: the `iterations` command's table.
+- ``modules``: the ``nn.Module`` forward calls (``with_stack=True`` or ``with_modules=True``);
+  ``gpu``'s ``module_stack`` names those open around each activity's launch call.
 
 Only the tables a query names are built. Each table's columns are declared
 (`traceanalyze schema sql`).
@@ -29,6 +31,7 @@ import polars as pl
 
 from traceanalyze.analyses.activities import activities
 from traceanalyze.analyses.cputree import op_chains
+from traceanalyze.analyses.stacks import module_frames, modules_of_ops
 from traceanalyze.analyses.step.model import step_rows
 from traceanalyze.errors import UsageError
 from traceanalyze.tables import conform, declared
@@ -51,8 +54,45 @@ def gpu_table(trace: Trace) -> pl.DataFrame:
     launching op, such as ``nccl:all_to_all`` under ``record_param_comms``, is in it too)."""
     frame = activities(trace)
     chains = op_chains(trace.cpu, frame["op_id"]).list.join(CHAIN_SEPARATOR)
-    stacks = op_chains(trace.cpu, _launch_calls(trace, frame), STACK_CATS)
-    return frame.with_columns(_dur_us(), op_chain=chains, stack=stacks.list.join(CHAIN_SEPARATOR))
+    calls = _launch_calls(trace, frame)
+    stacks = op_chains(trace.cpu, calls, STACK_CATS)
+    modules = modules_of_ops(trace, calls, CHAIN_SEPARATOR)
+    module_stack = (
+        calls.alias("op_id")
+        .to_frame()
+        .join(modules, on="op_id", how="left", maintain_order="left")["frame"]
+    )
+    return frame.with_columns(
+        _dur_us(),
+        placement(),
+        op_chain=chains,
+        stack=stacks.list.join(CHAIN_SEPARATOR),
+        module=module_stack.str.split(CHAIN_SEPARATOR).list.last(),
+        module_stack=module_stack,
+    )
+
+
+# Where a GPU activity stands against the iterations (``placement``): counted in one, launched
+# by a call outside every iteration, or with no launch call in the trace at all (the profiler
+# dropped it, or it was launched before the trace began), which no iteration can be given.
+IN_ITERATION, LAUNCHED_OUTSIDE, NO_LAUNCH = "iteration", "launched_outside_iterations", "no_launch"
+
+
+def placement() -> pl.Expr:
+    """``placement`` of each activity, from its ``iteration`` and ``linked`` columns."""
+    return (
+        pl.when(pl.col("iteration").is_not_null())
+        .then(pl.lit(IN_ITERATION))
+        .when(pl.col("linked"))
+        .then(pl.lit(LAUNCHED_OUTSIDE))
+        .otherwise(pl.lit(NO_LAUNCH))
+        .alias("placement")
+    )
+
+
+def modules_table(trace: Trace) -> pl.DataFrame:
+    """Every ``nn.Module`` forward call the trace records (``with_stack``/``with_modules``)."""
+    return module_frames(trace.python).rename({"frame": "name"}).with_columns(_dur_us())
 
 
 def _launch_calls(trace: Trace, frame: pl.DataFrame) -> pl.Series:
@@ -85,6 +125,7 @@ TABLES: dict[str, Callable[[Trace], pl.DataFrame]] = {
     "runtime": lambda trace: _cpu(trace, pl.col("cat").is_in(RUNTIME_CATS)),
     "memory": lambda trace: trace.memory,
     "iterations": step_rows,
+    "modules": modules_table,
 }
 
 

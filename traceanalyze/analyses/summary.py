@@ -86,6 +86,7 @@ class Summary(Shown, Mapping[str, Any]):
     category_count: dict[str, float]
     launch_apis: dict[str, float]
     gpu_activities_outside_iterations_total: int
+    gpu_activities_without_launch_total: int
     cpu_ops_outside_iterations_total: int
     # The audit's warnings about the figures above (`traceanalyze audit`); None: not audited
     # (the key is then left out, as ``variant`` is for a single trace).
@@ -152,7 +153,7 @@ def summary(trace: Trace) -> Summary:
         "category_us": _per_category(gpu, n, us=True),
         "category_count": _per_category(gpu, n, us=False),
         "launch_apis": _per_iteration(launches, "launch_api", n, us=False),
-        "gpu_activities_outside_iterations_total": int(trace.gpu["iteration"].null_count()),
+        **_without_iteration(trace.gpu),
         "cpu_ops_outside_iterations_total": int(
             trace.cpu.filter(pl.col("cat") == "cpu_op")["iteration"].null_count()
         ),
@@ -162,6 +163,17 @@ def summary(trace: Trace) -> Summary:
 _SUMMARY_KEYS = frozenset(f.name for f in fields(Summary))
 # Keys left out of the record while None.
 _OPTIONAL = frozenset({"variant", "audit_warnings"})
+
+
+def _without_iteration(gpu: pl.DataFrame) -> dict[str, int]:
+    """The GPU activities no iteration holds, by what they are: launched by a call outside
+    every iteration, or with no launch call in the trace (no iteration can be given)."""
+    outside = gpu.filter(pl.col("iteration").is_null())
+    launched = int(outside["linked"].sum())
+    return {
+        "gpu_activities_outside_iterations_total": launched,
+        "gpu_activities_without_launch_total": outside.height - launched,
+    }
 
 
 def iteration_note(trace: Trace) -> str | None:

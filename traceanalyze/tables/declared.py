@@ -29,7 +29,8 @@ _CPU_COLUMNS = ("rank", "op_id", "parent_id", "depth", "name", "pid", "tid", "ts
 _GPU_EXTRA = {
     "category": STR, "gemm_precision": STR, "threads_per_block": I64,
     "active_blocks_per_sm": I64, "theoretical_occupancy_pct": F64, "occupancy_limiter": STR,
-    "achieved_occupancy_pct": F64, "dur_us": F64, "op_chain": STR, "stack": STR,
+    "achieved_occupancy_pct": F64, "dur_us": F64, "placement": STR, "op_chain": STR, "stack": STR,
+    "module": STR, "module_stack": STR,
 }  # fmt: skip
 _SQL_GPU = {**GPU_SCHEMA, **_GPU_EXTRA}
 _SQL_CPU = {c: CPU_SCHEMA[c] for c in _CPU_COLUMNS} | {"dur_us": F64, "iteration": I64}
@@ -105,7 +106,8 @@ DECLARED: tuple[Declared, ...] = (
         "softmax": F64, "transpose": F64, "memcpy": F64, "memset": F64, "copy": F64, "fill": F64,
         "mask": F64, "elementwise": F64, "reduction": F64, "normalization": F64, "indexing": F64,
         "optimizer": F64, "communication": F64, "other": F64}),
-        "gpu_activities_outside_iterations_total": I64, "cpu_ops_outside_iterations_total": I64,
+        "gpu_activities_outside_iterations_total": I64, "gpu_activities_without_launch_total": I64,
+        "cpu_ops_outside_iterations_total": I64,
     }),
     Declared("summary", "launch_apis", "--table",
         "One row per launch API: launches per iteration.", {
@@ -473,6 +475,11 @@ DECLARED: tuple[Declared, ...] = (
     }),
     Declared("sql", "iterations", "FROM",
         "One row per iteration: the iterations command's table.", _ITERATION_COLUMNS),
+    Declared("sql", "modules", "FROM",
+        "One row per nn.Module forward call (with_stack or with_modules).", {
+        "rank": I32, "pid": I64, "tid": I64, "ts_ns": I64, "dur_ns": I64, "name": STR,
+        "dur_us": F64,
+    }),
     Declared("sql", "memory", "FROM",
         "One row per [memory] event: an allocation (bytes > 0) or a free.", dict(MEMORY_SCHEMA)),
 )  # fmt: skip
