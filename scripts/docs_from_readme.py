@@ -124,7 +124,7 @@ PAGES: tuple[Page, ...] = (
         "Output formats, table schemas, stable keys, the cache",
         "What `--format`, `-o` and `--table` write, the declared schema of every table, the "
         "JSON keys that are a public contract, and the cache of loaded traces.",
-        ("Output formats", "Stable keys", "The cache, and number formats"),
+        ("Output formats", "Column definitions", "Stable keys", "The cache, and number formats"),
     ),
     Page(
         "speed.md",
