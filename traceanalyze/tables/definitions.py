@@ -111,6 +111,37 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "launch_ts_ns": "start of the activity's launch call",
     "launch_dur_ns": "duration of the activity's launch call",
     "launch_tid": "thread of the activity's launch call",
+    "grid_x": "the grid's blocks in x, as the trace records",
+    "grid_y": "the grid's blocks in y, as the trace records",
+    "grid_z": "the grid's blocks in z, as the trace records",
+    "block_x": "threads of one block in x, as the trace records",
+    "block_y": "threads of one block in y, as the trace records",
+    "block_z": "threads of one block in z, as the trace records",
+    "shared_memory": "shared memory per block in bytes, static and dynamic, as the trace records",
+    "blocks_per_sm": "CUPTI's grid blocks / SMs: a load figure, not occupancy",
+    "warps_per_sm": "CUPTI's warps of the grid per SM, as the trace records",
+    "est_achieved_occupancy_pct": "CUPTI's estimate of achieved occupancy, as the trace records "
+    "(an estimate, not a measurement)",
+    "comm_group_size": "ranks in the collective's group, from the NCCL kernel's args",
+    "comm_in_nelems": "elements of the collective's input message, from its args",
+    "comm_out_nelems": "elements of the collective's output message, from its args",
+    "addr": "the address of the allocated or freed block",
+    "device_type": "the device kind of a memory event as Kineto numbers it (0: CPU, 1: CUDA)",
+    "total_allocated_bytes": "bytes allocated on the device after the event, as the trace records",
+    "total_reserved_bytes": "bytes the caching allocator holds after the event, as the trace "
+    "records",
+    "kernels": "kernels (GPU activities of kind kernel)",
+    "memcpy": "memory copies (GPU activities of kind memcpy)",
+    "memset": "memory sets (GPU activities of kind memset)",
+    "memcpy_per_iter": "memory copies per iteration",
+    "memset_per_iter": "memory sets per iteration",
+    "gpu_memcpy_us_per_iter": "GPU time of memory copies per iteration",
+    "gpu_memset_us_per_iter": "GPU time of memory sets per iteration",
+    "transpose_ops_per_iter": "CPU-side transpose/permute views per iteration, each counted "
+    "once (aten::t runs aten::transpose inside itself)",
+    "graph_launches_per_iter": "CUDA/HIP graph launch calls per iteration (each replays a whole "
+    "graph)",
+    "cudnn_cpu_us_per_iter": "CPU self time of the ops that call into cuDNN, per iteration",
 }
 
 # Names built from a defined figure X: (how the name is built, its sentence).
