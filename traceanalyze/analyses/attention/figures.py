@@ -82,7 +82,8 @@ def with_call_figures(calls: pl.DataFrame) -> pl.DataFrame:
 # A row is a call site and shape (not a region: a cold capture names every call's region).
 ROW_KEY = (
     "call_site", "implementation", "direction", "batch", "heads_q", "heads_kv",
-    "seq_q", "seq_kv", "head_dim", "head_dim_v", "tokens_q", "dtype", "causal", "mask",
+    "seq_q", "seq_kv", "head_dim", "head_dim_v", "gqa_ratio", "tokens_q", "dtype", "causal",
+    "mask",
     "dropout",
 )  # fmt: skip
 
@@ -100,6 +101,7 @@ def rows(calls: pl.DataFrame, iterations: int, gpu_activity_us_per_iter: float) 
         gpu_us_per_call=gpu_us.mean(),
         cpu_us_per_call=(pl.col("cpu_ns") / 1e3).mean(),
         gpu_us_per_iter=gpu_us.sum() / iterations,
+        kv_cache_write_us_per_call=(pl.col("kv_cache_write_ns") / 1e3).mean(),
         flops_per_call=pl.col("flops_per_call").first(),
         flops_note=pl.col("flops_note").first(),
         peak_dtype=pl.col("peak_dtype").first(),

@@ -149,9 +149,13 @@ def _argument_columns() -> dict[str, pl.Expr]:
     mask_type = dtype(pl.col("mask"))
     is_true = {name: concrete(pl.col(name)) == "True" for name in ("causal", "gqa")}
     block = pl.col("num_blocks").is_not_null()
+    recorded = pl.col("types").list.get(pl.col("mask"), null_on_oob=True).is_not_null()
     mask = (
         pl.when(block).then(pl.lit("block"))
-        .when(pl.col("mask").is_null()).then(pl.lit(None, pl.String))
+        # The op takes no mask argument (flash, vLLM's attention op): none, recorded or not.
+        .when(pl.col("mask").is_null()).then(pl.lit("none"))
+        # It takes one but the trace did not record its arguments: unknown.
+        .when(~recorded).then(pl.lit(None, pl.String))
         .otherwise(mask_type.replace_strict(_MASK_KINDS, default="none"))
     )  # fmt: skip
     return {
@@ -164,13 +168,15 @@ def _argument_columns() -> dict[str, pl.Expr]:
     }
 
 
+# The columns kernel names can say (KERNEL_SHAPE_RULES' ``column``).
+KERNEL_SAID = ("head_dim", "gqa_ratio", "causal", "dtype")
+
+
 def kernel_shapes(activities: pl.DataFrame) -> pl.DataFrame:
-    """Per call: head_dim, causal and dtype where its kernels' names say them (the first
-    kernel that says each)."""
+    """Per call: head_dim, gqa_ratio, causal and dtype where its kernels' names say them (the
+    first kernel that says each)."""
     names = activities["name"].unique().to_frame("name")
-    said = names.with_columns(
-        **{column: _said(column) for column in ("head_dim", "causal", "dtype")}
-    )
+    said = names.with_columns(**{column: _said(column) for column in KERNEL_SAID})
     return (
         activities.select("call_id", "name", "ts_ns")
         .join(said, on="name")
@@ -178,6 +184,7 @@ def kernel_shapes(activities: pl.DataFrame) -> pl.DataFrame:
         .group_by("call_id")
         .agg(
             k_head_dim=pl.col("head_dim").drop_nulls().first(),
+            k_gqa_ratio=pl.col("gqa_ratio").drop_nulls().first(),
             k_causal=pl.col("causal").drop_nulls().first(),
             k_dtype=pl.col("dtype").drop_nulls().first(),
         )
@@ -191,7 +198,7 @@ def _said(column: str) -> pl.Expr:
         found = name.str.extract(ascii_regex(rule.pattern), 1)
         got = pl.lit(rule.value) if rule.value is not None else found
         value = pl.when(found.is_not_null()).then(got).otherwise(value)
-    if column == "head_dim":
+    if column in ("head_dim", "gqa_ratio"):
         return value.cast(pl.Int64, strict=False)
     if column == "causal":
         return pl.when(value.is_not_null()).then(value.str.to_lowercase() == "true")
