@@ -76,7 +76,6 @@ def _composed(rows: pl.DataFrame) -> list[str]:
         part = composed.filter(pl.col("direction") == direction)
         if not part.height:
             continue
-        top = part.sort("gpu_us_per_iter", descending=True, nulls_last=True).row(0, named=True)
         calls = float(part["calls_per_iter"].sum())
         share = part["share_of_gpu_activity_pct"].sum()
         impls = ", ".join(sorted(set(part["implementation"])))
@@ -90,17 +89,41 @@ def _composed(rows: pl.DataFrame) -> list[str]:
             said.append(text + ".")
             continue
         text += f": {share:.1f}% of the GPU activity time"
-        if top["scores_bytes"]:
-            text += f"; the scores write {byte_size(top['scores_bytes'])} per call"
-            if top["mask_copies"]:
-                text += " (an out-of-place masked_fill copies them once more)"
-        if top["fused_estimate_us"] is not None:
-            text += (
-                f"; a fused kernel would need ~{_n(top['fused_estimate_us'])} µs per call "
-                f"against {_n(top['gpu_us_per_call'])} µs (at {top['fused_estimate_source']})"
-            )
+        text += _scores(part)
+        text += _fused(part)
         said.append(text + ".")
     return said
+
+
+def _scores(part: pl.DataFrame) -> str:
+    """The score writes of ``part``'s rows: per iteration (each row's bytes per call times
+    its calls) and per call (one figure where the rows agree, else their range)."""
+    writing = part.filter(pl.col("scores_bytes") > 0)
+    if not writing.height:
+        return ""
+    per_iter = float((writing["scores_bytes"] * writing["calls_per_iter"]).sum())
+    low, high = int(writing["scores_bytes"].min()), int(writing["scores_bytes"].max())  # type: ignore[arg-type]
+    per_call = byte_size(low) if low == high else f"{byte_size(low)} to {byte_size(high)}"
+    text = f"; the scores write {byte_size(per_iter)} per iteration ({per_call} per call)"
+    if writing["mask_copies"].any():
+        text += " (an out-of-place masked_fill copies them once more)"
+    return text
+
+
+def _fused(part: pl.DataFrame) -> str:
+    """What a fused kernel would need for ``part``'s rows with an estimate, against what they
+    took, both per iteration."""
+    estimated = part.filter(pl.col("fused_estimate_us").is_not_null())
+    if not estimated.height:
+        return ""
+    calls = estimated["calls_per_iter"]
+    fused = float((estimated["fused_estimate_us"] * calls).sum())
+    took = float((estimated["gpu_us_per_call"] * calls).sum())
+    sources = "; ".join(estimated["fused_estimate_source"].unique(maintain_order=True))
+    return (
+        f"; a fused kernel would need ~{_n(fused)} µs per iteration against {_n(took)} µs "
+        f"(at {sources})"
+    )
 
 
 def _why_not(rows: pl.DataFrame) -> list[str]:
