@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceanalyze.analyses.attention.calls import GRAPH_REPLAY
 from traceanalyze.analyses.attention.dispatch import BACKENDS, DISPATCH_INPUTS, with_why_not
 from traceanalyze.analyses.attention.rules import BACKWARD, COMPOSED, FORWARD
 from traceanalyze.hardware.peaks import PEAK_DTYPES
 
 SHAPES_MISSING = "shapes not recorded (record_shapes=False) and not in the kernel names"
 PER_SEQUENCE = "variable-length batch: the per-sequence lengths are not in the trace"
+GRAPH_SHAPES = (
+    "a CUDA/HIP graph replay: no op records the per-call shapes (batch, heads, sequence "
+    "lengths); the kernel names give at most the head size, dtype and GQA ratio"
+)
 VARLEN_BOUND = "upper bound: variable-length batch counted as batch x longest q x longest kv"
 BLOCK_BOUND = "upper bound: every block counted (the block mask's contents are not in the trace)"
 CAUSAL_UNEQUAL = (
@@ -38,15 +43,29 @@ def flops() -> tuple[pl.Expr, pl.Expr]:
     square = pl.col("seq_q") == pl.col("seq_kv")
     forward = pl.when(causal & square).then(full // 2).when(causal).then(None).otherwise(full)
     value = pl.when(pl.col("direction") == BACKWARD).then(forward * 5 // 2).otherwise(forward)
-    varlen = pl.col("varlen").fill_null(False)
+    varlen = pl.col("varlen").fill_null(False) & ~_uniform()
+    graph = pl.col("call_site") == GRAPH_REPLAY
     note = (
-        pl.when(full.is_null() & varlen).then(pl.lit(PER_SEQUENCE))
+        pl.when(full.is_null() & graph).then(pl.lit(GRAPH_SHAPES))
+        .when(full.is_null() & varlen).then(pl.lit(PER_SEQUENCE))
         .when(full.is_null()).then(pl.lit(SHAPES_MISSING))
         .when(causal & ~square).then(pl.lit(CAUSAL_UNEQUAL))
         .when(varlen).then(pl.lit(VARLEN_BOUND))
         .when(pl.col("mask") == "block").then(pl.lit(BLOCK_BOUND))
     )  # fmt: skip
     return value, note
+
+
+def _uniform() -> pl.Expr:
+    """A variable-length batch whose sequences are all as long as the longest, so batch x
+    longest q x longest kv is exact: its query tokens are batch x longest q, and its key tokens
+    batch x longest kv where recorded, else (a causal call: every sequence attends to at least
+    its own queries, no more than the longest kv) the longest kv is the longest q."""
+    all_q = pl.col("tokens_q") == pl.col("batch") * pl.col("seq_q")
+    all_kv = (pl.col("tokens_kv") == pl.col("batch") * pl.col("seq_kv")).fill_null(
+        pl.col("causal").fill_null(False) & (pl.col("seq_kv") == pl.col("seq_q"))
+    )
+    return (all_q & all_kv).fill_null(False)
 
 
 def peak_dtype() -> pl.Expr:

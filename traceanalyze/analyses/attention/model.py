@@ -277,7 +277,7 @@ def _shapes(
 
 # Shape columns a backward takes from its forward call where it has none of its own.
 _INHERITED = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "head_dim_v", "dtype",
-              "causal", "mask", "dropout", "tokens_q", "batch_heads")  # fmt: skip
+              "causal", "mask", "dropout", "tokens_q", "tokens_kv", "batch_heads")  # fmt: skip
 
 
 def _from_forward(shapes: pl.DataFrame) -> pl.DataFrame:

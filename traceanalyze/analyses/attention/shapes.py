@@ -31,6 +31,7 @@ SHAPE_COLUMNS: dict[str, pl.DataType] = {
     "head_dim": pl.Int64(),
     "head_dim_v": pl.Int64(),
     "tokens_q": pl.Int64(),
+    "tokens_kv": pl.Int64(),  # a varlen call's key tokens where k holds them (not a cache)
     "dtype": pl.String(),
     "causal": pl.Boolean(),
     "mask": pl.String(),
@@ -135,6 +136,9 @@ def _layout_columns() -> dict[str, pl.Expr]:
         "head_dim": pick(q.list.get(3), q.list.get(3), q.list.get(-1)),
         "head_dim_v": pick(_bhsd_value_dim(v, k), v.list.get(3), v.list.get(-1)),
         "tokens_q": pl.when(packed).then(q.list.get(0)).otherwise(batch * seq_q),
+        # flash/efficient varlen: k is [key tokens, heads, dim]; thd ops' k is a KV cache or
+        # the step's new keys, neither the keys attended to.
+        "tokens_kv": pl.when(packed & (layout == "bshd")).then(k.list.get(0)),
         "varlen": packed,
         "nested": (q.list.len() == 0)
         & (pl.col("types").list.get(pl.col("q"), null_on_oob=True) == ""),
