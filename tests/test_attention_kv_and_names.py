@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 
 import traceanalyze
-from tests.micro import annotation, call, kernel, load, span
 from tests.conftest import CORPUS_TRACES, skip_without
+from tests.micro import annotation, call, kernel, load, span
 from traceanalyze.analyses.attention import attention
 from traceanalyze.analyses.attention.findings import findings
 
