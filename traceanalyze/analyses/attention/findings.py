@@ -101,12 +101,18 @@ def _scores(part: pl.DataFrame) -> str:
     writing = part.filter(pl.col("scores_bytes") > 0)
     if not writing.height:
         return ""
+    calls = float(writing["calls_per_iter"].sum())
     per_iter = float((writing["scores_bytes"] * writing["calls_per_iter"]).sum())
     low, high = int(writing["scores_bytes"].min()), int(writing["scores_bytes"].max())  # type: ignore[arg-type]
     per_call = byte_size(low) if low == high else f"{byte_size(low)} to {byte_size(high)}"
-    text = f"; the scores write {byte_size(per_iter)} per iteration ({per_call} per call)"
+    amount = (
+        f"{per_call} per call"
+        if calls == 1
+        else f"{byte_size(per_iter)} per iteration ({per_call} per call)"
+    )
+    text = f"; the scores write {amount}"
     if writing["mask_copies"].any():
-        text += " (an out-of-place masked_fill copies them once more)"
+        text += ", an out-of-place masked_fill copying them once more"
     return text
 
 
@@ -120,10 +126,8 @@ def _fused(part: pl.DataFrame) -> str:
     fused = float((estimated["fused_estimate_us"] * calls).sum())
     took = float((estimated["gpu_us_per_call"] * calls).sum())
     sources = "; ".join(estimated["fused_estimate_source"].unique(maintain_order=True))
-    return (
-        f"; a fused kernel would need ~{_n(fused)} µs per iteration against {_n(took)} µs "
-        f"(at {sources})"
-    )
+    per = "per call" if float(calls.sum()) == 1 else "per iteration"
+    return f"; a fused kernel would need ~{_n(fused)} µs {per} against {_n(took)} µs (at {sources})"
 
 
 def _why_not(rows: pl.DataFrame) -> list[str]:
