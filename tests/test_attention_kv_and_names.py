@@ -166,6 +166,7 @@ def test_composed_finding_sums_score_writes_and_estimates_over_rows() -> None:
     rows = pl.DataFrame(
         {
             "implementation": ["composed", "composed"],
+            "source": ["composed", "composed"],
             "direction": ["forward", "forward"],
             "calls_per_iter": [2.0, 4.0],
             "gpu_us_per_iter": [200.0, 40.0],
@@ -233,3 +234,56 @@ def test_sglang_prefill_of_equal_sequences_has_exact_flops() -> None:
     rows = attention(traceanalyze.load(_corpus("new_tl_sglang_prefilldecode_mi300x.json.gz"))).rows
     row = rows.row(0, named=True)
     assert row["flops_per_call"] == 128_849_018_880 and row["flops_note"] is None
+
+
+def test_kernels_captured_into_a_graph_are_calls_without_gpu_time(tmp_path: Path) -> None:
+    # A HIP graph capture (as on tl_sglang_graph_capture_bs32_mi300x): the launches ran
+    # nothing (no kernel with their correlation); roctracer names the kernel on the launch.
+    def launch(ts: float, correlation: int, name: str) -> Event:
+        return span("cuda_runtime", "hipLaunchKernel", ts, 2, correlation=correlation,
+                    kernel=name)  # fmt: skip
+
+    events = [annotation("ProfilerStep#0", 0, 1000), call("hipStreamBeginCapture", 1, 1, 90)]
+    for i, t0 in enumerate((100, 300)):
+        events += [
+            span("cpu_op", "sglang::store_cache", t0, 10),
+            launch(t0 + 2, 10 * i + 1, STORE_KV),
+            span("cpu_op", "sglang_profiler::attention_paged_attention_ragged_100", t0 + 20, 50),
+            launch(t0 + 30, 10 * i + 2, LL4MI),
+            launch(t0 + 40, 10 * i + 3, REDUCE),
+        ]
+    result = attention(load(tmp_path, events))
+    (row,) = result.rows.to_dicts()
+    assert {k: row[k] for k in ("implementation", "source", "call_site", "calls_per_iter",
+                                "kernels_per_call", "gpu_us_per_call", "head_dim", "gqa_ratio",
+                                "dtype", "flops_per_call")} == {
+        "implementation": "paged", "source": "captured",
+        "call_site": "sglang_profiler::attention_paged_attention_ragged_100 (captured into a "
+        "CUDA graph)", "calls_per_iter": 2.0, "kernels_per_call": 0.0, "gpu_us_per_call": None,
+        "head_dim": 128, "gqa_ratio": 4, "dtype": "bf16", "flops_per_call": None,
+    }  # fmt: skip
+    assert "captured into a CUDA/HIP graph" in row["flops_note"]
+    assert "were captured into a CUDA/HIP graph, not run" in result.findings[0]
+
+
+def test_a_launch_that_ran_is_not_captured(tmp_path: Path) -> None:
+    # The same launch with its kernel in the trace: an ordinary (kernel) call, not a capture.
+    events = [
+        annotation("ProfilerStep#0", 0, 1000),
+        span("cuda_runtime", "hipLaunchKernel", 30, 2, correlation=1, kernel=LL4MI),
+        kernel(LL4MI, 100, 50, 1),
+    ]
+    (row,) = attention(load(tmp_path, events)).rows.to_dicts()
+    assert (row["source"], row["gpu_us_per_call"]) == ("kernel", 50.0)
+
+
+def test_sglang_graph_capture_finds_its_captured_attention() -> None:
+    # By hand: 36 hipLaunchKernel calls name paged_attention_ll4mi_QKV_mfma16_kernel (HEAD_SIZE
+    # 128, GQA_RATIO 4), none ran (the trace's only kernels are 2 fills); each under
+    # sglang_profiler::attention_paged_attention_ragged_100.
+    result = attention(traceanalyze.load(_corpus("tl_sglang_graph_capture_bs32_mi300x.json.gz")))
+    (row,) = result.rows.to_dicts()
+    assert (row["implementation"], row["source"], row["calls_per_iter"]) == (
+        "paged", "captured", 36.0,
+    )  # fmt: skip
+    assert (row["head_dim"], row["gqa_ratio"], row["gpu_us_per_call"]) == (128, 4, None)

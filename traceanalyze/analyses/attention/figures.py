@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceanalyze.analyses.attention.calls import GRAPH_REPLAY
+from traceanalyze.analyses.attention.calls import CAPTURED, GRAPH_REPLAY
 from traceanalyze.analyses.attention.dispatch import BACKENDS, DISPATCH_INPUTS, with_why_not
 from traceanalyze.analyses.attention.rules import BACKWARD, COMPOSED, FORWARD
 from traceanalyze.hardware.peaks import PEAK_DTYPES
 
 SHAPES_MISSING = "shapes not recorded (record_shapes=False) and not in the kernel names"
 PER_SEQUENCE = "variable-length batch: the per-sequence lengths are not in the trace"
+CAPTURED_NOTE = (
+    "captured into a CUDA/HIP graph, not run here: it runs (and takes GPU time) at the "
+    "graph's replays; no op records the per-call shapes"
+)
 GRAPH_SHAPES = (
     "a CUDA/HIP graph replay: no op records the per-call shapes (batch, heads, sequence "
     "lengths); the kernel names give at most the head size, dtype and GQA ratio"
@@ -46,7 +50,8 @@ def flops() -> tuple[pl.Expr, pl.Expr]:
     varlen = pl.col("varlen").fill_null(False) & ~_uniform()
     graph = pl.col("call_site") == GRAPH_REPLAY
     note = (
-        pl.when(full.is_null() & graph).then(pl.lit(GRAPH_SHAPES))
+        pl.when(pl.col("source") == CAPTURED).then(pl.lit(CAPTURED_NOTE))
+        .when(full.is_null() & graph).then(pl.lit(GRAPH_SHAPES))
         .when(full.is_null() & varlen).then(pl.lit(PER_SEQUENCE))
         .when(full.is_null()).then(pl.lit(SHAPES_MISSING))
         .when(causal & ~square).then(pl.lit(CAUSAL_UNEQUAL))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceanalyze.analyses.attention.calls import CAPTURED
 from traceanalyze.analyses.attention.host import CUDNN_PLAN, DESCRIPTIONS
 from traceanalyze.analyses.attention.rules import BACKWARD, COMPOSED, FORWARD
 from traceanalyze.units import byte_size
@@ -30,12 +31,33 @@ def findings(
     """The section's first sentences (empty for a trace without attention)."""
     if not rows.height:
         return ()
-    said = [_overview(rows, gpu_us_per_iter, iterations)]
+    captured = rows.filter(pl.col("source") == CAPTURED)
+    ran = rows.filter(pl.col("source") != CAPTURED)
+    said = [_overview(ran, gpu_us_per_iter, iterations)] if ran.height else []
+    said += _captured(captured, iterations)
     said += _composed(rows)
     said += _why_not(rows)
     said += _flex(rows)
     said += _host(host)
     return tuple(s for s in said if s)
+
+
+def _captured(rows: pl.DataFrame, iterations: int) -> list[str]:
+    """Calls captured into a graph: they ran nowhere in the trace."""
+    if not rows.height:
+        return []
+    calls = float(rows["calls_per_iter"].sum())
+    by_impl = rows.group_by("implementation", maintain_order=True).agg(
+        pl.col("calls_per_iter").sum()
+    )
+    parts = ", ".join(f"{impl} {_n(c)}" for impl, c in by_impl.rows())  # a handful of rows
+    per = "per iteration" if iterations > 1 else "in the trace's one iteration"
+    verb = "was" if _calls(calls) == "call" else "were"
+    return [
+        f"{_n(calls)} attention {_calls(calls)} {per} ({parts}) {verb} captured into a CUDA/HIP "
+        "graph, not run: they take their GPU time at the graph's replays, which this trace "
+        "does not hold, and no attention op records their per-call shapes."
+    ]
 
 
 def _overview(rows: pl.DataFrame, gpu_us_per_iter: float, iterations: int) -> str:

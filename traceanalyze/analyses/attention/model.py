@@ -215,12 +215,23 @@ def _per_call(
             .first(),
         )
     )
-    shapes = _shapes(trace, found.calls, found.composed, activities)
+    # A captured call's kernel ran nowhere in the trace: its launch names it.
+    named = pl.concat([activities.select("call_id", "name", "ts_ns"), found.captured])
+    shapes = _shapes(trace, found.calls, found.composed, named)
     calls = (
         found.calls.join(shapes, on="call_id", how="left")
         .join(work, on="call_id", how="left")
         .join(kv_writes, on="call_id", how="left")
-        .with_columns(pl.col("kernels").fill_null(0), pl.col("kernel_names").fill_null([]))
+        .join(
+            found.captured.group_by("call_id").agg(captured_names=pl.col("name").unique()),
+            on="call_id",
+            how="left",
+        )
+        .with_columns(
+            pl.col("kernels").fill_null(0),
+            pl.coalesce("kernel_names", "captured_names").fill_null([]),
+        )
+        .drop("captured_names")
     )
     calls = (
         _with_devices(calls, _devices(trace))
@@ -239,12 +250,13 @@ def _per_call(
 
 
 def _shapes(
-    trace: Trace, calls: pl.DataFrame, composed: ComposedCalls, activities: pl.DataFrame
+    trace: Trace, calls: pl.DataFrame, composed: ComposedCalls, named: pl.DataFrame
 ) -> pl.DataFrame:
-    """Per call: its recorded shapes (ops or composed), kernel-name fills (its attention
-    ``activities``), and a backward's missing shapes from its forward call."""
+    """Per call: its recorded shapes (ops or composed), kernel-name fills (``named``: call_id,
+    name, ts_ns of its attention kernels), and a backward's missing shapes from its forward
+    call."""
     recorded = pl.concat([op_shapes(trace.cpu, calls), composed.shapes], how="diagonal_relaxed")
-    said = kernel_shapes(activities)
+    said = kernel_shapes(named)
     shapes = (
         calls.select("call_id")
         .join(recorded, on="call_id", how="left")
