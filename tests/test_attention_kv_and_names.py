@@ -287,3 +287,28 @@ def test_sglang_graph_capture_finds_its_captured_attention() -> None:
         "paged", "captured", 36.0,
     )  # fmt: skip
     assert (row["head_dim"], row["gqa_ratio"], row["gpu_us_per_call"]) == (128, 4, None)
+
+
+def test_vllm_step_annotation_sums_give_the_flops(tmp_path: Path) -> None:
+    # The step annotation: one prefill of 100 tokens (100 x 100 pairs) and two decodes
+    # (1 query each, 50 keys in all); the op records no lengths, the kernel's name says causal:
+    # the unmasked pairs, sqsk - (sqsq - sq) / 2 = 10050 - (10002 - 102) / 2 = 5100.
+    events = [annotation("ProfilerStep#0", 0, 1000)]
+    events += [
+        annotation("execute_102_context_1(sq100sk100sqsq10000sqsk10000)_generation_2(sq2sk50"
+                   "sqsq2sqsk50)", 1, 900),
+    ]  # fmt: skip
+    events += _vllm_call(0, 1, kv_inside=True)
+    (row,) = attention(load(tmp_path, events)).rows.to_dicts()
+    assert row["causal"] is True
+    assert row["flops_per_call"] == 2 * 8 * (64 + 64) * 5100
+    assert row["flops_note"].startswith("from the step annotation's sums")
+
+
+def test_vllm_mi300_flops_from_its_step_annotation() -> None:
+    # By hand: execute_8192_context_9(sq8155sk8430sqsq7475785sqsk7671310)_generation_37(sq37
+    # sk34489sqsq37sqsk34489) around the step; 64 query heads of 64: 4·64·64·(7671310 + 34489).
+    rows = attention(traceanalyze.load(_corpus("tl_vllm_piecewise_hipgraph_mi300.json.gz"))).rows
+    row = rows.row(0, named=True)
+    assert row["flops_per_call"] == 126_251_810_816
+    assert "upper bound" in row["flops_note"]  # causal is not recorded

@@ -30,6 +30,7 @@ from traceanalyze.analyses.attention.shapes import (
     SHAPE_COLUMNS,
     kernel_shapes,
     op_shapes,
+    step_lengths,
 )
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.display import Shown
@@ -84,8 +85,10 @@ DEFINITIONS: dict[str, str] = {
     "first to the last matmul of composed attention; null for a call with no op of its own",
     "flops_per_call": "2·B·H·Sq·Skv·(D + Dv) forward (4·B·H·Sq·Skv·D for equal head sizes), "
     "halved when causal for kernels that skip the masked half (not composed attention or SDPA "
-    "math, which compute every score), 2.5x for a backward; `flops_note` says where it is an "
-    "upper bound or unknown",
+    "math, which compute every score), 2.5x for a backward; a variable-length call without "
+    "lengths of its own (vLLM, SGLang) from its step annotation's sums over the sequences "
+    "(2·H·(D + Dv)·Σ Sq·Skv, causal Σ Sq·Skv - Sq·(Sq - 1)/2; a row's mean over its steps); "
+    "`flops_note` says where it is an upper bound or unknown",
     "tflops": "flops_per_call / gpu_us_per_call",
     "pct_of_peak": "tflops over the GPU's dense peak for `peak_dtype` (the inputs' dtype; "
     "composed attention: its GEMMs' precision)",
@@ -244,6 +247,13 @@ def _per_call(
             training=pl.lit(bool((calls["direction"] == BACKWARD).any())),
             scores_numel=pl.col("batch_heads") * pl.col("seq_q") * pl.col("seq_kv"),
         )
+    )
+    # A variable-length call with no lengths of its own: its step annotation's sums, if any.
+    calls = calls.with_columns(
+        **{
+            name: pl.when(pl.col("varlen").fill_null(False) & pl.col("seq_q").is_null()).then(value)
+            for name, value in step_lengths(pl.col("region")).items()
+        }
     )
     writes = score_writes(trace.cpu, calls, activities)
     return calls.join(writes, on="call_id", how="left")

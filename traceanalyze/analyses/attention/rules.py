@@ -386,6 +386,18 @@ KERNEL_SHAPE_RULES: tuple[KernelShapeRule, ...] = (
     KernelShapeRule("dtype", r"(half_t|__half\b|_fp16|f16_f16|Half\b)", "fp16"),
 )
 
+# The step annotations of vLLM and SGLang builds profiled with TraceLens' tooling name the
+# step's sequences by group (prefill "context", decode "generation"), as sums over them:
+# execute_8192_context_9(sq8155sk8430sqsq7475785sqsk7671310)_generation_37(sq37sk34489sqsq37
+# sqsk34489): sq = sum of query lengths, sk of key lengths, sqsq of sq^2, sqsk of sq*sk. Every
+# attention call of the step (one per layer) attends over all of them: its query-key pairs
+# are the sum of sqsk (non-causal), or sqsk - (sqsq - sq) / 2 causal (each sequence's queries
+# are its last sq positions). One pattern per group; its four groups are sq, sk, sqsq, sqsk.
+STEP_LENGTH_PATTERNS = (
+    r"context_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)",
+    r"generation_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)",
+)
+
 # Composed attention in the CPU op tree: the softmax over the scores' last dimension, with a
 # batched matmul before (Q @ K^T) and after (P @ V) on the same thread and level.
 SOFTMAX_OPS = (

@@ -17,6 +17,7 @@ from traceanalyze.analyses.attention.rules import (
     KERNEL_SHAPE_RULES,
     SHAPE_FAMILIES,
     SHAPE_FAMILY_PATTERNS,
+    STEP_LENGTH_PATTERNS,
     ShapeFamily,
     ascii_regex,
 )
@@ -174,6 +175,21 @@ def _argument_columns() -> dict[str, pl.Expr]:
 
 # The columns kernel names can say (KERNEL_SHAPE_RULES' ``column``).
 KERNEL_SAID = ("head_dim", "gqa_ratio", "causal", "dtype")
+
+
+def step_lengths(region: pl.Expr) -> dict[str, pl.Expr]:
+    """``step_sq``, ``step_sqsq`` and ``step_sqsk``: the sums over the step's sequences its
+    annotation (``region``) writes (STEP_LENGTH_PATTERNS), over every group; null where it
+    writes none."""
+    sums: dict[str, pl.Expr] = {}
+    for index, name in ((1, "step_sq"), (3, "step_sqsq"), (4, "step_sqsk")):
+        found = [
+            region.str.extract(ascii_regex(pattern), index).cast(pl.Int64, strict=False)
+            for pattern in STEP_LENGTH_PATTERNS
+        ]
+        any_found = pl.any_horizontal(f.is_not_null() for f in found)
+        sums[name] = pl.when(any_found).then(pl.sum_horizontal(found))
+    return sums
 
 
 def kernel_shapes(activities: pl.DataFrame) -> pl.DataFrame:
