@@ -364,7 +364,7 @@ def _captured_calls(trace: Trace, entry_mask: pl.Series) -> pl.DataFrame:
             specificity=pl.col("k_specificity"),
             name="launch_kernel",
         )
-        .cast({**CALL_COLUMNS, "name": pl.String()})  # type: ignore[arg-type]
+        .cast(empty.schema)
     )
 
 
