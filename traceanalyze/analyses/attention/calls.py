@@ -100,8 +100,8 @@ def find_calls(trace: Trace, gpu: pl.DataFrame) -> FoundCalls:
         [
             op_calls.select(list(CALL_COLUMNS)),
             composed.calls.select(list(CALL_COLUMNS)),
-            kernel_calls,
-            captured.drop("name"),
+            kernel_calls.select(list(CALL_COLUMNS)),
+            captured.select(list(CALL_COLUMNS)),
         ],
         how="vertical_relaxed",
     )
@@ -291,21 +291,14 @@ def _kernel_calls(gpu: pl.DataFrame, rules: pl.DataFrame) -> tuple[pl.DataFrame,
     graph = pl.col("launch_api").is_in(GRAPH_LAUNCHES)
     calls = mains.select(
         "call_id",
-        source=pl.lit("kernel"),
-        rank="rank",
-        tid="launch_tid",
-        iteration="iteration",
-        start_ns="ts_ns",
-        cpu_ns=pl.lit(None, pl.Int64),
-        implementation="k_implementation",
-        direction=pl.coalesce("k_direction", pl.lit(FORWARD)),
-        call_site=pl.when(graph)
-        .then(pl.lit(GRAPH_REPLAY))
-        .otherwise(pl.coalesce("op_name", pl.lit(NO_OP))),
-        shape_op_id=pl.lit(None, pl.Int64),
+        **_rule_call(
+            "kernel",
+            "launch_tid",
+            pl.when(graph)
+            .then(pl.lit(GRAPH_REPLAY))
+            .otherwise(pl.coalesce("op_name", pl.lit(NO_OP))),
+        ),
         region="annotation",
-        end_ns=pl.lit(None, pl.Int64),
-        specificity=pl.col("k_specificity").fill_null(0),
     )
     assigned = (
         gpu.join(grouped.select("_row", call_id_kernel="call_id"), on="_row", how="left")
@@ -313,6 +306,25 @@ def _kernel_calls(gpu: pl.DataFrame, rules: pl.DataFrame) -> tuple[pl.DataFrame,
         .drop("call_id_kernel")
     )
     return calls, assigned
+
+
+def _rule_call(source: str, tid: str, call_site: pl.Expr) -> dict[str, pl.Expr]:
+    """The CALL_COLUMNS (but call_id and region) of a call that is one main kernel of a kernel
+    rule (its ``k_`` columns): no op of its own, so no CPU time, shapes op or end."""
+    return {
+        "source": pl.lit(source),
+        "rank": pl.col("rank"),
+        "tid": pl.col(tid),
+        "iteration": pl.col("iteration"),
+        "start_ns": pl.col("ts_ns"),
+        "cpu_ns": pl.lit(None, pl.Int64),
+        "implementation": pl.col("k_implementation"),
+        "direction": pl.coalesce("k_direction", pl.lit(FORWARD)),
+        "call_site": call_site,
+        "shape_op_id": pl.lit(None, pl.Int64),
+        "end_ns": pl.lit(None, pl.Int64),
+        "specificity": pl.col("k_specificity").fill_null(0),
+    }
 
 
 def _captured_calls(trace: Trace, entry_mask: pl.Series) -> pl.DataFrame:
@@ -347,21 +359,12 @@ def _captured_calls(trace: Trace, entry_mask: pl.Series) -> pl.DataFrame:
         captured.with_columns(op_name=op_name)
         .select(
             call_id="op_id",
-            source=pl.lit(CAPTURED),
-            rank="rank",
-            tid="tid",
-            iteration="iteration",
-            start_ns="ts_ns",
-            cpu_ns=pl.lit(None, pl.Int64),
-            implementation="k_implementation",
-            direction=pl.coalesce("k_direction", pl.lit(FORWARD)),
-            call_site=pl.format(
-                "{} {}", pl.coalesce("op_name", pl.lit(NO_OP)), pl.lit(GRAPH_CAPTURE)
+            **_rule_call(
+                CAPTURED,
+                "tid",
+                pl.format("{} {}", pl.coalesce("op_name", pl.lit(NO_OP)), pl.lit(GRAPH_CAPTURE)),
             ),
-            shape_op_id=pl.lit(None, pl.Int64),
             region=pl.lit(None, pl.String),
-            end_ns=pl.lit(None, pl.Int64),
-            specificity=pl.col("k_specificity"),
             name="launch_kernel",
         )
         .cast(empty.schema)
