@@ -24,9 +24,9 @@ from traceanalyze.load.scan_tables import KINDS as SCAN_KINDS
 from traceanalyze.load.scan_tables import category_codes, export_type
 from traceanalyze.load.scanned import (
     COLUMNS,
-    COMM_STRINGS,
     FLOATS,
     LEGACY_CATS,
+    TEXT_ARGS,
     Piece,
     Scanned,
 )
@@ -182,7 +182,7 @@ def _piece(column: str, part: dict[str, Any], names: _Names) -> Piece:
         return pl.Series(
             column, _objects(values, tags, names.series()), dtype=pl.Float64, strict=False
         )
-    if column in COMM_STRINGS:
+    if column in TEXT_ARGS:
         if not np.isin(tags, (_TAG_STR, _TAG_INT)).any():
             return null_series(column, len(tags), pl.String)  # most parts: no collective
         return _comm_text(column, values, tags, names.series())
