@@ -29,6 +29,9 @@ PACKED = gzip.compress(RAW, mtime=0)
 # A second member of white space after the document (a writer that flushes by member, `cat`).
 TWO = PACKED + gzip.compress(b"\n" * 100, mtime=0)
 TRAILER = 8
+# The document itself in three members (a writer that flushes by member): the JSON spans them.
+THIRDS = [RAW[: len(RAW) // 3], RAW[len(RAW) // 3 : 2 * len(RAW) // 3], RAW[2 * len(RAW) // 3 :]]
+SPLIT = [gzip.compress(part, mtime=0) for part in THIRDS]
 
 # How each path is asked for: the C scanner on one thread, threaded on tiny chunks, msgspec.
 PATHS = ["c", "c_threaded", "msgspec"]
@@ -97,6 +100,10 @@ MEMBER_CUTS = {
     "second_member_header": (TWO[: len(PACKED) + 5], (2, len(PACKED), 0, None)),
     "second_member_data": (TWO[:-12], (2, len(PACKED), None, None)),
     "second_member_trailer": (TWO[:-3], (2, len(PACKED), 100, 3)),
+    "last_of_three_members_trailer": (
+        b"".join(SPLIT)[:-4],
+        (3, len(SPLIT[0]) + len(SPLIT[1]), len(THIRDS[2]), 4),
+    ),
 }
 
 
@@ -137,6 +144,10 @@ REFUSED = {
     ),
     "json_cut_in_a_whole_gzip": (gzip.compress(RAW[:-3], mtime=0), "the JSON ends early"),
     "header_only": (PACKED[:6], "the gzip stream is truncated"),
+    "last_of_three_members_inside_the_json": (
+        b"".join(SPLIT)[: -TRAILER - 20],
+        "the gzip stream is truncated",
+    ),
     "bad_crc": (PACKED[:-TRAILER] + b"\0\0\0\0" + PACKED[-4:], "incorrect data check"),
     "bad_size": (PACKED[:-4] + b"\1\0\0\0", "incorrect length check"),
     "garbage_in_the_middle": (
