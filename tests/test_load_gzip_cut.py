@@ -231,3 +231,14 @@ def test_a_command_on_a_cut_json_fails_in_one_line(tmp_path: Path) -> None:
             f"traceanalyze: error: {path}: the gzip stream is truncated. Copy or re-export the "
             "file again; it was cut off while being written or copied."
         ]
+
+
+def test_the_report_opens_with_the_cut_moving_no_figure(tmp_path: Path) -> None:
+    path = written(tmp_path, PACKED[:-2])
+    result = run("report", path, "--no-cache")
+    assert result.exit_code == 0, result.output
+    section = result.stdout.split("## What the traces say\n\n", 1)[1]
+    assert section.startswith(
+        "- Trace faults leave a file unverified: `t`: truncated/gzip_cut: gzip member 1 of "
+        "t.json.gz (from byte 0) lacks 2 of its 8 trailer bytes"
+    ), section.splitlines()[0]
