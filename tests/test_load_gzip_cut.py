@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 import traceanalyze
-from tests.test_audit_micro import clean_events
+from tests.micro import write_trace
+from tests.test_audit_micro import clean_events, rank_events
 from tests.test_load_errors import raises, snapshot
 from traceanalyze.analyses.audit import audit
 from traceanalyze.cli import main
@@ -242,3 +243,19 @@ def test_the_report_opens_with_the_cut_moving_no_figure(tmp_path: Path) -> None:
         "- Trace faults leave a file unverified: `t`: truncated/gzip_cut: gzip member 1 of "
         "t.json.gz (from byte 0) lacks 2 of its 8 trailer bytes"
     ), section.splitlines()[0]
+
+
+def test_a_folder_of_ranks_names_the_cut_rank_file(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        raw = write_trace(tmp_path, rank_events(0), f"rank{rank}.json", rank=rank)
+        packed = gzip.compress(raw.read_bytes(), mtime=0)
+        (tmp_path / f"rank{rank}.json.gz").write_bytes(packed[:-6] if rank else packed)
+        raw.unlink()
+    trace = traceanalyze.load(tmp_path, cache=False)
+    assert [bool(m.gzip_cut) for m in sorted(trace.meta, key=lambda m: m.rank)] == [False, True]
+    result = audit(trace)
+    row = result.checks.filter(result.checks["finding"] == "gzip_cut").row(0, named=True)
+    assert row["count"] == 1 and row["severity"] == "warning"
+    assert row["detail"].startswith("gzip member 1 of rank1.json.gz (from byte 0) lacks 6 of ")
+    lines = run("ranks", tmp_path, "--no-cache").stderr.splitlines()
+    assert len(lines) == 1 and "truncated/gzip_cut: gzip member 1 of rank1.json.gz" in lines[0]
