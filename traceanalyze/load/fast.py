@@ -34,6 +34,7 @@ from traceanalyze.load.source import (
     MAX_ITEM_BYTES,
     Blocks,
     ByteProgress,
+    UntilCut,
     chunks,
     is_gzip,
     item_too_long,
@@ -65,9 +66,13 @@ def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
     if _scan is None:
         raise Declined("the C scanner is not built")
     scanner = _scan.Scanner(KINDS)
+    pieces = UntilCut(())
     try:
         if is_gzip(path):
-            scanner.feed(_feed_pieces(scanner, chunks(path, progress)), True)
+            # a stream cut after whole JSON is scanned like any; one cut inside it leaves the
+            # document open, which the scanner declines (the msgspec path then names the cut)
+            pieces = UntilCut(chunks(path, progress))
+            scanner.feed(_feed_pieces(scanner, pieces), True)
         else:
             blocks = Blocks(path, progress)
             for block in blocks:
@@ -77,7 +82,9 @@ def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
         raise Declined(str(exc)) from None
     except ItemTooLong:
         raise item_too_long(path) from None
-    return _scanned(scanner.result())
+    scanned = _scanned(scanner.result())
+    scanned.gzip_cut = pieces.noted()
+    return scanned
 
 
 # Bytes of a new piece first joined to the tail the scanner left of the piece before.

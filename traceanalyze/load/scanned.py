@@ -115,6 +115,8 @@ class Scanned:
     events: int = 0
     # Begin/end events ("B"/"E", any category) with their index, paired once all are read.
     begin_end: list[tuple[int, Any]] = field(default_factory=list)
+    # Where a gzip file whose JSON is whole ends early (source.GzipCut.as_dict); empty if not.
+    gzip_cut: dict[str, int | None] = field(default_factory=dict)
 
     def add(self, kind: str, cat: str, columns: dict[str, Piece]) -> None:
         part = self.parts.setdefault((kind, cat), {})
