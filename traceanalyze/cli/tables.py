@@ -58,8 +58,9 @@ def schema(command: tuple[str, ...], table: str | None, out: Output) -> None:
 def sql(trace: Path, query: str, out: Output, loader: Loader) -> None:
     """Run the SQL QUERY (Polars' dialect) over TRACE's tables and write its result like any
     table. The tables: gpu (every kernel, memcpy and memset, classified, with its launching op
-    and op chain), kernels, cpu_ops, annotations, runtime, memory and iterations; a folder of
-    variants adds a variant column. `traceanalyze schema sql` lists their columns.
+    and op chain, module and placement), kernels, cpu_ops, annotations, runtime, memory,
+    modules (nn.Module calls) and iterations; a folder of variants adds a variant column.
+    `traceanalyze schema sql` lists their columns.
 
     \b
     Example:
