@@ -88,13 +88,16 @@ DEFINITIONS: dict[str, str] = {
     "first step or with no launch recorded, `carried_in_warmup_us`, runs in "
     f"{WARM_UP_MIN_PCT:g}% or more of its window), `region` (a repeated annotation or "
     "sequence of annotations), `whole trace`",
-    "flag": "null, or why the iteration is left out of the means (its kind) or stands out: the "
-    "first counted iteration waiting on the CPU, or an outlier whose wall time is further from "
-    f"the median than {OUTLIER_MAD_K:g} median absolute deviations and {NOISE_PCT:g}% of the "
-    "median (with at least 3 iterations); outliers stay in the means",
-    "counted": "whether the iteration is in the per-iteration means: every kind but closing, "
-    "empty, capture and warm-up (unless none would be left), or what --iterations / --skip "
-    "chose",
+    "flag": "null, or why the iteration is left out of the means (its kind) or stands out: an "
+    "outlier whose wall time is further from the median than "
+    f"{OUTLIER_MAD_K:g} median absolute deviations and {NOISE_PCT:g}% of the median (with at "
+    "least 3 iterations), kept in the means, unless it is the first and waits on the CPU (its "
+    "CPU span longer than its GPU span): that one-off step is left out of the means and the "
+    "verdict alike",
+    "counted": "whether the iteration is in the per-iteration means and the verdict (one "
+    "population for every command): every kind but closing, empty, capture and warm-up "
+    "(unless none would be left) and a first step flagged as waiting on the CPU, or what "
+    "--iterations / --skip chose",
     "iteration_coverage_pct": "the share of the trace's GPU activity time launched inside the "
     "iterations; a repeated annotation below "
     f"{MIN_COVERAGE_PCT:g}% gives way to the repeated sequence of top-level annotations (from "
@@ -344,7 +347,12 @@ def classify_iterations(trace: Trace) -> pl.DataFrame:
         .then(pl.format("{}; kept: no other iteration to count", left_out))
         .otherwise(left_out)
     )
-    return flagged.select(
+    # A first step waiting on the CPU (one-off host work: lazy init, planning, a data loader's
+    # start) is not a steady step: left out of the means and the verdict alike, so every
+    # figure and the bound are over one population (the rule needs 3+ counted rows, so 2+ stay).
+    first = pl.col("flag").fill_null("").str.starts_with(FIRST_STEP_FLAG)
+    steady = flagged.with_columns(counted=pl.col("counted") & ~first)
+    return steady.select(
         *ITERATION, "kind", "flag", "counted", *[c for c in times.columns if c not in ITERATION]
     ).collect(engine=IN_MEMORY)
 
@@ -542,7 +550,7 @@ def _left_out_notes(table: pl.DataFrame) -> list[str]:
     left_out = pl.col("kind").replace_strict(KINDS, return_dtype=pl.String, default=None)
     reasons = (
         table.filter(~pl.col("counted"))
-        .with_columns(why=pl.coalesce(left_out, pl.lit("not chosen")))
+        .with_columns(why=pl.coalesce(left_out, "flag", pl.lit("not chosen")))
         .group_by("why", maintain_order=True)
         .agg("iteration")
     )
