@@ -27,6 +27,7 @@ from traceanalyze.analyses.iterations import (
     iteration_rows,
 )
 from traceanalyze.analyses.stacks import frames_of_ops
+from traceanalyze.analyses.step.clock import ClockOffset, clock_offsets, offset_note
 from traceanalyze.analyses.step.gaps import CAUSE_NAMES, HOST, QUEUED, window_gaps
 from traceanalyze.analyses.step.syncs import priced_calls, sync_table
 from traceanalyze.analyses.step.times import SPLIT_US_COLUMNS, STEP_COLUMNS, split_times
@@ -84,6 +85,8 @@ class StepModel(Shown):
     means: Mapping[str, float]
     verdict: Verdict
     wall_source: str
+    # Ranks whose GPU clock is offset from the CPU's: no gap cause or verdict can be read.
+    clock: tuple[ClockOffset, ...] = ()
 
     @property
     def step_count(self) -> int:
@@ -115,8 +118,20 @@ def _model(trace: Trace) -> StepModel:
     means = _means(steps)
     launched = bool(trace.gpu["linked"].fill_null(value=False).any())
     recorded = trace.gpu.height > 0
+    clock = tuple(clock_offsets(trace, _waiting_pct(steps)))
     verdict = _verdict(steps, means, gaps, calls, launched=launched, recorded=recorded)
-    return StepModel(steps, gaps, calls, means, verdict, WALL_FROM_TRACE)
+    if clock:
+        verdict = Verdict(CANNOT_TELL, None, verdict.shares_pct, offset_note(list(clock)))
+    return StepModel(steps, gaps, calls, means, verdict, WALL_FROM_TRACE, clock)
+
+
+def _waiting_pct(steps: pl.DataFrame) -> pl.DataFrame:
+    """Per rank: the share of the steps' wall the GPU idled with its next work queued (long
+    gaps), which the clock check weighs."""
+    return steps.group_by("rank").agg(
+        waiting_pct=pl.col(QUEUED_WAITING).sum() / pl.col("wall_us").sum().clip(lower_bound=1e-9)
+        * 100
+    )
 
 
 @per_trace
@@ -323,7 +338,7 @@ def against_wall(model: StepModel, median_ms: float | None, steady: bool = False
     communication keep their traced time, and the rest of the median is split between the CPU
     and sync sides as the trace's idle gaps are. ``steady``: the median is a cold capture's
     steady one."""
-    if not median_ms:
+    if not median_ms or model.clock:
         return model.verdict
     parts = _per_step(model.means)
     traced = side_times(parts)
