@@ -129,7 +129,8 @@ def _waiting_pct(steps: pl.DataFrame) -> pl.DataFrame:
     """Per rank: the share of the steps' wall the GPU idled with its next work queued (long
     gaps), which the clock check weighs."""
     return steps.group_by("rank").agg(
-        waiting_pct=pl.col(QUEUED_WAITING).sum() / pl.col("wall_us").sum().clip(lower_bound=1e-9)
+        waiting_pct=pl.col(QUEUED_WAITING).sum()
+        / pl.col("wall_us").sum().clip(lower_bound=1e-9)
         * 100
     )
 
