@@ -18,8 +18,8 @@ import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.iterations import counted, on_counted
-from traceanalyze.analyses.step.gaps import CAUSE_NAMES, CAUSES
 from traceanalyze.analyses.step.clock import offset_note
+from traceanalyze.analyses.step.gaps import CAUSE_NAMES, CAUSES
 from traceanalyze.analyses.step.model import step_model
 from traceanalyze.display import Shown
 from traceanalyze.trace import Trace

@@ -73,7 +73,7 @@ def _count(value: Any) -> str:
 # Format specs a template may use: {figure:spec}.
 SPECS: dict[str, Callable[[Any], str]] = {
     "t": number_cell,  # a time, speed-up or share, as the tables write it
-    "n": lambda v: _count(v),
+    "n": _count,  # a count, or a mean count per iteration
     "b": byte_size,
     "pct0": lambda v: f"{v:.0f}",
     "names": _names,
