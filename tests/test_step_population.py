@@ -142,7 +142,10 @@ def test_a_short_launch_delay_is_one_clock(tmp_path: Path) -> None:
 def test_a_deep_queue_on_a_busy_gpu_is_not_an_offset(tmp_path: Path) -> None:
     # A GPU-bound loop's CPU runs 5 ms ahead: every launch finds a deep queue, but the GPU never
     # idles with queued work, so nothing says the clocks differ (H200 captures: 14-48 ms).
-    events: list[dict[str, object]] = [annotation("ProfilerStep#1", 0, 10_000)]
+    events: list[dict[str, object]] = [
+        annotation("ProfilerStep#1", 0, 8_000),
+        kernel(GEMM, 0, 5_000, 999),  # work queued before the profiler began
+    ]
     for i in range(30):
         events += [
             call("cudaLaunchKernel", i * 10, 2, i + 1),
@@ -169,14 +172,14 @@ def test_a_long_launch_call_is_a_one_off_not_launch_overhead(tmp_path: Path) -> 
             annotation("ProfilerStep#1", 0, 2_000),
             call("cudaLaunchKernel", 1, 1_200, 1),
             kernel(GEMM, 1_202, 10, 1),
-            call("cudaLaunchKernel", 1_300, 30, 2),
-            kernel(GEMM, 1_331, 10, 2),
+            call("cudaLaunchKernel", 1_213, 30, 2),
+            kernel(GEMM, 1_244, 10, 2),
         ],
     )
     gaps = step_model(trace).gaps.sort("gap_start_ns")
     assert gaps.select("gap_ns", "cause").rows()[:2] == [
         (1_202_000, "launch_first_call"),
-        (119_000, "launch"),
+        (32_000, "launch"),
     ]
 
 
