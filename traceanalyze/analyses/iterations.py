@@ -386,7 +386,9 @@ def _outlier_flag() -> pl.Expr:
     limit = pl.max_horizontal(mad * OUTLIER_MAD_K, median * NOISE_PCT / 100)
     ratio = (pl.col("wall_us") / median).round(1)
     first = pl.col("iteration") == pl.col("iteration").filter(pl.col("counted")).min().over("rank")
-    waits = first & (pl.col("cpu_span_us") > pl.col("gpu_span_us")) & (pl.col("wall_us") > median)
+    # The host's own span is longer than a typical step: one-off CPU work, not a late GPU.
+    cpu = pl.col("cpu_span_us")
+    waits = first & (cpu > pl.col("gpu_span_us")) & (cpu > median) & (pl.col("wall_us") > median)
     outlier = pl.col("counted") & (rows >= OUTLIER_MIN_ROWS) & (distance > limit)
     return (
         pl.when(outlier & waits)

@@ -235,7 +235,7 @@ def _verdict(
         ]
         split = ", ".join(f"{n} {b}" for b, _, n in weights.iter_rows())  # a few verdicts
         why = (
-            "one counted step only, and a verdict needs two or more that agree (profile more "
+            "one step only counts, and a verdict needs two or more that agree (profile more "
             "steps); that step alone: "
             if steps.height == 1
             else "the steps disagree "

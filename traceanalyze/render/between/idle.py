@@ -94,6 +94,9 @@ VERDICTS = {
     "(more workers, pinned memory, prefetching)",
     "host": "waiting for the CPU to launch work: the host's operators and Python set the pace",
     "launch": "the launch calls themselves: many small launches (fusion or CUDA graphs)",
+    "launch_first_call": "one-off launch calls (a lazy module load, a JIT compile): a first "
+    "call's cost, not steady launch overhead (warm up before profiling, or load modules "
+    "eagerly with CUDA_MODULE_LOADING=EAGER)",
 }
 
 
