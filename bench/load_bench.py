@@ -37,27 +37,12 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from peak import own_peak_rss_mb  # bench/peak.py, beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 # The shared folder of test data: $TRACEANALYZE_SHARED, else ../shared beside the repository.
 SHARED = Path(os.environ.get("TRACEANALYZE_SHARED") or REPO.parent / "shared")
 DEFAULT_TRACE = SHARED / "bench" / "h200_train_175mb.json.gz"
-
-
-def _peak_rss_mb() -> float:
-    """This process's own peak RSS. On Linux from /proc (VmHWM): ``ru_maxrss`` keeps the
-    parent's peak across fork and exec, so a worker started by a parent that had built a long
-    trace in memory reported the parent's peak, whatever it used itself."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def worker_parse(path: str, native: str = "1", threads: str = "0") -> dict[str, Any]:
@@ -94,7 +79,7 @@ def worker_parse(path: str, native: str = "1", threads: str = "0") -> dict[str, 
         "cpu_seconds": time.process_time() - start_cpu,
         "stages": stages,
         "cpu_stages": cpu_stages,
-        "rss_mb": _peak_rss_mb(),
+        "rss_mb": own_peak_rss_mb(),
         "gpu_rows": trace.gpu.height,
         "cpu_rows": trace.cpu.height,
     }
@@ -110,7 +95,7 @@ def worker_warm(path: str, runs: str) -> dict[str, Any]:
         start = time.perf_counter()
         parse_file(Path(path))
         times.append(time.perf_counter() - start)
-    return {"seconds": statistics.median(times[1:] or times), "rss_mb": _peak_rss_mb()}
+    return {"seconds": statistics.median(times[1:] or times), "rss_mb": own_peak_rss_mb()}
 
 
 def worker_cached(path: str, cache_dir: str) -> dict[str, Any]:
@@ -121,7 +106,7 @@ def worker_cached(path: str, cache_dir: str) -> dict[str, Any]:
     trace = load(path, cache_dir=cache_dir)
     return {
         "seconds": time.perf_counter() - start,
-        "rss_mb": _peak_rss_mb(),
+        "rss_mb": own_peak_rss_mb(),
         "rows": trace.gpu.height,
     }
 
@@ -155,7 +140,7 @@ def worker_bare(path: str) -> dict[str, Any]:
     return {
         "seconds": seconds,
         "cpu_seconds": time.process_time() - start_cpu,
-        "rss_mb": _peak_rss_mb(),
+        "rss_mb": own_peak_rss_mb(),
         "events": len(document.traceEvents),
     }
 
@@ -171,7 +156,7 @@ def worker_hta(trace_dir: str) -> dict[str, Any]:
 
     start = time.perf_counter()
     TraceAnalysis(trace_dir=trace_dir)
-    return {"seconds": time.perf_counter() - start, "rss_mb": _peak_rss_mb()}
+    return {"seconds": time.perf_counter() - start, "rss_mb": own_peak_rss_mb()}
 
 
 WORKERS: dict[str, Callable[..., dict[str, Any]]] = {

@@ -42,6 +42,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from peak import own_peak_rss_mb  # bench/peak.py, beside this script
 from precompile import compile_bytecode  # bench/precompile.py, beside this script
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,12 +88,6 @@ class TreeMemory:
         self._stop.set()
         self._thread.join()
         self.sample()
-
-
-def _own_peak_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _nothing(path: str) -> int:
@@ -172,7 +167,7 @@ def worker(
     return {
         "seconds": seconds,
         "tree_peak_mb": memory.peak_bytes / 2**20,
-        "driver_peak_mb": _own_peak_mb(),
+        "driver_peak_mb": own_peak_rss_mb(),
         **extra,
     }
 

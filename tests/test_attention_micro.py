@@ -235,7 +235,7 @@ def test_graph_replay_kernels_make_calls_with_their_helpers(tmp_path: Path) -> N
     )  # fmt: skip
     assert row["kernels_per_call"] == 2.0 and row["gpu_us_per_call"] == 60.0
     assert row["dtype"] == "bf16" and row["flops_per_call"] is None
-    assert "shapes not recorded" in row["flops_note"]
+    assert "graph replay" in row["flops_note"]
 
 
 def test_cudnn_plan_built_every_call(tmp_path: Path) -> None:

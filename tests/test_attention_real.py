@@ -134,6 +134,7 @@ CORPUS_WITH_ATTENTION = {
     "tl_h100_qwen.json.gz": {"sdpa_flash": 24},
     "tl_mi300_qwen.json.gz": {"sdpa_flash": 24},
     "tl_sglang_decode.json.gz": {"paged": 36},
+    "tl_sglang_graph_capture_bs32_mi300x.json.gz": {"paged": 36},
     "tl_vllm_piecewise_hipgraph_mi300.json.gz": {"unified": 24},
 }
 

@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import traceanalyze
+from tests.peak import REPO, needs_proc, run_measured
 from tests.test_load_paths import SAMPLES, assert_same
 from traceanalyze.cli import main
 from traceanalyze.errors import TraceFormatError
@@ -29,7 +30,6 @@ from traceanalyze.load import fast
 from traceanalyze.load.cache import read_entry
 from traceanalyze.load.parse import parse_file
 
-REPO = Path(__file__).resolve().parents[1]
 SAMPLE = SAMPLES[0]
 
 
@@ -352,12 +352,10 @@ try:
     parse_file(Path(sys.argv[1]), native=sys.argv[2] == "native", threads=2)
 except EmptyTraceError as error:
     print(error)
-with open("/proc/self/status") as status:
-    print(next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmHWM:")))
 """
 
 
-@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
+@needs_proc
 @pytest.mark.parametrize("native", ["native", "msgspec"])
 def test_a_gzip_bomb_is_streamed_in_bounded_memory(
     tmp_path: Path, native: str, request: pytest.FixtureRequest
@@ -367,10 +365,11 @@ def test_a_gzip_bomb_is_streamed_in_bounded_memory(
         pytest.skip("the C scanner is not built")
     path = tmp_path / "bomb.json.gz"
     _write_bomb(path, 2 << 30)
-    message, peak_mb = _run(_BOMB, str(path), native, timeout=300).splitlines()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    [message], peak_mb = run_measured(_BOMB, str(path), native, env=env, timeout=300)
     assert message.endswith("the trace has no events (traceEvents is empty). Profile at least "
                             "one active step (check the profiler schedule).")  # fmt: skip
-    assert int(peak_mb) < 300
+    assert peak_mb < 300
 
 
 def _write_bomb(path: Path, blank_bytes: int) -> None:
@@ -506,17 +505,13 @@ def test_white_space_in_the_events_is_refused_alike_on_both_paths(
     assert parse_file(small, native=False).cpu["dur_ns"].to_list() == [10_000]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open (issue 42): under 450 MB alone and in its file, 2.9 GB peak RSS when run after "
-    "tests/test_c*.py in one pytest process, cause not found",
-)
+@needs_proc
 def test_a_gigabyte_of_white_space_is_refused_with_bounded_memory(tmp_path: Path) -> None:
     # The real limits, in a process of its own to measure its peak memory: 1 GiB of spaces
     # inflated from 1 MB stays under ~256 MB of held bytes (it was 3.2 GB read whole).
     bomb = _space_bomb(tmp_path / "bomb.json.gz", 1024)
     code = (
-        "import resource, sys\n"
+        "import sys\n"
         "from pathlib import Path\n"
         "from traceanalyze.errors import TraceFormatError\n"
         "from traceanalyze.load.parse import parse_file\n"
@@ -524,22 +519,41 @@ def test_a_gigabyte_of_white_space_is_refused_with_bounded_memory(tmp_path: Path
         "    parse_file(Path(sys.argv[1]))\n"
         "except TraceFormatError as error:\n"
         "    print(error)\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(bomb)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=900,  # 4 s on a quiet host; a shared one queues it for cores
-        cwd=REPO,
+    [message], peak_mb = run_measured(
+        code,
+        str(bomb),
         # the repository's code and a bare environment: whatever the calling process has set
         # (allocator settings such as _RJEM_MALLOC_CONF, TRACEANALYZE_*) stays out
         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
+        timeout=900,  # 4 s on a quiet host; a shared one queues it for cores
     )
-    message, peak_kb = done.stdout.strip().splitlines()
-    assert "longer than 256 MB" in message, done.stderr
-    assert int(peak_kb) < 450 * 1024
+    assert "longer than 256 MB" in message
+    assert peak_mb < 450
+
+
+@needs_proc
+def test_a_child_s_peak_memory_is_its_own_not_its_parent_s() -> None:
+    # A parent that held 600 MB then let it go starts a child that holds ~10 MB: the child's
+    # figure is its own. Its ru_maxrss reads the parent's 600 MB (execve keeps the peak of the
+    # memory it replaces, the parent's under vfork), which made the gigabyte test above fail
+    # whenever it ran after tests that had grown pytest itself.
+    driver = (
+        "import os, resource, sys\n"
+        "from tests.peak import run_measured\n"
+        "held = b'x' * (600 << 20)\n"
+        "del held\n"
+        "own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024\n"
+        "child = 'import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)'\n"
+        "[maxrss_kb], peak_mb = run_measured(child, env=os.environ, timeout=60)\n"
+        "print(own, int(maxrss_kb) // 1024, peak_mb)\n"
+    )
+    [line], driver_peak_mb = run_measured(
+        driver, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120
+    )
+    own_mb, child_maxrss_mb, child_peak_mb = map(int, line.split())
+    assert own_mb >= 600 and driver_peak_mb >= 600
+    assert child_peak_mb < 100, (child_peak_mb, child_maxrss_mb)
 
 
 def test_threads_of_the_command_line_reach_the_load_not_the_environment(

@@ -63,8 +63,10 @@ BAD_FILES: dict[str, tuple[str, bytes, type[TraceAnalyzeError], str]] = {
     "truncated_gzip": (
         "t.json.gz", gzip.compress(TRACE_JSON, mtime=0)[:-40], TraceFormatError, "truncated"
     ),
-    "gzip_trailer_missing": (
-        "t.json.gz", gzip.compress(TRACE_JSON, mtime=0)[:-4], TraceFormatError, "truncated"
+    # (a gzip stream cut in its trailer, after the whole JSON, loads: tests/test_load_gzip_cut.py)
+    "gzip_cut_in_its_header": (
+        "t.json.gz", gzip.compress(TRACE_JSON, mtime=0)[:5], TraceFormatError,
+        "gzip stream is truncated",
     ),
     "gzip_of_truncated_json": (
         "t.json.gz", gzip.compress(TRACE_JSON[:-10], mtime=0), TraceFormatError, "truncated"

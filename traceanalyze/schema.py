@@ -85,6 +85,8 @@ CPU_SCHEMA: dict[str, pl.DataType] = {
     # every cpu_op's args would cost a tenth of the load time.
     "external_id": pl.Int64(),
     "correlation": pl.Int64(),  # runtime/driver calls only
+    # A launch call's kernel name where the trace writes it (ROCm); null elsewhere.
+    "launch_kernel": pl.String(),
     # cpu_op rows of traces recorded with record_shapes: the args "Input Dims", "Input type" and
     # "Concrete Inputs" as raw JSON text (e.g. "[[8, 16, 1024, 64], []]"); null otherwise.
     "input_dims": pl.String(),

@@ -80,6 +80,11 @@ class TraceMeta:
     thread_names: dict[str, str] = field(default_factory=dict)
     # Ids written as text ("stream 7" in older traces) -> the integer the frames hold for them.
     text_ids: dict[str, int] = field(default_factory=dict)
+    # Where the gzip file ends early though the JSON inside is whole (its trailer, or a member
+    # after the document, cut: every event was read, the checksum not verified): ``member``
+    # (1 for the first), ``member_offset_bytes``, ``member_inflated_bytes``, ``missing_bytes``
+    # (of the 8-byte trailer; None when compressed data is cut too). Empty when whole.
+    gzip_cut: dict[str, int | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import click
 from traceanalyze import files
 from traceanalyze.analyses.audit import audit
 from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
+from traceanalyze.analyses.audit.rules import SAID_ALWAYS
 from traceanalyze.analyses.iterations import Selection, counted
 from traceanalyze.api import Loading
 from traceanalyze.cli.progress import loading, loading_file
@@ -216,8 +217,14 @@ def warn_audited(ctx: click.Context) -> None:
         return
     path, first = found[0]
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    # a finding said whatever it moves (a cut gzip file) comes first, and moves no figure
+    what = (
+        "leave what this command read unverified"
+        if any(f": {key}: " in first for key in SAID_ALWAYS)
+        else "move figures this command prints"
+    )
     click.echo(
-        f"traceanalyze: warning: the trace's own faults move figures this command prints: "
+        f"traceanalyze: warning: the trace's own faults {what}: "
         f"{first}{more}; see `traceanalyze audit {path}`",
         err=True,
     )

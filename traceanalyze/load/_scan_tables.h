@@ -39,6 +39,7 @@ enum {
     C_TRES,
     C_PYID,
     C_PYPARENT,
+    C_KERNEL,
     N_TAGGED
 };
 static const char *const TAGGED_NAMES[N_TAGGED] = {
@@ -76,6 +77,7 @@ static const char *const TAGGED_NAMES[N_TAGGED] = {
     "total_reserved_bytes",
     "python_id",
     "python_parent_id",
+    "launch_kernel",
 };
 /* How result() exports each (scan_tables.export_type). */
 enum {
@@ -86,7 +88,7 @@ enum {
     X_PYTHON,
     N_EXPORT_TYPES
 };
-static const unsigned char TAGGED_EXPORT[N_TAGGED] = {X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_FLOAT, X_FLOAT, X_FLOAT, X_INT, X_FLOAT, X_TEXT, X_INT_ONLY, X_INT_ONLY, X_INT_ONLY, X_TEXT, X_INT, X_PYTHON, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT};
+static const unsigned char TAGGED_EXPORT[N_TAGGED] = {X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_FLOAT, X_FLOAT, X_FLOAT, X_INT, X_FLOAT, X_TEXT, X_INT_ONLY, X_INT_ONLY, X_INT_ONLY, X_TEXT, X_INT, X_PYTHON, X_INT, X_INT, X_INT, X_INT, X_INT, X_INT, X_TEXT};
 /* Read from args (reset before each args object): C_FIRST_ARG..N_TAGGED. */
 #define C_FIRST_ARG C_EXT
 /* Args kept as raw JSON text (interned). */
@@ -123,7 +125,7 @@ enum {
 static const int COLS_OTHER[] = {-1};
 static const int COLS_GPU[] = {C_EXT, C_EXT_LEGACY, C_CORR, C_DEV, C_STREAM, C_GX, C_GY, C_GZ, C_BX, C_BY, C_BZ, C_REGS, C_SMEM, C_BPSM, C_WPSM, C_OCC, C_BYTES, C_BW, C_COLL, C_IN_N, C_OUT_N, C_GROUP, C_DTYPE, -1};
 static const int COLS_OP[] = {C_COLL, C_IN_N, C_OUT_N, C_GROUP, C_DTYPE, -1};
-static const int COLS_CALL[] = {C_EXT, C_EXT_LEGACY, C_CORR, -1};
+static const int COLS_CALL[] = {C_EXT, C_EXT_LEGACY, C_CORR, C_KERNEL, -1};
 static const int COLS_SKIP[] = {-1};
 static const int COLS_FLOW[] = {C_ID, -1};
 static const int COLS_INSTANT[] = {-1};
@@ -248,6 +250,7 @@ static int arg_key_call(const char *k, size_t kn, int *slot) {
         if (KEY_IS(k, kn, "bytes")) { *slot = C_BYTES; return A_SCALAR; }
         break;
     case 6:
+        if (KEY_IS(k, kn, "kernel")) { *slot = C_KERNEL; return A_SCALAR; }
         if (KEY_IS(k, kn, "device")) { *slot = C_DEV; return A_SCALAR; }
         if (KEY_IS(k, kn, "stream")) { *slot = C_STREAM; return A_SCALAR; }
         break;

@@ -11,13 +11,19 @@ head as one document, which also yields the metadata. Errors name positions in t
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
-from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceFormatError
+from traceanalyze.errors import (
+    EmptyTraceError,
+    NotATraceError,
+    TraceAnalyzeError,
+    TraceFormatError,
+)
 from traceanalyze.load import source
 from traceanalyze.load.decode import (
     FIX_NOT_A_TRACE,
@@ -28,7 +34,14 @@ from traceanalyze.load.decode import (
 )
 from traceanalyze.load.extract import Chunk, extract, pair_spans
 from traceanalyze.load.scanned import Scanned
-from traceanalyze.load.source import CHUNK_BYTES, ByteProgress, chunks, item_too_long
+from traceanalyze.load.source import (
+    CHUNK_BYTES,
+    ByteProgress,
+    StreamCut,
+    UntilCut,
+    chunks,
+    item_too_long,
+)
 
 _TOKEN = re.compile(rb'\s*(?:("(?:[^"\\]|\\.)*")|([{}\[\]:,])|([^\s{}\[\]:,"]+))', re.S)
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -55,10 +68,12 @@ def held_limit() -> int:
 
 class _Buffer:
     """The not yet decoded bytes of the file, filled on demand (at most :func:`held_limit`
-    of them: more is refused with the C scanner's error for an item too long)."""
+    of them: more is refused with the C scanner's error for an item too long). A gzip stream
+    cut short ends the data where it was cut (``cut``): see :func:`_cut_named`."""
 
     def __init__(self, pieces: Iterator[bytes], path: Path) -> None:
-        self.source = pieces
+        self.until_cut = UntilCut(pieces)
+        self.source = iter(self.until_cut)
         self.path = path
         self.data = bytearray()
         self.offset = 0  # file position of data[0]
@@ -80,19 +95,41 @@ class _Buffer:
         del self.data[:count]
         self.offset += count
 
+    @property
+    def cut(self) -> StreamCut | None:
+        return self.until_cut.cut
+
+
+@contextlib.contextmanager
+def _cut_named(buffer: _Buffer) -> Iterator[None]:
+    """Any error raised on a gzip stream found cut is the cut itself (what was read is then no
+    whole trace, and the cut is its cause: the error today's message gives); a stream cut
+    after a whole document loads, the cut noted (Scanned.gzip_cut)."""
+    try:
+        yield
+    except TraceAnalyzeError:
+        if buffer.cut is not None:
+            raise buffer.cut.error() from None
+        raise
+
 
 def scan_document(path: Path, progress: ByteProgress | None = None) -> Scanned:
     """Decode ``path`` with msgspec into column pieces; raises the precise format errors."""
     buffer = _Buffer(chunks(path, progress), path)
-    buffer.fill(CHUNK_BYTES)
-    while _blank(buffer.data) and not buffer.eof:
-        # white space before the document, dropped as it is read (not held: a small gzip file
-        # may inflate to gigabytes of it)
-        buffer.drop(len(buffer.data))
+    with _cut_named(buffer):
         buffer.fill(CHUNK_BYTES)
-    if _blank(buffer.data):
-        raise EmptyTraceError("the file is empty", path, "Re-export the trace from the profiler.")
-    return _scan(buffer, path)
+        while _blank(buffer.data) and not buffer.eof:
+            # white space before the document, dropped as it is read (not held: a small gzip
+            # file may inflate to gigabytes of it)
+            buffer.drop(len(buffer.data))
+            buffer.fill(CHUNK_BYTES)
+        if _blank(buffer.data):
+            raise EmptyTraceError(
+                "the file is empty", path, "Re-export the trace from the profiler."
+            )
+        scanned = _scan(buffer, path)
+    scanned.gzip_cut = buffer.until_cut.noted()
+    return scanned
 
 
 def _blank(data: bytearray) -> bool:
@@ -111,6 +148,11 @@ def first_look(path: Path) -> bytes | None:
     # Small pieces, doubled while more is needed: a head is a few kB, and inflating or
     # reading a whole chunk per file was most of the time of resolving a folder of ranks.
     buffer = _Buffer(chunks(path, chunk_bytes=_LOOK_BYTES), path)
+    with _cut_named(buffer):
+        return _look(buffer, path)
+
+
+def _look(buffer: _Buffer, path: Path) -> bytes | None:
     buffer.fill(_LOOK_BYTES)
     while not buffer.data.strip() and not buffer.eof and len(buffer.data) < CHUNK_BYTES:
         buffer.fill(2 * len(buffer.data))  # leading white space: look further, as far as before

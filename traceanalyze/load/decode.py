@@ -60,6 +60,7 @@ class Args(msgspec.Struct, gc=False, frozen=True):
     comm_out_nelems: Scalar = msgspec.field(default=None, name="Out msg nelems")
     comm_group_size: Scalar = msgspec.field(default=None, name="Group size")
     comm_dtype: Scalar = msgspec.field(default=None, name="dtype")
+    launch_kernel: Scalar = msgspec.field(default=None, name="kernel")  # ROCm launch calls
 
 
 class OpArgs(msgspec.Struct, gc=False, frozen=True):

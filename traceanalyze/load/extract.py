@@ -24,12 +24,12 @@ from traceanalyze.load.scanned import (
     CALL_CATS,
     COMM_ARGS,
     COMM_INTS,
-    COMM_STRINGS,
     DIMS,
     FLOATS,
     FLOW_PHASES,
     GPU_KINDS,
     INSTANT_PHASES,
+    LAUNCH_KERNEL,
     LEGACY_CATS,
     MEMORY_ARGS,
     MEMORY_EVENT,
@@ -39,6 +39,7 @@ from traceanalyze.load.scanned import (
     RAW_JSON,
     SKIPPED_CATS,
     STRINGS,
+    TEXT_ARGS,
     UNCATEGORISED,
     Piece,
     Scanned,
@@ -59,7 +60,7 @@ _EVENT_FIELDS = {"name", "pid", "tid", "id", "phase"}
 _ARG_FIELDS = {
     "external_id", "correlation", "device", "stream", "registers_per_thread", "shared_memory",
     "blocks_per_sm", "warps_per_sm", "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps",
-    "label", *PYTHON_ARGS,
+    "label", *PYTHON_ARGS, LAUNCH_KERNEL,
 }  # fmt: skip
 _KIND_COLUMNS = {
     "gpu": ("name", "pid", "tid", "ts_ns", "dur_ns", "external_id", "correlation", "device",
@@ -67,7 +68,8 @@ _KIND_COLUMNS = {
             "warps_per_sm", "est_achieved_occupancy_pct", "bytes", "bandwidth_gbps",
             *COMM_ARGS),
     "op": ("name", "pid", "tid", "ts_ns", "dur_ns", *RAW_JSON, *COMM_ARGS),
-    "call": ("name", "pid", "tid", "ts_ns", "dur_ns", "external_id", "correlation"),
+    "call": ("name", "pid", "tid", "ts_ns", "dur_ns", "external_id", "correlation",
+             LAUNCH_KERNEL),
     "flow": ("id", "phase", "pid", "tid", "ts_ns"),
     "instant": ("name", "pid", "tid", "ts_ns"),
     "meta": ("name", "pid", "tid", "label"),
@@ -158,7 +160,7 @@ def _add(
             pieces[column] = _times(events, column[:-3], chunk_events, chunk)
         elif column in RAW_JSON:
             pieces[column] = _raw_json(column, _values(op_args, column), chunk)
-        elif column in COMM_ARGS:
+        elif column in COMM_ARGS or column == LAUNCH_KERNEL:
             pieces[column] = _comm(column, _values(op_args if kind == "op" else args, column))
         elif column in DIMS:
             dim, axis = column.split("_")
@@ -307,7 +309,7 @@ def _comm(column: str, values: list[Any]) -> pl.Series:
     """A collective's arg: text (a number written as its digits) or an integer (else null),
     as the C scanner gives it. Nearly always all null or all of the right type: one typed
     Series; else one pass over the values."""
-    dtype = pl.String if column in COMM_STRINGS else pl.Int64
+    dtype = pl.String if column in TEXT_ARGS else pl.Int64
     try:
         return pl.Series(column, values, dtype=dtype)
     except (TypeError, OverflowError, pl.exceptions.PolarsError):

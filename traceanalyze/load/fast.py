@@ -24,9 +24,9 @@ from traceanalyze.load.scan_tables import KINDS as SCAN_KINDS
 from traceanalyze.load.scan_tables import category_codes, export_type
 from traceanalyze.load.scanned import (
     COLUMNS,
-    COMM_STRINGS,
     FLOATS,
     LEGACY_CATS,
+    TEXT_ARGS,
     Piece,
     Scanned,
 )
@@ -34,6 +34,7 @@ from traceanalyze.load.source import (
     MAX_ITEM_BYTES,
     Blocks,
     ByteProgress,
+    UntilCut,
     chunks,
     is_gzip,
     item_too_long,
@@ -65,9 +66,13 @@ def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
     if _scan is None:
         raise Declined("the C scanner is not built")
     scanner = _scan.Scanner(KINDS)
+    pieces = UntilCut(())
     try:
         if is_gzip(path):
-            scanner.feed(_feed_pieces(scanner, chunks(path, progress)), True)
+            # a stream cut after whole JSON is scanned like any; one cut inside it leaves the
+            # document open, which the scanner declines (the msgspec path then names the cut)
+            pieces = UntilCut(chunks(path, progress))
+            scanner.feed(_feed_pieces(scanner, pieces), True)
         else:
             blocks = Blocks(path, progress)
             for block in blocks:
@@ -77,7 +82,9 @@ def scan_file(path: Path, progress: ByteProgress | None = None) -> Scanned:
         raise Declined(str(exc)) from None
     except ItemTooLong:
         raise item_too_long(path) from None
-    return _scanned(scanner.result())
+    scanned = _scanned(scanner.result())
+    scanned.gzip_cut = pieces.noted()
+    return scanned
 
 
 # Bytes of a new piece first joined to the tail the scanner left of the piece before.
@@ -182,7 +189,7 @@ def _piece(column: str, part: dict[str, Any], names: _Names) -> Piece:
         return pl.Series(
             column, _objects(values, tags, names.series()), dtype=pl.Float64, strict=False
         )
-    if column in COMM_STRINGS:
+    if column in TEXT_ARGS:
         if not np.isin(tags, (_TAG_STR, _TAG_INT)).any():
             return null_series(column, len(tags), pl.String)  # most parts: no collective
         return _comm_text(column, values, tags, names.series())

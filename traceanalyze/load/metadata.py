@@ -93,6 +93,7 @@ def trace_meta(
     event_counts: dict[str, int],
     names: dict[str, str],
     text_ids: dict[str, int] | None = None,
+    gzip_cut: dict[str, int | None] | None = None,
 ) -> TraceMeta:
     versions = {
         key: getattr(document, key) for key in VERSION_KEYS if getattr(document, key) is not None
@@ -109,4 +110,5 @@ def trace_meta(
         event_counts=event_counts,
         thread_names=names,
         text_ids=dict(text_ids or {}),
+        gzip_cut=dict(gzip_cut or {}),
     )

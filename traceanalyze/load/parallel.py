@@ -52,6 +52,7 @@ from traceanalyze.load.source import (
     GZIP_MAGIC,
     MAX_ITEM_BYTES,
     ByteProgress,
+    StreamCut,
     chunks,
     item_too_long,
     never_back,
@@ -158,7 +159,9 @@ def scan_file(
         return fast.scan_file(path, progress)  # which names the read error precisely
     try:
         return _scan_open(file, path, progress, count, chunk_bytes)
-    except _Rejected:
+    except (_Rejected, StreamCut):
+        # a cut gzip stream (rare) is scanned again by one scanner, which tells a cut after
+        # whole JSON from one inside it
         return fast.scan_file(path, progress)
     except _Changed:
         raise TraceReadError("changed while it was read", path, FIX_CHANGED) from None

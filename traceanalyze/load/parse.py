@@ -77,6 +77,7 @@ def _parse(
     except frames.BadTimestampError as exc:
         raise TraceFormatError(str(exc), path, FIX_NOT_A_TRACE) from None
     counts = scanned.counts
+    gzip_cut = scanned.gzip_cut
     only_metadata = scanned.metadata_events() == scanned.events
     del scanned
     if not built.cpu.height and not built.gpu.height:
@@ -91,7 +92,9 @@ def _parse(
             path,
             "Profile at least one active step with CPU and CUDA activities.",
         )
-    meta = trace_meta(header, path, rank, counts, built.thread_names, built.text_ids)
+    meta = trace_meta(
+        header, path, rank, counts, built.thread_names, built.text_ids, gzip_cut=gzip_cut
+    )
     devices = device_frame(header, rank, built.npu_devices)
     mark("frames")
     # Hand the CPU and GPU frames over to linking without keeping a reference here, so that

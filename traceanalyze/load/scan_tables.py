@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from traceanalyze.load.scanned import (
     CALL_CATS,
     COMM_INTS,
-    COMM_STRINGS,
     FLOATS,
     GPU_KINDS,
     OP_CATS,
     PYTHON_CATS,
     SKIPPED_CATS,
+    TEXT_ARGS,
 )
 
 
@@ -68,6 +68,7 @@ TAGGED = (
     Tagged("TRES", "total_reserved_bytes"),
     Tagged("PYID", "python_id"),
     Tagged("PYPARENT", "python_parent_id"),
+    Tagged("KERNEL", "launch_kernel"),
 )
 
 # How the scanner's result() hands a tagged column to Polars (an Arrow column, X_<NAME> in C),
@@ -86,7 +87,7 @@ def export_type(column: str) -> str:
     """The EXPORTS type of a tagged column."""
     if column in FLOATS:
         return "float"
-    if column in COMM_STRINGS:
+    if column in TEXT_ARGS:
         return "text"
     if column in COMM_INTS:
         return "int_only"
@@ -131,7 +132,12 @@ KINDS = (
     Kind("other", args_as="other", kept=False),
     Kind("gpu", _GPU_COLUMNS, dur=True, args_as="gpu"),
     Kind("op", _COMM_COLUMNS, dur=True, raw=True, args_as="op"),
-    Kind("call", ("external_id", "external_id_legacy", "correlation"), dur=True, args_as="call"),
+    Kind(
+        "call",
+        ("external_id", "external_id_legacy", "correlation", "launch_kernel"),
+        dur=True,
+        args_as="call",
+    ),
     Kind("skip", kept=False),
     Kind("flow", ("id",), phase=True),
     Kind("instant"),
@@ -185,6 +191,7 @@ ARG_KEYS = (
     ArgKey("Total Reserved", "total_reserved_bytes", ("memory",)),
     ArgKey("Python id", "python_id", ("python",)),
     ArgKey("Python parent id", "python_parent_id", ("python",)),
+    ArgKey("kernel", "launch_kernel", ("call",)),
     ArgKey("Task Type", "NPU task", ("other",), "decline"),  # the msgspec path reads those
     ArgKey("grid", "grid_x", _KINETO, "dim3"),
     ArgKey("block", "block_x", _KINETO, "dim3"),

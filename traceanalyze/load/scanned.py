@@ -72,12 +72,18 @@ RAW_JSON = ("input_dims", "input_types", "concrete_inputs")
 # A collective's args ("Collective name", "In msg nelems", "Out msg nelems", "Group size",
 # "dtype") on its record_param_comms op and, in newer traces, on its NCCL kernel.
 COMM_STRINGS = frozenset({"comm_name", "comm_dtype"})
+# A runtime launch call's "kernel" arg (roctracer writes the kernel's name on hipLaunchKernel
+# and friends; CUPTI's runtime events have none): the only name a kernel captured into a graph
+# leaves in the trace.
+LAUNCH_KERNEL = "launch_kernel"
+# Args kept as text (a number written as its digits), as both decoders give them.
+TEXT_ARGS = COMM_STRINGS | {LAUNCH_KERNEL}
 COMM_INTS = frozenset({"comm_in_nelems", "comm_out_nelems", "comm_group_size"})
 COMM_ARGS = ("comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype")
 COLUMNS: dict[str, tuple[str, ...]] = {
     "gpu": (*SPAN, *GPU_ARGS, *COMM_ARGS),
     "op": (*SPAN, *RAW_JSON, *COMM_ARGS),
-    "call": (*SPAN, "external_id", "correlation"),
+    "call": (*SPAN, "external_id", "correlation", LAUNCH_KERNEL),
     "flow": ("id", "phase", "pid", "tid", "ts_ns"),
     "instant": ("name", "pid", "tid", "ts_ns"),
     "meta": ("name", "pid", "tid", "label"),
@@ -109,6 +115,8 @@ class Scanned:
     events: int = 0
     # Begin/end events ("B"/"E", any category) with their index, paired once all are read.
     begin_end: list[tuple[int, Any]] = field(default_factory=list)
+    # Where a gzip file whose JSON is whole ends early (source.GzipCut.as_dict); empty if not.
+    gzip_cut: dict[str, int | None] = field(default_factory=dict)
 
     def add(self, kind: str, cat: str, columns: dict[str, Piece]) -> None:
         part = self.parts.setdefault((kind, cat), {})

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import stat
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import asdict, dataclass
 from io import BufferedReader
 from pathlib import Path
 from types import ModuleType
@@ -76,7 +77,12 @@ def chunks(
     total = stat.st_size
     with file:
         if head == GZIP_MAGIC:
-            read = yield from _gunzip(file, head, total, path, progress, chunk_bytes)
+            try:
+                read = yield from _gunzip(file, head, total, path, progress, chunk_bytes)
+            except StreamCut as cut:
+                # a file still being written also ends early: that is said as such
+                unchanged(file, stat, cut.read, path)
+                raise
         else:
             read = yield from _plain(file, head, total, path, progress, chunk_bytes)
         unchanged(file, stat, read, path)
@@ -252,6 +258,68 @@ def _plain(
         data = b""
 
 
+FIX_CUT = "Copy or re-export the file again; it was cut off while being written or copied."
+# A gzip member ends with 8 bytes: the CRC-32 of its data and its size (ISIZE).
+_TRAILER_BYTES = 8
+
+
+@dataclass(frozen=True)
+class GzipCut:
+    """Where a gzip file ends early: its ``member`` (1 for the first) that has no end, the
+    file offset that member starts at, the bytes inflated from it, and how many bytes of its
+    8-byte trailer (checksum and size) are missing where only the trailer is cut (None where
+    compressed data is cut too: how much is unknown)."""
+
+    member: int
+    member_offset_bytes: int
+    member_inflated_bytes: int
+    missing_bytes: int | None
+
+    def as_dict(self) -> dict[str, int | None]:
+        """The record as TraceMeta.gzip_cut keeps it (plain values: the cache writes JSON)."""
+        return asdict(self)
+
+
+class StreamCut(TraceFormatError):  # noqa: N818 (a signal UntilCut takes, or the error)
+    """The gzip stream of a file ends early (raised after every byte it yields was inflated):
+    an error where what was read is not a whole trace, else noted on the trace (see
+    :class:`UntilCut`)."""
+
+    def __init__(self, path: Path, cut: GzipCut, read: int) -> None:
+        super().__init__("the gzip stream is truncated", path, FIX_CUT)
+        self.cut = cut
+        self.read = read
+
+    def __reduce__(self) -> tuple[type[TraceFormatError], tuple[str, Path | None, str | None]]:
+        # pickled (from a worker), it is the error it stands for
+        return TraceFormatError, (self.message, self.path, self.fix)
+
+    def error(self) -> TraceFormatError:
+        """The error it stands for, as raised where what was read is no whole trace."""
+        return TraceFormatError(self.message, self.path, self.fix)
+
+
+class UntilCut:
+    """The pieces of :func:`chunks`, ending quietly where a gzip stream is cut: ``cut`` then
+    holds the :class:`StreamCut`, for the caller to raise when what was read is not a whole
+    trace, or to note on the trace when it is (a cut trailer or a cut member after the JSON
+    ended: every event was read; only the checksum could not be verified)."""
+
+    def __init__(self, pieces: Iterable[bytes]) -> None:
+        self.pieces = pieces
+        self.cut: StreamCut | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self.pieces
+        except StreamCut as cut:
+            self.cut = cut
+
+    def noted(self) -> dict[str, int | None]:
+        """The cut as TraceMeta.gzip_cut keeps it (empty when the stream was whole)."""
+        return self.cut.cut.as_dict() if self.cut else {}
+
+
 def _gunzip(
     file: BinaryIO,
     head: bytes,
@@ -264,6 +332,7 @@ def _gunzip(
     inflate: Any = module.decompressobj(wbits=31)
     packed = head
     read = len(head)
+    member, member_at, member_out = 1, 0, 0  # the member being inflated (see GzipCut)
     while True:
         if not packed:
             try:
@@ -278,6 +347,7 @@ def _gunzip(
                 packed = b""
                 continue
             inflate = module.decompressobj(wbits=31)  # a gzip file may hold several members
+            member, member_at, member_out = member + 1, read - len(packed), 0
         try:
             data = inflate.decompress(packed, chunk_bytes)
         except module.error as exc:
@@ -293,17 +363,48 @@ def _gunzip(
         else:
             packed = inflate.unconsumed_tail
         if data:
+            member_out += len(data)
             if progress:
                 progress(min(read, total), total)
             yield data
     if inflate is not None and not inflate.eof:
         # Every member ends with its checksum and size; a stream without them was cut off.
-        raise TraceFormatError(
-            "the gzip stream is truncated",
-            path,
-            "Copy or re-export the file again; it was cut off while being written or copied.",
-        )
+        member_out += yield from _drained(inflate, chunk_bytes)
+        missing = _trailer_missing(inflate, module)
+        raise StreamCut(path, GzipCut(member, member_at, member_out, missing), read)
     return read
+
+
+def _drained(inflate: Any, chunk_bytes: int) -> Generator[bytes, None, int]:
+    """What a member cut short still holds (its input all taken, its output limited); returns
+    the bytes yielded."""
+    count = 0
+    while data := inflate.decompress(b"", chunk_bytes):
+        count += len(data)
+        yield data
+    return count
+
+
+def _trailer_missing(inflate: Any, module: ModuleType) -> int | None:
+    """How many bytes of the member's trailer are missing when only its trailer is cut (its
+    compressed data ended), else None. A copy of the inflater is fed zero bytes one at a
+    time: compressed data that goes on gives output or a data error; a trailer is checked as
+    soon as its CRC-32 (4 bytes), then its size (4 more), are complete, and a wrong one is
+    named as such, so the bytes fed until then are those missing."""
+    probe = inflate.copy()
+    for fed in range(1, _TRAILER_BYTES + 1):
+        try:
+            if probe.decompress(b"\0"):
+                return None  # compressed data
+        except module.error as exc:
+            if "incorrect data check" in str(exc):  # the CRC-32 completed by this byte
+                return fed + _TRAILER_BYTES // 2
+            if "incorrect length check" in str(exc):  # the size completed by this byte
+                return fed
+            return None
+        if probe.eof:  # the zeros were the missing bytes (a small member's size ends so)
+            return fed
+    return None
 
 
 def _read_error(exc: OSError, path: Path) -> TraceReadError:

@@ -16,8 +16,9 @@ from traceanalyze.render.table import markdown_table
 # The main table for people (JSON and CSV carry every column).
 TABLE_COLUMNS = (
     "implementation", "direction", "call_site", "calls_per_iter", "batch", "heads_q",
-    "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype", "causal", "mask", "kernels_per_call",
-    "gpu_us_per_call", "cpu_us_per_call", "flops_per_call", "tflops", "pct_of_peak",
+    "heads_kv", "seq_q", "seq_kv", "head_dim", "gqa_ratio", "dtype", "causal", "mask",
+    "kernels_per_call", "gpu_us_per_call", "kv_cache_write_us_per_call", "cpu_us_per_call",
+    "flops_per_call", "tflops", "pct_of_peak",
     "peak_dtype", "scores_bytes", "share_of_gpu_activity_pct",
 )  # fmt: skip
 WHY_NOT_COLUMNS = ("implementation", "call_site", "seq_q", "head_dim", "dtype", "why_not")

@@ -11,6 +11,9 @@ Three sources, in order; a GPU activity belongs to the first that claims it:
 3. **Kernels** (``source`` kernel): attention kernels no op claimed (a CUDA graph replay, a
    trace without CPU ops, a library op no rule names): each ``main`` kernel is a call, its
    helpers (``before``/``after``) join the next/previous main kernel on their stream.
+4. **Captured** (``source`` captured): launches of attention kernels into a graph being
+   captured (no GPU work in the trace; the launch names its kernel on ROCm): each is a call
+   that runs at the graph's replays, with no GPU time here and no per-call shapes.
 
 The implementation is the most specific one any op or kernel of the call names.
 """
@@ -29,7 +32,7 @@ from traceanalyze.analyses.attention.rules import (
     OP_RULES,
     OTHER,
 )
-from traceanalyze.link import nearest_ancestor
+from traceanalyze.link import RUNTIME_CATS, nearest_ancestor
 from traceanalyze.trace import Trace
 
 FUSED = "fused_attention"
@@ -37,10 +40,13 @@ _SPAN = ("call_id", "rank", "tid", "start_ns", "end_ns", "implementation", "call
 NO_OP = "(no CPU op)"
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch")
 GRAPH_REPLAY = "(CUDA graph replay)"
+# A call captured into a graph (it runs at the graph's replays): its capturing op, then this.
+GRAPH_CAPTURE = "(captured into a CUDA graph)"
+CAPTURED = "captured"
 
 CALL_COLUMNS: dict[str, pl.DataType] = {
     "call_id": pl.Int64(),
-    "source": pl.String(),  # op | composed | kernel
+    "source": pl.String(),  # op | composed | kernel | captured
     "rank": pl.Int32(),
     "tid": pl.Int64(),
     "iteration": pl.Int64(),
@@ -61,6 +67,7 @@ class FoundCalls:
     calls: pl.DataFrame  # CALL_COLUMNS
     activities: pl.DataFrame  # the gpu rows of the calls, with ``call_id``
     composed: ComposedCalls  # the composed calls' shapes and score writes
+    captured: pl.DataFrame  # call_id, name (the kernel launched), ts_ns: captured calls
 
 
 def find_calls(trace: Trace, gpu: pl.DataFrame) -> FoundCalls:
@@ -87,17 +94,24 @@ def find_calls(trace: Trace, gpu: pl.DataFrame) -> FoundCalls:
 
     named = kernel_rules(gpu["name"], KERNEL_RULES)
     kernel_calls, by_kernel = _kernel_calls(by_op, named)
+    captured = _captured_calls(trace, entry_mask)
     activities = by_kernel.filter(pl.col("call_id").is_not_null())
     calls = pl.concat(
         [
             op_calls.select(list(CALL_COLUMNS)),
             composed.calls.select(list(CALL_COLUMNS)),
-            kernel_calls,
+            kernel_calls.select(list(CALL_COLUMNS)),
+            captured.select(list(CALL_COLUMNS)),
         ],
         how="vertical_relaxed",
     )
     calls = _refined_by_kernels(calls, activities, named)
-    return FoundCalls(calls.select(list(CALL_COLUMNS)), activities.drop("_row"), composed)
+    return FoundCalls(
+        calls.select(list(CALL_COLUMNS)),
+        activities.drop("_row"),
+        composed,
+        captured.select("call_id", "name", ts_ns="start_ns"),
+    )
 
 
 def _matched_ops(cpu: pl.DataFrame) -> pl.DataFrame:
@@ -277,21 +291,14 @@ def _kernel_calls(gpu: pl.DataFrame, rules: pl.DataFrame) -> tuple[pl.DataFrame,
     graph = pl.col("launch_api").is_in(GRAPH_LAUNCHES)
     calls = mains.select(
         "call_id",
-        source=pl.lit("kernel"),
-        rank="rank",
-        tid="launch_tid",
-        iteration="iteration",
-        start_ns="ts_ns",
-        cpu_ns=pl.lit(None, pl.Int64),
-        implementation="k_implementation",
-        direction=pl.coalesce("k_direction", pl.lit(FORWARD)),
-        call_site=pl.when(graph)
-        .then(pl.lit(GRAPH_REPLAY))
-        .otherwise(pl.coalesce("op_name", pl.lit(NO_OP))),
-        shape_op_id=pl.lit(None, pl.Int64),
+        **_rule_call(
+            "kernel",
+            "launch_tid",
+            pl.when(graph)
+            .then(pl.lit(GRAPH_REPLAY))
+            .otherwise(pl.coalesce("op_name", pl.lit(NO_OP))),
+        ),
         region="annotation",
-        end_ns=pl.lit(None, pl.Int64),
-        specificity=pl.col("k_specificity").fill_null(0),
     )
     assigned = (
         gpu.join(grouped.select("_row", call_id_kernel="call_id"), on="_row", how="left")
@@ -299,6 +306,69 @@ def _kernel_calls(gpu: pl.DataFrame, rules: pl.DataFrame) -> tuple[pl.DataFrame,
         .drop("call_id_kernel")
     )
     return calls, assigned
+
+
+def _rule_call(source: str, tid: str, call_site: pl.Expr) -> dict[str, pl.Expr]:
+    """The CALL_COLUMNS (but call_id and region) of a call that is one main kernel of a kernel
+    rule (its ``k_`` columns): no op of its own, so no CPU time, shapes op or end."""
+    return {
+        "source": pl.lit(source),
+        "rank": pl.col("rank"),
+        "tid": pl.col(tid),
+        "iteration": pl.col("iteration"),
+        "start_ns": pl.col("ts_ns"),
+        "cpu_ns": pl.lit(None, pl.Int64),
+        "implementation": pl.col("k_implementation"),
+        "direction": pl.coalesce("k_direction", pl.lit(FORWARD)),
+        "call_site": call_site,
+        "shape_op_id": pl.lit(None, pl.Int64),
+        "end_ns": pl.lit(None, pl.Int64),
+        "specificity": pl.col("k_specificity").fill_null(0),
+    }
+
+
+def _captured_calls(trace: Trace, entry_mask: pl.Series) -> pl.DataFrame:
+    """Calls captured into a CUDA/HIP graph (CALL_COLUMNS and ``name``, the kernel launched):
+    launch calls that ran nothing in the trace (the
+    stream was capturing) whose kernel, as the launch names it (``launch_kernel``: ROCm
+    traces), a main kernel rule names, outside any attention op (an op's capture is that op's
+    call). They run at the graph's replays; the capturing op is their call site."""
+    cpu = trace.cpu
+    launches = cpu.filter(
+        pl.col("cat").is_in(RUNTIME_CATS)
+        & pl.col("launch_kernel").is_not_null()
+        & ~pl.col("name").is_in(GRAPH_LAUNCHES)
+    )
+    empty = pl.DataFrame(schema={**CALL_COLUMNS, "name": pl.String()})
+    if not launches.height:
+        return empty
+    ran = trace.gpu.select("rank", "correlation").drop_nulls().unique()
+    rules = kernel_rules(launches["launch_kernel"], KERNEL_RULES).filter(pl.col("k_role") == "main")
+    captured = (
+        launches.join(ran, on=["rank", "correlation"], how="anti")
+        .join(rules, left_on="launch_kernel", right_on="name", how="inner")
+        .sort("op_id")
+    )
+    if not captured.height:
+        return empty
+    inside = _under(cpu, captured["op_id"], entry_mask).is_not_null()
+    captured = captured.filter(~inside)
+    op = nearest_ancestor(cpu, captured["op_id"], pl.col("cat") == "cpu_op")
+    op_name = cpu["name"].gather(op.fill_null(0)).zip_with(op.is_not_null(), pl.Series([None]))
+    return (
+        captured.with_columns(op_name=op_name)
+        .select(
+            call_id="op_id",
+            **_rule_call(
+                CAPTURED,
+                "tid",
+                pl.format("{} {}", pl.coalesce("op_name", pl.lit(NO_OP)), pl.lit(GRAPH_CAPTURE)),
+            ),
+            region=pl.lit(None, pl.String),
+            name="launch_kernel",
+        )
+        .cast(empty.schema)
+    )
 
 
 def _refined_by_kernels(

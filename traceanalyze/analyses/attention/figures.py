@@ -12,12 +12,29 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceanalyze.analyses.attention.calls import CAPTURED, GRAPH_REPLAY
 from traceanalyze.analyses.attention.dispatch import BACKENDS, DISPATCH_INPUTS, with_why_not
 from traceanalyze.analyses.attention.rules import BACKWARD, COMPOSED, FORWARD
 from traceanalyze.hardware.peaks import PEAK_DTYPES
 
 SHAPES_MISSING = "shapes not recorded (record_shapes=False) and not in the kernel names"
 PER_SEQUENCE = "variable-length batch: the per-sequence lengths are not in the trace"
+CAPTURED_NOTE = (
+    "captured into a CUDA/HIP graph, not run here: it runs (and takes GPU time) at the "
+    "graph's replays; no op records the per-call shapes"
+)
+STEP_EXACT = (
+    "from the step annotation's sums over its sequences (query x key lengths): exact, the "
+    "per-sequence lengths themselves are not in the trace"
+)
+STEP_BOUND = (
+    "upper bound: every query-key pair of the step annotation's sequences counted (causal "
+    "not recorded); the per-sequence lengths are not in the trace"
+)
+GRAPH_SHAPES = (
+    "a CUDA/HIP graph replay: no op records the per-call shapes (batch, heads, sequence "
+    "lengths); the kernel names give at most the head size, dtype and GQA ratio"
+)
 VARLEN_BOUND = "upper bound: variable-length batch counted as batch x longest q x longest kv"
 BLOCK_BOUND = "upper bound: every block counted (the block mask's contents are not in the trace)"
 CAUSAL_UNEQUAL = (
@@ -37,16 +54,40 @@ def flops() -> tuple[pl.Expr, pl.Expr]:
     causal = pl.col("causal").fill_null(False) & skips
     square = pl.col("seq_q") == pl.col("seq_kv")
     forward = pl.when(causal & square).then(full // 2).when(causal).then(None).otherwise(full)
+    # A varlen call whose step annotation sums its sequences' lengths: exact where causal is
+    # known (the unmasked pairs), else every pair (an upper bound).
+    causal_pairs = pl.col("step_sqsk") - (pl.col("step_sqsq") - pl.col("step_sq")) // 2
+    pairs = pl.when(pl.col("causal").fill_null(False)).then(causal_pairs).otherwise("step_sqsk")
+    dims = pl.col("heads_q") * (pl.col("head_dim") + pl.coalesce("head_dim_v", "head_dim"))
+    forward = pl.coalesce(forward, 2 * pairs * dims)
     value = pl.when(pl.col("direction") == BACKWARD).then(forward * 5 // 2).otherwise(forward)
-    varlen = pl.col("varlen").fill_null(False)
+    varlen = pl.col("varlen").fill_null(False) & ~_uniform()
+    graph = pl.col("call_site") == GRAPH_REPLAY
     note = (
-        pl.when(full.is_null() & varlen).then(pl.lit(PER_SEQUENCE))
+        pl.when(pl.col("source") == CAPTURED).then(pl.lit(CAPTURED_NOTE))
+        .when(full.is_null() & graph).then(pl.lit(GRAPH_SHAPES))
+        .when(full.is_null() & pairs.is_not_null() & pl.col("causal").is_null())
+        .then(pl.lit(STEP_BOUND))
+        .when(full.is_null() & pairs.is_not_null()).then(pl.lit(STEP_EXACT))
+        .when(full.is_null() & varlen).then(pl.lit(PER_SEQUENCE))
         .when(full.is_null()).then(pl.lit(SHAPES_MISSING))
         .when(causal & ~square).then(pl.lit(CAUSAL_UNEQUAL))
         .when(varlen).then(pl.lit(VARLEN_BOUND))
         .when(pl.col("mask") == "block").then(pl.lit(BLOCK_BOUND))
     )  # fmt: skip
     return value, note
+
+
+def _uniform() -> pl.Expr:
+    """A variable-length batch whose sequences are all as long as the longest, so batch x
+    longest q x longest kv is exact: its query tokens are batch x longest q, and its key tokens
+    batch x longest kv where recorded, else (a causal call: every sequence attends to at least
+    its own queries, no more than the longest kv) the longest kv is the longest q."""
+    all_q = pl.col("tokens_q") == pl.col("batch") * pl.col("seq_q")
+    all_kv = (pl.col("tokens_kv") == pl.col("batch") * pl.col("seq_kv")).fill_null(
+        pl.col("causal").fill_null(False) & (pl.col("seq_kv") == pl.col("seq_q"))
+    )
+    return (all_q & all_kv).fill_null(False)
 
 
 def peak_dtype() -> pl.Expr:
@@ -82,7 +123,8 @@ def with_call_figures(calls: pl.DataFrame) -> pl.DataFrame:
 # A row is a call site and shape (not a region: a cold capture names every call's region).
 ROW_KEY = (
     "call_site", "implementation", "direction", "batch", "heads_q", "heads_kv",
-    "seq_q", "seq_kv", "head_dim", "head_dim_v", "tokens_q", "dtype", "causal", "mask",
+    "seq_q", "seq_kv", "head_dim", "head_dim_v", "gqa_ratio", "tokens_q", "dtype", "causal",
+    "mask",
     "dropout",
 )  # fmt: skip
 
@@ -100,7 +142,12 @@ def rows(calls: pl.DataFrame, iterations: int, gpu_activity_us_per_iter: float) 
         gpu_us_per_call=gpu_us.mean(),
         cpu_us_per_call=(pl.col("cpu_ns") / 1e3).mean(),
         gpu_us_per_iter=gpu_us.sum() / iterations,
-        flops_per_call=pl.col("flops_per_call").first(),
+        kv_cache_write_us_per_call=(pl.col("kv_cache_write_ns") / 1e3).mean(),
+        # Calls of a row share their shapes, so their FLOPs, except where a step annotation
+        # gives them (each step its own lengths): then the mean.
+        flops_per_call=pl.when(pl.col("flops_per_call").n_unique() == 1)
+        .then(pl.col("flops_per_call").first())
+        .otherwise(pl.col("flops_per_call").mean().round().cast(pl.Int64)),
         flops_note=pl.col("flops_note").first(),
         peak_dtype=pl.col("peak_dtype").first(),
         peak_tflops=pl.col("peak_tflops").first(),

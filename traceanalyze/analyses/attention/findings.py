@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceanalyze.analyses.attention.calls import CAPTURED
 from traceanalyze.analyses.attention.host import CUDNN_PLAN, DESCRIPTIONS
 from traceanalyze.analyses.attention.rules import BACKWARD, COMPOSED, FORWARD
 from traceanalyze.units import byte_size
@@ -30,12 +31,33 @@ def findings(
     """The section's first sentences (empty for a trace without attention)."""
     if not rows.height:
         return ()
-    said = [_overview(rows, gpu_us_per_iter, iterations)]
+    captured = rows.filter(pl.col("source") == CAPTURED)
+    ran = rows.filter(pl.col("source") != CAPTURED)
+    said = [_overview(ran, gpu_us_per_iter, iterations)] if ran.height else []
+    said += _captured(captured, iterations)
     said += _composed(rows)
     said += _why_not(rows)
     said += _flex(rows)
     said += _host(host)
     return tuple(s for s in said if s)
+
+
+def _captured(rows: pl.DataFrame, iterations: int) -> list[str]:
+    """Calls captured into a graph: they ran nowhere in the trace."""
+    if not rows.height:
+        return []
+    calls = float(rows["calls_per_iter"].sum())
+    by_impl = rows.group_by("implementation", maintain_order=True).agg(
+        pl.col("calls_per_iter").sum()
+    )
+    parts = ", ".join(f"{impl} {_n(c)}" for impl, c in by_impl.rows())  # a handful of rows
+    per = "per iteration" if iterations > 1 else "in the trace's one iteration"
+    verb = "was" if _calls(calls) == "call" else "were"
+    return [
+        f"{_n(calls)} attention {_calls(calls)} {per} ({parts}) {verb} captured into a CUDA/HIP "
+        "graph, not run: they take their GPU time at the graph's replays, which this trace "
+        "does not hold, and no attention op records their per-call shapes."
+    ]
 
 
 def _overview(rows: pl.DataFrame, gpu_us_per_iter: float, iterations: int) -> str:
@@ -76,7 +98,6 @@ def _composed(rows: pl.DataFrame) -> list[str]:
         part = composed.filter(pl.col("direction") == direction)
         if not part.height:
             continue
-        top = part.sort("gpu_us_per_iter", descending=True, nulls_last=True).row(0, named=True)
         calls = float(part["calls_per_iter"].sum())
         share = part["share_of_gpu_activity_pct"].sum()
         impls = ", ".join(sorted(set(part["implementation"])))
@@ -90,17 +111,45 @@ def _composed(rows: pl.DataFrame) -> list[str]:
             said.append(text + ".")
             continue
         text += f": {share:.1f}% of the GPU activity time"
-        if top["scores_bytes"]:
-            text += f"; the scores write {byte_size(top['scores_bytes'])} per call"
-            if top["mask_copies"]:
-                text += " (an out-of-place masked_fill copies them once more)"
-        if top["fused_estimate_us"] is not None:
-            text += (
-                f"; a fused kernel would need ~{_n(top['fused_estimate_us'])} µs per call "
-                f"against {_n(top['gpu_us_per_call'])} µs (at {top['fused_estimate_source']})"
-            )
+        text += _scores(part)
+        text += _fused(part)
         said.append(text + ".")
     return said
+
+
+def _scores(part: pl.DataFrame) -> str:
+    """The score writes of ``part``'s rows: per iteration (each row's bytes per call times
+    its calls) and per call (one figure where the rows agree, else their range)."""
+    writing = part.filter(pl.col("scores_bytes") > 0)
+    if not writing.height:
+        return ""
+    calls = float(writing["calls_per_iter"].sum())
+    per_iter = float((writing["scores_bytes"] * writing["calls_per_iter"]).sum())
+    low, high = int(writing["scores_bytes"].min()), int(writing["scores_bytes"].max())  # type: ignore[arg-type]
+    per_call = byte_size(low) if low == high else f"{byte_size(low)} to {byte_size(high)}"
+    amount = (
+        f"{per_call} per call"
+        if calls == 1
+        else f"{byte_size(per_iter)} per iteration ({per_call} per call)"
+    )
+    text = f"; the scores write {amount}"
+    if writing["mask_copies"].any():
+        text += ", an out-of-place masked_fill copying them once more"
+    return text
+
+
+def _fused(part: pl.DataFrame) -> str:
+    """What a fused kernel would need for ``part``'s rows with an estimate, against what they
+    took, both per iteration."""
+    estimated = part.filter(pl.col("fused_estimate_us").is_not_null())
+    if not estimated.height:
+        return ""
+    calls = estimated["calls_per_iter"]
+    fused = float((estimated["fused_estimate_us"] * calls).sum())
+    took = float((estimated["gpu_us_per_call"] * calls).sum())
+    sources = "; ".join(estimated["fused_estimate_source"].unique(maintain_order=True))
+    per = "per call" if float(calls.sum()) == 1 else "per iteration"
+    return f"; a fused kernel would need ~{_n(fused)} µs {per} against {_n(took)} µs (at {sources})"
 
 
 def _why_not(rows: pl.DataFrame) -> list[str]:

@@ -13,6 +13,7 @@ import polars as pl
 
 from traceanalyze.analyses.activities import classified_activities, iteration_count
 from traceanalyze.analyses.attention.calls import FoundCalls, find_calls
+from traceanalyze.analyses.attention.composed import ComposedCalls
 from traceanalyze.analyses.attention.dispatch import family
 from traceanalyze.analyses.attention.figures import (
     rows,
@@ -21,9 +22,16 @@ from traceanalyze.analyses.attention.figures import (
 )
 from traceanalyze.analyses.attention.findings import findings
 from traceanalyze.analyses.attention.host import host_costs
-from traceanalyze.analyses.attention.rules import BACKWARD
+from traceanalyze.analyses.attention.match import name_mask
+from traceanalyze.analyses.attention.rules import BACKWARD, KV_CACHE_WRITE_KERNELS
 from traceanalyze.analyses.attention.scores import score_writes
-from traceanalyze.analyses.attention.shapes import SHAPE_COLUMNS, kernel_shapes, op_shapes
+from traceanalyze.analyses.attention.shapes import (
+    KERNEL_SAID,
+    SHAPE_COLUMNS,
+    kernel_shapes,
+    op_shapes,
+    step_lengths,
+)
 from traceanalyze.analyses.iterations import counted
 from traceanalyze.display import Shown
 from traceanalyze.hardware.devices import AMD_NAME
@@ -32,12 +40,13 @@ from traceanalyze.trace import Trace
 
 ATTENTION_COLUMNS = (
     "implementation", "direction", "call_site", "calls_per_iter", "batch", "heads_q",
-    "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype", "causal", "mask", "dropout",
-    "kernels_per_call", "gpu_us_per_call", "cpu_us_per_call", "flops_per_call", "tflops",
+    "heads_kv", "seq_q", "seq_kv", "head_dim", "gqa_ratio", "dtype", "causal", "mask",
+    "dropout", "kernels_per_call", "gpu_us_per_call", "cpu_us_per_call", "flops_per_call", "tflops",
     "pct_of_peak", "scores_bytes", "why_not", "refused_backends", "eligible_backends",
     "gpu_us_per_iter", "share_of_gpu_activity_pct",
     "peak_dtype", "peak_tflops", "flops_note", "fused_estimate_us", "fused_estimate_source",
     "head_dim_v", "tokens_q", "blocks_q", "blocks_kv", "mask_copies", "nested", "region",
+    "kv_cache_write_us_per_call",
     "source", "shapes_from", "kernels",
 )  # fmt: skip
 
@@ -54,20 +63,32 @@ DEFINITIONS: dict[str, str] = {
     "shape columns": "`batch`, `heads_q`, `heads_kv`, `seq_q`, `seq_kv`, `head_dim` from the "
     "call's recorded inputs (`record_shapes`); composed attention from the softmax's scores "
     "[batch, heads, seq_q, seq_kv] and the matmuls; a variable-length batch gives its longest "
-    "sequences; without recorded shapes what the kernel names say (`shapes_from`)",
+    "sequences; without recorded shapes what the kernel names say (`shapes_from`): a "
+    "head size, a dtype, causal, a GQA ratio (ROCm's paged decode kernels), never the "
+    "per-call batch, heads or sequence lengths",
+    "gqa_ratio": "query heads per key/value head: heads_q / heads_kv where recorded, else the "
+    "GQA_RATIO template argument of the call's kernel",
     "causal": "is_causal as the call recorded it, or the kernel's name says it; null where "
     "neither says (composed attention: the mask's contents are not in the trace)",
     "mask": "none, bool or float (an attn_mask, or the masking op of composed attention), "
-    "block (flex's block mask); null where the trace does not say",
-    "kernels_per_call": "GPU kernels the call ran (memory copies and sets not counted)",
-    "gpu_us_per_call": "GPU time of everything the call launched (kernels, copies, sets), mean "
-    "per call",
+    "block (flex's block mask); none also where the call's op takes no mask argument "
+    "(flash, vLLM's attention op); null where the trace does not say",
+    "kernels_per_call": "GPU kernels the call ran (memory copies and sets not counted, nor "
+    "its KV-cache writes)",
+    "gpu_us_per_call": "GPU time of everything the call launched (kernels, copies, sets) but "
+    "its KV-cache writes, mean per call",
+    "kv_cache_write_us_per_call": "GPU time of the KV-cache writes (reshape_and_cache, "
+    "store_kvcache, ...) the call launched or its KV-cache op just before it launched (vLLM's "
+    "unified_kv_cache_update, SGLang's store_cache), mean per call; not attention compute, so "
+    "apart from gpu_us_per_call; null where it wrote none",
     "cpu_us_per_call": "the call's time on the CPU: its op's duration, or the span from the "
     "first to the last matmul of composed attention; null for a call with no op of its own",
     "flops_per_call": "2·B·H·Sq·Skv·(D + Dv) forward (4·B·H·Sq·Skv·D for equal head sizes), "
     "halved when causal for kernels that skip the masked half (not composed attention or SDPA "
-    "math, which compute every score), 2.5x for a backward; `flops_note` says where it is an "
-    "upper bound or unknown",
+    "math, which compute every score), 2.5x for a backward; a variable-length call without "
+    "lengths of its own (vLLM, SGLang) from its step annotation's sums over the sequences "
+    "(2·H·(D + Dv)·Σ Sq·Skv, causal Σ Sq·Skv - Sq·(Sq - 1)/2; a row's mean over its steps); "
+    "`flops_note` says where it is an upper bound or unknown",
     "tflops": "flops_per_call / gpu_us_per_call",
     "pct_of_peak": "tflops over the GPU's dense peak for `peak_dtype` (the inputs' dtype; "
     "composed attention: its GEMMs' precision)",
@@ -152,6 +173,7 @@ CALL_TABLE = (
     "call_id", "rank", "iteration", "source", "implementation", "direction", "call_site",
     "batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype", "causal", "mask",
     "kernels", "gpu_ns", "cpu_ns", "flops_per_call", "scores_bytes", "kernel_names",
+    "kv_cache_write_ns",
 )  # fmt: skip
 
 
@@ -172,7 +194,14 @@ def _per_call(
     trace: Trace, found: FoundCalls, cudnn_first: bool | None, forced: str | None
 ) -> pl.DataFrame:
     """Each call with its shapes, GPU work, device and score writes."""
-    activities = found.activities
+    # KV-cache writes are the call's but not attention compute: timed apart, not counted.
+    kv = name_mask(found.activities, KV_CACHE_WRITE_KERNELS)
+    activities = found.activities.filter(~kv)
+    kv_writes = (
+        found.activities.filter(kv)
+        .group_by("call_id")
+        .agg(kv_cache_write_ns=pl.col("dur_ns").sum())
+    )
     work = (
         activities.sort("ts_ns")
         .group_by("call_id")
@@ -189,11 +218,23 @@ def _per_call(
             .first(),
         )
     )
-    shapes = _shapes(trace, found)
+    # A captured call's kernel ran nowhere in the trace: its launch names it.
+    named = pl.concat([activities.select("call_id", "name", "ts_ns"), found.captured])
+    shapes = _shapes(trace, found.calls, found.composed, named)
     calls = (
         found.calls.join(shapes, on="call_id", how="left")
         .join(work, on="call_id", how="left")
-        .with_columns(pl.col("kernels").fill_null(0), pl.col("kernel_names").fill_null([]))
+        .join(kv_writes, on="call_id", how="left")
+        .join(
+            found.captured.group_by("call_id").agg(captured_names=pl.col("name").unique()),
+            on="call_id",
+            how="left",
+        )
+        .with_columns(
+            pl.col("kernels").fill_null(0),
+            pl.coalesce("kernel_names", "captured_names").fill_null([]),
+        )
+        .drop("captured_names")
     )
     calls = (
         _with_devices(calls, _devices(trace))
@@ -207,19 +248,27 @@ def _per_call(
             scores_numel=pl.col("batch_heads") * pl.col("seq_q") * pl.col("seq_kv"),
         )
     )
+    # A variable-length call with no lengths of its own: its step annotation's sums, if any.
+    calls = calls.with_columns(
+        **{
+            name: pl.when(pl.col("varlen").fill_null(False) & pl.col("seq_q").is_null()).then(value)
+            for name, value in step_lengths(pl.col("region")).items()
+        }
+    )
     writes = score_writes(trace.cpu, calls, activities)
     return calls.join(writes, on="call_id", how="left")
 
 
-def _shapes(trace: Trace, found: FoundCalls) -> pl.DataFrame:
-    """Per call: its recorded shapes (ops or composed), kernel-name fills, and a backward's
-    missing shapes from its forward call."""
-    recorded = pl.concat(
-        [op_shapes(trace.cpu, found.calls), found.composed.shapes], how="diagonal_relaxed"
-    )
-    said = kernel_shapes(found.activities)
+def _shapes(
+    trace: Trace, calls: pl.DataFrame, composed: ComposedCalls, named: pl.DataFrame
+) -> pl.DataFrame:
+    """Per call: its recorded shapes (ops or composed), kernel-name fills (``named``: call_id,
+    name, ts_ns of its attention kernels), and a backward's missing shapes from its forward
+    call."""
+    recorded = pl.concat([op_shapes(trace.cpu, calls), composed.shapes], how="diagonal_relaxed")
+    said = kernel_shapes(named)
     shapes = (
-        found.calls.select("call_id")
+        calls.select("call_id")
         .join(recorded, on="call_id", how="left")
         .join(said, on="call_id", how="left")
     )
@@ -228,24 +277,29 @@ def _shapes(trace: Trace, found: FoundCalls) -> pl.DataFrame:
             pl.col("shapes_recorded").fill_null(False) | pl.col("seq_q").is_not_null()
         )
         .then(pl.lit("recorded shapes"))
-        .when(pl.col("k_head_dim").is_not_null() | pl.col("k_dtype").is_not_null())
+        .when(pl.any_horizontal(pl.col(f"k_{c}").is_not_null() for c in KERNEL_SAID))
         .then(pl.lit("kernel names"))
         .otherwise(pl.lit("none")),
         head_dim=pl.coalesce("head_dim", "k_head_dim"),
         causal=pl.coalesce("causal", "k_causal"),
         dtype=pl.coalesce("dtype", "k_dtype"),
-    ).drop("k_head_dim", "k_causal", "k_dtype")
+    )
     shapes = _from_forward(shapes).with_columns(dtype=pl.coalesce("dtype", "scores_dtype"))
+    # Query heads per key/value head: the recorded heads', else the kernel name's.
+    recorded_ratio = pl.when(pl.col("heads_q") % pl.col("heads_kv") == 0).then(
+        pl.col("heads_q") // pl.col("heads_kv")
+    )
     return shapes.with_columns(
         batch_heads=pl.coalesce(pl.col("batch") * pl.col("heads_q"), "batch_heads"),
         head_dim_v=pl.coalesce("head_dim_v", "head_dim"),
-        heads_kv=pl.coalesce("heads_kv", "heads_q"),
-    )
+        heads_kv=pl.coalesce("heads_kv", pl.col("heads_q") // pl.col("k_gqa_ratio"), "heads_q"),
+        gqa_ratio=pl.coalesce(recorded_ratio, "k_gqa_ratio"),
+    ).drop([f"k_{c}" for c in KERNEL_SAID])
 
 
 # Shape columns a backward takes from its forward call where it has none of its own.
 _INHERITED = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "head_dim_v", "dtype",
-              "causal", "mask", "dropout", "tokens_q", "batch_heads")  # fmt: skip
+              "causal", "mask", "dropout", "tokens_q", "tokens_kv", "batch_heads")  # fmt: skip
 
 
 def _from_forward(shapes: pl.DataFrame) -> pl.DataFrame:

@@ -93,6 +93,19 @@ class KernelRule:
     specificity: int = 1
 
 
+# KV-cache writes: scatter the step's new keys and values into the (paged) cache. Not attention
+# compute: a call's own (vLLM's FlashInfer backend writes inside its attention op) or its
+# helper op's (vLLM's unified_kv_cache_update, SGLang's store_cache, just before the call) go
+# to its ``kv_cache_write_us_per_call``, never to its kernels or GPU time.
+KV_CACHE_WRITE_KERNELS = (
+    r"(?i)reshape_and_cache|concat_and_cache|store_kv_?cache|set_kv_buffer"
+    r"|AppendPagedKVCache|kv_?cache_(write|store|update)"
+)
+KV_CACHE_WRITE_OPS = (
+    r"^vllm::unified_kv_cache_update$|^(_C_cache_ops|_C|vllm)::(reshape_and_cache|concat_and"
+    r"_cache)\w*$|^sglang::store_cache$|^flashinfer::\w*append_paged\w*kv_cache\w*$"
+)
+
 _BWD = BACKWARD
 OP_RULES: tuple[OpRule, ...] = (
     # PyTorch SDPA: the public op (its backend is below it), then each backend's own ops.
@@ -135,6 +148,8 @@ OP_RULES: tuple[OpRule, ...] = (
            r"^transformer_engine\w*::\w*(attn|attention)|^FusedAttnFunc\w*$|^tex::fused_attn",
            None, 3),
     OpRule("sage", r"^sageattn\w*$|^sageattention::|^qk_int8_sv\w*", None, 3),
+    # A KV-cache write op: a helper of the next attention call on its thread.
+    OpRule("paged", KV_CACHE_WRITE_OPS, "forward", 0, "before"),
     OpRule("ascend",
            r"(?i)^(aten::|npu::|torch_npu::)?npu_(fusion_attention|incre_flash_attention"
            r"|prompt_flash_attention|fused_infer_attention_score)(_grad)?$"
@@ -144,6 +159,9 @@ OP_RULES: tuple[OpRule, ...] = (
 )  # fmt: skip
 
 KERNEL_RULES: tuple[KernelRule, ...] = (
+    # A KV-cache write that no op gave to a call joins the next attention kernel on its stream
+    # (a graph replay: SGLang's store_kvcache runs just before the paged attention kernel).
+    KernelRule("paged", KV_CACHE_WRITE_KERNELS, "before", "forward"),
     # cuDNN SDPA (PyTorch's backend, or Transformer Engine's: the op says which).
     KernelRule("sdpa_cudnn", r"cudnn_generated_fort_native_sdpa\w*fprop", direction="forward"),
     KernelRule("sdpa_cudnn", r"cudnn_generated_fort_native_sdpa\w*bprop", direction=_BWD),
@@ -327,14 +345,20 @@ SHAPE_FAMILY_PATTERNS: tuple[tuple[str, str], ...] = (
 @dataclass(frozen=True)
 class KernelShapeRule:
     """What a kernel's name says about the call, for calls without recorded shapes: a regex
-    with one group, and the column its value fills (``head_dim`` an int, ``dtype`` a short
-    dtype, ``causal`` true where the group matched ``causal_when``)."""
+    with one group, and the column its value fills (``head_dim`` and ``gqa_ratio``, query
+    heads per key/value head, ints; ``dtype`` a short dtype; ``causal`` true where the group
+    matched ``causal_when``)."""
 
     column: str
     pattern: str
     value: str | None = None  # a fixed value where the pattern matches (dtype rules)
 
 
+# The ll4mi kernels' template arguments up to the block size (the OUTT type only in vLLM's).
+_LL4MI = (
+    r"paged_attention_ll4mi_QKV_mfma\d+_kernel<[^>]*?Fp8KVCacheDataType\)\d+, "
+    r"(?:[A-Za-z_][^,<]*, )?\d+, "
+)
 KERNEL_SHAPE_RULES: tuple[KernelShapeRule, ...] = (
     # FlashAttention 2/3 traits: Flash_fwd_kernel_traits<head_dim, block_m, block_n, ...>.
     KernelShapeRule("head_dim", r"Flash_(?:fwd|bwd)_kernel_traits<(\d+),"),
@@ -343,12 +367,35 @@ KERNEL_SHAPE_RULES: tuple[KernelShapeRule, ...] = (
     # TensorRT-LLM fmha: fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausal...
     KernelShapeRule("head_dim", r"^fmhaSm\d+\w*?H(\d+)"),
     KernelShapeRule("causal", r"^fmhaSm\d+\w*?(Causal)", "true"),
+    # ROCm paged decode (vLLM's and aiter's ll4mi kernels): <[int, ]scalar_t, cache_t,
+    # KV_DTYPE, [OUTT, ]BLOCK_SIZE, HEAD_SIZE, NUM_THREADS, ALIBI_ENABLED,
+    # [LOGITS_SOFT_CAP_ENABLED, ]GQA_RATIO, ...>: the versions differ in the bracketed ones.
+    KernelShapeRule("head_dim", _LL4MI + r"(\d+), \d+, (?:true|false), "),
+    KernelShapeRule("gqa_ratio", _LL4MI + r"\d+, \d+, (?:true|false), (?:(?:true|false), )?(\d+)"),
+    # <scalar_t, OUTT, HEAD_SIZE, NUM_THREADS, PARTITION_SIZE, NPAR_LOOPS>
+    KernelShapeRule("head_dim", r"paged_attention_ll4mi_reduce_kernel<[^,]+, [^,]+, (\d+),"),
+    # vLLM's CUDA kernels: v1/v2 <scalar_t, cache_t, HEAD_SIZE, BLOCK_SIZE, ...>, the v2
+    # reduce <scalar_t, HEAD_SIZE, NUM_THREADS, PARTITION_SIZE>.
+    KernelShapeRule("head_dim", r"paged_attention_v[12]_kernel<[^,]+, [^,]+, (\d+),"),
+    KernelShapeRule("head_dim", r"paged_attention_v2_reduce_kernel<[^,]+, (\d+),"),
     # dtypes named in the kernel (first rule that matches wins).
     # (fmhaSm100aKernel_QkvE4m3OBfloat16...: e4m3 inputs, a bf16 output; vLLM's
     # "Fp8KVCacheDataType)0" template argument says no fp8.)
     KernelShapeRule("dtype", r"(?i)(QkvE4m3|QE4m3|e4m3fn|float8_e4m3|fmha\w*_fp8)", "fp8"),
     KernelShapeRule("dtype", r"(?i)(bfloat16|bf16|DF16b)", "bf16"),
     KernelShapeRule("dtype", r"(half_t|__half\b|_fp16|f16_f16|Half\b)", "fp16"),
+)
+
+# The step annotations of vLLM and SGLang builds profiled with TraceLens' tooling name the
+# step's sequences by group (prefill "context", decode "generation"), as sums over them:
+# execute_8192_context_9(sq8155sk8430sqsq7475785sqsk7671310)_generation_37(sq37sk34489sqsq37
+# sqsk34489): sq = sum of query lengths, sk of key lengths, sqsq of sq^2, sqsk of sq*sk. Every
+# attention call of the step (one per layer) attends over all of them: its query-key pairs
+# are the sum of sqsk (non-causal), or sqsk - (sqsq - sq) / 2 causal (each sequence's queries
+# are its last sq positions). One pattern per group; its four groups are sq, sk, sqsq, sqsk.
+STEP_LENGTH_PATTERNS = (
+    r"context_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)",
+    r"generation_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)",
 )
 
 # Composed attention in the CPU op tree: the softmax over the scores' last dimension, with a

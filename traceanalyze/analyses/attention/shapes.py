@@ -17,6 +17,7 @@ from traceanalyze.analyses.attention.rules import (
     KERNEL_SHAPE_RULES,
     SHAPE_FAMILIES,
     SHAPE_FAMILY_PATTERNS,
+    STEP_LENGTH_PATTERNS,
     ShapeFamily,
     ascii_regex,
 )
@@ -31,6 +32,7 @@ SHAPE_COLUMNS: dict[str, pl.DataType] = {
     "head_dim": pl.Int64(),
     "head_dim_v": pl.Int64(),
     "tokens_q": pl.Int64(),
+    "tokens_kv": pl.Int64(),  # a varlen call's key tokens where k holds them (not a cache)
     "dtype": pl.String(),
     "causal": pl.Boolean(),
     "mask": pl.String(),
@@ -135,6 +137,9 @@ def _layout_columns() -> dict[str, pl.Expr]:
         "head_dim": pick(q.list.get(3), q.list.get(3), q.list.get(-1)),
         "head_dim_v": pick(_bhsd_value_dim(v, k), v.list.get(3), v.list.get(-1)),
         "tokens_q": pl.when(packed).then(q.list.get(0)).otherwise(batch * seq_q),
+        # flash/efficient varlen: k is [key tokens, heads, dim]; thd ops' k is a KV cache or
+        # the step's new keys, neither the keys attended to.
+        "tokens_kv": pl.when(packed & (layout == "bshd")).then(k.list.get(0)),
         "varlen": packed,
         "nested": (q.list.len() == 0)
         & (pl.col("types").list.get(pl.col("q"), null_on_oob=True) == ""),
@@ -149,9 +154,13 @@ def _argument_columns() -> dict[str, pl.Expr]:
     mask_type = dtype(pl.col("mask"))
     is_true = {name: concrete(pl.col(name)) == "True" for name in ("causal", "gqa")}
     block = pl.col("num_blocks").is_not_null()
+    recorded = pl.col("types").list.get(pl.col("mask"), null_on_oob=True).is_not_null()
     mask = (
         pl.when(block).then(pl.lit("block"))
-        .when(pl.col("mask").is_null()).then(pl.lit(None, pl.String))
+        # The op takes no mask argument (flash, vLLM's attention op): none, recorded or not.
+        .when(pl.col("mask").is_null()).then(pl.lit("none"))
+        # It takes one but the trace did not record its arguments: unknown.
+        .when(~recorded).then(pl.lit(None, pl.String))
         .otherwise(mask_type.replace_strict(_MASK_KINDS, default="none"))
     )  # fmt: skip
     return {
@@ -164,13 +173,30 @@ def _argument_columns() -> dict[str, pl.Expr]:
     }
 
 
+# The columns kernel names can say (KERNEL_SHAPE_RULES' ``column``).
+KERNEL_SAID = ("head_dim", "gqa_ratio", "causal", "dtype")
+
+
+def step_lengths(region: pl.Expr) -> dict[str, pl.Expr]:
+    """``step_sq``, ``step_sqsq`` and ``step_sqsk``: the sums over the step's sequences its
+    annotation (``region``) writes (STEP_LENGTH_PATTERNS), over every group; null where it
+    writes none."""
+    sums: dict[str, pl.Expr] = {}
+    for index, name in ((1, "step_sq"), (3, "step_sqsq"), (4, "step_sqsk")):
+        found = [
+            region.str.extract(ascii_regex(pattern), index).cast(pl.Int64, strict=False)
+            for pattern in STEP_LENGTH_PATTERNS
+        ]
+        any_found = pl.any_horizontal(f.is_not_null() for f in found)
+        sums[name] = pl.when(any_found).then(pl.sum_horizontal(found))
+    return sums
+
+
 def kernel_shapes(activities: pl.DataFrame) -> pl.DataFrame:
-    """Per call: head_dim, causal and dtype where its kernels' names say them (the first
-    kernel that says each)."""
+    """Per call: head_dim, gqa_ratio, causal and dtype where its kernels' names say them (the
+    first kernel that says each)."""
     names = activities["name"].unique().to_frame("name")
-    said = names.with_columns(
-        **{column: _said(column) for column in ("head_dim", "causal", "dtype")}
-    )
+    said = names.with_columns(**{column: _said(column) for column in KERNEL_SAID})
     return (
         activities.select("call_id", "name", "ts_ns")
         .join(said, on="name")
@@ -178,6 +204,7 @@ def kernel_shapes(activities: pl.DataFrame) -> pl.DataFrame:
         .group_by("call_id")
         .agg(
             k_head_dim=pl.col("head_dim").drop_nulls().first(),
+            k_gqa_ratio=pl.col("gqa_ratio").drop_nulls().first(),
             k_causal=pl.col("causal").drop_nulls().first(),
             k_dtype=pl.col("dtype").drop_nulls().first(),
         )
@@ -191,7 +218,7 @@ def _said(column: str) -> pl.Expr:
         found = name.str.extract(ascii_regex(rule.pattern), 1)
         got = pl.lit(rule.value) if rule.value is not None else found
         value = pl.when(found.is_not_null()).then(got).otherwise(value)
-    if column == "head_dim":
+    if column in ("head_dim", "gqa_ratio"):
         return value.cast(pl.Int64, strict=False)
     if column == "causal":
         return pl.when(value.is_not_null()).then(value.str.to_lowercase() == "true")

@@ -78,7 +78,7 @@ CLEAN_DETAIL: dict[str, str] = {
     "duration_overflow": "no activity runs past the next one or beyond its kind's limits",
     "bad_timestamps": "no event at ts 0, with a negative duration or outside its rank's span; "
     "steps in order",
-    "truncated": "no open, cut or empty last step",
+    "truncated": "no open, cut or empty last step; no gzip file cut short",
     "clock_skew": "one rank: no clocks to compare",
     "gpu_clock_offset": "launch-to-start delays fit one clock for the CPU and the GPU",
     "profiler_overhead": "nothing recorded besides ops and GPU activity",
@@ -124,7 +124,8 @@ class Audit(Shown):
 
     def warnings_for(self, printed: Sequence[str]) -> dict[str, str]:
         """Each warning or error that moves one of ``printed`` figures by ``WARN_LINE_PCT`` or
-        more, the largest move first: ``check/finding`` -> what it moves most, by how much
+        more, or that its rule says always (a cut gzip file: its detail), the largest move
+        first: ``check/finding`` -> what it moves most, by how much
         (``{"launches_without_activity/dropped": "22 events move memset_per_iter ±22 per
         iteration (the trace shows 0)"}``)."""
         said: list[tuple[float, str, str]] = []
@@ -138,7 +139,9 @@ class Audit(Shown):
                 and (pct := moved_pct(figure, amount, self.figures)) is not None
                 and pct >= WARN_LINE_PCT
             ]
-            if finding.verdict_changes and VERDICT in printed:
+            if FINDINGS[(finding.check, finding.finding)].said_always:
+                said.append((math.inf, f"{finding.check}/{finding.finding}", finding.detail))
+            elif finding.verdict_changes and VERDICT in printed:
                 said.append(
                     (math.inf, f"{finding.check}/{finding.finding}", self._verdict(finding))
                 )

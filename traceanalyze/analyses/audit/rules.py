@@ -41,6 +41,9 @@ class FindingRule:
     severity: str  # INFO or WARNING, when found
     error_pct: float | None  # escalate to ERROR from this move of a figure (None: never)
     meaning: str  # what it is and why it matters, one sentence
+    # Said on stderr by every command that loads the trace, whatever figures it moves (a
+    # fault of the file itself, that no figure weighs).
+    said_always: bool = False
 
 
 FINDINGS: dict[tuple[str, str], FindingRule] = {
@@ -162,6 +165,14 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         "activities of the step before it: cut short when the profiler stopped, and counted in "
         "the means",
     ),
+    ("truncated", "gzip_cut"): FindingRule(
+        WARNING,
+        None,
+        "a gzip file that ends early (its trailer, or a member after the JSON, cut) although "
+        "the JSON inside is whole: every event was read, so no figure moves, but the data's "
+        "checksum could not be verified; said by every command",
+        said_always=True,
+    ),
     ("truncated", "empty_last_step"): FindingRule(
         INFO,
         None,
@@ -227,6 +238,10 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         "unknown",
     ),
 }
+
+# The findings (``check/finding``) every command says, whatever figures they move.
+SAID_ALWAYS = frozenset(f"{check}/{finding}" for (check, finding), rule in FINDINGS.items()
+                        if rule.said_always)  # fmt: skip
 
 # --- thresholds -------------------------------------------------------------------------------
 

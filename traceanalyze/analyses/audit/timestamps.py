@@ -16,6 +16,7 @@ import polars as pl
 
 from traceanalyze.analyses.audit.figures import Finding, weighed
 from traceanalyze.analyses.audit.rules import (
+    EXAMPLES,
     OUTSIDE_FACTOR,
     OUTSIDE_MIN_NS,
     SHORT_LAST_STEP_PCT,
@@ -390,9 +391,10 @@ def _steps_out_of_order(trace: Trace) -> Finding | None:
 
 
 def truncated(trace: Trace) -> list[Finding]:
-    """Steps cut short: opened and never closed, the last counted one far shorter than the
-    others, or the profiler's empty closing step."""
-    found = []
+    """Files and steps cut short: a gzip file that ends early though its JSON is whole, steps
+    opened and never closed, the last counted one far shorter than the others, or the
+    profiler's empty closing step."""
+    found = _gzip_cuts(trace)
     # The regions the trace marks as steps (ProfilerStep, or a repeated annotation) with no
     # duration; the counted step that holds one is weighed (the step model may count other
     # spans than the regions).
@@ -431,6 +433,40 @@ def truncated(trace: Trace) -> list[Finding]:
             )
         )
     return found
+
+
+def _gzip_cuts(trace: Trace) -> list[Finding]:
+    """The files of ``trace`` the loader read whole JSON from although their gzip stream ends
+    early (TraceMeta.gzip_cut): one finding naming each such file and where it is cut."""
+    cuts = [(meta.path.name, meta.gzip_cut) for meta in trace.meta if meta.gzip_cut]
+    if not cuts:
+        return []
+    return [
+        Finding(
+            CHECK_TRUNCATED,
+            "gzip_cut",
+            len(cuts),
+            0.0,
+            "; ".join(_gzip_cut_text(name, cut) for name, cut in cuts[:EXAMPLES])
+            + (f"; and {len(cuts) - EXAMPLES} more files" if len(cuts) > EXAMPLES else ""),
+        )
+    ]
+
+
+def _gzip_cut_text(name: str, cut: dict[str, int | None]) -> str:
+    """Where one file's gzip stream is cut, in words (from source.GzipCut's record)."""
+    member = f"gzip member {cut['member']} of {name} (from byte {cut['member_offset_bytes']:,})"
+    missing = cut.get("missing_bytes")
+    where = (
+        f"lacks {missing} of its 8 trailer bytes (checksum and size)"
+        if missing is not None
+        else f"ends inside its compressed data after {cut['member_inflated_bytes']:,} "
+        "inflated bytes"
+    )
+    return (
+        f"{member} {where}; the JSON is whole, so no event is lost, but the data is "
+        "unverified: copy or re-export the file"
+    )
 
 
 def _falls_short(loaded: Trace) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from traceanalyze.analyses.audit.rules import SAID_ALWAYS
 from traceanalyze.analyses.report.findings import Finding
 from traceanalyze.render.table import markdown_table, number_cell
 from traceanalyze.units import byte_size
@@ -328,9 +329,13 @@ def audit_sentence(audit_lines: tuple[str, ...]) -> str:
     """The audit's finding: the traces' own faults that move the figures below, the largest
     first."""
     more = f"; and {len(audit_lines) - 3} more" if len(audit_lines) > 3 else ""
-    return (
-        "Trace faults move figures below by 1% or more: " + "; ".join(audit_lines[:3]) + more + "."
-    )
+    # a finding said whatever it moves (a cut gzip file) moves no figure
+    said = sum(any(f": {key}: " in line for key in SAID_ALWAYS) for line in audit_lines)
+    what = [
+        *(["move figures below by 1% or more"] if said < len(audit_lines) else []),
+        *(["leave a file unverified"] if said else []),
+    ]
+    return f"Trace faults {', or '.join(what)}: " + "; ".join(audit_lines[:3]) + more + "."
 
 
 def guesses_section(guesses: pl.DataFrame) -> str:
