@@ -43,8 +43,9 @@ _ITERATION_COLUMNS = {
     "gpu_activity_us": F64, "gpu_kernel_us": F64, "gpu_memcpy_us": F64, "gpu_memset_us": F64,
     "own_busy_us": F64, "compute_us": F64, "communication_us": F64,
     "exposed_communication_us": F64, "exposed_copy_us": F64, "carried_in_us": F64,
-    "idle_queued_us": F64, "idle_sync_us": F64, "idle_data_loading_us": F64,
-    "idle_host_us": F64, "idle_launch_us": F64, "idle_queued_dispatch_us": F64,
+    "carried_in_warmup_us": F64, "idle_queued_us": F64, "idle_sync_us": F64,
+    "idle_data_loading_us": F64, "idle_host_us": F64, "idle_launch_us": F64,
+    "idle_launch_first_call_us": F64, "idle_queued_dispatch_us": F64,
     "idle_queued_waiting_us": F64, "bound": STR,
 }  # fmt: skip
 
@@ -197,8 +198,8 @@ DECLARED: tuple[Declared, ...] = (
     }),
     Declared("idle", "figures", "--table",
         "One row: the idle time, the step's wall time and the verdict.", {
-        "gpu_idle_us_per_iter": F64, "wall_us_per_iter": F64, "bound": STR, "iterations": I64,
-        "gpu_activities_per_iter": F64,
+        "gpu_idle_us_per_iter": F64, "wall_us_per_iter": F64, "bound": STR, "clock_note": STR,
+        "iterations": I64, "gpu_activities_per_iter": F64,
     }),
     Declared("roofline", "ops", "--table",
         "One row per op and shape: FLOPs, bytes, achieved rate, % of the roofline.", {

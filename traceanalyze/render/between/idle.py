@@ -16,8 +16,8 @@ from traceanalyze.render.table import markdown_table
 from traceanalyze.tables import conform
 
 # The figures of one idle result, in its JSON's order (the rest are its tables).
-IDLE_FIGURES = ("gpu_idle_us_per_iter", "wall_us_per_iter", "bound", "iterations",
-                "gpu_activities_per_iter")  # fmt: skip
+IDLE_FIGURES = ("gpu_idle_us_per_iter", "wall_us_per_iter", "bound", "clock_note",
+                "iterations", "gpu_activities_per_iter")  # fmt: skip
 IDLE_TABLES = ("causes", "by_stream", "largest_gaps", "syncs")
 
 
@@ -53,6 +53,11 @@ def idle_markdown(result: IdleResult, *, full_names: bool = False, level: int = 
         f"{_bound_words(result.bound)}): the stretches of each step's window when no stream runs "
         "anything, each with one cause, decided by whether the work that ends it was already "
         "queued, else by what the launching thread did until it launched it.\n",
+        *(
+            [f"**The causes below cannot be read:** {result.clock_note}.\n"]
+            if result.clock_note
+            else []
+        ),
         _table(causes),
     ]
     if result.by_stream.select("rank", "device", "stream").n_unique() > 1:
@@ -87,6 +92,9 @@ VERDICTS = {
     "(more workers, pinned memory, prefetching)",
     "host": "waiting for the CPU to launch work: the host's operators and Python set the pace",
     "launch": "the launch calls themselves: many small launches (fusion or CUDA graphs)",
+    "launch_first_call": "one-off launch calls (a lazy module load, a JIT compile): a first "
+    "call's cost, not steady launch overhead (warm up before profiling, or load modules "
+    "eagerly with CUDA_MODULE_LOADING=EAGER)",
 }
 
 
