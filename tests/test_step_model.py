@@ -368,3 +368,38 @@ def test_an_item_that_blocks_twice_is_one_sync_of_its_operator(tmp_path: Path) -
         ("aten::item", 1.0, 8.0),
         ("cudaDeviceSynchronize", 1.0, 2.0),
     ]
+
+
+def test_a_pageable_copy_that_returns_just_before_its_copy_ends_blocks(tmp_path: Path) -> None:
+    # Step 1: a cudaMemcpyAsync call (5..105 us) whose copy waited behind a queued kernel,
+    # started at 80 and ended at 107, 2 us after the call returned (a pageable copy's last chunk
+    # lands after the call returns): the call blocked for the GPU. Step 2: a 20 us call whose
+    # copy starts 15 us into it and runs 100 us, most of it after the return: not blocked.
+    events = [
+        annotation("ProfilerStep#1", 0, 120),
+        call("cudaLaunchKernel", 1, 2, 1),
+        kernel(GEMM, 4, 76, 1),
+        call("cudaMemcpyAsync", 5, 100, 2),
+        kernel("Memcpy HtoD (Pageable -> Device)", 80, 27, 2, cat="gpu_memcpy"),
+        annotation("ProfilerStep#2", 200, 150),
+        call("cudaMemcpyAsync", 205, 20, 3),
+        kernel("Memcpy HtoD (Pinned -> Device)", 220, 100, 3, cat="gpu_memcpy"),
+    ]
+    trace = load(tmp_path, events)
+    table = step_model(trace).syncs(trace)
+    # One blocking call in two steps: half a call and 50 us blocked per step.
+    assert table.select("op", "count_per_iter", "cpu_blocked_us_per_iter").rows() == [
+        ("cudaMemcpyAsync", 0.5, 50.0),
+    ]
+
+
+def test_param_resnets_pageable_batch_copy_is_a_sync() -> None:
+    # Skeptic 38c: each step's 77 MB pageable H2D copy ends 34 us after its call returns; the
+    # calls block 69,982.4 us per counted step (recomputed from the raw JSON), the step's
+    # dominant CPU wait, which the syncs table missed (40.75 us).
+    path = CORPUS_TRACES / "param_resnet_kineto.json.gz"
+    skip_without(path)
+    trace = __import__("traceanalyze").load(path)
+    table = step_model(trace).syncs(trace)
+    blocked = table.filter(pl.col("op") == "aten::to")["cpu_blocked_us_per_iter"].sum()
+    assert 69_982 <= blocked <= 69_982.4 + 41
