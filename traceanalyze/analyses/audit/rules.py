@@ -202,6 +202,14 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         "start before their launch call; idle causes, the bound verdict and the critical path "
         "compare the two clocks, so the step model gives no verdict",
     ),
+    ("gpu_clock_offset", "unclear"): FindingRule(
+        WARNING,
+        None,
+        "a rank's shortest launch-to-start delay is a millisecond or more, but the GPU idles with "
+        "that work queued only before its first recorded activity: its clock is offset, or it "
+        "was busy with work launched before the profiler started (not recorded); the trace "
+        "cannot tell which, so the step model gives no verdict",
+    ),
     ("profiler_overhead", "recorded"): FindingRule(
         INFO,
         None,

@@ -4,17 +4,22 @@ A kernel (copy, memset) cannot start before the call that launched it began, and
 nothing queued starts new work a few µs after its launch. A GPU-bound loop's CPU runs ahead, so
 every launch of a trace may find a deep queue (shortest delays of 14-48 ms on H200 captures);
 but then the GPU is never idle for long: it always has the next work. The GPU's clock is
-offset from the CPU's (ROCm traces show 6.9 ms and 146 ms) where, over
-``OFFSET_MIN_LAUNCHES`` launches or more of a rank,
+offset from the CPU's where, over ``OFFSET_MIN_LAUNCHES`` launches or more of a rank,
 
 * the shortest launch-to-start delay (activity start minus launch call start) is
-  ``OFFSET_MIN_DELAY_US`` or more, *and* the GPU sits idle with that queued work for
-  ``OFFSET_WAITING_MIN_PCT`` or more of the steps' wall (gaps of ``DISPATCH_MAX_NS`` or more
-  ended by work launched before they began): a queue that deep never lets the GPU idle; or
+  ``OFFSET_MIN_DELAY_US`` or more, *and* between its recorded activities the GPU sits idle
+  with that queued work for ``OFFSET_WAITING_MIN_PCT`` or more of the steps' wall (gaps of
+  ``DISPATCH_MAX_NS`` or more ended by work launched before they began); or
 * ``BEFORE_LAUNCH_MIN_PCT`` or more of the activities start before their launch call began.
 
-A gap's cause then compares a launch time with a GPU time on another clock, and a critical
-path that crosses between CPU and GPU cannot be read: the step model gives no verdict.
+Where the delay is that long but the only such idle lies before the rank's first recorded
+activity, the trace cannot tell an offset from a GPU still busy with work launched before the
+profiler started (which it did not record; ROCm vLLM decode traces: the GPU is 99.8% busy from
+its first activity on): the check says so (``shown`` false) rather than claim an offset.
+
+Either way a gap's cause compares a launch time with a GPU time that may be on another clock,
+and a critical path that crosses between CPU and GPU cannot be read: the step model gives no
+verdict.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from traceanalyze.trace import Trace
 OFFSET_MIN_DELAY_US = 1_000.0
 # Over at least this many launches (per rank): fewer may all have found a queue.
 OFFSET_MIN_LAUNCHES = 20
-# The steps' wall share the GPU idles with work queued (long gaps) that, beside the shortest
-# delay above, a queue on one clock cannot show.
+# The steps' wall share the GPU idles with work queued (long gaps between recorded activities)
+# that, beside the shortest delay above, a queue on one clock cannot show; the same share
+# before the first recorded activity leaves the clocks in doubt (module docstring).
 OFFSET_WAITING_MIN_PCT = 5.0
 # A share of activities starting before their launch call began: the GPU's clock is behind.
 BEFORE_LAUNCH_MIN_PCT = 10.0
@@ -46,28 +52,48 @@ class ClockOffset:
     min_delay_us: float
     before_launch_pct: float
     waiting_pct: float
+    leading_pct: float = 0.0
+
+    @property
+    def shown(self) -> bool:
+        """Whether the trace shows the offset (else it cannot tell it from unrecorded work)."""
+        return (
+            self.before_launch_pct >= BEFORE_LAUNCH_MIN_PCT
+            or self.waiting_pct >= OFFSET_WAITING_MIN_PCT
+        )
 
     def describe(self) -> str:
-        """The evidence, as a clause."""
+        """The evidence, as a clause (only what the trace shows)."""
+        delay = (
+            f"the shortest delay from a launch call's start to its GPU activity's start is "
+            f"{self.min_delay_us:,.1f} µs over {self.launches:,} launches"
+        )
         if self.before_launch_pct >= BEFORE_LAUNCH_MIN_PCT:
             seen = (
                 f"{self.before_launch_pct:.1f}% of {self.launches:,} GPU activities start before "
                 "their launch call began"
             )
-        else:
+        elif self.shown:
             seen = (
-                f"the shortest delay from a launch call's start to its GPU activity's start is "
-                f"{self.min_delay_us:,.1f} µs over {self.launches:,} launches, yet the GPU idles "
-                f"{self.waiting_pct:.1f}% of the wall with that work queued (on one clock a queue "
-                "that deep never lets it idle)"
+                f"{delay}, yet between its recorded activities the GPU idles "
+                f"{self.waiting_pct:.1f}% of the wall with that work queued (on one clock, work "
+                "queued that long would have run in those gaps)"
+            )
+        else:
+            return (
+                f"rank {self.rank}: {delay}, and nothing is recorded on the GPU for the first "
+                f"{self.leading_pct:.1f}% of the wall while that work is queued: its GPU clock "
+                "is offset from its CPU clock, or the GPU was busy with work launched before the "
+                "profiler started (not recorded); the trace cannot tell which"
             )
         return f"rank {self.rank}'s GPU clock is offset from its CPU clock: {seen}"
 
 
 def clock_offsets(trace: Trace, waiting_pct: pl.DataFrame) -> list[ClockOffset]:
     """The ranks of ``trace`` whose GPU clock is offset from the CPU's (module docstring);
-    ``waiting_pct``: per ``rank``, ``waiting_pct``, the share of the steps' wall the GPU idled
-    with its next work queued (gaps of ``DISPATCH_MAX_NS`` or more)."""
+    ``waiting_pct``: per ``rank``, ``waiting_pct`` and ``leading_pct``, the share of the steps'
+    wall the GPU idled with its next work queued (gaps of ``DISPATCH_MAX_NS`` or more) between
+    its recorded activities and before the first."""
     linked = trace.gpu.filter(pl.col("launch_ts_ns").is_not_null() & pl.col("ts_ns").is_not_null())
     if not linked.height:
         return []
@@ -83,7 +109,12 @@ def clock_offsets(trace: Trace, waiting_pct: pl.DataFrame) -> list[ClockOffset]:
         .filter(
             (
                 (pl.col("min_delay_us") >= OFFSET_MIN_DELAY_US)
-                & (pl.col("waiting_pct").fill_null(0.0) >= OFFSET_WAITING_MIN_PCT)
+                & (
+                    pl.max_horizontal(
+                        pl.col("waiting_pct").fill_null(0.0), pl.col("leading_pct").fill_null(0.0)
+                    )
+                    >= OFFSET_WAITING_MIN_PCT
+                )
             )
             | (pl.col("before_launch_pct") >= BEFORE_LAUNCH_MIN_PCT)
         )
@@ -91,9 +122,11 @@ def clock_offsets(trace: Trace, waiting_pct: pl.DataFrame) -> list[ClockOffset]:
     )
     # One row per offset rank: a handful.
     return [
-        ClockOffset(int(rank), int(n), float(delay), float(pct), float(waiting or 0.0))
-        for rank, n, delay, pct, waiting in per_rank.select(
-            "rank", "launches", "min_delay_us", "before_launch_pct", "waiting_pct"
+        ClockOffset(
+            int(rank), int(n), float(delay), float(pct), float(waiting or 0.0), float(lead or 0.0)
+        )
+        for rank, n, delay, pct, waiting, lead in per_rank.select(
+            "rank", "launches", "min_delay_us", "before_launch_pct", "waiting_pct", "leading_pct"
         ).iter_rows()
     ]
 
@@ -101,8 +134,14 @@ def clock_offsets(trace: Trace, waiting_pct: pl.DataFrame) -> list[ClockOffset]:
 def offset_note(offsets: list[ClockOffset]) -> str:
     """Why no gap cause or verdict can be read, and what is missing."""
     said = "; ".join(o.describe() for o in offsets[:3])
+    fix = (
+        "the trace lacks a common clock (profile on one clock source, or align the GPU's times "
+        "to its launches)"
+        if any(o.shown for o in offsets)
+        else "the trace shows neither a common clock nor the GPU's earlier work (profile more "
+        "steps, with a sync before the first, or on one clock source)"
+    )
     return (
         f"{said}: whether the GPU waited for the host (a gap's cause) and what bounds the step "
-        "cannot be told, since they compare launch times with GPU times; the trace lacks a "
-        "common clock (profile on one clock source, or align the GPU's times to its launches)"
+        f"cannot be told, since they compare launch times with GPU times; {fix}"
     )

@@ -118,20 +118,37 @@ def _model(trace: Trace) -> StepModel:
     means = _means(steps)
     launched = bool(trace.gpu["linked"].fill_null(value=False).any())
     recorded = trace.gpu.height > 0
-    clock = tuple(clock_offsets(trace, _waiting_pct(steps)))
+    clock = tuple(clock_offsets(trace, _waiting_pct(steps, gaps, trace)))
     verdict = _verdict(steps, means, gaps, calls, launched=launched, recorded=recorded)
     if clock:
         verdict = Verdict(CANNOT_TELL, None, verdict.shares_pct, offset_note(list(clock)))
     return StepModel(steps, gaps, calls, means, verdict, WALL_FROM_TRACE, clock)
 
 
-def _waiting_pct(steps: pl.DataFrame) -> pl.DataFrame:
+def _waiting_pct(steps: pl.DataFrame, gaps: pl.DataFrame, trace: Trace) -> pl.DataFrame:
     """Per rank: the share of the steps' wall the GPU idled with its next work queued (long
-    gaps), which the clock check weighs."""
-    return steps.group_by("rank").agg(
-        waiting_pct=pl.col(QUEUED_WAITING).sum()
-        / pl.col("wall_us").sum().clip(lower_bound=1e-9)
-        * 100
+    gaps), which the clock check weighs: ``waiting_pct`` between recorded GPU activities (from
+    the rank's first activity on) and ``leading_pct`` before the first (where work launched
+    before the profiler, which it did not record, may have kept the GPU busy)."""
+    first = trace.gpu.filter(pl.col("ts_ns").is_not_null()).group_by("rank").agg(
+        first_ns=pl.col("ts_ns").min()
+    )
+    waiting = (pl.col("cause") == QUEUED) & (pl.col("gap_ns") >= DISPATCH_MAX_NS)
+    leading = pl.col("gap_end_ns") <= pl.col("first_ns")
+    per_rank = (
+        gaps.filter(waiting)
+        .join(first, on="rank")
+        .group_by("rank")
+        .agg(
+            between_us=pl.col("gap_ns").filter(~leading).sum() / 1e3,
+            leading_us=pl.col("gap_ns").filter(leading).sum() / 1e3,
+        )
+    )
+    wall = steps.group_by("rank").agg(wall_us=pl.col("wall_us").sum().clip(lower_bound=1e-9))
+    return wall.join(per_rank, on="rank", how="left").select(
+        "rank",
+        waiting_pct=pl.col("between_us").fill_null(0.0) / pl.col("wall_us") * 100,
+        leading_pct=pl.col("leading_us").fill_null(0.0) / pl.col("wall_us") * 100,
     )
 
 
