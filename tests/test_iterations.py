@@ -218,7 +218,7 @@ def test_outliers_are_flagged_and_kept(tmp_path: Path) -> None:
     ]
     table = step_rows(load(tmp_path, events))
     assert table.select("iteration", "flag", "counted").rows() == [
-        (1, "first step waiting on the CPU: wall 5.0x the median", False),
+        (1, "first step waiting on the CPU: wall 5.0x the other steps' median", False),
         (2, None, True),
         (3, None, True),
         (4, "outlier: wall 3.0x the median (beyond median ± 5·MAD)", True),

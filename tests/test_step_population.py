@@ -109,6 +109,43 @@ def test_a_first_step_waiting_on_the_cpu_is_out_of_the_means_and_the_verdict(
     assert "3 of 3 counted steps agree" in model.verdict.note
 
 
+def test_a_slow_first_step_is_dropped_whatever_the_others_spread(tmp_path: Path) -> None:
+    # Skeptic 38c: with 3 steps, 5 MADs is 5 times one distance between the other two. Here the
+    # first (200 us, CPU span 200 over a 60 us GPU span) is 1.67x the others' median (120), but
+    # the others (100, 140) are far apart: 5 MADs (200) cover it. The ratio rule drops it.
+    events: list[dict[str, object]] = [
+        annotation("ProfilerStep#1", 0, 200),
+        op("aten::lazy_init", 1, 130),
+        call("cudaLaunchKernel", 135, 3, 1),
+        kernel(GEMM, 140, 60, 1),
+    ]
+    for n, (start, dur) in enumerate(((200, 100), (300, 140)), start=2):
+        events += [
+            annotation(f"ProfilerStep#{n}", start, dur),
+            call("cudaLaunchKernel", start + 2, 3, n),
+            kernel(GEMM, start + 10, dur - 20, n),
+        ]
+    table = classify_iterations(regions(load(tmp_path, events)))
+    assert table.select("iteration", "counted", "wall_us").rows() == [
+        (1, False, 200.0),
+        (2, True, 100.0),
+        (3, True, 140.0),
+    ]
+    assert table["flag"][0] == "first step waiting on the CPU: wall 1.7x the other steps' median"
+
+
+@pytest.mark.parametrize(
+    "name", ["sdpa_auto", "sdpa_cudnn", "sdpa_efficient", "sdpa_flash", "flex_attention"]
+)
+def test_sibling_variants_drop_their_slow_first_step_alike(name: str) -> None:
+    # h200_with_stack: step 2 is 1.94-2.1x the median of each variant; sdpa_efficient's (1.94x)
+    # was kept because its other two steps (235.4, 182.1 us) are far apart.
+    path = SAMPLES / "h200_with_stack" / f"{name}.json.gz"
+    skip_without(path)
+    table = classify_iterations(regions(step_model_input(path)))  # type: ignore[arg-type]
+    assert table.select("iteration", "counted").rows() == [(2, False), (3, True), (4, True)]
+
+
 def _offset_trace(tmp_path: Path, offset_us: float) -> object:
     """Two steps of 30 launches each; every kernel starts ``offset_us`` after its launch plus a
     few µs, with 20 µs idle gaps between kernels (the GPU idles with that work queued)."""

@@ -78,6 +78,13 @@ NOISE_PCT = 5.0
 OUTLIER_MIN_ROWS = 3
 # The flag of a counted first step that stands out because the GPU waited on the host.
 FIRST_STEP_FLAG = "first step waiting on the CPU"
+# A first step waiting on the CPU stands out, beside the outlier rule, where its wall time is at
+# least this many times the median of the other counted steps: with 3 steps the MAD is one
+# distance between the other two, so 5·MAD kept a 1.94x first step of one variant and dropped
+# a 1.95x one of its sibling (h200_with_stack). A ratio is the same for any spread; from
+# FIRST_STEP_RATIO_MAX_ROWS + 1 counted steps on the MAD is steady and decides alone.
+FIRST_STEP_MIN_RATIO = 1.5
+FIRST_STEP_RATIO_MAX_ROWS = 5
 # A repeated annotation must cover at least this share of the GPU activity to be the iteration.
 MIN_COVERAGE_PCT = 50.0
 # One sentence per figure of this module; the README's "Iterations" section prints them.
@@ -92,8 +99,9 @@ DEFINITIONS: dict[str, str] = {
     "outlier whose wall time is further from the median than "
     f"{OUTLIER_MAD_K:g} median absolute deviations and {NOISE_PCT:g}% of the median (with at "
     "least 3 iterations), kept in the means, unless it is the first and waits on the CPU (its "
-    "CPU span longer than its GPU span): that one-off step is left out of the means and the "
-    "verdict alike",
+    "CPU span longer than its GPU span): that one-off step, an outlier or, among at most "
+    f"{FIRST_STEP_RATIO_MAX_ROWS} iterations, {FIRST_STEP_MIN_RATIO:g} times the median wall of "
+    "the others or more, is left out of the means and the verdict alike",
     "counted": "whether the iteration is in the per-iteration means and the verdict (one "
     "population for every command): every kind but closing, empty, capture and warm-up "
     "(unless none would be left) and a first step flagged as waiting on the CPU, or what "
@@ -389,10 +397,15 @@ def _outlier_flag() -> pl.Expr:
     # The host's own span is longer than a typical step: one-off CPU work, not a late GPU.
     cpu = pl.col("cpu_span_us")
     waits = first & (cpu > pl.col("gpu_span_us")) & (cpu > median) & (pl.col("wall_us") > median)
-    outlier = pl.col("counted") & (rows >= OUTLIER_MIN_ROWS) & (distance > limit)
+    enough = pl.col("counted") & (rows >= OUTLIER_MIN_ROWS)
+    outlier = enough & (distance > limit)
+    others = pl.col("wall_us").filter(pl.col("counted") & ~first).median().over("rank")
+    few = rows <= FIRST_STEP_RATIO_MAX_ROWS
+    slow = enough & few & (pl.col("wall_us") >= others * FIRST_STEP_MIN_RATIO)
+    slower = (pl.col("wall_us") / others).round(1)
     return (
-        pl.when(outlier & waits)
-        .then(pl.format(FIRST_STEP_FLAG + ": wall {}x the median", ratio))
+        pl.when(waits & (outlier | slow))
+        .then(pl.format(FIRST_STEP_FLAG + ": wall {}x the other steps' median", slower))
         .when(outlier)
         .then(pl.format("outlier: wall {}x the median (beyond median ± 5·MAD)", ratio))
     )
