@@ -227,9 +227,14 @@ def steps_with_gaps(idle_us: list[float], *, sync: bool = False) -> list[dict[st
 
 
 def test_the_verdict_needs_two_steps_that_agree(tmp_path: Path) -> None:
-    one = step_model(load(tmp_path, steps_with_gaps([1.0]), name="one.json"))
+    # One step, GPU-bound by a few points only: one step cannot settle a near call.
+    one = step_model(load(tmp_path, steps_with_gaps([3.0]), name="one.json"))
     assert one.verdict.bound == "cannot tell"
     assert "one step only" in one.verdict.note and "GPU-bound" in one.verdict.note
+    # By 10.9 points (10 or more): the lone step's verdict is given, and says it is one step's.
+    wide = step_model(load(tmp_path, steps_with_gaps([1.0]), name="wide.json"))
+    assert (wide.verdict.bound, round(wide.verdict.margin_pct or 0, 1)) == ("GPU-bound", 10.9)
+    assert "one step only counts: its verdict holds by 10 points" in wide.verdict.note
     # Six GPU-bound steps of 21 us and two CPU-bound ones of 60 us: neither holds two thirds
     # of the wall time (52% of it), so they disagree.
     mixed = step_model(load(tmp_path, steps_with_gaps([1] * 6 + [40] * 2), name="mixed.json"))

@@ -372,3 +372,38 @@ def test_summary_compare_idle_and_critical_path_give_one_bound(path: Path) -> No
     assert idle["bound"] == bound
     assert critical["bound"] == bound
     assert compared[-1]["bound"] == bound
+
+
+def test_a_lone_step_with_a_wide_margin_gets_its_verdict(tmp_path: Path) -> None:
+    # One marked step, 95 of its 100 us busy: GPU-bound by 15 points, given on that step alone.
+    lone = load(
+        tmp_path,
+        [
+            annotation("ProfilerStep#1", 0, 100),
+            call("cudaLaunchKernel", 3, 1, 1),  # the host's 5 us before the kernel
+            kernel(GEMM, 5, 95, 1),
+        ],
+    )
+    verdict = step_model(lone).verdict
+    assert (verdict.bound, verdict.margin_pct) == ("GPU-bound", 15.0)
+    assert "one step only counts: its verdict holds by 10 points or more" in verdict.note
+    # 85 us busy of 100: GPU-bound by 5 points only, a near call that one step cannot settle.
+    (tmp_path / "near").mkdir()
+    near = load(
+        tmp_path / "near",
+        [
+            annotation("ProfilerStep#1", 0, 100),
+            call("cudaLaunchKernel", 13, 1, 1),
+            kernel(GEMM, 15, 85, 1),
+        ],
+    )
+    assert step_model(near).verdict.bound == "cannot tell"
+
+
+def test_gpt2_eager_lone_counted_step_is_gpu_bound() -> None:
+    # Skeptic 38c: step 2 is warm-up (left out), step 3 is 95.8% busy (75,742.9 of 79,053.5 us).
+    path = SAMPLES / "h200_gpt2" / "gpt2_eager.json.gz"
+    skip_without(path)
+    result = _summary(path)
+    assert (result["bound"], result["iterations"]) == ("GPU-bound", 1)
+    assert result["bound_margin_pct"] == pytest.approx(18.85, abs=0.01)

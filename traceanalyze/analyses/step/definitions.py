@@ -3,10 +3,12 @@ counted" both print these (a test keeps the README in step), so a figure is defi
 
 from __future__ import annotations
 
+from traceanalyze.analyses.iterations import WARM_UP_MIN_PCT
 from traceanalyze.analyses.step.verdict import (
     AGREEING_STEPS,
     BUSY_OVER_WALL_TOLERANCE_PCT,
     GPU_BOUND_MIN_PCT,
+    LONE_STEP_MIN_MARGIN_PCT,
 )
 
 DEFINITIONS: dict[str, str] = {
@@ -60,7 +62,9 @@ DEFINITIONS: dict[str, str] = {
     "`sync-bound` for the side holding more than half of the rest; else `balanced`; `cannot "
     "tell` without GPU activity, without launch calls to tell why the GPU waited, where the "
     "GPU's clock is offset from the CPU's (`audit`'s gpu_clock_offset), with one counted step "
-    "only, or where the steps that share a verdict hold less than "
+    "only (unless it is a marked step, not the whole trace, whose own verdict holds by "
+    f"{LONE_STEP_MIN_MARGIN_PCT:g} points or more with under {WARM_UP_MIN_PCT:g}% of its wall "
+    "carried in), or where the steps that share a verdict hold less than "
     f"{AGREEING_STEPS[0]}/{AGREEING_STEPS[1]} of the counted steps' wall time or their mean "
     "split says otherwise; the counted steps are the means' population too (a warm-up step "
     "and a first step waiting on the CPU are not counted). "

@@ -22,6 +22,8 @@ import polars as pl
 from traceanalyze.analyses.activities import per_trace
 from traceanalyze.analyses.iterations import (
     TABLE_COLUMNS,
+    WARM_UP_MIN_PCT,
+    WHOLE,
     choice_of,
     counted,
     iteration_rows,
@@ -34,6 +36,7 @@ from traceanalyze.analyses.step.times import SPLIT_US_COLUMNS, STEP_COLUMNS, spl
 from traceanalyze.analyses.step.verdict import (
     AGREEING_STEPS,
     BUSY_OVER_WALL_TOLERANCE_PCT,
+    LONE_STEP_MIN_MARGIN_PCT,
     CANNOT_TELL,
     COMMUNICATION_BOUND,
     DISPATCH_MAX_NS,
@@ -245,16 +248,18 @@ def _verdict(
     held_pct = held_us / total_us * 100 if total_us > 0 else 0.0
     share, out_of = AGREEING_STEPS
     judged, margin = judge(times)
-    if steps.height == 1 or held_pct < share / out_of * 100 or judged != bound:
+    lone = steps.height == 1 and not _lone_step_holds(steps, judged, margin)
+    if lone or held_pct < share / out_of * 100 or judged != bound:
         said = [
             describe(times, parts)
             + ("" if judged == CANNOT_TELL else f", {judged} by {margin:.1f} points")
         ]
         split = ", ".join(f"{n} {b}" for b, _, n in weights.iter_rows())  # a few verdicts
         why = (
-            "one step only counts, and a verdict needs two or more that agree (profile more "
-            "steps); that step alone: "
-            if steps.height == 1
+            "one step only counts, and a verdict needs two or more that agree, or one marked "
+            f"step whose verdict holds by {LONE_STEP_MIN_MARGIN_PCT:g} points or more on its own "
+            "work (profile more steps); that step alone: "
+            if lone
             else "the steps disagree "
             f"({split} of {steps.height} counted; the largest holds {held_pct:.0f}% of "
             "their wall time, a verdict needs two thirds and their mean to agree); "
@@ -265,7 +270,10 @@ def _verdict(
         f"{describe(times, parts)} ({WALL_FROM_TRACE})",
         *_carried_in(steps, calls),
         f"{agreeing} of {steps.height} counted steps agree ({held_pct:.0f}% of their wall "
-        f"time){_dissent(steps, bound)}",
+        f"time){_dissent(steps, bound)}"
+        if steps.height > 1
+        else f"one step only counts: its verdict holds by {LONE_STEP_MIN_MARGIN_PCT:g} points "
+        "or more, so it is given on that step alone (profile more steps to confirm it)",
     ]
     if bound == COMMUNICATION_BOUND:
         notes.append(COMMUNICATION_NOTE)
@@ -280,6 +288,16 @@ def _verdict(
     else:
         notes[0] += f"; margin {margin:.1f} points"
     return Verdict(bound, margin, shares, "; ".join(notes))
+
+
+def _lone_step_holds(steps: pl.DataFrame, judged: str, margin: float) -> bool:
+    """Whether one counted step's own verdict is given: a marked step (not the whole trace
+    taken as one, which may hold warm-up work) judged by ``LONE_STEP_MIN_MARGIN_PCT`` or more
+    on its own work (work carried in from before it, under ``WARM_UP_MIN_PCT`` of its wall:
+    a lone step opening with a sync that waits for earlier work is judged on that work too)."""
+    marked = steps["kind"][0] != WHOLE
+    own = float(steps["carried_in_us"][0]) < float(steps["wall_us"][0]) * WARM_UP_MIN_PCT / 100
+    return marked and own and judged != CANNOT_TELL and margin >= LONE_STEP_MIN_MARGIN_PCT
 
 
 def _dissent(steps: pl.DataFrame, bound: str) -> str:
