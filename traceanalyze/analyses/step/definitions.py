@@ -41,7 +41,9 @@ DEFINITIONS: dict[str, str] = {
     "launch_us_per_iter": "time in the runtime/driver calls that launched the step's GPU "
     "activities",
     "cpu_span_us_per_iter": "the step's span on the CPU (its annotation's duration; for the "
-    "whole trace taken as one iteration, the first start to the last end of its CPU events)",
+    "whole trace taken as one iteration, the first start to the last end of its CPU "
+    "operators, annotations and runtime calls; with_stack's `python_function` events are not "
+    "among them)",
     "median_ms": "the capture's median time per call, measured with CUDA events without the "
     "profiler (the manifest): the truth for wall time",
     "speedup": "the baseline's GPU busy time over the variant's",
