@@ -146,7 +146,9 @@ def test_sibling_variants_drop_their_slow_first_step_alike(name: str) -> None:
     assert table.select("iteration", "counted").rows() == [(2, False), (3, True), (4, True)]
 
 
-def _offset_trace(tmp_path: Path, offset_us: float) -> object:
+def _offset_trace(
+    tmp_path: Path, offset_us: float, extra: tuple[dict[str, object], ...] = ()
+) -> object:
     """Two steps of 30 launches each; every kernel starts ``offset_us`` after its launch plus a
     few µs, with 20 µs idle gaps between kernels (the GPU idles with that work queued)."""
     events: list[dict[str, object]] = []
@@ -161,7 +163,7 @@ def _offset_trace(tmp_path: Path, offset_us: float) -> object:
                 call("cudaLaunchKernel", launch, 2, correlation),
                 kernel(GEMM, launch + offset_us + 5, 10, correlation),
             ]
-    return load(tmp_path, events)
+    return load(tmp_path, [*events, *extra])
 
 
 def test_a_gpu_clock_offset_refuses_the_verdict_and_says_why(tmp_path: Path) -> None:
@@ -213,6 +215,19 @@ def test_idle_only_before_the_first_recorded_activity_leaves_the_clocks_in_doubt
     # Idle between recorded activities is shown: the same launches, kernels 20 us apart.
     (tmp_path / "b").mkdir()
     assert [o.shown for o in step_model(_offset_trace(tmp_path / "b", 5_000)).clock] == [True]
+
+
+def test_a_sub_millisecond_offset_on_one_stream_is_found(tmp_path: Path) -> None:
+    # Skeptic 38c: a +500 us shift of a one-stream trace with no stream waits went unseen (the
+    # floor was 1,000 us): every gap read "queued on a dependency the trace does not show",
+    # though there is no other stream. One stream, no waits: the floor is 100 us.
+    model = step_model(_offset_trace(tmp_path, 500))
+    assert [(o.shown, o.min_delay_us) for o in model.clock] == [(True, 505.0)]
+    assert model.verdict.bound == "cannot tell"
+    # The same delays where a stream waits on an event: a dependency may explain them.
+    (tmp_path / "w").mkdir()
+    waits = _offset_trace(tmp_path / "w", 500, (call("cudaStreamWaitEvent", 3, 1, 9_999),))
+    assert step_model(waits).clock == ()  # type: ignore[arg-type]
 
 
 def test_the_audit_reports_the_offset(tmp_path: Path) -> None:

@@ -9,7 +9,10 @@ offset from the CPU's where, over ``OFFSET_MIN_LAUNCHES`` launches or more of a 
 * the shortest launch-to-start delay (activity start minus launch call start) is
   ``OFFSET_MIN_DELAY_US`` or more, *and* between its recorded activities the GPU sits idle
   with that queued work for ``OFFSET_WAITING_MIN_PCT`` or more of the steps' wall (gaps of
-  ``DISPATCH_MAX_NS`` or more ended by work launched before they began); or
+  ``DISPATCH_MAX_NS`` or more ended by work launched before they began).
+  On a rank whose work runs on one stream, with no stream waiting on an event, the delay
+  floor is ``OFFSET_ONE_STREAM_MIN_DELAY_US``: there a queued kernel waits on nothing the
+  trace could hide but its dispatch; or
 * ``BEFORE_LAUNCH_MIN_PCT`` or more of the activities start before their launch call began.
 
 Where the delay is that long but the only such idle lies before the rank's first recorded
@@ -33,6 +36,13 @@ from traceanalyze.trace import Trace
 # The shortest launch-to-start delay that a GPU on the CPU's clock does not reach over many
 # launches (a physical delay is ~5-50 µs; a deep queue that never drains shows no idle GPU).
 OFFSET_MIN_DELAY_US = 1_000.0
+# On a rank whose GPU work all runs on one stream, with no call making a stream wait on an
+# event, a queued kernel has nothing to wait on but its own dispatch: the shortest delay that
+# a GPU on the CPU's clock does not reach there is lower (an idle stream starts work 5-50 µs
+# after its launch; a +500 µs shift of a one-stream GH200 trace went unseen at 1,000 µs).
+OFFSET_ONE_STREAM_MIN_DELAY_US = 100.0
+# Calls that make a stream wait on another's event: a dependency the GPU may idle on.
+STREAM_WAIT_CALLS = ("cudaStreamWaitEvent", "hipStreamWaitEvent", "cuStreamWaitEvent")
 # Over at least this many launches (per rank): fewer may all have found a queue.
 OFFSET_MIN_LAUNCHES = 20
 # The steps' wall share the GPU idles with work queued (long gaps between recorded activities)
@@ -105,16 +115,21 @@ def clock_offsets(trace: Trace, waiting_pct: pl.DataFrame) -> list[ClockOffset]:
             before_launch_pct=(pl.col("ts_ns") < pl.col("launch_ts_ns")).mean() * 100,
         )
         .join(waiting_pct, on="rank", how="left")
+        .join(_lone_streams(trace, linked), on="rank", how="left")
         .filter(pl.col("launches") >= OFFSET_MIN_LAUNCHES)
+        .with_columns(
+            floor_us=pl.when(pl.col("lone_stream").fill_null(value=False))
+            .then(OFFSET_ONE_STREAM_MIN_DELAY_US)
+            .otherwise(OFFSET_MIN_DELAY_US)
+        )
         .filter(
             (
+                (pl.col("min_delay_us") >= pl.col("floor_us"))
+                & (pl.col("waiting_pct").fill_null(0.0) >= OFFSET_WAITING_MIN_PCT)
+            )
+            | (
                 (pl.col("min_delay_us") >= OFFSET_MIN_DELAY_US)
-                & (
-                    pl.max_horizontal(
-                        pl.col("waiting_pct").fill_null(0.0), pl.col("leading_pct").fill_null(0.0)
-                    )
-                    >= OFFSET_WAITING_MIN_PCT
-                )
+                & (pl.col("leading_pct").fill_null(0.0) >= OFFSET_WAITING_MIN_PCT)
             )
             | (pl.col("before_launch_pct") >= BEFORE_LAUNCH_MIN_PCT)
         )
@@ -129,6 +144,26 @@ def clock_offsets(trace: Trace, waiting_pct: pl.DataFrame) -> list[ClockOffset]:
             "rank", "launches", "min_delay_us", "before_launch_pct", "waiting_pct", "leading_pct"
         ).iter_rows()
     ]
+
+
+def _lone_streams(trace: Trace, linked: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, ``lone_stream``: all its GPU activities on one stream of one device, and no
+    call making a stream wait on an event (nothing recorded for a queued kernel to wait on)."""
+    streams = trace.gpu.group_by("rank").agg(
+        one=pl.struct("device", "stream").n_unique() == 1
+    )
+    waits = (
+        trace.cpu.filter(pl.col("name").is_in(STREAM_WAIT_CALLS))
+        .group_by("rank")
+        .agg(waits=pl.len())
+    )
+    return (
+        linked.select("rank")
+        .unique()
+        .join(streams, on="rank", how="left")
+        .join(waits, on="rank", how="left")
+        .select("rank", lone_stream=pl.col("one").fill_null(value=False) & pl.col("waits").is_null())
+    )
 
 
 def offset_note(offsets: list[ClockOffset]) -> str:
