@@ -234,7 +234,7 @@ def test_the_verdict_needs_two_steps_that_agree(tmp_path: Path) -> None:
     # By 10.9 points (10 or more): the lone step's verdict is given, and says it is one step's.
     wide = step_model(load(tmp_path, steps_with_gaps([1.0]), name="wide.json"))
     assert (wide.verdict.bound, round(wide.verdict.margin_pct or 0, 1)) == ("GPU-bound", 10.9)
-    assert "one step only counts: its verdict holds by 10 points" in wide.verdict.note
+    assert "one step only counts: it is GPU-bound by 10 points" in wide.verdict.note
     # Six GPU-bound steps of 21 us and two CPU-bound ones of 60 us: neither holds two thirds
     # of the wall time (52% of it), so they disagree.
     mixed = step_model(load(tmp_path, steps_with_gaps([1] * 6 + [40] * 2), name="mixed.json"))

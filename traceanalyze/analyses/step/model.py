@@ -40,6 +40,7 @@ from traceanalyze.analyses.step.verdict import (
     CANNOT_TELL,
     COMMUNICATION_BOUND,
     DISPATCH_MAX_NS,
+    GPU_BOUND,
     QUEUED_DISPATCH,
     QUEUED_WAITING,
     SIDES,
@@ -257,8 +258,8 @@ def _verdict(
         split = ", ".join(f"{n} {b}" for b, _, n in weights.iter_rows())  # a few verdicts
         why = (
             "one step only counts, and a verdict needs two or more that agree, or one marked "
-            f"step whose verdict holds by {LONE_STEP_MIN_MARGIN_PCT:g} points or more on its own "
-            "work (profile more steps); that step alone: "
+            f"step GPU-bound by {LONE_STEP_MIN_MARGIN_PCT:g} points or more on its own work "
+            "(profile more steps); that step alone: "
             if lone
             else "the steps disagree "
             f"({split} of {steps.height} counted; the largest holds {held_pct:.0f}% of "
@@ -272,8 +273,9 @@ def _verdict(
         f"{agreeing} of {steps.height} counted steps agree ({held_pct:.0f}% of their wall "
         f"time){_dissent(steps, bound)}"
         if steps.height > 1
-        else f"one step only counts: its verdict holds by {LONE_STEP_MIN_MARGIN_PCT:g} points "
-        "or more, so it is given on that step alone (profile more steps to confirm it)",
+        else f"one step only counts: it is GPU-bound by {LONE_STEP_MIN_MARGIN_PCT:g} points or "
+        "more on its own work, so the verdict is given on that step alone (profile more steps "
+        "to confirm it)",
     ]
     if bound == COMMUNICATION_BOUND:
         notes.append(COMMUNICATION_NOTE)
@@ -292,12 +294,14 @@ def _verdict(
 
 def _lone_step_holds(steps: pl.DataFrame, judged: str, margin: float) -> bool:
     """Whether one counted step's own verdict is given: a marked step (not the whole trace
-    taken as one, which may hold warm-up work) judged by ``LONE_STEP_MIN_MARGIN_PCT`` or more
-    on its own work (work carried in from before it, under ``WARM_UP_MIN_PCT`` of its wall:
-    a lone step opening with a sync that waits for earlier work is judged on that work too)."""
+    taken as one, which may hold warm-up work) GPU-bound by ``LONE_STEP_MIN_MARGIN_PCT`` or
+    more on its own work (work carried in from before it under ``WARM_UP_MIN_PCT`` of its wall:
+    a lone step opening with a sync that waits for earlier work is judged on that work too).
+    GPU-bound only: a lone step's host side is often one-off (a first call's launches, a
+    compile, a graph capture) that a second step would not repeat; its GPU work is the step's."""
     marked = steps["kind"][0] != WHOLE
     own = float(steps["carried_in_us"][0]) < float(steps["wall_us"][0]) * WARM_UP_MIN_PCT / 100
-    return marked and own and judged != CANNOT_TELL and margin >= LONE_STEP_MIN_MARGIN_PCT
+    return marked and own and judged == GPU_BOUND and margin >= LONE_STEP_MIN_MARGIN_PCT
 
 
 def _dissent(steps: pl.DataFrame, bound: str) -> str:

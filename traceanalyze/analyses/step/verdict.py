@@ -52,9 +52,9 @@ QUEUED_WAITING = "idle_queued_waiting_us"
 # A verdict over several steps holds when at least this share of the steps has it (2 of 3).
 AGREEING_STEPS = (2, 3)
 # One counted step (a marked step, not the whole trace taken as one) gets a verdict only where
-# that step's verdict holds by this many points or more: a lone step that is plainly GPU-bound
-# (a GPT-2 eager capture whose warm-up step is left out: 95.8% busy, 15.8 points) needs no second
-# step to agree, while a near call does.
+# it is GPU-bound by this many points or more: a lone step that is plainly GPU-bound (a GPT-2
+# eager capture whose warm-up step is left out: 98.9% on the GPU side, 18.9 points) needs no
+# second step to agree, while a near call, or a host side that may be one-off, does.
 LONE_STEP_MIN_MARGIN_PCT = 10.0
 # A profiled run's GPU time may exceed an unprofiled capture median by a few percent; beyond
 # this the two do not describe the same work and no verdict is given.
