@@ -134,7 +134,11 @@ def rows(calls: pl.DataFrame, iterations: int, gpu_activity_us_per_iter: float) 
     per call (means)."""
     counted = calls.filter(pl.col("iteration").is_not_null())
     gpu_us = pl.col("gpu_ns") / 1e3
-    table = counted.group_by(list(ROW_KEY), maintain_order=True).agg(
+    # Calls of one site and shape that ran different attention kernels (vLLM's unified
+    # attention: a 2d kernel, or a 3d kernel and its reduction) are rows of their own: a mean
+    # over both would describe no call.
+    key = [*ROW_KEY, "kernel_set"] if "kernel_set" in counted.columns else list(ROW_KEY)
+    table = counted.group_by(key, maintain_order=True).agg(
         source=pl.col("source").first(),
         region=pl.col("region").drop_nulls().first(),
         calls_per_iter=pl.len() / iterations,

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceanalyze.analyses.activities import classified_activities, iteration_count
-from traceanalyze.analyses.attention.calls import FoundCalls, find_calls
+from traceanalyze.analyses.attention.calls import FUSED, FoundCalls, find_calls
 from traceanalyze.analyses.attention.composed import ComposedCalls
-from traceanalyze.analyses.attention.dispatch import family
+from traceanalyze.analyses.attention.dispatch import BACKENDS, family
 from traceanalyze.analyses.attention.figures import (
     rows,
     with_call_figures,
@@ -22,8 +22,8 @@ from traceanalyze.analyses.attention.figures import (
 )
 from traceanalyze.analyses.attention.findings import findings
 from traceanalyze.analyses.attention.host import host_costs
-from traceanalyze.analyses.attention.match import name_mask
-from traceanalyze.analyses.attention.rules import BACKWARD, KV_CACHE_WRITE_KERNELS
+from traceanalyze.analyses.attention.match import kernel_rules, name_mask
+from traceanalyze.analyses.attention.rules import BACKWARD, KERNEL_RULES, KV_CACHE_WRITE_KERNELS
 from traceanalyze.analyses.attention.scores import score_writes
 from traceanalyze.analyses.attention.shapes import (
     KERNEL_SAID,
@@ -211,6 +211,7 @@ def _per_call(
             kernel_names=pl.col("name")
             .filter(pl.col("kind") == "kernel")
             .unique(maintain_order=True),
+            kernel_set=pl.col("name").filter(_attention_kernel(activities)).unique().sort(),
             device=pl.col("device").first(),
             gemm_precision=pl.col("gemm_precision")
             .filter(pl.col("category") == "gemm")
@@ -235,6 +236,7 @@ def _per_call(
             pl.coalesce("kernel_names", "captured_names").fill_null([]),
         )
         .drop("captured_names")
+        .with_columns(nested=_nested())
     )
     calls = (
         _with_devices(calls, _devices(trace))
@@ -291,10 +293,29 @@ def _shapes(
     )
     return shapes.with_columns(
         batch_heads=pl.coalesce(pl.col("batch") * pl.col("heads_q"), "batch_heads"),
-        head_dim_v=pl.coalesce("head_dim_v", "head_dim"),
+        head_dim_v=pl.coalesce("head_dim_v", "k_head_dim_v", "head_dim"),
         heads_kv=pl.coalesce("heads_kv", pl.col("heads_q") // pl.col("k_gqa_ratio"), "heads_q"),
         gqa_ratio=pl.coalesce(recorded_ratio, "k_gqa_ratio"),
     ).drop([f"k_{c}" for c in KERNEL_SAID])
+
+
+def _attention_kernel(activities: pl.DataFrame) -> pl.Expr:
+    """An attention kernel (by the taxonomy or a kernel rule, helpers included): the kernels
+    that tell one variant of a call from another (vLLM's unified attention runs one 2d kernel
+    or a 3d kernel and its reduction, by the step's lengths)."""
+    named = kernel_rules(activities["name"].unique(), KERNEL_RULES)["name"]
+    return (pl.col("kind") == "kernel") & (
+        (pl.col("category") == FUSED) | pl.col("name").is_in(named.implode())
+    )
+
+
+def _nested() -> pl.Expr:
+    """Nested (jagged) inputs: a nested tensor recorded without dims, or packed [tokens, heads,
+    dim] inputs with cumulative lengths given to an SDPA backend's op, which is how
+    nested-tensor SDPA reaches it (no aten::scaled_dot_product_attention op is recorded); a
+    library's varlen call (flash_attn, vLLM) is varlen, not nested."""
+    sdpa = pl.col("implementation").is_in(list(BACKENDS))
+    return pl.col("nested").fill_null(False) | (pl.col("varlen").fill_null(False) & sdpa)
 
 
 # Shape columns a backward takes from its forward call where it has none of its own.
