@@ -36,6 +36,14 @@ GRAPH_SHAPES = (
     "lengths); the kernel names give at most the head size, dtype and GQA ratio"
 )
 VARLEN_BOUND = "upper bound: variable-length batch counted as batch x longest q x longest kv"
+MANIFEST_LENGTHS = (
+    "exact, from the capture manifest's per-sequence lengths (the trace holds only their "
+    "count, total and longest)"
+)
+MANIFEST_BLOCKS = (
+    "the blocks computed: {}% of the block mask's blocks skipped, from the capture manifest "
+    "(the block mask's contents are not in the trace)"
+)
 BLOCK_BOUND = "upper bound: every block counted (the block mask's contents are not in the trace)"
 CAUSAL_UNEQUAL = (
     "is_causal with seq_q != seq_kv: the share computed depends on the mask's alignment"
@@ -60,11 +68,21 @@ def flops() -> tuple[pl.Expr, pl.Expr]:
     pairs = pl.when(pl.col("causal").fill_null(False)).then(causal_pairs).otherwise("step_sqsk")
     dims = pl.col("heads_q") * (pl.col("head_dim") + pl.coalesce("head_dim_v", "head_dim"))
     forward = pl.coalesce(forward, 2 * pairs * dims)
+    # A capture manifest's facts (capture_facts), where they fit the call: the per-sequence
+    # lengths (exact), and the share of blocks a flex block mask computes.
+    known_causal = pl.col("known_sqsk") - (pl.col("known_sqsq") - pl.col("known_sq")) // 2
+    causal_known = pl.col("causal").fill_null(False)
+    by_lengths = 2 * pl.when(causal_known).then(known_causal).otherwise("known_sqsk") * dims
+    by_blocks = (full * pl.col("known_block_share")).round().cast(pl.Int64)
+    forward = pl.coalesce(by_lengths, by_blocks, forward)
     value = pl.when(pl.col("direction") == BACKWARD).then(forward * 5 // 2).otherwise(forward)
     varlen = pl.col("varlen").fill_null(False) & ~_uniform()
     graph = pl.col("call_site") == GRAPH_REPLAY
     note = (
         pl.when(pl.col("source") == CAPTURED).then(pl.lit(CAPTURED_NOTE))
+        .when(by_lengths.is_not_null()).then(pl.lit(MANIFEST_LENGTHS))
+        .when(by_blocks.is_not_null())
+        .then(pl.format(MANIFEST_BLOCKS, (100 - pl.col("known_block_share") * 100).round(2)))
         .when(full.is_null() & graph).then(pl.lit(GRAPH_SHAPES))
         .when(full.is_null() & pairs.is_not_null() & pl.col("causal").is_null())
         .then(pl.lit(STEP_BOUND))

@@ -13,6 +13,7 @@ import polars as pl
 
 from traceanalyze.analyses.activities import classified_activities, iteration_count
 from traceanalyze.analyses.attention.calls import FUSED, FoundCalls, find_calls
+from traceanalyze.analyses.attention.capture_facts import CaptureFacts, with_capture_facts
 from traceanalyze.analyses.attention.composed import ComposedCalls
 from traceanalyze.analyses.attention.dispatch import BACKENDS, family
 from traceanalyze.analyses.attention.figures import (
@@ -135,18 +136,23 @@ class AttentionResult(Shown):
 
 
 def attention(
-    trace: Trace, cudnn_version: str | None = None, forced: str | None = None
+    trace: Trace,
+    cudnn_version: str | None = None,
+    forced: str | None = None,
+    facts: CaptureFacts | None = None,
 ) -> AttentionResult:
     """The attention calls of ``trace`` (see the module docstring). ``cudnn_version`` (e.g.
     "9.19.0", a capture manifest's) decides whether PyTorch prefers cuDNN's SDPA on sm90/sm100
     (newer than 9.15); traces do not record it, and without it flash is the first choice.
     ``forced`` is the SDPA backend ("math", "flash", ... as ``dispatch.FORCED`` names them) the
-    caller forced with sdpa_kernel around the whole trace, where a capture manifest says so."""
+    caller forced with sdpa_kernel around the whole trace, where a capture manifest says so.
+    ``facts``: what the capture manifest says of the call that the trace cannot (per-sequence
+    lengths, a block mask's sparsity), used for FLOPs where it fits the call."""
     trace = attention_steps(trace)
     gpu = classified_activities(trace)
     found = find_calls(trace, gpu)
     preferred = cudnn_preferred(cudnn_version)
-    calls = with_call_figures(_per_call(trace, found, preferred, forced))
+    calls = with_call_figures(with_capture_facts(_per_call(trace, found, preferred, forced), facts))
     n = iteration_count(trace)
     activity_us = float(gpu.filter(pl.col("iteration").is_not_null())["dur_ns"].sum() or 0) / 1e3
     per_iter = activity_us / n
