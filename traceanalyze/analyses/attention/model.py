@@ -60,7 +60,9 @@ DEFINITIONS: dict[str, str] = {
     "call_site": "the CPU op that made the call (its outermost attention op), the composed "
     "ops (matmul -> softmax -> matmul), or for a call with no op of its own the op that "
     "launched its kernels (a CUDA graph replay says so)",
-    "calls_per_iter": "calls of this site and shape per counted iteration",
+    "calls_per_iter": "calls of this site and shape per counted iteration (calls that ran "
+    "different attention kernels, such as vLLM's unified 2d and 3d kernels or a causal and a "
+    "sliding-window kernel, are rows of their own)",
     "shape columns": "`batch`, `heads_q`, `heads_kv`, `seq_q`, `seq_kv`, `head_dim` from the "
     "call's recorded inputs (`record_shapes`); composed attention from the softmax's scores "
     "[batch, heads, seq_q, seq_kv] and the matmuls; a variable-length batch gives its longest "
@@ -89,7 +91,10 @@ DEFINITIONS: dict[str, str] = {
     "math, which compute every score), 2.5x for a backward; a variable-length call without "
     "lengths of its own (vLLM, SGLang) from its step annotation's sums over the sequences "
     "(2·H·(D + Dv)·Σ Sq·Skv, causal Σ Sq·Skv - Sq·(Sq - 1)/2; a row's mean over its steps); "
-    "`flops_note` says where it is an upper bound or unknown",
+    "where a capture manifest beside the trace states them and they fit the call, its "
+    "per-sequence lengths (the same sums: exact) and a flex block mask's sparsity (the blocks "
+    "computed); `flops_note` says where it is an upper bound or unknown, or where the manifest "
+    "gave it",
     "tflops": "flops_per_call / gpu_us_per_call",
     "pct_of_peak": "tflops over the GPU's dense peak for `peak_dtype` (the inputs' dtype; "
     "composed attention: its GEMMs' precision)",
@@ -100,6 +105,9 @@ DEFINITIONS: dict[str, str] = {
     "eligible when they fail none; first, where the capture manifest says the caller forced "
     "the backend that ran (sdpa_kernel), that; `refused_backends` and `eligible_backends` "
     "list them",
+    "nested": "nested (jagged) inputs: a nested tensor, or packed [tokens, heads, dim] inputs "
+    "with cumulative lengths given to an SDPA backend's op (how nested-tensor SDPA reaches it); "
+    "a library's own variable-length call (flash-attn, vLLM) is not nested",
     "share_of_gpu_activity_pct": "the row's GPU time per iteration over the iteration's GPU "
     "activity time",
     "fused_estimate_us": "for composed attention: its FLOPs at the rate this trace's fused "
