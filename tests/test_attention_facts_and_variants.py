@@ -212,3 +212,42 @@ def test_vllm_fullgraph_decode_splits_2d_and_3d_calls() -> None:
     got = rows.select("calls_per_iter", "kernels_per_call", "gpu_us_per_call").rows()
     assert [(c, k) for c, k, _ in got] == [(12.0, 2.0), (12.0, 1.0)]
     assert [g for _, _, g in got] == pytest.approx([46.881167, 13.482167], abs=1e-5)
+
+
+@pytest.mark.parametrize("need_weights", ["True", "False"])
+def test_native_multi_head_attention_names_why_it_composed(
+    tmp_path: Path, need_weights: str
+) -> None:
+    # nn.MultiheadAttention's fast path (as on kernelforge_gh200_transformer_stack): the
+    # composed ops inside aten::_native_multi_head_attention, need_weights its 11th input.
+    from tests.test_attention_micro import composed_step
+
+    concrete = ["", "", "", "1024", "16", "", "", "", "", "", need_weights, "True", ""]
+    args = {"Input Dims": [[]] * 13, "Input type": [""] * 13, "Concrete Inputs": concrete}
+    mha = span("cpu_op", "aten::_native_multi_head_attention", 2, 180, **args)
+    row = attention(load(tmp_path, [mha, *composed_step(0, in_place=True)])).rows.row(0, named=True)
+    chain = "aten::matmul -> aten::softmax -> aten::matmul"
+    if need_weights == "True":
+        assert row["call_site"] == (
+            f"aten::_native_multi_head_attention (need_weights=True): {chain}"
+        )
+        assert row["why_not"].startswith("need_weights=True: nn.MultiheadAttention returns")
+    else:  # composed for another reason: the op is named, no reason claimed
+        assert row["call_site"] == f"aten::_native_multi_head_attention: {chain}"
+        assert row["why_not"] is None
+    assert row["implementation"] == "composed"
+
+
+def test_kernelforge_gh200_multi_head_attention_call_site() -> None:
+    # By hand: 3 aten::_native_multi_head_attention ops, Concrete Inputs [..., "True", "True",
+    # ""] (need_weights, average_attn_weights), each with aten::bmm -> aten::_softmax ->
+    # aten::bmm inside.
+    rows = attention(
+        traceanalyze.load(_corpus("kernelforge_gh200_transformer_stack.json.gz"))
+    ).rows.to_dicts()
+    (row,) = [r for r in rows if r["implementation"] == "composed"]
+    assert row["call_site"] == (
+        "aten::_native_multi_head_attention (need_weights=True): "
+        "aten::bmm -> aten::_softmax -> aten::bmm"
+    )
+    assert "need_weights=False lets it run SDPA" in row["why_not"]

@@ -10,11 +10,13 @@ is 2.5x its forward (FlashAttention's convention: five matrix products against t
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from traceanalyze.analyses.attention.calls import CAPTURED, GRAPH_REPLAY
 from traceanalyze.analyses.attention.dispatch import BACKENDS, DISPATCH_INPUTS, with_why_not
-from traceanalyze.analyses.attention.rules import BACKWARD, COMPOSED, FORWARD
+from traceanalyze.analyses.attention.rules import BACKWARD, COMPOSED, COMPOSED_BY, FORWARD
 from traceanalyze.hardware.peaks import PEAK_DTYPES
 
 SHAPES_MISSING = "shapes not recorded (record_shapes=False) and not in the kernel names"
@@ -135,7 +137,23 @@ def with_call_figures(calls: pl.DataFrame) -> pl.DataFrame:
     sdpa = pl.col("implementation").is_in(list(BACKENDS)) & (pl.col("direction") == FORWARD)
     signature = [c for c in DISPATCH_INPUTS if c in figures.columns]
     judged = with_why_not(figures.filter(sdpa).select(signature).unique())
-    return figures.join(judged, on=signature, how="left", nulls_equal=True)
+    figures = figures.join(judged, on=signature, how="left", nulls_equal=True)
+    return figures.with_columns(why_not=pl.coalesce("why_not", composed_why()))
+
+
+def composed_why() -> pl.Expr:
+    """A composed call's why_not where an op chose to compose it (COMPOSED_BY: its call site
+    names the op and the argument)."""
+    why: pl.Expr = pl.lit(None, pl.String)
+    for rule in reversed(COMPOSED_BY):
+        chose = f"({rule.label}={rule.value}): "
+        site = pl.col("call_site").str.contains(rule.op.rstrip("$") + " " + re.escape(chose))
+        why = (
+            pl.when(site & pl.col("implementation").is_in(list(COMPOSED)))
+            .then(pl.lit(rule.why))
+            .otherwise(why)
+        )
+    return why
 
 
 # A row is a call site and shape (not a region: a cold capture names every call's region).

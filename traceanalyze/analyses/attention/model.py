@@ -58,8 +58,9 @@ DEFINITIONS: dict[str, str] = {
     "ascend), a Triton kernel (triton_fused) or other; the most specific name any of its ops "
     "or kernels carries",
     "call_site": "the CPU op that made the call (its outermost attention op), the composed "
-    "ops (matmul -> softmax -> matmul), or for a call with no op of its own the op that "
-    "launched its kernels (a CUDA graph replay says so)",
+    "ops (matmul -> softmax -> matmul, after the op that chose to compose them where one "
+    "did, e.g. aten::_native_multi_head_attention (need_weights=True)), or for a call with "
+    "no op of its own the op that launched its kernels (a CUDA graph replay says so)",
     "calls_per_iter": "calls of this site and shape per counted iteration (calls that ran "
     "different attention kernels, such as vLLM's unified 2d and 3d kernels or a causal and a "
     "sliding-window kernel, are rows of their own)",
@@ -104,7 +105,8 @@ DEFINITIONS: dict[str, str] = {
     "each faster backend and the dispatch rule its inputs fail (PyTorch's sdp_utils), or "
     "eligible when they fail none; first, where the capture manifest says the caller forced "
     "the backend that ran (sdpa_kernel), that; `refused_backends` and `eligible_backends` "
-    "list them",
+    "list them; for composed attention inside an op that chose to compose it "
+    "(nn.MultiheadAttention's native op with need_weights=True), that op's reason",
     "nested": "nested (jagged) inputs: a nested tensor, or packed [tokens, heads, dim] inputs "
     "with cumulative lengths given to an SDPA backend's op (how nested-tensor SDPA reaches it); "
     "a library's own variable-length call (flash-attn, vLLM) is not nested",

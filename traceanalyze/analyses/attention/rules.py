@@ -420,6 +420,32 @@ STEP_LENGTH_PATTERNS = (
     r"generation_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)",
 )
 
+
+@dataclass(frozen=True)
+class ComposedBy:
+    """An op that computes attention composed (matmul, softmax, matmul) by its own choice: it
+    names the call site of the composed call inside it, with the argument that made it choose
+    (input ``argument`` recorded as ``value``), and ``why`` is that call's why_not."""
+
+    op: str  # regex on the op's name
+    argument: int
+    label: str  # the argument's name, as the call site shows it
+    value: str  # its recorded concrete value that makes the op compose attention
+    why: str
+
+
+COMPOSED_BY = (
+    # (query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias,
+    #  mask, need_weights, average_attn_weights, mask_type): nn.MultiheadAttention's fast
+    # path; with need_weights it must return the attention weights, so it computes them with
+    # bmm -> softmax -> bmm, and calls SDPA only when they are not wanted.
+    ComposedBy(
+        r"^aten::_native_multi_head_attention$", 10, "need_weights", "True",
+        "need_weights=True: nn.MultiheadAttention returns the attention weights, so it "
+        "computes them with bmm -> softmax -> bmm; need_weights=False lets it run SDPA",
+    ),
+)  # fmt: skip
+
 # Composed attention in the CPU op tree: the softmax over the scores' last dimension, with a
 # batched matmul before (Q @ K^T) and after (P @ V) on the same thread and level.
 SOFTMAX_OPS = (
