@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import traceanalyze
-from tests.conftest import CORPUS_TRACES, skip_without
 from tests.micro import annotation, call, kernel, load, span
+from tests.test_attention_kv_and_names import _corpus
 from traceanalyze.analyses.attention import attention
 from traceanalyze.analyses.attention.capture_facts import CaptureFacts
 
@@ -184,12 +184,6 @@ def test_unified_attention_2d_and_3d_calls_are_rows_of_their_own(tmp_path: Path)
                        "gpu_us_per_call").rows() == [
         ("unified", 2.0, 2.0, 46.0), ("unified", 2.0, 1.0, 14.0),
     ]  # fmt: skip
-
-
-def _corpus(name: str) -> Path:
-    path = CORPUS_TRACES / name
-    skip_without(path)
-    return path
 
 
 def test_deepseek_h800_fa3_rows_read_their_kernel_names() -> None:
