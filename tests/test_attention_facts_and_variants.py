@@ -15,6 +15,7 @@ from tests.micro import annotation, call, kernel, load, span
 from tests.test_attention_kv_and_names import _corpus
 from traceanalyze.analyses.attention import attention
 from traceanalyze.analyses.attention.capture_facts import CaptureFacts
+from traceanalyze.render.attention import attention_markdown
 
 Event = dict[str, Any]
 BF16 = "c10::BFloat16"
@@ -179,7 +180,12 @@ def test_unified_attention_2d_and_3d_calls_are_rows_of_their_own(tmp_path: Path)
             kernel("kernel_unified_attention_3d", t0 + 50, 40, 1),
             kernel("reduce_segments", t0 + 100, 6, 1),
         ]
-    rows = attention(load(tmp_path, events)).rows
+    result = attention(load(tmp_path, events))
+    rows = result.rows
+    # The markdown's kernels table: a line per row, each with its own kernels.
+    markdown = attention_markdown(result)
+    assert "| unified | forward | (CUDA graph replay) | kernel_unified_attention_2d |" in markdown
+    assert "| kernel_unified_attention_3d, reduce_segments |" in markdown
     assert rows.select("implementation", "calls_per_iter", "kernels_per_call",
                        "gpu_us_per_call").rows() == [
         ("unified", 2.0, 2.0, 46.0), ("unified", 2.0, 1.0, 14.0),
