@@ -1,0 +1,58 @@
+"""Faults a skeptical pass injected into real traces (issue 40, reports/skeptic40): each on a
+micro trace, and on the injected real copy where /tmp/skeptic40/faults holds it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import traceanalyze
+from tests.micro import op, write_trace
+from tests.test_audit_micro import audited, faults
+from traceanalyze.cli import main
+
+# Integer µs on a Unix-epoch clock, as the Windows CPU trace of the corpus writes them: a span
+# from ts 0 to here is 1.67e21 ps, past Int64.
+EPOCH_US = 1_672_900_000_000_000
+FAULTS = Path("/tmp/skeptic40/faults")
+
+
+def cpu_only(*extra: dict[str, Any]) -> list[dict[str, Any]]:
+    ops = [op("aten::mm", EPOCH_US + 100 * i, 50) for i in range(6)]
+    return [*ops, *extra]
+
+
+@pytest.mark.parametrize("command", ["audit", "summary", "idle", "kernels", "report"])
+def test_a_ts_zero_op_on_an_epoch_clock_is_reported_not_a_traceback(
+    tmp_path: Path, command: str
+) -> None:
+    path = write_trace(tmp_path, cpu_only(op("aten::empty", 0, 3), op("aten::empty", 0, 4)))
+    formats = [] if command == "report" else ["--format", "json"]
+    result = CliRunner().invoke(main, [command, str(path), *formats])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 0, result.output
+    if command == "audit":
+        row = next(
+            r for r in json.loads(result.stdout)["checks"] if r["finding"] == "ts_zero"
+        )
+        assert row["count"] == 2
+
+
+def test_a_ts_zero_op_on_an_epoch_clock_moves_the_wall_by_its_span(tmp_path: Path) -> None:
+    result = audited(tmp_path, cpu_only(op("aten::empty", 0, 3)))
+    row = faults(result)["bad_timestamps", "ts_zero"]
+    assert row["count"] == 1 and row["severity"] == "error"
+    assert result.error_bars["wall_us_per_iter"] == pytest.approx(EPOCH_US + 550, rel=1e-9)
+
+
+@pytest.mark.skipif(not FAULTS.is_dir(), reason="the skeptic's injected copies are absent")
+def test_the_injected_windows_cpu_trace_reports_its_ts_zero_ops() -> None:
+    path = FAULTS / "cpu_dtu_windows" / "f3_ts0x3_neg2_out2.json.gz"
+    found = faults(traceanalyze.audit(traceanalyze.load(path, cache=False)))
+    assert found["bad_timestamps", "ts_zero"]["count"] == 3
+    assert found["bad_timestamps", "negative_duration"]["count"] == 2
+    assert found["bad_timestamps", "outside_span"]["count"] == 2
