@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import traceanalyze
 from tests.micro import op, write_trace
-from tests.test_audit_micro import audited, faults
+from tests.test_audit_micro import audited, faults, is_kernel, rank_events
 from traceanalyze.cli import main
 
 # Integer µs on a Unix-epoch clock, as the Windows CPU trace of the corpus writes them: a span
@@ -56,3 +56,13 @@ def test_the_injected_windows_cpu_trace_reports_its_ts_zero_ops() -> None:
     assert found["bad_timestamps", "ts_zero"]["count"] == 3
     assert found["bad_timestamps", "negative_duration"]["count"] == 2
     assert found["bad_timestamps", "outside_span"]["count"] == 2
+
+
+def test_the_folder_audit_names_the_rank_of_each_example(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        events = [e for e in rank_events(0) if not is_kernel(e, 2 + rank)]
+        write_trace(tmp_path, events, f"rank{rank}.json", rank=rank)
+    result = traceanalyze.audit(traceanalyze.load(tmp_path, cache=False))
+    detail = faults(result)["launches_without_activity", "dropped"]["detail"]
+    assert "correlation 2" in detail and "on rank 0" in detail
+    assert "correlation 3" in detail and "on rank 1" in detail
