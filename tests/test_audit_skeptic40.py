@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import traceanalyze
 from tests.micro import op, write_trace
-from tests.test_audit_micro import audited, faults, is_kernel, rank_events
+from tests.test_audit_micro import audited, clean_events, faults, is_kernel, rank_events
 from traceanalyze.cli import main
 
 # Integer µs on a Unix-epoch clock, as the Windows CPU trace of the corpus writes them: a span
@@ -36,9 +36,7 @@ def test_a_ts_zero_op_on_an_epoch_clock_is_reported_not_a_traceback(
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 0, result.output
     if command == "audit":
-        row = next(
-            r for r in json.loads(result.stdout)["checks"] if r["finding"] == "ts_zero"
-        )
+        row = next(r for r in json.loads(result.stdout)["checks"] if r["finding"] == "ts_zero")
         assert row["count"] == 2
 
 
@@ -66,3 +64,26 @@ def test_the_folder_audit_names_the_rank_of_each_example(tmp_path: Path) -> None
     detail = faults(result)["launches_without_activity", "dropped"]["detail"]
     assert "correlation 2" in detail and "on rank 0" in detail
     assert "correlation 3" in detail and "on rank 1" in detail
+
+
+def test_moved_pct_is_a_share_of_the_figure_without_the_fault(tmp_path: Path) -> None:
+    # The third GEMM (40 µs) made 400: 300 µs past the next start, 100 µs after its own. Clipped
+    # there (the repair), kernel time is (5 * 40 + 100) / 3 = 100 µs per iteration; with the
+    # fault (5 * 40 + 400) / 3 = 200. The move (100) is 100% of 100 (it was 50% of the faulty
+    # 200).
+    events = clean_events()
+    next(e for e in events if is_kernel(e, 3))["dur"] = 400
+    result = audited(tmp_path, events)
+    row = faults(result)["duration_overflow", "past_next"]
+    assert result.error_bars["gpu_kernel_us_per_iter"] == pytest.approx(100)
+    assert row["moved_pct"] == pytest.approx(100, rel=1e-6)
+    said = result.warnings_for(["gpu_kernel_us_per_iter"])["duration_overflow/past_next"]
+    assert "(100.0% of 100)" in said
+
+
+def test_moved_pct_of_dropped_work_is_a_share_of_the_figure_with_it(tmp_path: Path) -> None:
+    # One of six 40 µs GEMMs lost: 80 µs per iteration without the fault, 80 - 40/3 with it.
+    events = [e for e in clean_events() if not is_kernel(e, 4)]
+    result = audited(tmp_path, events)
+    said = result.warnings_for(["gpu_kernel_us_per_iter"])["launches_without_activity/dropped"]
+    assert "(16.7% of 80)" in said

@@ -45,6 +45,9 @@ class Finding:
     moves: Mapping[str, float] = field(default_factory=dict)
     offsets_us: Mapping[int, float] | None = None  # clock_skew: rank -> offset
     verdict_changes: bool = False  # the repair changes the bound verdict
+    # figure -> its value with the fault minus its value without (signed); a moved figure
+    # missing here is one the fault inflates (delta = +move)
+    deltas: Mapping[str, float] = field(default_factory=dict)
 
 
 def weighed(
@@ -52,23 +55,36 @@ def weighed(
 ) -> Finding:
     """A finding whose moves are a repair's (:func:`~.steps.weigh`); the per-op figure moves
     with the GPU activity (the op table sums the activities' time)."""
-    moves = dict(weight.moves)
+    moves, deltas = dict(weight.moves), dict(weight.deltas)
     if "gpu_activity_us_per_iter" in moves:
         moves["op_us_per_iter"] = moves["gpu_activity_us_per_iter"]
     return Finding(
-        check, finding, count, affected_us, detail, moves, verdict_changes=weight.verdict_changes
+        check,
+        finding,
+        count,
+        affected_us,
+        detail,
+        moves,
+        verdict_changes=weight.verdict_changes,
+        deltas=deltas,
     )
 
 
-def moved_pct(figure: str, amount: float, base: Mapping[str, float]) -> float | None:
-    """``amount`` as a share of the figure's value in ``base`` (infinite where the figure is 0
-    and moves; None for absolute figures)."""
+def moved_pct(
+    figure: str, amount: float, base: Mapping[str, float], delta: float | None = None
+) -> float | None:
+    """``amount`` as a share of the figure's value without the fault: its value in ``base``
+    (with the fault) minus ``delta`` (the fault's signed part of it; +``amount`` when not
+    given: the fault inflates it). Above 100% where the fault more than doubles the figure
+    (infinite where the figure is 0 without it; None for absolute figures). A figure shared
+    of another (SHARE_OF) takes that one's value and ``delta``."""
     if figure in ABSOLUTE:
         return None
-    value = abs(base.get(SHARE_OF.get(figure, figure), 0.0))
     if amount <= _NOISE:
         return 0.0
-    return amount / value * 100 if value > 0 else math.inf
+    of = base.get(SHARE_OF.get(figure, figure), 0.0)
+    without = abs(of - (amount if delta is None else delta))
+    return amount / without * 100 if without > _NOISE else math.inf
 
 
 # The figures each command prints (by the command's, and the library function's, name): a
