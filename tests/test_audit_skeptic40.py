@@ -11,8 +11,17 @@ import pytest
 from click.testing import CliRunner
 
 import traceanalyze
-from tests.micro import op, write_trace
-from tests.test_audit_micro import audited, clean_events, faults, is_kernel, rank_events
+from tests.micro import call, kernel, op, write_trace
+from tests.test_audit_micro import (
+    BASE,
+    GEMM,
+    STEPS,
+    audited,
+    clean_events,
+    faults,
+    is_kernel,
+    rank_events,
+)
 from traceanalyze.cli import main
 
 # Integer µs on a Unix-epoch clock, as the Windows CPU trace of the corpus writes them: a span
@@ -87,3 +96,29 @@ def test_moved_pct_of_dropped_work_is_a_share_of_the_figure_with_it(tmp_path: Pa
     result = audited(tmp_path, events)
     said = result.warnings_for(["gpu_kernel_us_per_iter"])["launches_without_activity/dropped"]
     assert "(16.7% of 80)" in said
+
+
+def test_a_small_overflow_over_two_kernels_is_one_timing_fault_by_its_true_amount(
+    tmp_path: Path,
+) -> None:
+    # Step 1's first GEMM (BASE+30, 40 µs) made 130 µs: it ends at BASE+160, 30 µs past the
+    # start of the next GEMM (BASE+130, cut to 5 µs) and over a third one (BASE+140, 5 µs). 30 µs
+    # is under the 100 µs it had before the next start: a timing overlap, not an overflow.
+    events = clean_events()
+    next(e for e in events if is_kernel(e, 1))["dur"] = 130
+    next(e for e in events if is_kernel(e, 2))["dur"] = 5
+    events += [
+        op("aten::add", BASE + 136, 3),
+        call("cudaLaunchKernel", BASE + 137, 1, 100),
+        kernel(GEMM, BASE + 140, 5, 100),
+    ]
+    result = audited(tmp_path, events)
+    found = faults(result)
+    assert set(found) == {("overlapping_on_stream", "timing")}
+    row = found["overlapping_on_stream", "timing"]
+    assert row["count"] == 1
+    assert row["affected_us_per_iter"] == pytest.approx(30 / STEPS)
+    assert "by 30.000 µs in all" in row["detail"] and "over 2 later activities" in row["detail"]
+    assert "by 30000 ns" in row["detail"]
+    # The repair clips the GEMM to the next start: 100 of its 130 µs kept.
+    assert result.error_bars["gpu_kernel_us_per_iter"] == pytest.approx(30 / STEPS)
