@@ -122,3 +122,21 @@ def test_a_small_overflow_over_two_kernels_is_one_timing_fault_by_its_true_amoun
     assert "by 30000 ns" in row["detail"]
     # The repair clips the GEMM to the next start: 100 of its 130 µs kept.
     assert result.error_bars["gpu_kernel_us_per_iter"] == pytest.approx(30 / STEPS)
+
+
+@pytest.mark.parametrize(("finding", "ts"), [("ts_zero", 0), ("outside_span", BASE + 10**10)])
+def test_ops_at_a_lost_time_move_cpu_op_time_and_the_outside_count(
+    tmp_path: Path, finding: str, ts: int
+) -> None:
+    # A 20 µs op at ts 0 (or 3 h after the trace): out of every step, so the steps lack its time
+    # and summary counts it outside the iterations.
+    result = audited(tmp_path, [*clean_events(), op("aten::add", ts, 20)])
+    row = faults(result)["bad_timestamps", finding]
+    assert row["affected_us_per_iter"] == pytest.approx(20 / STEPS)
+    assert set(row["figures"]) == {"cpu_op_us_per_iter", "cpu_ops_outside_iterations_total"}
+    assert result.error_bars == {
+        "cpu_op_us_per_iter": pytest.approx(20 / STEPS),
+        "cpu_ops_outside_iterations_total": 1.0,
+    }
+    summary = traceanalyze.summary(traceanalyze.load(tmp_path / "trace.json", cache=False))
+    assert summary.cpu_ops_outside_iterations_total == 1  # type: ignore[union-attr]

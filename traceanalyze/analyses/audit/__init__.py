@@ -246,7 +246,7 @@ def _table(found: Sequence[Finding], figures: Mapping[str, float]) -> pl.DataFra
                 moved.append(VERDICT)
             pct = _largest_pct(f, figures) if f.moves else None
             if pct is not None and math.isinf(pct):
-                pct = None  # a figure the trace records as 0: no share to give
+                pct = None  # a figure that is 0 without the fault: no share to give
             rows.append(
                 (f.check, f.finding, severity(f, figures), f.count, f.affected_us_per_iter,
                  moved, pct, f.detail)

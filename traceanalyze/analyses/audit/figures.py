@@ -20,13 +20,15 @@ FIGURES: dict[str, str] = {
     "op_us_per_iter": "µs",
     # A rank's clock against the reference rank's (ranks, comms on a folder of ranks).
     "clock_offset_us": "µs",
+    # CPU operators in no counted iteration, over the whole trace (summary).
+    "cpu_ops_outside_iterations_total": "ops",
 }
 # The bound verdict: moved when the figures it reads, moved by a finding, can change it.
 VERDICT = "bound"
 # The figure a figure's share is taken of, where it is not the figure itself.
 SHARE_OF = {"op_us_per_iter": "gpu_activity_us_per_iter"}
 # Figures moved by an amount that is no share of a mean (a clock offset).
-ABSOLUTE = ("clock_offset_us",)
+ABSOLUTE = ("clock_offset_us", "cpu_ops_outside_iterations_total")
 # Moves smaller than this (in a figure's unit) are rounding, not a move.
 _NOISE = 1e-9
 
@@ -99,7 +101,7 @@ _GPU_TIMES = (
 )
 _BETWEEN = ("gpu_busy_us_per_iter", "gpu_span_us_per_iter", "gpu_idle_us_per_iter")
 COMMAND_FIGURES: dict[str, tuple[str, ...]] = {
-    "summary": (*_PER_ITER, VERDICT),
+    "summary": (*_PER_ITER, VERDICT, "cpu_ops_outside_iterations_total"),
     "check": (*_PER_ITER, VERDICT),
     "iterations": _PER_ITER,
     "compare": (*_PER_ITER, VERDICT, "op_us_per_iter"),

@@ -283,6 +283,11 @@ def _time_finding(
     weight = weigh(steps, gpu=new_gpu, cpu=new_cpu, iterations=iterations)
     inside = rows.filter(pl.col("iteration").is_not_null())
     affected_us = float(inside["dur_ns"].abs().sum() or 0) / 1e3 / n
+    # CPU operators the bad time put out of every step: their step is unknown, not their time.
+    lost = cpu.filter(bad & pl.col("iteration").is_null() & (pl.col("cat") == "cpu_op"))
+    if finding != "negative_duration" and lost.height:
+        weight, lost_us = _with_lost_ops(weight, lost, n)
+        affected_us += lost_us
     lost_launches = int(replant.sum())
     return weighed(
         CHECK_TIMES,
@@ -303,6 +308,24 @@ def _time_finding(
         ),
         weight,
     )
+
+
+def _with_lost_ops(weight: Weight, lost: pl.DataFrame, n: int) -> tuple[Weight, float]:
+    """``weight`` with what CPU operators at a lost time, outside every step, move: the
+    whole-trace count of operators outside the iterations (by their number), and the CPU
+    operator time per iteration by their own durations, an upper bound (each may have been an
+    outermost operator of some step; where, the trace no longer says). Also their time per
+    iteration."""
+    us = float(lost["dur_ns"].clip(lower_bound=0).sum() or 0) / 1e3 / n
+    moves, deltas = dict(weight.moves), dict(weight.deltas)
+    if us > moves.get(_CPU_OP, 0.0):
+        moves[_CPU_OP], deltas[_CPU_OP] = us, -us  # the steps lack it
+    moves[_OUTSIDE] = deltas[_OUTSIDE] = float(lost.height)  # the count has them in excess
+    return Weight(moves, weight.verdict_changes, deltas), us
+
+
+_CPU_OP = "cpu_op_us_per_iter"
+_OUTSIDE = "cpu_ops_outside_iterations_total"
 
 
 def _launched_step(every: Trace, lost: pl.Series) -> pl.Series:
