@@ -140,3 +140,30 @@ def test_ops_at_a_lost_time_move_cpu_op_time_and_the_outside_count(
     }
     summary = traceanalyze.summary(traceanalyze.load(tmp_path / "trace.json", cache=False))
     assert summary.cpu_ops_outside_iterations_total == 1  # type: ignore[union-attr]
+
+
+def test_a_kernel_without_dur_is_a_missing_duration(tmp_path: Path) -> None:
+    events = clean_events()
+    del next(e for e in events if is_kernel(e, 3))["dur"]
+    next(e for e in events if is_kernel(e, 5))["dur"] = 40.5  # kernels timed to the ns
+    result = audited(tmp_path, events)
+    assert not result.ok
+    row = faults(result)["bad_timestamps", "missing_duration"]
+    assert row["count"] == 1 and "(correlation 3)" in row["detail"]
+    # Its 40 µs (the median of the GEMM's timed runs) over 3 steps.
+    assert row["affected_us_per_iter"] == pytest.approx(40 / STEPS)
+    assert result.error_bars["gpu_kernel_us_per_iter"] == pytest.approx(40 / STEPS)
+
+
+def test_zero_length_kernels_of_a_whole_microsecond_trace_are_no_fault(tmp_path: Path) -> None:
+    # Legacy traces write whole µs: a sub-µs kernel reads 0 there.
+    events = clean_events()
+    next(e for e in events if is_kernel(e, 3))["dur"] = 0
+    assert ("bad_timestamps", "missing_duration") not in faults(audited(tmp_path, events))
+
+
+@pytest.mark.skipif(not FAULTS.is_dir(), reason="the skeptic's injected copies are absent")
+def test_the_injected_gpt2_copy_reports_its_4_kernels_without_dur() -> None:
+    path = FAULTS / "odd" / "kernels4_without_dur.json.gz"
+    found = faults(traceanalyze.audit(traceanalyze.load(path, cache=False)))
+    assert found["bad_timestamps", "missing_duration"]["count"] == 4

@@ -133,6 +133,14 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
     ("bad_timestamps", "negative_duration"): FindingRule(
         WARNING, ERROR_PCT, "an event whose duration is negative"
     ),
+    ("bad_timestamps", "missing_duration"): FindingRule(
+        WARNING,
+        ERROR_PCT,
+        "a kernel with no duration (its `dur` missing or 0) on a rank that times kernels to "
+        "the nanosecond, where no kernel takes 0 ns: its time is lost, estimated from the "
+        "median of the same kernel's other runs (a trace of whole microseconds, where short "
+        "kernels round to 0, is not checked)",
+    ),
     ("bad_timestamps", "outside_span"): FindingRule(
         WARNING,
         ERROR_PCT,

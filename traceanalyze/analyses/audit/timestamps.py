@@ -129,7 +129,57 @@ def bad_timestamps(trace: Trace) -> list[Finding]:
     disorder = _steps_out_of_order(as_loaded(trace))
     if disorder is not None:
         found.append(disorder)
+    missing = _missing_durations(trace)
+    if missing is not None:
+        found.append(missing)
     return found
+
+
+def _missing_durations(trace: Trace) -> Finding | None:
+    """Kernels with no duration (the loader reads a missing ``dur`` as 0) on ranks whose
+    kernel durations are not all whole microseconds: a kernel of 0 ns is no real time there.
+    Their time is estimated from the median of the same kernel's timed runs."""
+    kernels = trace.gpu.filter(pl.col("kind") == "kernel")
+    fine = kernels.filter(pl.col("dur_ns") % 1000 != 0).select("rank").unique()
+    zero = kernels.with_row_index("_row").filter(pl.col("dur_ns") == 0)
+    zero = zero.join(fine, on="rank", how="semi", maintain_order="left")
+    if not zero.height:
+        return None
+    steps = counted_steps(trace)
+    zero = counted_rows(steps, "gpu", zero, "_row")
+    medians = (
+        kernels.filter(pl.col("dur_ns") > 0)
+        .group_by("rank", "name")
+        .agg(est_ns=pl.col("dur_ns").median())
+    )
+    inside = zero.filter(pl.col("iteration").is_not_null()).join(
+        medians, on=["rank", "name"], how="left"
+    )
+    n = step_count(steps)
+    us = float(inside["est_ns"].fill_null(0).sum() or 0) / 1e3 / n
+    figures = ("gpu_kernel_us_per_iter", "gpu_activity_us_per_iter", "op_us_per_iter")
+    return Finding(
+        CHECK_TIMES,
+        "missing_duration",
+        zero.height,
+        us,
+        sentence(
+            [
+                f"{zero.height:,} kernels with no duration (`dur` missing or 0) on a rank that "
+                "times kernels to the ns",
+                f"estimated lost kernel time {us:,.3f} µs per iteration (median of the same "
+                "kernel's timed runs)"
+                if us
+                else "",
+                "first: "
+                + examples(
+                    zero, pl.format("`{}` (correlation {})", clipped("name"), "correlation")
+                ),
+            ]
+        ),
+        dict.fromkeys(figures, us) if us else {},
+        deltas=dict.fromkeys(figures, -us) if us else {},
+    )
 
 
 def _before_launch(steps: Trace, early: pl.DataFrame) -> Finding:
