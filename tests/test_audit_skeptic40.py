@@ -167,3 +167,52 @@ def test_the_injected_gpt2_copy_reports_its_4_kernels_without_dur() -> None:
     path = FAULTS / "odd" / "kernels4_without_dur.json.gz"
     found = faults(traceanalyze.audit(traceanalyze.load(path, cache=False)))
     assert found["bad_timestamps", "missing_duration"]["count"] == 4
+
+
+def cut_at(events: list[dict[str, Any]], cut_us: float) -> list[dict[str, Any]]:
+    """The recording stopped at ``cut_us``: every event starting after it removed, CPU events
+    running across it ending there (as the skeptic's injection, and a profiler's stop, do)."""
+    kept = [dict(e) for e in events if e["ts"] <= cut_us]
+    for e in kept:
+        if e["cat"] != "kernel" and e["ts"] + e["dur"] > cut_us:
+            e["dur"] = cut_us - e["ts"]
+    return kept
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3])
+def test_a_last_step_the_recording_ends_inside_is_truncated(tmp_path: Path, steps: int) -> None:
+    # Cut 40 µs into the last step, inside its first aten::mm (+10..+60 µs), whose GEMM
+    # (+30 µs) is recorded: nothing is dropped, the step is merely cut.
+    start = BASE + (steps - 1) * 1000
+    events = [e for e in clean_events() if e["ts"] < BASE + steps * 1000]
+    found = faults(audited(tmp_path, cut_at(events, start + 40)))
+    row = found["truncated", "cut_last_step"]
+    assert row["count"] == 1 and row["severity"] in ("warning", "error")
+    assert f"`ProfilerStep#{steps}`" in row["detail"]
+    assert ("launches_without_activity", "dropped") not in found
+
+
+def test_a_last_step_cut_while_the_gpu_lags_is_truncated_not_an_empty_closing_step(
+    tmp_path: Path,
+) -> None:
+    # The GPU runs 800 µs behind: the last step's kernels start after the cut, so it holds
+    # launches and no GPU work, like the profiler's empty closing step.
+    events = clean_events()
+    for e in events:
+        if e["cat"] == "kernel" and e["ts"] > BASE + 2000:
+            e["ts"] += 800
+    found = faults(audited(tmp_path, cut_at(events, BASE + 2120)))
+    assert found["truncated", "cut_last_step"]["count"] == 1
+    assert ("truncated", "empty_last_step") not in found
+
+
+@pytest.mark.skipif(not FAULTS.is_dir(), reason="the skeptic's injected copies are absent")
+@pytest.mark.parametrize(
+    "name", ["mi300_bert", "h200_gpt2_eager", "a100_nccl_train", "mi300x_resnet_train"]
+)
+@pytest.mark.parametrize("pct", [30, 50])
+def test_the_injected_cut_last_steps_are_truncated(name: str, pct: int) -> None:
+    path = FAULTS / name / f"f6_cut_last_step_at{pct}pct.json.gz"
+    found = faults(traceanalyze.audit(traceanalyze.load(path, cache=False)))
+    assert found["truncated", "cut_last_step"]["count"] == 1
+    assert ("truncated", "empty_last_step") not in found

@@ -16,6 +16,7 @@ import polars as pl
 
 from traceanalyze.analyses.audit.figures import Finding, weighed
 from traceanalyze.analyses.audit.rules import (
+    CUT_TOLERANCE_NS,
     EXAMPLES,
     OUTSIDE_FACTOR,
     OUTSIDE_MIN_NS,
@@ -478,12 +479,18 @@ def truncated(trace: Trace) -> list[Finding]:
         steps = counted_steps(trace)
         holding = open_steps.select("rank", iteration=step_at(steps, open_steps)).drop_nulls()
         found.append(_step_finding(steps, open_steps, holding, "open_step"))
+    cut = _cut_last_steps(loaded).join(open_steps.select(ITERATION), on=ITERATION, how="anti")
+    if cut.height:
+        steps = counted_steps(trace)
+        holding = cut.select("rank", iteration=step_at(steps, cut)).drop_nulls()
+        found.append(_step_finding(steps, cut, holding, "cut_last_step"))
     # Profiler steps are weighed only where their activities say one may be cut or empty (the
     # step model's tables cost most of a clean trace's audit).
     suspect = stepped and _falls_short(loaded)
     if not stepped or suspect:
         steps = counted_steps(trace)
-        short = _short_last_steps(steps)
+        # A step the recording cut is said once, as cut.
+        short = _short_last_steps(steps).join(cut.select(ITERATION), on=ITERATION, how="anti")
         if short.height:
             found.append(_step_finding(steps, short, short.select(ITERATION), "short_last_step"))
     if not suspect:
@@ -493,6 +500,7 @@ def truncated(trace: Trace) -> list[Finding]:
         choice_of(counted_steps(trace))
         .table.filter(pl.col("kind") == CLOSING)
         .join(open_steps.select(ITERATION), on=ITERATION, how="anti")
+        .join(cut.select(ITERATION), on=ITERATION, how="anti")
     )
     if closing.height:
         numbers = ", ".join(str(i) for i in closing["iteration"].to_list())
@@ -506,6 +514,39 @@ def truncated(trace: Trace) -> list[Finding]:
             )
         )
     return found
+
+
+def _cut_last_steps(loaded: Trace) -> pl.DataFrame:
+    """Per rank, the last step region when the recording ends inside it: it ends where the
+    rank's last CPU event ends, and a CPU operator ends at that same nanosecond (the stop cut
+    both; a step the program closed ends after the operators in it, and before the profiler's
+    own last events)."""
+    if loaded.iteration_source is IterationSource.WHOLE_TRACE or not loaded.iterations.height:
+        return loaded.iterations.clear()
+    end = pl.col("ts_ns") + pl.col("dur_ns")
+    last_cpu = loaded.cpu.group_by("rank").agg(cpu_end=end.max())
+    last = (
+        loaded.iterations.filter(pl.col("dur_ns") > 0)
+        .sort("rank", "ts_ns")
+        .group_by("rank", maintain_order=True)
+        .last()
+        .join(last_cpu, on="rank")
+        .filter((end - pl.col("cpu_end")).abs() <= CUT_TOLERANCE_NS)
+    )
+    if not last.height:
+        return last.select(loaded.iterations.columns)
+    ops = loaded.cpu.filter(pl.col("cat") == "cpu_op").select("rank", op_end=end)
+    # Only ops ending near the last CPU end are joined (a handful), not every op.
+    near = ops.join(last_cpu, on="rank").filter(
+        pl.col("cpu_end") - pl.col("op_end") <= 2 * CUT_TOLERANCE_NS
+    )
+    cut = (
+        last.join(near.select("rank", "op_end"), on="rank")
+        .filter((end - pl.col("op_end")).abs() <= CUT_TOLERANCE_NS)
+        .select(ITERATION)
+        .unique()
+    )
+    return last.join(cut, on=ITERATION, how="semi").select(loaded.iterations.columns)
 
 
 def _gzip_cuts(trace: Trace) -> list[Finding]:
@@ -594,11 +635,11 @@ def _step_finding(
     kept = every.join(left_out.select(ITERATION), on=ITERATION, how="anti")
     weight = weigh(steps, iterations=kept) if kept.height else Weight({}, verdict_changes=False)
     numbers = ", ".join(str(i) for i in left_out["iteration"].to_list())
-    what = (
-        "step regions with no duration, never closed"
-        if finding == "open_step"
-        else "last steps with under half the CPU span and GPU activities of the step before"
-    )
+    what = {
+        "open_step": "step regions with no duration, never closed",
+        "cut_last_step": "last steps the recording ends inside (the step and an operator in "
+        "it end together at the rank's last CPU event)",
+    }.get(finding, "last steps with under half the CPU span and GPU activities of the step before")
     return weighed(
         CHECK_TRUNCATED,
         finding,
