@@ -59,6 +59,7 @@ def test_per_iteration_frame(tmp_path: Path) -> None:
         "launch_us": 3.0,
         "cpu_span_us": 15.0,
         "wall_us": 20.0,  # the window: the GPU side [20, 40] is longer than the step
+        "carried_in_warmup_us": 0.0,
         "gpu_busy_us": 17.0,
         "gpu_idle_us": 3.0,
         "compute_us": 15.0,

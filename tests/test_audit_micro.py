@@ -66,8 +66,8 @@ def test_the_clean_trace_is_ok_with_info_rows_only(tmp_path: Path) -> None:
     assert result.error_bars == {}
     assert result.checks["check"].unique(maintain_order=True).to_list() == [
         "launches_without_activity", "activity_without_launch", "overlapping_on_stream",
-        "duration_overflow", "bad_timestamps", "truncated", "clock_skew", "profiler_overhead",
-        "graph_replays_opaque", "missing_metadata",
+        "duration_overflow", "bad_timestamps", "truncated", "clock_skew", "gpu_clock_offset",
+        "profiler_overhead", "graph_replays_opaque", "missing_metadata",
     ]  # fmt: skip
 
 

@@ -358,9 +358,9 @@ def test_flash_steady_steps_run_along_the_gpu() -> None:
         .agg(gpu_pct=pl.col("dur").filter("gpu").sum() / pl.col("dur").sum() * 100)
         .sort("iteration")
     )
-    assert shares["iteration"].to_list() == [2, 3, 4]
-    first, *steady = shares["gpu_pct"].to_list()
-    assert first < 50 and all(pct > 50 for pct in steady)
+    # Step 2 waits on the CPU (a one-off first step): not counted, so not on the path either.
+    assert shares["iteration"].to_list() == [3, 4]
+    assert all(pct > 50 for pct in shares["gpu_pct"].to_list())
 
 
 def _points(ranks: list[int], tids: list[int], times: list[int]) -> pl.DataFrame:

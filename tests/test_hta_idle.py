@@ -176,4 +176,5 @@ def test_our_causes_refine_htas_categories(path: Path) -> None:
         "data_loading",
         "host",
         "launch",
+        "launch_first_call",
     }

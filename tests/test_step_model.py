@@ -238,7 +238,7 @@ def test_the_verdict_needs_two_steps_that_agree(tmp_path: Path) -> None:
     # Votes weigh by wall time: two CPU-bound steps of 80 us outweigh two GPU-bound of 21 us.
     long = step_model(load(tmp_path, steps_with_gaps([1, 1, 60, 60]), name="long.json"))
     assert long.verdict.bound == "CPU-bound"
-    assert "2 of 4 steps agree (79% of their wall time)" in long.verdict.note
+    assert "2 of 4 counted steps agree (79% of their wall time)" in long.verdict.note
     agree = step_model(load(tmp_path, steps_with_gaps([1, 1, 1, 3]), name="agree.json"))
     assert agree.verdict.bound == "GPU-bound"
 

@@ -384,7 +384,7 @@ def iterations(x: Input, *, loading: Loading | None = None) -> pl.DataFrame:
     """One row per iteration: its kind, flag, whether it counts, its GPU and CPU figures.
 
     >>> iterations("sample_traces/h200_default/sdpa_flash.json.gz")["counted"].to_list()
-    [True, True, True]
+    [False, True, True]
     """
     return per_variant(subjects(x, loading), lambda s: step_rows(s.trace), top=None)
 

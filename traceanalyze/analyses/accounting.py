@@ -11,7 +11,9 @@ figures of the work each iteration *launched* and of its CPU side, per (rank, it
 * ``cpu_op_us``: time inside outermost CPU operators (``cpu_op`` with no ``cpu_op`` ancestor)
   that start in the iteration, summed over threads.
 * ``launch_us``: time in the runtime/driver calls that launched the iteration's GPU activities.
-* ``cpu_span_us``: the iteration's span on the CPU (the step's own duration).
+* ``cpu_span_us``: the iteration's span on the CPU (the step's own duration; for the whole
+  trace taken as one iteration, the first start to the last end of its CPU events, not the
+  trace's span, which holds the GPU's too).
 
 The step's wall, busy and idle time, its split and its idle causes are the step model's: they
 count all GPU work inside the step's window, whatever its launch time.
@@ -27,7 +29,7 @@ from traceanalyze.analyses.activities import per_trace, transfer_kind
 from traceanalyze.analyses.cputree import outermost_mask
 from traceanalyze.link import RUNTIME_CATS
 from traceanalyze.query import IN_MEMORY
-from traceanalyze.trace import Trace
+from traceanalyze.trace import IterationSource, Trace
 
 ITERATION = ["rank", "iteration"]
 # An eager or a lazy frame: the interval unions build the same query on either.
@@ -55,6 +57,9 @@ def iteration_times(trace: Trace) -> pl.DataFrame:
     # One query (in-memory engine) for the whole table: its ~20 eager steps cost ~0.1-0.3 ms
     # each, most of it fixed cost, on a rank's few thousand activities.
     steps = trace.iterations.lazy().select(*ITERATION, cpu_span_us=pl.col("dur_ns") / 1e3)
+    if trace.iteration_source is IterationSource.WHOLE_TRACE:
+        # The whole trace's span holds the GPU's too: its CPU span is the CPU events' own.
+        steps = steps.drop("cpu_span_us").join(_cpu_spans(trace), on=ITERATION, how="left")
     gpu = trace.gpu.lazy().filter(pl.col("iteration").is_not_null()).with_columns(transfer_kind())
     frame = (
         steps.join(_gpu_times(gpu, proper_intervals(trace.gpu)), on=ITERATION, how="left")
@@ -68,6 +73,16 @@ def iteration_times(trace: Trace) -> pl.DataFrame:
         .select(*ITERATION, *COUNT_COLUMNS, *TIME_COLUMNS)
         .sort(ITERATION)
         .collect(engine=IN_MEMORY)
+    )
+
+
+def _cpu_spans(trace: Trace) -> pl.LazyFrame:
+    """Per (rank, iteration): the first start to the last end of its CPU events (µs)."""
+    return (
+        trace.cpu.lazy()
+        .filter(pl.col("iteration").is_not_null() & pl.col("dur_ns").is_not_null())
+        .group_by(ITERATION)
+        .agg(cpu_span_us=((pl.col("ts_ns") + pl.col("dur_ns")).max() - pl.col("ts_ns").min()) / 1e3)
     )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
-from traceanalyze.analyses.audit.clocks import clock_skew
+from traceanalyze.analyses.audit.clocks import clock_skew, gpu_clock_offset
 from traceanalyze.analyses.audit.figures import (
     FIGURES,
     SHARE_OF,
@@ -54,6 +54,7 @@ RUNNERS: dict[str, Callable[[Trace], list[Finding]]] = {
     "bad_timestamps": bad_timestamps,
     "truncated": truncated,
     "clock_skew": clock_skew,
+    "gpu_clock_offset": gpu_clock_offset,
     "profiler_overhead": profiler_overhead,
     "graph_replays_opaque": graph_replays_opaque,
     "missing_metadata": missing_metadata,
@@ -79,6 +80,7 @@ CLEAN_DETAIL: dict[str, str] = {
     "steps in order",
     "truncated": "no open, cut or empty last step; no gzip file cut short",
     "clock_skew": "one rank: no clocks to compare",
+    "gpu_clock_offset": "launch-to-start delays fit one clock for the CPU and the GPU",
     "profiler_overhead": "nothing recorded besides ops and GPU activity",
     "graph_replays_opaque": "no graph replay without its capture",
     "missing_metadata": "device properties, a known GPU and distributed info where needed",

@@ -28,9 +28,11 @@ from traceanalyze.analyses.audit.steps import counted_steps, step_count
 from traceanalyze.analyses.audit.text import sentence
 from traceanalyze.analyses.distributed.comms import Comms, collective_kind, comms
 from traceanalyze.analyses.distributed.skew import COLLECTIVE, collective_starts
+from traceanalyze.analyses.step.model import step_model
 from traceanalyze.trace import Trace
 
 CHECK_CLOCKS = "clock_skew"
+CHECK_GPU_CLOCK = "gpu_clock_offset"
 # The estimate of each rank: its offset, from how many collectives, how far they disagree.
 OFFSET_SCHEMA = {
     "rank": pl.Int32(),
@@ -213,3 +215,23 @@ def _shifted(frame: pl.DataFrame, shift: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.col(times) - pl.col("_shift").fill_null(0))
         .drop("_shift")
     )
+
+
+def gpu_clock_offset(trace: Trace) -> list[Finding]:
+    """Ranks whose GPU clock is offset from their CPU clock (the step model's rule,
+    :mod:`~traceanalyze.analyses.step.clock`): the step model then gives no idle cause or
+    verdict, and says why."""
+    steps = counted_steps(trace)
+    offsets = step_model(steps).clock
+    if not offsets:
+        return []
+    return [
+        Finding(
+            CHECK_GPU_CLOCK,
+            "offset",
+            sum(o.launches for o in offsets),
+            0.0,
+            sentence([o.describe() for o in offsets]),
+            verdict_changes=True,
+        )
+    ]

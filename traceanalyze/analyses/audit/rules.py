@@ -25,6 +25,7 @@ CHECKS = (
     "bad_timestamps",
     "truncated",
     "clock_skew",
+    "gpu_clock_offset",
     "profiler_overhead",
     "graph_replays_opaque",
     "missing_metadata",
@@ -214,6 +215,14 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         None,
         "rank clocks cannot be compared: no collective that must end together is shared by "
         "the ranks, or those shared do not end together",
+    ),
+    ("gpu_clock_offset", "offset"): FindingRule(
+        WARNING,
+        None,
+        "a rank's GPU times are not on its CPU's clock: the shortest launch-to-start delay is a "
+        "millisecond or more while the GPU idles with that work queued, or many activities "
+        "start before their launch call; idle causes, the bound verdict and the critical path "
+        "compare the two clocks, so the step model gives no verdict",
     ),
     ("profiler_overhead", "recorded"): FindingRule(
         INFO,

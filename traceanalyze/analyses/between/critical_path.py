@@ -43,6 +43,7 @@ from traceanalyze.analyses.between.critical_slack import items
 from traceanalyze.analyses.between.critical_threads import Crossings, thread_edges
 from traceanalyze.analyses.between.critical_walk import Runs, walk
 from traceanalyze.analyses.iterations import on_counted
+from traceanalyze.analyses.step.clock import offset_note
 from traceanalyze.analyses.step.model import step_model
 from traceanalyze.display import Shown
 from traceanalyze.trace import Trace
@@ -104,7 +105,8 @@ def critical_path(trace: Trace) -> CriticalPath:
         .join(lengths, on=ITERATION, how="left")
         .select(*ITERATION, "span_us", length_us=pl.col("length_ns").fill_null(0) / 1e3)
     )
-    verdict = step_model(trace).verdict
+    model = step_model(trace)
+    verdict = model.verdict
     return CriticalPath(
         bound=verdict.bound,
         bound_margin_pct=verdict.margin_pct,
@@ -116,7 +118,8 @@ def critical_path(trace: Trace) -> CriticalPath:
         items=items(rows, _terminal(runs), n, TOP_ITEMS),
         iterations=per_iteration,
         segments=rows.strings(),
-        notes=_notes(trace, syncs, crossings),
+        notes=_notes(trace, syncs, crossings)
+        + ((offset_note(list(model.clock)),) if model.clock else ()),
     )
 
 

@@ -18,6 +18,7 @@ import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.iterations import counted, on_counted
+from traceanalyze.analyses.step.clock import offset_note
 from traceanalyze.analyses.step.gaps import CAUSE_NAMES, CAUSES
 from traceanalyze.analyses.step.model import step_model
 from traceanalyze.display import Shown
@@ -43,6 +44,8 @@ class IdleResult(Shown):
     syncs: pl.DataFrame
     wall_us_per_iter: float
     bound: str
+    # Why the causes cannot be read (the GPU's clock is offset from the CPU's), or None.
+    clock_note: str | None = None
 
 
 @on_counted
@@ -84,6 +87,7 @@ def idle_breakdown(trace: Trace, largest: int = LARGEST_GAPS) -> IdleResult:
         model.syncs(trace),
         model.means["wall_us_per_iter"],
         model.verdict.bound,
+        offset_note(list(model.clock)) if model.clock else None,
     )
 
 

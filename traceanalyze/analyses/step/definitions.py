@@ -38,7 +38,8 @@ DEFINITIONS: dict[str, str] = {
     "events with no operator above them) that start in the step, summed over threads",
     "launch_us_per_iter": "time in the runtime/driver calls that launched the step's GPU "
     "activities",
-    "cpu_span_us_per_iter": "the step's span on the CPU (its annotation's duration)",
+    "cpu_span_us_per_iter": "the step's span on the CPU (its annotation's duration; for the "
+    "whole trace taken as one iteration, the first start to the last end of its CPU events)",
     "median_ms": "the capture's median time per call, measured with CUDA events without the "
     "profiler (the manifest): the truth for wall time",
     "speedup": "the baseline's GPU busy time over the variant's",
@@ -49,17 +50,20 @@ DEFINITIONS: dict[str, str] = {
     "names: the capture's median where a warm capture's manifest gives one, a cold capture's "
     "steady median (its first call left out), else the steps' windows; at most 100 (more than "
     f"{BUSY_OVER_WALL_TOLERANCE_PCT:g}% over a capture's median, the two do not describe the "
-    "same work and the share and verdict are left out)",
+    "same work and the share and verdict are left out); over the counted steps, as the "
+    "verdict",
     "bound": "what bounds the steps, from the window's split into sides: GPU (compute, exposed "
     "copies, idle gaps whose work was already queued), communication (exposed collectives), "
     "CPU (idle gaps waiting for the host's work, launches or data loading) and sync (idle gaps "
     "after a blocking sync). `GPU-bound` when the GPU side holds at least "
     f"{GPU_BOUND_MIN_PCT:g}% of the wall; else `communication-bound`, `CPU-bound` or "
     "`sync-bound` for the side holding more than half of the rest; else `balanced`; `cannot "
-    "tell` without GPU activity, without launch calls to tell why the GPU waited, with one "
-    "step only, or where the steps that share a verdict hold less than "
-    f"{AGREEING_STEPS[0]}/{AGREEING_STEPS[1]} of the voting steps' wall time (a first step "
-    "flagged as waiting on the CPU does not vote) or their mean split says otherwise. "
+    "tell` without GPU activity, without launch calls to tell why the GPU waited, where the "
+    "GPU's clock is offset from the CPU's (`audit`'s gpu_clock_offset), with one counted step "
+    "only, or where the steps that share a verdict hold less than "
+    f"{AGREEING_STEPS[0]}/{AGREEING_STEPS[1]} of the counted steps' wall time or their mean "
+    "split says otherwise; the counted steps are the means' population too (a warm-up step "
+    "and a first step waiting on the CPU are not counted). "
     "Against "
     "a capture's median, the GPU side keeps its traced time and the rest of the median is the "
     "host's, split as the trace's gaps are",

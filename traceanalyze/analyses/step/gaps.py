@@ -14,8 +14,9 @@ at the window's end, the next work after it). Its cause (``CAUSES``):
    ``ROUND_TRIP_HOST_NS`` of the host's work after it: the sync's round trip, which drains the
    GPU's queue), ``data_loading`` (in a DataLoader's ``__next__`` before the launch), ``host``
    (other CPU work before the launch: operators, Python, a compile), ``launch`` (the launch call
-   itself) and ``queued`` again (after the launch call returned, until the GPU started the
-   work: a dependency or the GPU's dispatch).
+   itself; ``launch_first_call`` where that call lasts ``LAUNCH_FIRST_CALL_MIN_NS`` or more:
+   one-off work inside it, not steady launch overhead) and ``queued`` again (after the launch
+   call returned, until the GPU started the work: a dependency or the GPU's dispatch).
 
 A gap with no work after it (the trace's end) is charged to what the rank's launching thread
 did meanwhile, by the same parts.
@@ -36,6 +37,12 @@ SYNC = "sync"
 DATA_LOADING = "data_loading"
 HOST = "host"
 LAUNCH = "launch"
+LAUNCH_FIRST_CALL = "launch_first_call"
+# A launch call this long does one-off work inside it (a lazy module load, a JIT compile, the
+# first call's initialisation): steady launches take 2-50 µs, and a gap means the GPU's queue
+# is empty, so the call is not waiting on a full queue either. Seen: a 1.34 s call on an A100
+# loading modules lazily, a 6.5 ms first hipLaunchKernel on an MI250.
+LAUNCH_FIRST_CALL_MIN_NS = 1_000_000
 # A blocking call that returned this little before the gap began still made it: the GPU's
 # last work ended, the call returned a moment later (clock alignment of CPU and GPU timelines
 # is good to about a microsecond).
@@ -68,7 +75,12 @@ CAUSES: tuple[Cause, ...] = (
           "`__next__`) before it launched the work"),
     Cause(HOST, "most of the gap the launching thread was busy with other CPU work (operators, "
           "Python, a compile) before it launched the work"),
-    Cause(LAUNCH, "most of the gap is the launch call itself"),
+    Cause(LAUNCH, "most of the gap is the launch call itself, a steady one (shorter than "
+          f"{LAUNCH_FIRST_CALL_MIN_NS / 1e3:,.0f} µs)"),
+    Cause(LAUNCH_FIRST_CALL, "most of the gap is a launch call of "
+          f"{LAUNCH_FIRST_CALL_MIN_NS / 1e3:,.0f} µs or more: one-off work inside it (a lazy "
+          "module load, a JIT compile, a first call's initialisation), not steady launch "
+          "overhead"),
 )  # fmt: skip
 CAUSE_NAMES = tuple(c.cause for c in CAUSES)
 GAP_COLUMNS = (
@@ -164,6 +176,12 @@ def _with_cause(gaps: pl.LazyFrame, trace: Trace) -> pl.LazyFrame:
     # Ties go to the earlier cause of CAUSES (the last `when` applied wins, so go in reverse).
     for name, column in reversed(PART_COLUMNS.items()):
         cause = pl.when(pl.col(column) == largest).then(pl.lit(name)).otherwise(cause)
+    one_off = (pl.col("launch_end_ns") - pl.col("launch_ts_ns")) >= LAUNCH_FIRST_CALL_MIN_NS
+    cause = (
+        pl.when((cause == LAUNCH) & one_off.fill_null(value=False))
+        .then(pl.lit(LAUNCH_FIRST_CALL))
+        .otherwise(cause)
+    )
     return parts.with_columns(
         cause=pl.when(queued).then(pl.lit(QUEUED)).otherwise(cause),
         gap_ns=pl.col("gap_end_ns") - gs,

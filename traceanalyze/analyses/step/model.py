@@ -21,13 +21,13 @@ import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
 from traceanalyze.analyses.iterations import (
-    FIRST_STEP_FLAG,
     TABLE_COLUMNS,
     choice_of,
     counted,
     iteration_rows,
 )
 from traceanalyze.analyses.stacks import frames_of_ops
+from traceanalyze.analyses.step.clock import ClockOffset, clock_offsets, offset_note
 from traceanalyze.analyses.step.gaps import CAUSE_NAMES, HOST, QUEUED, window_gaps
 from traceanalyze.analyses.step.syncs import priced_calls, sync_table
 from traceanalyze.analyses.step.times import SPLIT_US_COLUMNS, STEP_COLUMNS, split_times
@@ -85,6 +85,8 @@ class StepModel(Shown):
     means: Mapping[str, float]
     verdict: Verdict
     wall_source: str
+    # Ranks whose GPU clock is offset from the CPU's: no gap cause or verdict can be read.
+    clock: tuple[ClockOffset, ...] = ()
 
     @property
     def step_count(self) -> int:
@@ -116,8 +118,21 @@ def _model(trace: Trace) -> StepModel:
     means = _means(steps)
     launched = bool(trace.gpu["linked"].fill_null(value=False).any())
     recorded = trace.gpu.height > 0
+    clock = tuple(clock_offsets(trace, _waiting_pct(steps)))
     verdict = _verdict(steps, means, gaps, calls, launched=launched, recorded=recorded)
-    return StepModel(steps, gaps, calls, means, verdict, WALL_FROM_TRACE)
+    if clock:
+        verdict = Verdict(CANNOT_TELL, None, verdict.shares_pct, offset_note(list(clock)))
+    return StepModel(steps, gaps, calls, means, verdict, WALL_FROM_TRACE, clock)
+
+
+def _waiting_pct(steps: pl.DataFrame) -> pl.DataFrame:
+    """Per rank: the share of the steps' wall the GPU idled with its next work queued (long
+    gaps), which the clock check weighs."""
+    return steps.group_by("rank").agg(
+        waiting_pct=pl.col(QUEUED_WAITING).sum()
+        / pl.col("wall_us").sum().clip(lower_bound=1e-9)
+        * 100
+    )
 
 
 @per_trace
@@ -193,10 +208,11 @@ def _verdict(
     launched: bool,
     recorded: bool,
 ) -> Verdict:
-    """The steps' verdict: the one held by steps that make up at least two thirds of the voting
-    steps' wall time (each step judged on its own split; a first step flagged as waiting on the
-    CPU does not vote), with its margin and evidence from the voting steps' mean split; else
-    ``cannot tell``."""
+    """The steps' verdict: the one held by counted steps that make up at least two thirds of
+    their wall time (each step judged on its own split), with its margin and evidence from
+    their mean split; else ``cannot tell``. The counted steps are the means' population too
+    (a warm-up step and a first step waiting on the CPU are not counted: ``iterations``), so
+    every figure beside the verdict is over the same steps."""
     parts = _per_step(means)
     times = side_times(parts)
     shares = shares_of(times)
@@ -204,67 +220,51 @@ def _verdict(
     if missing is not None:
         said = [missing, describe(times, parts)] if sum(times.values()) > 0 else [missing]
         return Verdict(CANNOT_TELL, None, shares, "; ".join(said))
-    voters, left_out = _voters(steps)
     weights = (
-        voters.group_by("bound")
+        steps.group_by("bound")
         .agg(wall=pl.col("wall_us").sum(), n=pl.len())
         .sort("wall", "bound", descending=[True, False])
     )
     bound, held_us, agreeing = weights.row(0)
-    total_us = float(voters["wall_us"].sum())
+    total_us = float(steps["wall_us"].sum())
     held_pct = held_us / total_us * 100 if total_us > 0 else 0.0
     share, out_of = AGREEING_STEPS
-    voted = _per_step(_means(voters))
-    voted_times = side_times(voted)
-    judged, margin = judge(voted_times)
-    if voters.height == 1 or held_pct < share / out_of * 100 or judged != bound:
-        overall, by = judge(times)
+    judged, margin = judge(times)
+    if steps.height == 1 or held_pct < share / out_of * 100 or judged != bound:
         said = [
             describe(times, parts)
-            + ("" if overall == CANNOT_TELL else f", {overall} by {by:.1f} points")
+            + ("" if judged == CANNOT_TELL else f", {judged} by {margin:.1f} points")
         ]
         split = ", ".join(f"{n} {b}" for b, _, n in weights.iter_rows())  # a few verdicts
         why = (
-            "one step only, and a verdict needs two or more that agree (profile more steps); "
-            "that step alone: "
+            "one step only counts, and a verdict needs two or more that agree (profile more "
+            "steps); that step alone: "
             if steps.height == 1
             else "the steps disagree "
-            f"({split} of {voters.height}{left_out}; the largest holds {held_pct:.0f}% of "
+            f"({split} of {steps.height} counted; the largest holds {held_pct:.0f}% of "
             "their wall time, a verdict needs two thirds and their mean to agree); "
             "over all of them: "
         )
         return Verdict(CANNOT_TELL, None, shares, why + "; ".join(said + _carried_in(steps, calls)))
     notes = [
-        f"{describe(voted_times, voted)} ({WALL_FROM_TRACE})",
+        f"{describe(times, parts)} ({WALL_FROM_TRACE})",
         *_carried_in(steps, calls),
-        f"{agreeing} of {voters.height} steps agree ({held_pct:.0f}% of their wall time)"
-        f"{left_out}{_dissent(voters, bound)}",
+        f"{agreeing} of {steps.height} counted steps agree ({held_pct:.0f}% of their wall "
+        f"time){_dissent(steps, bound)}",
     ]
     if bound == COMMUNICATION_BOUND:
         notes.append(COMMUNICATION_NOTE)
     if bound == CANNOT_TELL:
-        return Verdict(bound, None, shares_of(voted_times), WAITING_NOTE + "; ".join(notes))
+        return Verdict(bound, None, shares, WAITING_NOTE + "; ".join(notes))
     # Where some steps disagree, the verdict also changes if the agreeing steps' share of the
     # wall falls below two thirds: the margin is then the nearer of the two.
     vote_margin = held_pct - share / out_of * 100
-    if agreeing < voters.height and vote_margin < margin:
+    if agreeing < steps.height and vote_margin < margin:
         margin = vote_margin
         notes[0] += f"; margin {margin:.1f} points (the steps' vote: {held_pct:.1f}% of the wall)"
     else:
         notes[0] += f"; margin {margin:.1f} points"
-    return Verdict(bound, margin, shares_of(voted_times), "; ".join(notes))
-
-
-def _voters(steps: pl.DataFrame) -> tuple[pl.DataFrame, str]:
-    """The steps that vote on the verdict, and a note naming those left out: a first step that
-    waits on the CPU (warm-up: the GPU starved while the host prepares) does not vote where
-    others do."""
-    flagged = pl.col("flag").fill_null("").str.starts_with(FIRST_STEP_FLAG)
-    voters = steps.filter(~flagged)
-    if voters.height == steps.height or not voters.height:
-        return steps, ""
-    numbers = ", ".join(str(n) for n in steps.filter(flagged)["iteration"].to_list())
-    return voters, f"; step {numbers} left out of the vote ({FIRST_STEP_FLAG})"
+    return Verdict(bound, margin, shares, "; ".join(notes))
 
 
 def _dissent(steps: pl.DataFrame, bound: str) -> str:
@@ -341,7 +341,7 @@ def against_wall(model: StepModel, median_ms: float | None, steady: bool = False
     communication keep their traced time, and the rest of the median is split between the CPU
     and sync sides as the trace's idle gaps are. ``steady``: the median is a cold capture's
     steady one."""
-    if not median_ms:
+    if not median_ms or model.clock:
         return model.verdict
     parts = _per_step(model.means)
     traced = side_times(parts)

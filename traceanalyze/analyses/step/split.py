@@ -66,7 +66,7 @@ def window_split(trace: Trace, windows: pl.DataFrame) -> pl.LazyFrame:
     split = windows.lazy().select(STEP)
     for name, frame in unions.items():
         split = split.join(busy_in_windows(frame, windows, name), on=STEP, how="left")
-    split = split.join(_carried(gpu, windows), on=STEP, how="left")
+    split = split.join(carried(gpu, windows), on=STEP, how="left")
     split = split.with_columns(pl.col(*unions, "carried_in_ns").fill_null(0))
     return split.select(
         *STEP,
@@ -79,14 +79,20 @@ def window_split(trace: Trace, windows: pl.DataFrame) -> pl.LazyFrame:
     )
 
 
-def _carried(activities: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
+def carried(
+    activities: pl.LazyFrame, windows: pl.DataFrame, *, before_first: bool = False
+) -> pl.LazyFrame:
     """Per step: ``carried_in_ns``, the union of the window's pieces of activities launched
-    before the step began on the CPU (``cpu_lo_ns``). An activity is paired with every window it
-    overlaps (windows of a rank are disjoint and ordered: the first whose end is after its start
-    to the last whose start is before its end), so a long kernel is carried into each."""
+    before the step began on the CPU (``cpu_lo_ns``), or, with ``before_first``, before the
+    rank's first step began (the profiler's warm-up steps, work before the profiler started),
+    work with no launch recorded counting as such either way. An activity is paired with every
+    window it overlaps (windows of a rank are disjoint and ordered: the first whose end is after
+    its start to the last whose start is before its end), so a long kernel is carried into
+    each."""
+    cutoff = pl.col("cpu_lo_ns").min().over("rank") if before_first else pl.col("cpu_lo_ns")
     bounds = (
         windows.lazy()
-        .select(*STEP, "lo_ns", "hi_ns", "cpu_lo_ns")
+        .select(*STEP, "lo_ns", "hi_ns", cpu_lo_ns=cutoff)
         .sort("rank", "lo_ns")
         .with_columns(window=pl.int_range(pl.len()).over("rank"))
     )

@@ -9,7 +9,10 @@ The window's figures (:mod:`.window`, :mod:`.split`), in µs:
 * ``compute_us``, ``exposed_communication_us``, ``exposed_copy_us``: the busy time split by
   what runs (they add up to ``gpu_busy_us``); ``communication_us``: all collective time in the
   window, hidden under compute or not;
-* ``carried_in_us``: the part of the busy time from work the step did not launch.
+* ``carried_in_us``: the part of the busy time from work the step did not launch;
+  ``carried_in_warmup_us``: the part of it launched before the rank's first step or with no
+  launch recorded (the profiler's warm-up steps, work before the profiler started): a step
+  holding much of it is not a steady step (``iterations``' kind ``warm-up``).
 
 The rest (counts, GPU activity of the step's own launches, CPU time) is
 :func:`~traceanalyze.analyses.accounting.iteration_times`'.
@@ -21,7 +24,7 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import COUNT_COLUMNS, TIME_COLUMNS, iteration_times
 from traceanalyze.analyses.activities import per_trace
-from traceanalyze.analyses.step.split import SPLIT_COLUMNS, window_split
+from traceanalyze.analyses.step.split import SPLIT_COLUMNS, carried, window_split
 from traceanalyze.analyses.step.window import STEP, step_windows
 from traceanalyze.query import IN_MEMORY
 from traceanalyze.trace import Trace
@@ -52,16 +55,28 @@ def step_times(trace: Trace) -> pl.DataFrame:
     out): a window starts where the previous step's ends, so leaving a step out first would
     move the next one's window.
     """
-    windows = (
-        step_windows(trace)
-        .lazy()
-        .with_columns(wall_us=(pl.col("hi_ns") - pl.col("lo_ns")).fill_null(0) / 1e3)
+    raw = step_windows(trace)
+    windows = raw.lazy().with_columns(
+        wall_us=(pl.col("hi_ns") - pl.col("lo_ns")).fill_null(0) / 1e3
+    )
+    warm_up = carried(trace.gpu.lazy(), raw, before_first=True).select(
+        *STEP, carried_in_warmup_us=pl.col("carried_in_ns") / 1e3
     )
     return (
         iteration_times(trace)
         .lazy()
         .join(windows, on=STEP, how="left")
-        .select(*STEP, *COUNT_COLUMNS, *TIME_COLUMNS, "wall_us", "lo_ns", "hi_ns")
+        .join(warm_up, on=STEP, how="left")
+        .with_columns(pl.col("carried_in_warmup_us").fill_null(0.0))
+        .select(
+            *STEP,
+            *COUNT_COLUMNS,
+            *TIME_COLUMNS,
+            "wall_us",
+            "carried_in_warmup_us",
+            "lo_ns",
+            "hi_ns",
+        )
         .sort(STEP)
         .collect(engine=IN_MEMORY)
     )

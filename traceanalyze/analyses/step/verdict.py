@@ -26,7 +26,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from traceanalyze.analyses.step.gaps import DATA_LOADING, HOST, LAUNCH, SYNC
+from traceanalyze.analyses.step.gaps import (
+    DATA_LOADING,
+    HOST,
+    LAUNCH,
+    LAUNCH_FIRST_CALL,
+    SYNC,
+)
 
 GPU_BOUND = "GPU-bound"
 COMMUNICATION_BOUND = "communication-bound"
@@ -70,8 +76,10 @@ SIDES: tuple[Side, ...] = (
          "the GPU runs the step's kernels and copies, or dispatches the next one queued"),
     Side("communication", COMMUNICATION_BOUND, ("exposed_communication_us",),
          "collective kernels that no compute hides (their time includes waiting for peers)"),
-    Side("cpu", CPU_BOUND, tuple(idle_column(c) for c in (HOST, LAUNCH, DATA_LOADING)),
-         "the GPU waits for the host: its CPU work, its launches, its data loading"),
+    Side("cpu", CPU_BOUND,
+         tuple(idle_column(c) for c in (HOST, LAUNCH, LAUNCH_FIRST_CALL, DATA_LOADING)),
+         "the GPU waits for the host: its CPU work, its launches (one-off first calls apart), "
+         "its data loading"),
     Side("sync", SYNC_BOUND, (idle_column(SYNC),),
          "the GPU waits out the round trip of a blocking synchronisation"),
     Side("waiting", CANNOT_TELL, (QUEUED_WAITING,),
@@ -154,6 +162,7 @@ _LABELS = {
     QUEUED_DISPATCH: "dispatch gaps",
     idle_column(HOST): "host",
     idle_column(LAUNCH): "launch",
+    idle_column(LAUNCH_FIRST_CALL): "one-off launch calls",
     idle_column(DATA_LOADING): "data loading",
 }
 

@@ -22,6 +22,7 @@ def idle_record(result: IdleResult) -> dict[str, Any]:
         "gpu_idle_us_per_iter": result.gpu_idle_us_per_iter,
         "wall_us_per_iter": result.wall_us_per_iter,
         "bound": result.bound,
+        "clock_note": result.clock_note,
         "iterations": result.iterations,
         "gpu_activities_per_iter": result.gpu_activities_per_iter,
         "causes": result.causes.to_dicts(),
@@ -54,6 +55,11 @@ def idle_markdown(result: IdleResult, *, full_names: bool = False, level: int = 
         f"{_bound_words(result.bound)}): the stretches of each step's window when no stream runs "
         "anything, each with one cause, decided by whether the work that ends it was already "
         "queued, else by what the launching thread did until it launched it.\n",
+        *(
+            [f"**The causes below cannot be read:** {result.clock_note}.\n"]
+            if result.clock_note
+            else []
+        ),
         _table(causes),
     ]
     if result.by_stream.select("rank", "device", "stream").n_unique() > 1:
@@ -88,6 +94,9 @@ VERDICTS = {
     "(more workers, pinned memory, prefetching)",
     "host": "waiting for the CPU to launch work: the host's operators and Python set the pace",
     "launch": "the launch calls themselves: many small launches (fusion or CUDA graphs)",
+    "launch_first_call": "one-off launch calls (a lazy module load, a JIT compile): a first "
+    "call's cost, not steady launch overhead (warm up before profiling, or load modules "
+    "eagerly with CUDA_MODULE_LOADING=EAGER)",
 }
 
 

@@ -64,10 +64,17 @@ def _pads(value: Any) -> str:
     return _and([f"{dim} from {size:,} to {padded:,}" for dim, size, _, padded in value])
 
 
+def _count(value: Any) -> str:
+    """A count, or a mean count per iteration: whole numbers as such ("1,342"), a mean that is
+    not whole to one decimal ("805.3 gaps per iteration", not "805.333")."""
+    number = float(value)
+    return f"{number:,.0f}" if number.is_integer() else f"{number:,.1f}"
+
+
 # Format specs a template may use: {figure:spec}.
 SPECS: dict[str, Callable[[Any], str]] = {
     "t": number_cell,  # a time, speed-up or share, as the tables write it
-    "n": lambda v: f"{v:g}",  # a count
+    "n": _count,  # a count, or a mean count per iteration
     "b": byte_size,
     "pct0": lambda v: f"{v:.0f}",
     "names": _names,
