@@ -216,3 +216,23 @@ def test_the_injected_cut_last_steps_are_truncated(name: str, pct: int) -> None:
     found = faults(traceanalyze.audit(traceanalyze.load(path, cache=False)))
     assert found["truncated", "cut_last_step"]["count"] == 1
     assert ("truncated", "empty_last_step") not in found
+
+
+def test_a_closing_step_written_as_an_operator_is_not_cut(tmp_path: Path) -> None:
+    # 2020 traces write ProfilerStep#N as an operator: the last one ends at the last CPU event,
+    # but no other operator ends with it.
+    events = clean_events()
+    for e in events:
+        if e["name"].startswith("ProfilerStep#"):
+            e["cat"] = "cpu_op"
+    assert ("truncated", "cut_last_step") not in faults(audited(tmp_path, events))
+
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "corpus"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the shared corpus is absent")
+def test_the_2020_resnet_trace_ends_after_its_last_step_uncut() -> None:
+    path = SHARED / "kineto_tb_resnet50_2020_bare_array.json.gz"
+    found = faults(traceanalyze.audit(traceanalyze.load(path)))
+    assert not any(check == "truncated" for check, _ in found)

@@ -535,14 +535,18 @@ def _cut_last_steps(loaded: Trace) -> pl.DataFrame:
     )
     if not last.height:
         return last.select(loaded.iterations.columns)
-    ops = loaded.cpu.filter(pl.col("cat") == "cpu_op").select("rank", op_end=end)
+    # Another operator than the step itself (old traces write ProfilerStep as an operator).
+    ops = loaded.cpu.filter(pl.col("cat") == "cpu_op").select("rank", "name", op_end=end)
     # Only ops ending near the last CPU end are joined (a handful), not every op.
     near = ops.join(last_cpu, on="rank").filter(
         pl.col("cpu_end") - pl.col("op_end") <= 2 * CUT_TOLERANCE_NS
     )
     cut = (
-        last.join(near.select("rank", "op_end"), on="rank")
-        .filter((end - pl.col("op_end")).abs() <= CUT_TOLERANCE_NS)
+        last.join(near.select("rank", "op_end", op_name="name"), on="rank")
+        .filter(
+            ((end - pl.col("op_end")).abs() <= CUT_TOLERANCE_NS)
+            & (pl.col("op_name") != pl.col("name"))
+        )
         .select(ITERATION)
         .unique()
     )
