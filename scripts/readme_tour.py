@@ -1,6 +1,6 @@
-"""Regenerate (or check) the command outputs shown in README.md from the code itself.
+"""Regenerate (or check) the command outputs shown in README.md and docs/*.md from the code.
 
-A tour block in the README is::
+A tour block in the README or a docs page is::
 
     <!-- tour: kernels sample_traces/h200_default/sdpa_flash.json.gz --top 3 -->
     ```text
@@ -13,8 +13,10 @@ A tour block in the README is::
 were left out. A block whose input lies beside the repository (``../shared/...``, the public
 traces) is kept as it is where that input is absent. Run from the repository root:
 
-    python scripts/readme_tour.py          # rewrite the blocks
-    python scripts/readme_tour.py --check  # exit 1 if a block differs from the code's output
+    PYTHONPATH=$PWD python scripts/readme_tour.py          # rewrite the blocks
+    PYTHONPATH=$PWD python scripts/readme_tour.py --check  # exit 1 if a block is out of date
+
+(PYTHONPATH: the commands of this checkout, not of an editable install elsewhere.)
 """
 
 from __future__ import annotations
@@ -29,8 +31,15 @@ from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+
+
+def pages() -> list[Path]:
+    """The files that hold tour blocks: the README and every docs page."""
+    return [README, *sorted((REPO / "docs").glob("*.md"))]
+
+
 BLOCK = re.compile(
-    r"<!-- tour: (?P<args>[^|>]+?)(?: \| lines (?P<lines>\d+))? -->\n.*?<!-- /tour -->",
+    r"<!-- tour: (?P<args>.+?)(?: \| lines (?P<lines>\d+))? -->\n.*?<!-- /tour -->",
     re.DOTALL,
 )
 
@@ -64,14 +73,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if a block is out of date")
     options = parser.parse_args()
-    current = README.read_text(encoding="utf-8")
-    fresh = regenerate(current)
-    if options.check:
+    stale = []
+    for page in pages():
+        current = page.read_text(encoding="utf-8")
+        fresh = regenerate(current)
         if fresh != current:
-            print("README.md tour blocks are out of date: run scripts/readme_tour.py")
-            return 1
-        return 0
-    README.write_text(fresh, encoding="utf-8")
+            stale.append(page.relative_to(REPO))
+            if not options.check:
+                page.write_text(fresh, encoding="utf-8")
+    if options.check and stale:
+        print(
+            f"tour blocks out of date in {', '.join(map(str, stale))}: run scripts/readme_tour.py"
+        )
+        return 1
     return 0
 
 

@@ -4,7 +4,7 @@
 # Run from anywhere; review `git diff` before committing.
 set -e
 cd "$(dirname "$0")/.."
-traceanalyze report sample_traces/h200_default -o docs/example_report/report.md --force
+PYTHONPATH=$PWD python scripts/example_report.py
 TRACEANALYZE_UPDATE_GOLDEN=1 python -m pytest -q -p no:cacheprovider \
     tests/test_report.py tests/test_findings.py tests/test_compare_diff.py -k golden
-python scripts/readme_tour.py
+PYTHONPATH=$PWD python scripts/readme_tour.py

@@ -14,7 +14,6 @@ from tests.conftest import public_trace_files
 from tests.micro import annotation, call, kernel, load, op
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.report.contents import build_report
-from traceanalyze.analyses.step.definitions import DEFINITIONS
 from traceanalyze.analyses.step.times import split_times, step_times
 from traceanalyze.analyses.summary import WHOLE_TRACE_NOTE, summary
 from traceanalyze.cli import main
@@ -156,12 +155,6 @@ def test_unknown_names_in_expectations_are_usage_errors(expectation: str, messag
         or "gpu_busy_us_per_iter" in result.stderr
         or ("cudaLaunchKernel" in result.stderr)
     )
-
-
-def test_readme_defines_every_figure_as_the_code_does() -> None:
-    readme = (REPO / "README.md").read_text()
-    for key, definition in DEFINITIONS.items():
-        assert f"`{key}`: {definition}." in readme, key
 
 
 # ---------------------------------------------------------------------------------------------

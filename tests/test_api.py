@@ -1,4 +1,4 @@
-"""The library is the command line's twin: the facade's doctests, the README's notebook cells,
+"""The library is the command line's twin: the facade's doctests, docs/python.md's notebook cells,
 and each function's answer equal to what its command writes."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -37,14 +38,14 @@ def test_the_facade_doctests_pass() -> None:
     assert failed == 0
 
 
-def test_the_readme_notebook_section_runs() -> None:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_docs_notebook_section_runs() -> None:
+    text = (REPO / "docs" / "python.md").read_text(encoding="utf-8")
     section = text.split("## In a notebook", 1)[1].split("\n## ", 1)[0]
     cells = PYTHON_BLOCK.findall(section)
     assert len(cells) >= 5
     namespace: dict[str, object] = {}
     for cell in cells:
-        exec(compile(cell, "README.md (In a notebook)", "exec"), namespace)
+        exec(compile(cell, "docs/python.md (In a notebook)", "exec"), namespace)
     assert isinstance(namespace["trace"], traceanalyze.Trace)
 
 
@@ -148,3 +149,100 @@ def test_the_command_functions_are_imported_on_first_use() -> None:
     # submodules are there as before, imported when first named
     code = "import traceanalyze as t; t.api.summary; t.analyses.activities"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- notebook polish (issue 41) -------------------------------------------------------------
+
+
+def test_the_library_takes_the_limits_of_the_command_line() -> None:
+    import click
+
+    from traceanalyze.arguments import LIMITS
+
+    seen = set()
+    for command in main.commands.values():
+        for param in command.params:
+            if param.name in LIMITS:
+                limit, kind = LIMITS[param.name], param.type
+                assert isinstance(kind, (click.IntRange, click.FloatRange)), param.name
+                assert (kind.min, kind.min_open) == (limit.least, limit.above), param.name
+                assert isinstance(kind, click.IntRange) == limit.whole, param.name
+                seen.add(param.name)
+    assert seen == set(LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: traceanalyze.kernels(NAIVE, top=0), traceanalyze.errors.UsageError, "top=0"),
+        (lambda: traceanalyze.kernels(NAIVE, top="3"), TypeError, "top takes a whole number"),
+        (lambda: traceanalyze.idle(NAIVE, largest=-1), traceanalyze.errors.UsageError, "largest"),
+        (lambda: traceanalyze.roofline(NAIVE, peak_tflops=0), traceanalyze.errors.UsageError,
+         "peak_tflops=0"),
+        (lambda: traceanalyze.stacks(NAIVE, category="gemms"), traceanalyze.errors.UsageError,
+         "not one of"),
+        (lambda: traceanalyze.kernels(42), TypeError, "expected a trace file or folder"),
+        (lambda: traceanalyze.summary([1, 2]), TypeError, "got list"),
+        (lambda: traceanalyze.compare(42), TypeError, "expected trace files or folders"),
+        (lambda: traceanalyze.critical_path(3.5), TypeError, "expected one trace file"),
+        (lambda: traceanalyze.sql(NAIVE, 42), TypeError, "a query (str)"),
+    ],
+)  # fmt: skip
+def test_wrong_arguments_say_what_was_expected(
+    call: Callable[[], object], error: type[Exception], words: str
+) -> None:
+    with pytest.raises(error, match=re.escape(words)):
+        call()
+
+
+def test_every_result_has_a_dataframe_form_and_a_short_repr() -> None:
+    folder = traceanalyze.summary("sample_traces/h200_default")
+    assert isinstance(folder, traceanalyze.PerVariant)
+    assert folder[0] == folder["naive"]
+    frame = folder.to_frame()
+    assert frame["variant"].to_list()[:2] == ["naive", "naive_inplace"]
+    assert repr(folder).startswith("PerVariant(9 Summary: naive, naive_inplace")
+    for result in (
+        traceanalyze.idle(NAIVE),
+        traceanalyze.critical_path(NAIVE),
+        traceanalyze.memory(NAIVE),
+        traceanalyze.explain(NAIVE, FLASH),
+        traceanalyze.diff(NAIVE, FLASH),
+    ):
+        assert isinstance(result.to_frame(), pl.DataFrame)  # type: ignore[attr-defined]
+        assert len(repr(result)) < 600, type(result).__name__
+    assert isinstance(traceanalyze.info(NAIVE), pl.DataFrame)
+    annotation = traceanalyze.annotate(NAIVE)
+    assert len(repr(annotation)) < 300
+    assert annotation.to_frame().equals(annotation.activities)
+    assert annotation.to_frame("copies").equals(annotation.copies)
+    with pytest.raises(traceanalyze.errors.UsageError, match="not one of"):
+        annotation.to_frame("nosuch")
+    assert len(repr(traceanalyze.load_variants(["sample_traces/h200_default"])[0])) < 300
+
+
+def test_dir_shows_the_public_names_only() -> None:
+    names = dir(traceanalyze)
+    assert "TYPE_CHECKING" not in names and "importlib" not in names
+    assert {"load", "summary", "sql", "schema"} <= set(names)
+    assert set(names) == {*traceanalyze.__all__, "__version__"}
+
+
+def test_the_error_classes_users_catch_are_exported() -> None:
+    # A notebook catches ta.UsageError / ta.TraceReadError without importing traceanalyze.errors.
+    errors = {
+        name
+        for name, value in vars(traceanalyze.errors).items()
+        if isinstance(value, type)
+        and issubclass(value, traceanalyze.errors.TraceAnalyzeError)
+        and value.__module__ == "traceanalyze.errors"
+    }
+    assert {"UsageError", "TraceReadError"} <= errors
+    assert errors <= set(traceanalyze.__all__)
+    assert errors <= set(dir(traceanalyze))
+    for name in errors:
+        assert getattr(traceanalyze, name) is getattr(traceanalyze.errors, name)
+    with pytest.raises(traceanalyze.TraceReadError):
+        traceanalyze.load("no/such/trace.json")
+    with pytest.raises(traceanalyze.UsageError):
+        traceanalyze.kernels(NAIVE, top=-1)

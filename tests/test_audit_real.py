@@ -189,8 +189,8 @@ def test_a_real_rank_shifted_by_a_known_offset(tmp_path: Path) -> None:
     assert faults(result)["clock_skew", "skewed"]["severity"] == "warning"
 
 
-def test_the_readme_prints_every_finding_and_definition() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_print_every_finding_and_definition() -> None:
+    readme = (REPO / "docs" / "audit.md").read_text()  # the README's section, moved (issue 41)
     for (check, finding), rule in FINDINGS.items():
         assert f"`{check}/{finding}`" in readme and rule.meaning in readme, (check, finding)
     for key, definition in DEFINITIONS.items():

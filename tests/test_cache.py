@@ -241,7 +241,11 @@ def test_cache_info_and_clear_commands(tmp_path: Path, cache_dir: Path) -> None:
     assert list(cache_dir.iterdir()) == []
     chosen = tmp_path / "elsewhere"
     other = runner.invoke(main, ["cache", "info", "--cache-dir", str(chosen), "--format", "csv"])
-    assert other.output.splitlines()[:3] == ["key,value", f"location,{chosen}", "entries,0"]
+    # One row under the declared header (issue 41: no more key,value text).
+    assert other.stdout.splitlines() == [
+        "location,entries,size_bytes,max_bytes",
+        f"{chosen},0,0,{2 * 2**30}",
+    ]
 
 
 def _rank_folder(tmp_path: Path, ranks: int) -> tuple[Path, list[Path]]:

@@ -30,7 +30,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 classify_module = importlib.import_module("traceanalyze.classify.classify")
 
 # (kind, name, category, gemm_precision): names from the public traces in ../shared/traces/public,
-# the blog's six attention variants and the kernel families of ARCHITECTURE.md.
+# the blog's six attention variants and the kernel families of docs/architecture.md.
 NAMES: list[tuple[str, str, str, str | None]] = [
     # sample_traces/h200_graph_replay: a device copy replayed from a CUDA graph is this kernel.
     ("kernel", "memcpy128", "copy", None),

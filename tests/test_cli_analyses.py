@@ -1,5 +1,5 @@
 """The analysis commands through click's CliRunner: formats, -o, the JSON contract of
-ARCHITECTURE.md, check's exit status, and bad input."""
+docs/architecture.md, check's exit status, and bad input."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from tests.micro import annotation, call, kernel, op, write_trace
+from tests.micro import annotation, call, kernel, op, present, write_trace
 from traceanalyze.cli import main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces" / "h200_default"
 FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>(Flash_fwd_params)"
 COMMANDS = ("kernels", "summary", "occupancy", "cudnn", "memcpy")
 
-# The CLI contract (ARCHITECTURE.md): keys that `--format json` must always carry.
+# The CLI contract (docs/architecture.md): keys that `--format json` must always carry.
 KERNELS_KEYS = {
     "name",
     "category",
@@ -112,6 +112,7 @@ def test_kernels_json_contract(trace: Path) -> None:
 def test_summary_json_contract(trace: Path) -> None:
     record = json.loads(ok(run("summary", trace, "--format", "json")).stdout)
     assert record.keys() >= SUMMARY_KEYS
+    record["category_us"] = present(record["category_us"])  # every category is listed, 0 or not
     assert {key: record[key] for key in SUMMARY_KEYS} == {
         "iterations": 1,
         "kernels_per_iter": 1.0,
@@ -144,28 +145,29 @@ def test_summary_json_on_a_sample_trace() -> None:
 def test_summary_csv_is_for_machines() -> None:
     path = SAMPLES / "naive.json.gz"
     text = ok(run("summary", path, "--format", "csv")).stdout
-    rows = dict(csv.reader(io.StringIO(text)))
+    [row] = list(csv.DictReader(io.StringIO(text)))
     record = json.loads(ok(run("summary", path, "--format", "json")).stdout)
-
-    assert rows.pop("key") == "value"
-    # A plain number (was "1,075.585667", quoted), every figure of the JSON at full precision.
-    assert f"gpu_busy_us_per_iter,{record['gpu_busy_us_per_iter']!r}\n" in text
-    # Mappings are rows of their own (was "mask: 367.24, softmax: ...").
-    assert float(rows["category_us.mask"]) == record["category_us"]["mask"]
-    assert float(rows["launch_apis.cudaMemcpyAsync"]) == 1.0
-    assert not any(", " in value for key, value in rows.items() if not key.endswith("_note"))
+    # One row, one column per figure (was key,value rows of text), each at full precision;
+    # a fixed mapping is one column per key (category_us.mask), the launch APIs (whose keys
+    # are data) a table of their own.
+    assert f"{record['gpu_busy_us_per_iter']!r}" in text
+    assert float(row["category_us.mask"]) == record["category_us"]["mask"]
+    assert "launch_apis.cudaMemcpyAsync" not in row
+    apis = ok(run("summary", path, "--format", "csv", "--table", "launch_apis")).stdout
+    assert "cudaMemcpyAsync,1.0" in apis.splitlines()
     flat = {
         f"{k}.{sub}": v for k, d in record.items() if isinstance(d, dict) for sub, v in d.items()
     }
     flat |= {k: v for k, v in record.items() if not isinstance(v, dict)}
-    assert rows.keys() == flat.keys()
+    flat = {k: v for k, v in flat.items() if not k.startswith("launch_apis.")}
+    assert row.keys() == flat.keys()
     for key, value in flat.items():
         if isinstance(value, float):
-            assert float(rows[key]) == value, key
+            assert float(row[key]) == value, key
         elif value is None:
-            assert rows[key] == "", key  # missing is an empty field
+            assert row[key] == "", key  # missing is an empty field
         else:
-            assert rows[key] == str(value), key
+            assert row[key] == str(value), key
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -223,10 +225,16 @@ def test_output_file_is_not_overwritten_without_force(trace: Path, tmp_path: Pat
     assert json.loads(out.read_text()).keys() >= SUMMARY_KEYS
 
 
-def test_output_file_may_not_be_the_input(trace: Path) -> None:
-    result = run("summary", trace, "-o", trace, "--force")
+def test_output_file_may_not_be_the_input(tmp_path: Path) -> None:
+    # A plain .json trace: a suffix -o writes (-o run.json.gz is refused for its suffix).
+    plain = write_trace(tmp_path, EVENTS, name="run.json")
+    before = plain.read_bytes()
+    result = run("summary", plain, "-o", plain, "--force")
     assert result.exit_code == 2
     assert "is one of the inputs" in result.stderr
+    assert plain.read_bytes() == before
+    gz = run("summary", tmp_path / "x.json.gz", "-o", tmp_path / "x.json.gz", "--force")
+    assert gz.exit_code == 2 and "writes no .gz files" in gz.stderr
 
 
 # ---------------------------------------------------------------------------------------------

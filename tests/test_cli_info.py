@@ -54,7 +54,10 @@ def test_json(trace: Path) -> None:
     assert record["file"] == str(trace)
     assert {key: record[key] for key in SUMMARY} == SUMMARY
     assert record["devices"] == ["NVIDIA H200 (compute capability 9.0, 132 SMs)"]
-    assert {k: str(v) for k, v in record["versions"].items()} == {"cuda_runtime_version": "12040"}
+    # Every version key on every trace: null where the trace states none.
+    assert record["versions"]["cuda_runtime_version"] == "12040"
+    assert set(record["versions"]) >= {"cupti_version", "hip_runtime_version"}
+    assert record["versions"]["hip_runtime_version"] is None
     assert record["span_ms"] == pytest.approx(0.1)
     assert record["event_counts"]["kernel"] == 2
 
@@ -109,9 +112,14 @@ def test_csv(trace: Path) -> None:
     assert row["file"] == str(trace)
     assert row["kernels"] == "2"
     assert row["gpu_linked"] == "2"
-    # A nested value is one field (its keys differ from trace to trace), numbers plain.
-    assert "cuda_runtime_version=12040" in row["versions"].split(";")
-    assert "kernel=2" in row["event_counts"].split(";")
+    # The versions are columns of their own (the same on every trace); the event counts, whose
+    # keys are data, are a table of their own (--table event_counts).
+    assert row["versions.cuda_runtime_version"] == "12040"
+    assert row["versions.hip_runtime_version"] == ""
+    assert "event_counts" not in row
+    counts = run(trace, "--format", "csv", "--table", "event_counts")
+    rows = list(csv.DictReader(io.StringIO(counts.stdout)))
+    assert {"file": str(trace), "category": "kernel", "events": "2"} in rows
     assert row["devices"] == "NVIDIA H200 (compute capability 9.0, 132 SMs)"
     assert row["span_ms"] == "0.1"
 
@@ -131,10 +139,11 @@ def test_several_traces_in_csv_are_one_table(trace: Path, tmp_path: Path) -> Non
     assert header[:2] == ["file", "ranks"]
     assert [row[0] for row in rows] == [str(trace), str(other)]
     assert {len(row) for row in rows} == {len(header)}
-    # A count only one trace has stays in that trace's field: no column exists for one trace.
-    by_file = {row["file"]: row for row in csv.DictReader(io.StringIO(result.stdout))}
-    assert "gpu_memset=1" in by_file[str(trace)]["event_counts"].split(";")
-    assert "gpu_memset" not in by_file[str(other)]["event_counts"]
+    # A count only one trace has is a row of that trace: no column exists for one trace.
+    counts = run(trace, other, "--format", "csv", "--table", "event_counts")
+    rows = [(r["file"], r["category"]) for r in csv.DictReader(io.StringIO(counts.stdout))]
+    assert (str(trace), "gpu_memset") in rows
+    assert (str(other), "gpu_memset") not in rows
 
 
 @pytest.mark.parametrize("suffix", [".json", ".md"])
@@ -154,13 +163,16 @@ def test_output_file_format_from_suffix(trace: Path, tmp_path: Path, suffix: str
 def test_csv_suffix(trace: Path, tmp_path: Path) -> None:
     out = tmp_path / "info.csv"
     assert run(trace, "-o", out).exit_code == 0
-    assert out.read_text().splitlines()[0].startswith("file,ranks,devices,versions,")
+    assert out.read_text().splitlines()[0].startswith("file,ranks,devices,versions.")
 
 
-def test_explicit_format_beats_suffix(trace: Path, tmp_path: Path) -> None:
+def test_a_suffix_that_says_no_format_is_refused(trace: Path, tmp_path: Path) -> None:
+    # The suffix says the format: info.txt would be read as text by whatever opens it.
     out = tmp_path / "info.txt"
-    assert run(trace, "-o", out, "--format", "json").exit_code == 0
-    assert json.loads(out.read_text())[0]["memset"] == 1
+    result = run(trace, "-o", out, "--format", "json")
+    assert result.exit_code == 2
+    assert ".md, .json, .csv or .parquet" in result.stderr
+    assert not out.exists()
 
 
 def test_existing_output_needs_force(trace: Path, tmp_path: Path) -> None:
@@ -175,7 +187,8 @@ def test_existing_output_needs_force(trace: Path, tmp_path: Path) -> None:
     assert json.loads(out.read_text())[0]["kernels"] == 2
 
 
-def test_refuses_to_overwrite_the_input(trace: Path) -> None:
+def test_refuses_to_overwrite_the_input(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path, EVENTS, name="run.json")
     before = trace.read_bytes()
     result = run(trace, "-o", trace, "--force", "--format", "json")
     assert result.exit_code == 2

@@ -19,7 +19,8 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces" / "h200_default"
 
 def test_output_onto_a_trace_inside_an_input_folder_is_refused(tmp_path: Path) -> None:
     folder = shutil.copytree(SAMPLES, tmp_path / "capture")
-    target = folder / "naive.json.gz"
+    # The capture's manifest: a file the command reads, with a suffix -o takes.
+    target = folder / "manifest.json"
     before = target.read_bytes()
     result = CliRunner().invoke(main, ["summary", str(folder), "-o", str(target), "--force"])
     assert result.exit_code == 2
@@ -83,7 +84,7 @@ def test_output_dash_is_standard_output(tmp_path: Path, monkeypatch: pytest.Monk
 @pytest.mark.parametrize(
     ("where", "reason"),
     [
-        ("a_file/out.md", "File exists"),  # a file where the folder should be
+        ("a_file/out.md", "Not a directory"),  # a file where the folder should be
         ("missing.md", "Permission denied"),
         ("missing.md", "Read-only file system"),
     ],
@@ -92,7 +93,7 @@ def test_unwritable_output_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, reason: str
 ) -> None:
     (tmp_path / "a_file").write_text("in the way")
-    if reason != "File exists":  # the tests may run as root, who may write anywhere
+    if reason != "Not a directory":  # the tests may run as root, who may write anywhere
         errno = {"Permission denied": 13, "Read-only file system": 30}[reason]
 
         def refuse(target: Path) -> object:  # the file is written under a temporary name

@@ -29,7 +29,6 @@ from traceanalyze.analyses.cold.context import (
 )
 from traceanalyze.analyses.cold.first_calls import cold_start
 from traceanalyze.analyses.cold.rules import causes
-from traceanalyze.analyses.cold.variants import DEFINITIONS as COLD_DEFINITIONS
 from traceanalyze.analyses.cold.variants import cold_set
 from traceanalyze.load.variants import Variant
 
@@ -564,12 +563,6 @@ def test_a_single_trace_has_no_baseline(cudnn_trace: traceanalyze.Trace) -> None
     assert row["break_even_calls"] is None
     assert row["break_even_note"] == NO_BASELINE.note
     assert row["cache_state"] is None
-
-
-def test_readme_defines_every_cold_figure_as_the_code_does() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    for key, definition in COLD_DEFINITIONS.items():
-        assert f"- `{key}`: {definition}." in readme, key
 
 
 def test_break_even_is_net_of_the_baselines_one_off_cost() -> None:

@@ -18,7 +18,8 @@ from traceanalyze.cli import main, options
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 # Commands that take no single trace, or write no table: the rest are every command with CSV.
-NOT_SINGLE_TRACE = frozenset({"cache", "capture", "ranks", "report"})
+# schema reads no trace and sql needs a query: both in tests/test_schemas.py.
+NOT_SINGLE_TRACE = frozenset({"cache", "capture", "ranks", "report", "schema", "sql"})
 TWO_TRACES = frozenset({"diff", "explain"})
 EXTRA_ARGS = {"check": ("-e", "kernels_per_iter >= 0")}
 

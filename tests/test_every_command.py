@@ -124,10 +124,14 @@ def _assert_figures_add_up(summary: dict[str, Any], shown: str) -> None:
 
 @pytest.mark.skipif(not TRACES, reason=f"{MISSING_SHARED}: {PUBLIC_TRACES}, {CORPUS_TRACES}")
 @pytest.mark.parametrize("trace", TRACES, ids=[p.name for p in TRACES])
-def test_every_command_in_every_format(trace: Path, one_load_per_trace: None) -> None:
+def test_every_command_in_every_format(
+    trace: Path, one_load_per_trace: None, tmp_path: Path
+) -> None:
     for command in COMMANDS:
         for fmt in ("md",) if command[0] in MARKDOWN_ONLY else FORMATS:
-            args = [a.format(t=trace) for a in command] + ["--format", fmt]
+            # Parquet is written to a file only (-o by its suffix).
+            chosen = ["-o", str(tmp_path / "out.parquet"), "--force"] if fmt == "parquet" else []
+            args = [a.format(t=trace) for a in command] + (chosen or ["--format", fmt])
             result = _run(args)
             _assert_clean(result, args)
             if command[0] == "summary" and fmt == "json" and result.exit_code == 0:

@@ -11,6 +11,7 @@ import pytest
 from traceanalyze import api
 from traceanalyze.errors import UsageError
 from traceanalyze.render.formats import (
+    BINARY,
     FOR_PEOPLE,
     FORMATS,
     TABLE,
@@ -27,12 +28,12 @@ ONE: Forms[pl.DataFrame] = Forms(
     ),
     json=lambda frame, **_: {"rows": frame.height},
 )
-PER_VARIANT = labelled(ONE, table=lambda frame: frame)
+PER_VARIANT = labelled(ONE)
 
 
 def test_every_format_choice_has_one_writer_and_says_who_reads_it() -> None:
-    assert FORMATS == ("md", "json", "csv")
-    assert set(WRITERS) == set(FOR_PEOPLE) == set(FORMATS)
+    assert FORMATS == ("md", "json", "csv", "parquet")
+    assert set(WRITERS) == set(FOR_PEOPLE) == set(BINARY) == set(FORMATS)
 
 
 def test_a_table_in_each_format() -> None:

@@ -20,7 +20,6 @@ import traceanalyze
 from tests.conftest import PUBLIC_TRACES
 from tests.rankfolder import RankSpec, ns, read_document, write_rank_folder
 from traceanalyze.analyses.distributed.ranks import (
-    RANK_DEFINITIONS,
     RanksResult,
     RankWork,
     rank_rows,
@@ -275,9 +274,3 @@ def test_rank_figures_hold_together_on_format_variants(public: Path, name: str) 
     share = row["overlap_pct_of_communication"]
     assert (share is None) == (row["communication_kernel_us_per_iter"] == 0)
     assert share is None or 0 <= share <= 100
-
-
-def test_readme_defines_every_rank_figure_as_the_code_does() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    for key, definition in RANK_DEFINITIONS.items():
-        assert f"`{key}`: {definition}." in readme, key

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -41,6 +42,10 @@ PUBLIC_NVIDIA = (
     "hta_no_distributed_info_a100.json.gz",
     "tl_h100_bert_small.json.gz",
 )
+_SPEC = importlib.util.spec_from_file_location("example_report", REPO / "scripts/example_report.py")
+assert _SPEC is not None and _SPEC.loader is not None
+example_report = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(example_report)
 IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)]+)\)")
 UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
 
@@ -207,6 +212,20 @@ def h200_report(tmp_path_factory: pytest.TempPathFactory, module_cache: Path) ->
 
 def test_report_matches_golden(h200_report: ReportRun) -> None:
     check_golden("report_h200_default.md", h200_report.text)
+
+
+def test_the_example_report_in_docs_is_current(h200_report: ReportRun) -> None:
+    # docs/example_report is what `report` writes on the sample captures today (the -o path of
+    # its "Produced by" line aside), with the same charts: scripts/example_report.py rewrites it.
+    docs = REPO / "docs" / "example_report"
+    committed = (docs / "report.md").read_text(encoding="utf-8")
+    assert example_report.comparable(h200_report.text) == example_report.comparable(committed), (
+        "docs/example_report is out of date: run PYTHONPATH=$PWD python scripts/example_report.py"
+    )
+    assert {p.name for p in docs.iterdir() if p.suffix == ".png"} == CHARTS
+    for chart in CHARTS:
+        fresh = (h200_report.folder / chart).read_bytes()
+        assert png_size((docs / chart).read_bytes()) == png_size(fresh), chart
 
 
 def test_report_records_the_command_as_given(h200_report: ReportRun) -> None:

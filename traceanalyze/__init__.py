@@ -6,12 +6,19 @@ __version__ = "0.1.0"
 import importlib
 from typing import TYPE_CHECKING
 
+# The error classes a caller catches (every one a TraceAnalyzeError).
 from traceanalyze.errors import (
     AnalysisError,
+    CacheSettingError,
     CaptureError,
     EmptyTraceError,
+    EngineError,
+    ExpectationFailed,
+    NotATraceError,
     TraceAnalyzeError,
     TraceFormatError,
+    TraceReadError,
+    UsageError,
 )
 from traceanalyze.load import SeparateTracesError, load_each
 
@@ -21,6 +28,10 @@ else:
     # ``traceanalyze.load`` is the module traceanalyze/load/, callable as load(path): the
     # function does not shadow the module, so ``import traceanalyze.load`` works too.
     from traceanalyze import load
+if TYPE_CHECKING:  # the function; at run time the callable module (Trace frames' schemas)
+    from traceanalyze.api import schema as schema
+else:
+    from traceanalyze import schema
 from traceanalyze.load.variants import Variant, VariantSet, load_variants
 from traceanalyze.trace import IterationSource, Trace, TraceMeta
 
@@ -55,6 +66,7 @@ if TYPE_CHECKING:
         ranks,
         report,
         roofline,
+        sql,
         stacks,
         streams,
         summary,
@@ -63,16 +75,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AnalysisError",
+    "CacheSettingError",
     "CaptureError",
     "EmptyTraceError",
+    "EngineError",
+    "ExpectationFailed",
     "IterationSource",
     "Loading",
+    "NotATraceError",
     "PerVariant",
     "SeparateTracesError",
     "Trace",
     "TraceAnalyzeError",
     "TraceFormatError",
     "TraceMeta",
+    "TraceReadError",
+    "UsageError",
     "Variant",
     "VariantSet",
     "annotate",
@@ -101,6 +119,8 @@ __all__ = [
     "ranks",
     "report",
     "roofline",
+    "schema",
+    "sql",
     "stacks",
     "streams",
     "summary",
@@ -129,4 +149,5 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_API_NAMES})
+    """The public names only (``dir(ta)`` in a notebook), not the imports."""
+    return sorted({*__all__, "__version__"})

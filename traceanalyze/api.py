@@ -17,10 +17,10 @@ The commands call these same functions; they add only parsing, progress and writ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, Self, TypeAlias, TypeVar
+from typing import Any, Generic, NamedTuple, Self, TypeAlias, TypeVar, cast
 
 import polars as pl
 
@@ -45,7 +45,7 @@ from traceanalyze.analyses.cudnn import cudnn_table
 from traceanalyze.analyses.distributed.comms import Comms
 from traceanalyze.analyses.distributed.comms import comms as comms_of
 from traceanalyze.analyses.distributed.ranks import DEFAULT_STRAGGLER_PCT, RanksResult
-from traceanalyze.analyses.distributed.skew import ALIGN_ENDS
+from traceanalyze.analyses.distributed.skew import ALIGN_ENDS, ALIGNMENTS
 from traceanalyze.analyses.graphs import graph_table
 from traceanalyze.analyses.info import trace_info
 from traceanalyze.analyses.iterations import Selection, counted, iteration_notes
@@ -63,6 +63,7 @@ from traceanalyze.analyses.report.contents import Report, build_report
 from traceanalyze.analyses.report.hta_breakdown import hta_breakdown, require_hta
 from traceanalyze.analyses.roofline.model import Roofline
 from traceanalyze.analyses.roofline.model import roofline as roofline_of
+from traceanalyze.analyses.sql import run_query, tables_for
 from traceanalyze.analyses.stacks import StacksResult
 from traceanalyze.analyses.stacks import stacks as stacks_of
 from traceanalyze.analyses.step.model import step_rows
@@ -72,7 +73,16 @@ from traceanalyze.analyses.variants.diff import TraceDiff
 from traceanalyze.analyses.variants.diff import diff as diff_traces
 from traceanalyze.analyses.variants.explain import Explanation
 from traceanalyze.analyses.variants.explain import explain as explain_traces
-from traceanalyze.engine import ENGINE_LOCAL, rank_folder
+from traceanalyze.arguments import (
+    as_path,
+    check_choice,
+    check_number,
+    check_numbers,
+    is_path,
+    wrong_input,
+)
+from traceanalyze.classify import CATEGORIES
+from traceanalyze.engine import ENGINE_LOCAL, ENGINES, rank_folder
 from traceanalyze.errors import AnalysisError, UsageError
 from traceanalyze.hardware.peaks import PeakOverride
 from traceanalyze.load import Input as ResolvedInput
@@ -95,12 +105,14 @@ from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH
 from traceanalyze.render.between.idle import IDLE, where_time_goes_markdown
 from traceanalyze.render.cold import COLD
 from traceanalyze.render.formats import FOR_PEOPLE, MARKDOWN, Forms
+from traceanalyze.render.info import INFO
 from traceanalyze.render.memory.tables import MEMORY
 from traceanalyze.render.perf import EXPLAIN, ROOFLINE
 from traceanalyze.render.ranks import RANKS
 from traceanalyze.render.report.hta import hta_markdown
 from traceanalyze.render.report.markdown import DIFF, render_report
 from traceanalyze.render.stacks import STACKS
+from traceanalyze.tables import TABLES, VARIANT, conform, schema_rows, table_name, tables_of
 from traceanalyze.trace import Trace
 
 R = TypeVar("R")
@@ -185,15 +197,24 @@ class Loading:
 
 def subjects(x: Input, loading: Loading | None = None) -> list[Subject]:
     """The traces a single-trace function reports on, from whatever it was given."""
-    loading = loading or Loading()
+    loading = _loading(loading)
     if isinstance(x, Trace):
         return [Subject(None, counted(x, loading.selection), _capture_median(x))]
     if isinstance(x, VariantSet):
         chosen = loading.counting(x).loaded
         return [Subject(v.label, v.trace, steady_median_ms(v)) for v in chosen if v.trace]
-    if isinstance(x, (str, Path)):
-        return loading.each(Path(x))
-    return list(x)
+    if is_path(x):
+        return loading.each(Path(x))  # type: ignore[arg-type]
+    given = list(x) if isinstance(x, (list, tuple)) else None
+    if given is None or not all(isinstance(s, Subject) for s in given):
+        raise wrong_input(x)
+    return given
+
+
+def _loading(loading: Loading | None) -> Loading:
+    if loading is not None and not isinstance(loading, Loading):
+        raise wrong_input(loading, "loading=Loading(...) or None")
+    return loading or Loading()
 
 
 def _capture_median(trace: Trace) -> float | None:
@@ -205,40 +226,63 @@ def _capture_median(trace: Trace) -> float | None:
 
 def one_trace(x: PathLike | Trace, loading: Loading | None = None) -> Trace:
     """One trace (for the commands that compare or walk exactly one)."""
-    loading = loading or Loading()
-    return counted(x, loading.selection) if isinstance(x, Trace) else loading.trace(x)
+    loading = _loading(loading)
+    if isinstance(x, Trace):
+        return counted(x, loading.selection)
+    return loading.trace(as_path(x, ONE_TRACE))
+
+
+ONE_TRACE = "one trace file or folder of ranks (str or pathlib.Path) or a loaded Trace"
 
 
 def per_variant(
-    loaded: Sequence[Subject], analysis: Callable[[Subject], pl.DataFrame], top: int | None
+    loaded: Sequence[Subject],
+    analysis: Callable[[Subject], pl.DataFrame],
+    top: int | None,
+    name: str,
 ) -> pl.DataFrame:
-    """``analysis`` of each trace; for a folder of variants, with a leading ``variant`` column."""
+    """``analysis`` of each trace as table ``name`` declares it; for a folder of variants,
+    with a leading ``variant`` column."""
     frames = []
     for subject in loaded:
-        frame = analysis(subject)
+        frame = conform(analysis(subject), name)
         if top is not None:
             frame = frame.head(top)
         if subject.label is not None:
-            frame = frame.select(pl.lit(subject.label).alias("variant"), pl.all())
+            frame = frame.select(pl.lit(subject.label).alias(VARIANT), pl.all())
         frames.append(frame)
-    return pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    return pl.concat(frames) if len(frames) > 1 else frames[0]
 
 
 @dataclass(frozen=True, repr=False)
 class PerVariant(display.Shown, Generic[R]):
-    """One result per variant of a capture folder (``label`` None: a single trace)."""
+    """One result per variant of a capture folder, by label (``pv["sdpa_flash"]``) or
+    position (``pv[0]``); ``to_frame()`` stacks the results' tables with a ``variant``
+    column."""
 
     results: tuple[tuple[str | None, R], ...]
 
-    def __getitem__(self, label: str) -> R:
+    def __getitem__(self, key: str | int) -> R:
+        if isinstance(key, int) and not isinstance(key, bool):
+            return self.results[key][1]
         for name, result in self.results:
-            if name == label:
+            if name == key:
                 return result
-        raise KeyError(label)
+        raise KeyError(f"{key!r}: no such variant (there are {', '.join(map(str, self.labels))})")
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __iter__(self) -> Iterator[R]:
+        return (result for _, result in self.results)
 
     @property
     def labels(self) -> list[str | None]:
         return [label for label, _ in self.results]
+
+    def __repr__(self) -> str:
+        kind = type(self.results[0][1]).__name__ if self.results else "result"
+        return f"PerVariant({len(self.results)} {kind}: {', '.join(map(str, self.labels))})"
 
 
 def labelled(result: R | PerVariant[R]) -> list[tuple[str | None, R]]:
@@ -247,27 +291,41 @@ def labelled(result: R | PerVariant[R]) -> list[tuple[str | None, R]]:
 
 
 def _each(x: Input, loading: Loading | None, analysis: Callable[[Subject], R]) -> R | PerVariant[R]:
-    """``analysis`` of each trace: the result itself for one unlabelled trace."""
-    results = tuple((s.label, analysis(s)) for s in subjects(x, loading))
+    """``analysis`` of each trace (its tables as declared): the result itself for one
+    unlabelled trace."""
+    results = tuple((s.label, conformed(analysis(s))) for s in subjects(x, loading))
     if len(results) == 1 and results[0][0] is None:
         return results[0][1]
     return PerVariant(results)
 
 
 def info(
+    paths: PathLike | Trace | Sequence[PathLike],
+    *,
+    table: str = "traces",
+    loading: Loading | None = None,
+) -> pl.DataFrame:
+    """Device, versions, time span, event counts, iterations and linking: one row per trace;
+    a capture folder gives one per variant, ``variant`` first. ``table="event_counts"``: one
+    row per trace and event category.
+
+    >>> info("sample_traces/h200_default/sdpa_flash.json.gz")["iteration_source"].to_list()
+    ['ProfilerStep']
+    """
+    return INFO.table(info_records(paths, loading=loading), table=table)
+
+
+def info_records(
     paths: PathLike | Trace | Sequence[PathLike], *, loading: Loading | None = None
 ) -> list[dict[str, Any]]:
-    """Device, versions, time span, event counts, iterations and linking: one record per
-    trace; a capture folder gives one per variant, ``variant`` first.
-
-    >>> info("sample_traces/h200_default/sdpa_flash.json.gz")[0]["iteration_source"]
-    <IterationSource.PROFILER_STEP: 'ProfilerStep'>
-    """
-    listed = [paths] if isinstance(paths, (str, Path, Trace)) else list(paths)
+    """What `info` says of each trace, as records (the command's JSON)."""
+    listed = [paths] if is_path(paths) or isinstance(paths, Trace) else paths
+    if not isinstance(listed, (list, tuple)):
+        raise wrong_input(paths, "trace paths (str or pathlib.Path), a Trace, or a list of them")
     return [
-        trace_info(s.trace) if s.label is None else {"variant": s.label, **trace_info(s.trace)}
+        trace_info(s.trace) if s.label is None else {VARIANT: s.label, **trace_info(s.trace)}
         for given in listed
-        for s in subjects(given, loading)
+        for s in subjects(cast(Input, given), loading)
     ]
 
 
@@ -301,7 +359,9 @@ def table(
         raise UsageError(
             f"{command} has no view {view!r}", None, f"Use one of: {', '.join(views)}."
         )
-    return per_variant(subjects(x, loading), lambda s: views[view](s.trace), top)
+    check_number("top", top)
+    name = table_name(command, view if len(views) > 1 else "")
+    return per_variant(subjects(x, loading), lambda s: views[view](s.trace), top, name)
 
 
 def kernels(
@@ -386,7 +446,7 @@ def iterations(x: Input, *, loading: Loading | None = None) -> pl.DataFrame:
     >>> iterations("sample_traces/h200_default/sdpa_flash.json.gz")["counted"].to_list()
     [False, True, True]
     """
-    return per_variant(subjects(x, loading), lambda s: step_rows(s.trace), top=None)
+    return per_variant(subjects(x, loading), lambda s: step_rows(s.trace), None, "iterations")
 
 
 def notes(x: Input, *, loading: Loading | None = None) -> list[str]:
@@ -439,18 +499,22 @@ def check(
     ...     "held"].to_list()
     [True]
     """
-    parsed = [expect.parse(e) if isinstance(e, str) else e for e in expectations]
+    listed = [expectations] if isinstance(expectations, (str, expect.Expectation)) else expectations
+    parsed = [expect.parse(e) if isinstance(e, str) else e for e in listed]
     return per_variant(
         subjects(x, loading),
         lambda s: expect.check(parsed, summary_with_wall(s.trace, s.median_ms)),
-        top=None,
+        None,
+        "check",
     )
 
 
 def idle(
     x: Input, *, largest: int = LARGEST_GAPS, loading: Loading | None = None
 ) -> IdleResult | PerVariant[IdleResult]:
-    """The GPU's idle time per iteration split by cause, per stream, and the largest gaps."""
+    """The GPU's idle time per iteration split by cause, per stream, and the largest gaps
+    (``largest``: how many)."""
+    check_number("largest", largest)
     return _each(
         x,
         loading,
@@ -476,6 +540,9 @@ def stacks(
     >>> ta_stacks.python_frames > 0, "gpu_us_per_iter" in ta_stacks.rows.columns
     (True, True)
     """
+    check_choice("category", category, CATEGORIES)
+    if isinstance(exclude, str):
+        exclude = (exclude,)
     return _each(
         x,
         loading,
@@ -491,6 +558,7 @@ def roofline(
     loading: Loading | None = None,
 ) -> Roofline | PerVariant[Roofline]:
     """FLOPs, bytes and % of the roofline of each op (needs ``record_shapes=True``)."""
+    check_numbers(peak_tflops=peak_tflops, peak_tbps=peak_tbps)
     override = PeakOverride(peak_tflops, peak_tbps)
     return _each(x, loading, lambda s: roofline_of(s.trace, override))
 
@@ -539,7 +607,8 @@ def critical_path(x: PathLike | Trace, *, loading: Loading | None = None) -> Cri
     3
     """
     trace = one_trace(x, loading)
-    return replace(critical_path_of(trace), **verdict_fields(trace, _capture_median(trace)))
+    path = replace(critical_path_of(trace), **verdict_fields(trace, _capture_median(trace)))
+    return conformed(path)
 
 
 def comms(
@@ -549,7 +618,7 @@ def comms(
     on a trace of several ranks, each rank's times moved onto the lowest rank's clock by the
     audit's offsets first (the notes say so)."""
     trace = one_trace(x, loading)
-    return aligned_comms(trace) if clock_align else comms_of(trace)
+    return conformed(aligned_comms(trace) if clock_align else comms_of(trace))
 
 
 def explain(
@@ -562,18 +631,23 @@ def explain(
     >>> e.base, e.new, e.total_us_per_iter_delta < 0
     ('naive', 'naive_inplace', True)
     """
-    return explain_traces(
+    found = explain_traces(
         one_trace(base, loading), one_trace(new, loading), _label(base), _label(new)
     )
+    if found.memory is not None:
+        blocks = conform(found.memory.blocks, "explain.memory_blocks")
+        found = replace(found, memory=replace(found.memory, blocks=blocks))
+    return conformed(found)
 
 
 def diff(
     base: PathLike | Trace, new: PathLike | Trace, *, loading: Loading | None = None
 ) -> TraceDiff:
     """What changed from ``base`` to ``new``: figures, time per category, kernels."""
-    return diff_traces(
+    found = diff_traces(
         one_trace(base, loading), one_trace(new, loading), _config(base), _config(new)
     )
+    return conformed(found)
 
 
 def _label(x: PathLike | Trace) -> str:
@@ -590,11 +664,14 @@ def variant_set(
     loading: Loading | None = None,
 ) -> VariantSet:
     """The variants of ``paths`` (files or folders), restricted to the iterations that count."""
-    loading = loading or Loading()
+    loading = _loading(loading)
     if isinstance(paths, VariantSet):
         return loading.counting(paths)
-    listed = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    return loading.variants(listed, labels)
+    listed = [paths] if is_path(paths) else paths
+    if not isinstance(listed, (list, tuple)) or not all(map(is_path, listed)):
+        raise wrong_input(paths, "trace files or folders (str or pathlib.Path), a list of them, "
+                          "or a VariantSet")  # fmt: skip
+    return loading.variants(cast(Sequence[PathLike], listed), labels)
 
 
 def compare(
@@ -609,7 +686,7 @@ def compare(
     >>> compare("sample_traces/h200_default")["variant"].head(3).to_list()
     ['naive', 'naive_inplace', 'sdpa_math']
     """
-    return comparison(variant_set(paths, labels, loading), baseline)
+    return conform(comparison(variant_set(paths, labels, loading), baseline), "compare")
 
 
 @dataclass(frozen=True, repr=False)
@@ -643,6 +720,9 @@ class ReportResult(display.Shown):
 # `report` writes markdown only (`compare` is its table for programs).
 REPORT: Forms[ReportResult] = Forms(
     markdown=lambda result, **options: result.markdown(**options),
+    # Its table (a notebook's ``to_frame()``) is the comparison, as `compare` writes it.
+    tables={"": lambda result, **_: result.report.comparison},
+    command="compare",
     refused={
         fmt: "report writes markdown; use `compare` for JSON or CSV"
         for fmt, for_people in FOR_PEOPLE.items()
@@ -678,21 +758,21 @@ def cold(
 ) -> ColdSet:
     """The first call against the median steady call, by cause and operator; on a capture
     folder per variant, with the calls to break even."""
-    loading = loading or Loading()
+    loading = _loading(loading)
     if isinstance(x, Trace):
         known = capture_entry(x.path) or Variant(label_of(x.path), x.path)
         variant = replace(known, trace=counted(x, loading.selection))
         result = cold_set([variant], baseline, manifest=capture_manifest(x.path), single=True)
-        return _some_calls(result, x.path)
-    path = Path(x)
+        return conformed(_some_calls(result, x.path))
+    path = as_path(x, ONE_TRACE)
     found = resolve(path)
     if found.kind is not InputKind.TRACE:
         loaded = loading.variants([found])
         manifest = loaded.manifests[0] if loaded.manifests else None
-        return _some_calls(cold_set(loaded.variants, baseline, manifest=manifest), path)
+        return conformed(_some_calls(cold_set(loaded.variants, baseline, manifest=manifest), path))
     variant = _beside_its_manifest(path, loading)
     result = cold_set([variant], baseline, manifest=capture_manifest(path), single=True)
-    return _some_calls(result, path)
+    return conformed(_some_calls(result, path))
 
 
 def _some_calls(result: ColdSet, path: Path) -> ColdSet:
@@ -767,9 +847,12 @@ def ranks(
     """One row per rank of the job in ``folder``, the stragglers and collective skew;
     ``clock_align``: the ranks' clocks aligned with the audit's offsets (`audit`'s
     clock_skew) instead of ``align``'s, and the notes say so."""
-    loading = loading or Loading()
-    result = rank_folder(
-        folder,
+    loading = _loading(loading)
+    check_numbers(straggler_pct=straggler_pct, workers=workers)
+    check_choice("align", align, ALIGNMENTS)
+    check_choice("engine", engine, ENGINES)
+    found = rank_folder(
+        as_path(folder, "a folder of the ranks of one job (str or pathlib.Path)"),
         engine=engine,
         address=address,
         workers=workers,
@@ -780,8 +863,49 @@ def ranks(
         selection=loading.selection,
         clock_align=clock_align,
     )
-    loading.audit_noted(Path(folder), list(result.audit_warnings))
-    return result
+    loading.audit_noted(Path(folder), list(found.audit_warnings))
+    return conformed(found)
+
+
+def sql(x: Input, query: str, *, loading: Loading | None = None) -> pl.DataFrame:
+    """``query`` (Polars' SQL) over the trace's tables: ``gpu`` (every GPU activity, classified,
+    with its launching op and op chain), ``kernels``, ``cpu_ops``, ``annotations``,
+    ``runtime``, ``memory`` and ``iterations``; a folder of variants stacks each table with a
+    leading ``variant`` column. ``schema("sql")`` lists their columns.
+
+    >>> per_category = "SELECT category, count(*) AS n FROM kernels GROUP BY category"
+    >>> sql("sample_traces/h200_default/naive.json.gz", per_category + " ORDER BY n DESC, category"
+    ...     )["category"].to_list()
+    ['gemm', 'softmax', 'elementwise', 'mask']
+    """
+    if not isinstance(query, str):
+        raise wrong_input(query, "a query (str)")
+    found = subjects(x, loading)
+    stacks: dict[str, list[pl.DataFrame]] = {}
+    for subject in found:
+        for name, table in tables_for(subject.trace, query).items():
+            rows = (
+                table
+                if subject.label is None
+                else table.select(pl.lit(subject.label).alias(VARIANT), pl.all())
+            )
+            stacks.setdefault(name, []).append(rows)
+    return run_query(query, {name: pl.concat(frames) for name, frames in stacks.items()})
+
+
+def schema(command: str | None = None, *, table: str | None = None) -> pl.DataFrame:
+    """The declared columns (name, dtype, unit) of ``command``'s tables (every command's
+    when None; ``table``: one of them, by its --table or --by name): one row per column.
+
+    >>> schema("idle", table="causes")["column"].to_list()
+    ['cause', 'us_per_iter', 'gaps_per_iter', 'share_of_idle_pct']
+    """
+    chosen = tables_of(command) if command else list(TABLES.values())
+    if table is not None:
+        views = [t.view for t in chosen]
+        check_choice("table", table, views)
+        chosen = [t for t in chosen if t.view == table]
+    return schema_rows(chosen)
 
 
 # Each result's renderers, as its command writes it (Jupyter shows the markdown). Results a
@@ -806,17 +930,54 @@ _ONE: dict[type, Forms[Any]] = {
 }
 
 
+def _forms_of(result: object) -> Forms[Any] | None:
+    """The forms of one result of ``result``'s type (None: a type with no tables)."""
+    for kind in type(result).__mro__:
+        if kind in _LABELLED:
+            return _LABELLED[kind].each
+        if kind in _ONE:
+            return _ONE[kind]
+    return None
+
+
+def conformed(result: R) -> R:
+    """``result`` with each of its table attributes as its command declares it."""
+    forms = _forms_of(result)
+    if forms is None or not forms.command:
+        return result
+    attributes = {view: a for view, a in forms.tables.items() if isinstance(a, str)}
+    return replace(  # type: ignore[type-var]
+        result,
+        **{
+            a: conform(getattr(result, a), table_name(forms.command, v))
+            for v, a in attributes.items()
+        },
+    )
+
+
 def _markdown(forms: Forms[Any]) -> Callable[[Any], str]:
-    return lambda result: forms.render(result, MARKDOWN)
+    return lambda result: str(forms.render(result, MARKDOWN))
 
 
 def _alone(forms: Forms[Any]) -> Callable[[Any], str]:
     """The markdown of one unlabelled result of a type rendered as labelled pairs."""
-    return lambda result: forms.render([(None, result)], MARKDOWN)
+    return lambda result: str(forms.render([(None, result)], MARKDOWN))
+
+
+def _frame(forms: Forms[Any], *, alone: bool) -> Callable[[Any, str | None], pl.DataFrame]:
+    """A result's table ``table`` (None: the default) as a DataFrame."""
+    return lambda result, table: forms.table(
+        [(None, result)] if alone else result, **{forms.choose: table}
+    )
 
 
 display.MARKDOWN.update({kind: _markdown(forms) for kind, forms in _ONE.items()})
 display.MARKDOWN.update({kind: _alone(forms) for kind, forms in _LABELLED.items()})
-display.MARKDOWN[PerVariant] = lambda r: _LABELLED[type(r.results[0][1])].render(
-    list(r.results), MARKDOWN
+display.MARKDOWN[PerVariant] = lambda r: str(
+    _LABELLED[type(r.results[0][1])].render(list(r.results), MARKDOWN)
+)
+display.FRAMES.update({kind: _frame(forms, alone=False) for kind, forms in _ONE.items()})
+display.FRAMES.update({kind: _frame(forms, alone=True) for kind, forms in _LABELLED.items()})
+display.FRAMES[PerVariant] = lambda r, table: _LABELLED[type(r.results[0][1])].table(
+    list(r.results), **{_LABELLED[type(r.results[0][1])].choose: table}
 )

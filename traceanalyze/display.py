@@ -16,6 +16,9 @@ import polars as pl
 
 # Result type -> its markdown, as the command writes it. Filled by traceanalyze.api.
 MARKDOWN: dict[type, Callable[[Any], str]] = {}
+# Result type -> one of its command's tables (None: the default) as a DataFrame. Filled by
+# traceanalyze.api.
+FRAMES: dict[type, Callable[[Any, str | None], pl.DataFrame]] = {}
 _LONGEST_TEXT = 40  # characters of a text field shown in a repr before "..."
 
 
@@ -27,14 +30,27 @@ def markdown_of(result: object) -> str:
     raise TypeError(f"no markdown renderer is registered for {type(result).__name__}")
 
 
-class Shown:
-    """A mixin for frozen result dataclasses (declared with ``repr=False``): a one-line
-    ``repr`` naming each field's shape, and Jupyter's table display."""
+class ShortRepr:
+    """A mixin for frozen dataclasses (declared with ``repr=False``): a one-line ``repr``
+    naming each field's shape, never a whole table."""
 
     def __repr__(self) -> str:
         names: list[str] = list(getattr(self, "__dataclass_fields__", {}))
         parts = (f"{name}={short(getattr(self, name))}" for name in names)
         return f"{type(self).__name__}({', '.join(parts)})"
+
+
+class Shown(ShortRepr):
+    """A mixin for frozen result dataclasses (declared with ``repr=False``): a one-line
+    ``repr``, Jupyter's table display, and the command's tables as DataFrames."""
+
+    def to_frame(self, table: str | None = None) -> pl.DataFrame:
+        """One of the command's tables (``table``: its --table or --by name; None: the
+        default, what ``--format csv`` writes), as its schema declares it."""
+        for kind in type(self).__mro__:
+            if kind in FRAMES:
+                return FRAMES[kind](self, table)
+        raise TypeError(f"{type(self).__name__} has no tables")
 
     def _repr_markdown_(self) -> str:
         return markdown_of(self)

@@ -6,6 +6,8 @@ and ``exit_code``. Every message names the file, what is wrong with it and what 
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 # Recording traces on the GPU failed: capture's own error, the one class (capture runs where
@@ -36,6 +38,37 @@ class TraceAnalyzeError(Exception):
 
 class TraceReadError(TraceAnalyzeError):
     """The file or folder cannot be read at all (missing, a directory, no permission)."""
+
+
+# What to do about an operating system's refusal, by its errno (a path of either side: a trace
+# read, an output written). The message names the path and the system's own words.
+_PATH_FIXES: dict[int, str] = {
+    errno.ENAMETOOLONG: "Use a shorter name: a file system allows 255 bytes per name",
+    errno.ENOENT: "Check the path",
+    errno.ENOTDIR: "A part of the path is a file, not a folder: check the path",
+    errno.EISDIR: "It is a folder: name a file",
+    errno.EACCES: "Give this user access to it, or use another path",
+    errno.EPERM: "Give this user access to it, or use another path",
+    errno.ELOOP: "The path goes round a loop of symbolic links: give the real path",
+    errno.EROFS: "The file system is read-only: use a path on another one",
+    errno.ENOSPC: "The disk is full: free some space or use another disk",
+    errno.EDQUOT: "The disk quota is used up: free some space or use another disk",
+    errno.EIO: "The device failed to read or write: copy the file to a local disk",
+}
+_DEFAULT_PATH_FIX = "Check the path, or use another one"
+
+
+def os_problem(exc: OSError) -> tuple[str, str]:
+    """The system's words for ``exc`` (``File name too long``) and what to do about it."""
+    reason = exc.strerror or (os.strerror(exc.errno) if exc.errno else type(exc).__name__)
+    return reason, _PATH_FIXES.get(exc.errno or 0, _DEFAULT_PATH_FIX)
+
+
+def path_error(exc: OSError, path: str | Path) -> TraceReadError:
+    """An input path the system refused (too long a name, no permission, ...): one error
+    naming the path, the system's reason and the fix."""
+    reason, fix = os_problem(exc)
+    return TraceReadError(f"cannot be read ({reason})", path, fix)
 
 
 class TraceFormatError(TraceAnalyzeError):

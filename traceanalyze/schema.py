@@ -11,6 +11,9 @@ mapped to negative ids in order of first appearance, so ``pid``/``tid`` stay int
 
 from __future__ import annotations
 
+import inspect
+import sys
+import types
 from collections.abc import Sequence
 
 import polars as pl
@@ -222,3 +225,21 @@ def null_series(name: str, height: int, dtype: pl.DataType | type[pl.DataType]) 
 
 # One null of each dtype asked for (building even a one-row Series costs a few microseconds).
 _ONE_NULL: dict[pl.DataType | type[pl.DataType], pl.Series] = {}
+
+
+class _CallableModule(types.ModuleType):
+    """``traceanalyze.schema`` is this module (the Trace frames' schemas) and, called, the
+    `schema` command's function (:func:`traceanalyze.api.schema`: the declared columns of the
+    commands' tables), as ``traceanalyze.load`` is both the loader and its module."""
+
+    def __call__(self, command: str | None = None, *, table: str | None = None) -> pl.DataFrame:
+        from traceanalyze.api import schema  # the facade sits above this module
+
+        return schema(command, table=table)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+# inspect.signature (help, IDEs) of the module: the function's.
+__signature__ = inspect.signature(_CallableModule.__call__).replace(
+    parameters=list(inspect.signature(_CallableModule.__call__).parameters.values())[1:]
+)

@@ -9,6 +9,7 @@ from typing import Any, Self
 
 import polars as pl
 
+from traceanalyze.display import ShortRepr
 from traceanalyze.schema import MEMORY_SCHEMA, PYTHON_SCHEMA
 
 
@@ -60,8 +61,8 @@ class IterationSource(StrEnum):
         return self.value.removeprefix(kind.value) if self is not kind else None
 
 
-@dataclass(frozen=True)
-class TraceMeta:
+@dataclass(frozen=True, repr=False)  # ShortRepr: its dicts' sizes, not their contents
+class TraceMeta(ShortRepr):
     """What a trace file says about itself, one per rank."""
 
     path: Path

@@ -24,6 +24,8 @@ from traceanalyze.analyses.memory.devices import device_name
 from traceanalyze.analyses.report.contents import build_report
 from traceanalyze.analyses.report.findings import Finding
 from traceanalyze.analyses.roofline.model import activity_rooflines
+from traceanalyze.display import ShortRepr
+from traceanalyze.errors import UsageError
 from traceanalyze.load.annotated import ACTIVITY_KEY, with_occurrence
 from traceanalyze.load.variants import Variant, VariantSet, capture_entry, label_of
 from traceanalyze.trace import Trace
@@ -45,8 +47,8 @@ MEMORY_TRACK = "Memory allocated, {}"
 PATH_TRACK = "Critical path"
 
 
-@dataclass(frozen=True)
-class Annotation:
+@dataclass(frozen=True, repr=False)  # ShortRepr: each field's shape, never whole tables
+class Annotation(ShortRepr):
     """Everything `annotate` adds to a trace."""
 
     activities: pl.DataFrame  # ACTIVITY_KEY + ACTIVITY_COLUMNS, one row per GPU activity
@@ -60,6 +62,22 @@ class Annotation:
     # pid/tid the trace wrote as text ("stream 7"): the frames' integer -> that text, so the
     # added events land on the trace's own tracks.
     text_ids: dict[int, str] = field(default_factory=dict)
+
+    def to_frame(self, table: str | None = None) -> pl.DataFrame:
+        """One of the frames the annotation adds to the trace: ``activities`` (the default),
+        ``copies`` or ``counters``."""
+        chosen = table or ANNOTATION_FRAMES[0]
+        if chosen not in ANNOTATION_FRAMES:
+            raise UsageError(
+                f"table={chosen!r} is not one of {', '.join(ANNOTATION_FRAMES)}",
+                fix="Name one of them, or none for the activities.",
+            )
+        frame: pl.DataFrame = getattr(self, chosen)
+        return frame
+
+
+# The frames of an Annotation, the default first.
+ANNOTATION_FRAMES = ("activities", "copies", "counters")
 
 
 def annotate(trace: Trace) -> Annotation:

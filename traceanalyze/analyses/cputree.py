@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
@@ -47,10 +49,11 @@ def outermost_mask(trace: Trace) -> pl.Series:
     return pl.Series([False]).new_from_index(0, trace.cpu.height).scatter(ops["row"], outermost)
 
 
-def op_chains(cpu: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
-    """For each op id, the names of it and its cpu_op ancestors, outermost first."""
+def op_chains(cpu: pl.DataFrame, op_ids: pl.Series, cats: Sequence[str] = ("cpu_op",)) -> pl.Series:
+    """For each op id, the names of it and its ancestors of the categories ``cats`` (cpu_op:
+    the operators; add user_annotation for the record_function regions), outermost first."""
     if _ids_are_rows(cpu, op_ids):
-        return _op_chains_by_rows(cpu, op_ids)
+        return _op_chains_by_rows(cpu, op_ids, cats)
     names = cpu.select("op_id", "parent_id", "name", "cat")
     walk = op_ids.alias("cursor").to_frame().with_row_index("row")
     walk = walk.with_columns(chain=pl.lit([], pl.List(pl.String)))
@@ -60,7 +63,7 @@ def op_chains(cpu: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
         walk = (
             walk.join(names, left_on="cursor", right_on="op_id", how="left")
             .with_columns(
-                chain=pl.when(pl.col("cat") == "cpu_op")
+                chain=pl.when(pl.col("cat").is_in(cats))
                 .then(pl.concat_list(pl.col("name"), "chain"))
                 .otherwise("chain"),
                 cursor=pl.col("parent_id"),
@@ -83,12 +86,12 @@ def _ids_are_rows(cpu: pl.DataFrame, op_ids: pl.Series) -> bool:
     )
 
 
-def _op_chains_by_rows(cpu: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
+def _op_chains_by_rows(cpu: pl.DataFrame, op_ids: pl.Series, cats: Sequence[str]) -> pl.Series:
     """:func:`op_chains` where ids are rows (:func:`_ids_are_rows`): the walk up gathers each
     level's name and category (a join per level of the whole cpu frame cost ~6 ms for a
     trace's few dozen collectives), then one query builds the chains exactly as the joins do
     (a level adds its name where its category is cpu_op, innermost last)."""
-    names, is_op, parents = cpu["name"], cpu["cat"] == "cpu_op", cpu["parent_id"]
+    names, is_op, parents = cpu["name"], cpu["cat"].is_in(cats), cpu["parent_id"]
     levels: dict[str, pl.Series] = {}
     cursor = op_ids
     for level in range(_MAX_CHAIN):

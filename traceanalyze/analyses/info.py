@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.hardware.devices import device_label
+from traceanalyze.load.decode import VERSION_KEYS
 from traceanalyze.trace import Trace
 
 # Versions only a ROCm trace records.
@@ -29,7 +30,11 @@ def trace_info(trace: Trace) -> dict[str, Any]:
         "file": str(_location(trace)),
         "ranks": len(trace.meta),
         "devices": _devices(trace),
-        "versions": {key: str(value) for key, value in first.versions.items()},
+        # Every version key on every trace (null where the trace states none): a fixed schema.
+        "versions": {
+            key: None if first.versions.get(key) is None else str(first.versions[key])
+            for key in VERSION_KEYS
+        },
         "span_ms": None if start is None else (end - start) / 1e6,
         "events": sum(counts.values()),
         "event_counts": dict(sorted(counts.items(), key=lambda kv: -kv[1])),

@@ -105,8 +105,8 @@ DEFINITIONS: dict[str, str] = {
     "iterations_left_out": "how many iterations the means leave out (`iteration_note` says "
     "which and why)",
     "spread_per_iter": "`<figure>_min`, `_median` and `_max` over the counted iterations for "
-    f"kernels, GPU busy and idle, CPU operator and wall time, where they differ by more than "
-    f"{NOISE_PCT:g}% of the median",
+    "kernels, GPU busy and idle, CPU operator and wall time; null for a figure whose values "
+    f"differ by no more than {NOISE_PCT:g}% of their median, and with fewer than two iterations",
 }
 # The first columns of the `iterations` table (its JSON keys are a public contract).
 TABLE_COLUMNS = (

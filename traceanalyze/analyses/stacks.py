@@ -229,6 +229,28 @@ def frames_of_ops(
     return pl.concat([own, _innermost(waiting, frames, full_stack)])
 
 
+# How Kineto names a module's forward call (``with_stack=True`` or ``with_modules=True``).
+MODULE_PREFIX = "nn.Module: "
+
+
+def module_frames(python: pl.DataFrame) -> pl.DataFrame:
+    """The ``nn.Module: X`` frames of the python frame, with ``frame`` the module's name as
+    Kineto numbers it (``BertLayer_0``)."""
+    return python.filter(pl.col("name").str.starts_with(MODULE_PREFIX)).select(
+        *THREAD, "ts_ns", "dur_ns", frame=pl.col("name").str.strip_prefix(MODULE_PREFIX)
+    )
+
+
+def modules_of_ops(trace: Trace, op_ids: pl.Series, separator: str) -> pl.DataFrame:
+    """``op_id`` -> ``frame``: the ``nn.Module`` calls open around each CPU interval of
+    ``op_ids`` on its own thread, outermost first, joined by ``separator`` (ops outside every
+    module, such as autograd's backward thread, have no row: module frames are the forward's)."""
+    ops = trace.cpu.filter(pl.col("op_id").is_in(op_ids.drop_nulls().implode())).select(
+        *THREAD, "ts_ns", "dur_ns", target="op_id"
+    )
+    return _innermost(ops, module_frames(trace.python), full_stack=True, separator=separator)
+
+
 def _main_threads(python: pl.DataFrame) -> pl.DataFrame:
     """Per process, the thread with the most Python frames (``main_tid``)."""
     return (
@@ -241,8 +263,10 @@ def _main_threads(python: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _innermost(ops: pl.DataFrame, frames: pl.DataFrame, full_stack: bool) -> pl.DataFrame:
-    """``op_id`` (the ops' ``target``) -> ``frame`` for the ops inside a user frame."""
+def _innermost(
+    ops: pl.DataFrame, frames: pl.DataFrame, full_stack: bool, separator: str = STACK_SEPARATOR
+) -> pl.DataFrame:
+    """``op_id`` (the ops' ``target``) -> ``frame`` for the ops inside one of ``frames``."""
     # Ranked like annotations: at an equal span a Python frame encloses the op it calls.
     intervals = pl.concat(
         [
@@ -256,14 +280,18 @@ def _innermost(ops: pl.DataFrame, frames: pl.DataFrame, full_stack: bool) -> pl.
     targets = tree.filter(~is_frame)
     innermost = nearest_ancestor(tree, targets["op_id"], is_frame)
     labels = tree["frame"]
-    frame = _stacks(tree, innermost, labels, is_frame) if full_stack else labels.gather(innermost)
+    frame = (
+        _stacks(tree, innermost, labels, is_frame, separator)
+        if full_stack
+        else labels.gather(innermost)
+    )
     return pl.DataFrame(
         {"op_id": targets["target"], "frame": frame}, schema={"op_id": pl.Int64, "frame": pl.String}
     ).filter(pl.col("frame").is_not_null())
 
 
 def _stacks(
-    tree: pl.DataFrame, innermost: pl.Series, labels: pl.Series, is_frame: pl.Expr
+    tree: pl.DataFrame, innermost: pl.Series, labels: pl.Series, is_frame: pl.Expr, separator: str
 ) -> pl.Series:
     """For each innermost frame row, the labels of it and its enclosing user frames joined
     outermost first."""
@@ -282,7 +310,7 @@ def _stacks(
             .then(pl.concat_list(parent, "chain"))
             .otherwise("chain")
         )
-    joined = chain.select("row", frame=pl.col("chain").list.join(STACK_SEPARATOR))
+    joined = chain.select("row", frame=pl.col("chain").list.join(separator))
     return (
         pl.DataFrame({"row": innermost})
         .join(joined, on="row", how="left", maintain_order="left")

@@ -29,6 +29,7 @@ from traceanalyze.analyses.step.model import (
     step_model,
 )
 from traceanalyze.analyses.step.verdict import idle_column
+from traceanalyze.classify import CATEGORIES
 from traceanalyze.display import Shown
 from traceanalyze.link import nearest_ancestor
 from traceanalyze.trace import IterationSource, Trace
@@ -72,7 +73,7 @@ class Summary(Shown, Mapping[str, Any]):
     exposed_copy_us_per_iter: float
     carried_in_us_per_iter: float
     idle_us_by_cause: dict[str, float]
-    spread_per_iter: dict[str, float]
+    spread_per_iter: dict[str, float | None]
     wall_source: str
     gpu_busy_pct_of_wall: float | None
     bound: str
@@ -85,6 +86,7 @@ class Summary(Shown, Mapping[str, Any]):
     category_count: dict[str, float]
     launch_apis: dict[str, float]
     gpu_activities_outside_iterations_total: int
+    gpu_activities_without_launch_total: int
     cpu_ops_outside_iterations_total: int
     # The audit's warnings about the figures above (`traceanalyze audit`); None: not audited
     # (the key is then left out, as ``variant`` is for a single trace).
@@ -148,10 +150,10 @@ def summary(trace: Trace) -> Summary:
         "transpose_ops_per_iter": _view_ops(trace) / n,
         "graph_launches_per_iter": graph_launches_per_iter(trace),
         "cudnn_cpu_us_per_iter": cudnn_cpu_us_per_iter(trace),
-        "category_us": _per_iteration(gpu, "category", n, us=True),
-        "category_count": _per_iteration(gpu, "category", n, us=False),
+        "category_us": _per_category(gpu, n, us=True),
+        "category_count": _per_category(gpu, n, us=False),
         "launch_apis": _per_iteration(launches, "launch_api", n, us=False),
-        "gpu_activities_outside_iterations_total": int(trace.gpu["iteration"].null_count()),
+        **_without_iteration(trace.gpu),
         "cpu_ops_outside_iterations_total": int(
             trace.cpu.filter(pl.col("cat") == "cpu_op")["iteration"].null_count()
         ),
@@ -161,6 +163,17 @@ def summary(trace: Trace) -> Summary:
 _SUMMARY_KEYS = frozenset(f.name for f in fields(Summary))
 # Keys left out of the record while None.
 _OPTIONAL = frozenset({"variant", "audit_warnings"})
+
+
+def _without_iteration(gpu: pl.DataFrame) -> dict[str, int]:
+    """The GPU activities no iteration holds, by what they are: launched by a call outside
+    every iteration, or with no launch call in the trace (no iteration can be given)."""
+    outside = gpu.filter(pl.col("iteration").is_null())
+    launched = int(outside["linked"].sum())
+    return {
+        "gpu_activities_outside_iterations_total": launched,
+        "gpu_activities_without_launch_total": outside.height - launched,
+    }
 
 
 def iteration_note(trace: Trace) -> str | None:
@@ -191,12 +204,19 @@ MEAN_KEYS = tuple(
 SPREAD_COLUMNS = ("kernels", "gpu_busy_us", "gpu_idle_us", "cpu_op_us", "wall_us")
 
 
-def spread(times: pl.DataFrame) -> dict[str, float]:
+SPREAD_STATS = ("min", "median", "max")
+# Every key of ``spread_per_iter``, whatever the trace (a fixed schema).
+SPREAD_KEYS = tuple(f"{c}_{stat}" for c in SPREAD_COLUMNS for stat in SPREAD_STATS)
+
+
+def spread(times: pl.DataFrame) -> dict[str, float | None]:
     """``spread_per_iter``: ``<column>_min``, ``_median`` and ``_max`` over the iterations for
-    each column of ``SPREAD_COLUMNS`` whose max and min differ by more than ``NOISE_PCT`` of
-    its median (empty when every column is that steady)."""
+    each column of ``SPREAD_COLUMNS``, null for a column whose max and min differ by no more
+    than ``NOISE_PCT`` of its median (all null with fewer than two iterations). Every key is
+    there on every trace."""
+    spread: dict[str, float | None] = dict.fromkeys(SPREAD_KEYS)
     if times.height < 2:
-        return {}
+        return spread
     row = times.select(
         expr
         for c in SPREAD_COLUMNS
@@ -211,7 +231,7 @@ def spread(times: pl.DataFrame) -> dict[str, float]:
         for c in SPREAD_COLUMNS
         if row[f"{c}_max"] - row[f"{c}_min"] > abs(row[f"{c}_median"]) * NOISE_PCT / 100
     ]
-    return {f"{c}_{stat}": row[f"{c}_{stat}"] for c in varying for stat in ("min", "median", "max")}
+    return spread | {f"{c}_{stat}": row[f"{c}_{stat}"] for c in varying for stat in SPREAD_STATS}
 
 
 def _view_ops(trace: Trace) -> int:
@@ -225,6 +245,13 @@ def _view_ops(trace: Trace) -> int:
     )
     inside_a_view = nearest_ancestor(cpu, views["op_id"], pl.col("name").is_in(VIEW_OPS))
     return int(inside_a_view.is_null().sum())
+
+
+def _per_category(frame: pl.DataFrame, n: int, *, us: bool) -> dict[str, float]:
+    """Time (``us``) or activities per iteration of every category, in the taxonomy's order
+    (0 for one the trace lacks: the keys are the same on every trace)."""
+    found = _per_iteration(frame, "category", n, us=us)
+    return {category: found.get(category, 0.0) for category in CATEGORIES}
 
 
 def _per_iteration(frame: pl.DataFrame, key: str, n: int, *, us: bool) -> dict[str, float]:

@@ -296,7 +296,7 @@ def _refined_category_of(refinements: tuple[OpRefinement, ...]) -> pl.Expr:
 def classify(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     """Add ``category`` and ``gemm_precision`` (String) to the gpu frame of a trace.
 
-    ``category`` follows the taxonomy of ARCHITECTURE.md: the kernel's own name, then its full
+    ``category`` follows the taxonomy of docs/architecture.md: the kernel's own name, then its full
     name decide (:func:`category_expr`), then the CPU op that launched the kernel refines
     ambiguous cases (``OP_REFINEMENTS``: copies under a transpose/contiguous, cuDNN's own
     kernels under cuDNN attention, GEMMs under a convolution, _safe_softmax's guard, SDPA

@@ -13,14 +13,14 @@ Four ordered tables drive :mod:`traceanalyze.classify.classify`:
 
 Patterns use the Rust ``regex`` syntax that Polars speaks: no look-around, ``(?i)`` for
 case-insensitive matching. Names were surveyed on real traces from A100, V100, H100, MI210,
-MI250 and MI300 and on the kernel families ARCHITECTURE.md lists.
+MI250 and MI300 and on the kernel families docs/architecture.md lists.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The taxonomy, in the order ARCHITECTURE.md lists it.
+# The taxonomy, in the order docs/architecture.md lists it.
 CATEGORIES: tuple[str, ...] = (
     "fused_attention",
     "gemm",

@@ -35,6 +35,51 @@ class LibraryUsageError(LibraryError):
 _NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
+# `traceanalyze --help`: each command's line, in sections (a command missing here is listed
+# under "Other" with click's own, possibly cut, line; tests/test_cli_output_rules.py checks
+# that none is).
+SECTIONS: dict[str, dict[str, str]] = {
+    "What ran": {
+        "info": "Device, versions, span and event counts of a trace",
+        "audit": "Can the trace be trusted: lost, clipped, misplaced events",
+        "summary": "Per-iteration figures and the bound verdict",
+        "iterations": "Each iteration: its kind, whether it counts, figures",
+        "kernels": "Every kernel: category, count, time, occupancy",
+        "occupancy": "Theoretical occupancy and its limiting resource",
+        "cudnn": "CPU time of the ops that call into cuDNN",
+        "memcpy": "Memory copies and sets by the op chain behind them",
+        "graphs": "CUDA graph replays per graph and position",
+        "stacks": "GPU and CPU time by line of your own Python code",
+        "memory": "Allocated memory per iteration, peaks, leak suspects",
+        "roofline": "FLOPs, bytes and % of the roofline of each op",
+        "attention": "Every attention call: backend, shapes, TFLOP/s, why not",
+    },
+    "Time between kernels": {
+        "idle": "Why the GPU idles: causes that add up to its idle time",
+        "launches": "Launch cost, launch delay and queue per kernel",
+        "streams": "Each GPU stream's busy and idle time per iteration",
+        "critical-path": "The chain of work that sets each step's length",
+        "comms": "Collectives: size, time and bus bandwidth",
+        "cold": "The first call against the steady calls, by cause",
+    },
+    "Several traces": {
+        "compare": "One row per variant: speed-ups and verdicts",
+        "report": "A markdown report comparing variants, with charts",
+        "diff": "What changed from one trace to another",
+        "explain": "Why one trace's GPU time differs from another's",
+        "ranks": "Per rank of a job: stragglers, collective skew",
+    },
+    "Query and tools": {
+        "sql": "SQL over a trace's kernels, ops, memory and steps",
+        "schema": "The declared columns of each command's tables",
+        "check": "Check expectations against a trace (for CI)",
+        "annotate": "A copy of a trace with the analysis, for Perfetto",
+        "cache": "The cache of loaded traces: where, size, clear",
+        "capture": "Record a trace of each attention variant (GPU box)",
+    },
+}
+
+
 class Commands(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """As click's, but a usage error is one line (what is wrong, and where the help is),
@@ -58,6 +103,20 @@ class Commands(click.Group):
             click.echo("Aborted!", err=True)
             sys.exit(1)
         sys.exit(done if isinstance(done, int) else 0)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands in sections, each with its one line (:data:`SECTIONS`)."""
+        listed = {name for section in SECTIONS.values() for name in section}
+        others = {
+            name: command.get_short_help_str()
+            for name, command in self.commands.items()
+            if name not in listed and not command.hidden
+        }
+        for title, lines in [*SECTIONS.items(), ("Other", others)]:
+            rows = [(name, line) for name, line in lines.items() if name in self.commands]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         from traceanalyze.cli.options import warn_audited
@@ -90,6 +149,7 @@ def _register() -> None:
     from traceanalyze.cli.ranks import ranks
     from traceanalyze.cli.report import COMMANDS as REPORTS
     from traceanalyze.cli.stacks import COMMANDS as STACKS
+    from traceanalyze.cli.tables import COMMANDS as TABLES
     from traceanalyze.cli.timeline import COMMANDS as TIMELINE
 
     for command in (
@@ -104,6 +164,7 @@ def _register() -> None:
         *TIMELINE,
         *STACKS,
         *CACHE,
+        *TABLES,
         *AUDIT,
     ):
         main.add_command(command)

@@ -16,10 +16,11 @@ from traceanalyze.cli.options import (
     cache_options,
     iteration_options,
     output_options,
+    table_option,
 )
 from traceanalyze.errors import ExpectationFailed
 from traceanalyze.render.analyses import CHECK, ITERATIONS, SUMMARIES
-from traceanalyze.render.formats import TABLE
+from traceanalyze.render.formats import table_forms
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +34,7 @@ def _table_command(name: str, doc: str, empty: str) -> click.Command:
     several views (e.g. per kernel, per category) a --by option picks one; the first is the
     default. ``empty`` is the line shown instead of a table with no rows."""
     views = api.VIEWS[name]
+    forms = table_forms(name, list(views) if len(views) > 1 else [""])
     by_option = click.option(
         "--by",
         type=click.Choice(list(views)),
@@ -59,7 +61,8 @@ def _table_command(name: str, doc: str, empty: str) -> click.Command:
         loader: Loader,
     ) -> None:
         table = api.table(name, trace, by, top, loader)
-        text = TABLE.render(table, out.format, full_names=full_names, empty=empty)
+        view = by if len(views) > 1 else None
+        text = forms.render(table, out.format, by=view, full_names=full_names, empty=empty)
         out.write(text, inputs=[trace])
 
     return command
@@ -119,14 +122,11 @@ memcpy = _table_command(
 
 @click.command()
 @trace_argument
+@table_option(SUMMARIES)
 @output_options
 @cache_options
 @iteration_options
-def summary(
-    trace: Path,
-    out: Output,
-    loader: Loader,
-) -> None:
+def summary(trace: Path, table: str | None, out: Output, loader: Loader) -> None:
     """Per-iteration figures: kernels, memcpy/memset, GPU activity/busy/idle time, CPU operator
     and launch time, wall time and the bound verdict, CPU-side transposes, cuDNN CPU time, time
     per category and launch APIs. A folder of variants gives one record per variant.
@@ -136,7 +136,7 @@ def summary(
       traceanalyze summary sample_traces/h200_default/sdpa_cudnn.json.gz --format json
     """
     records = api.labelled(api.summary(trace, loading=loader))
-    out.write(SUMMARIES.render(records, out.format), inputs=[trace])
+    out.write(SUMMARIES.render(records, out.format, table=table), inputs=[trace])
 
 
 @click.command()

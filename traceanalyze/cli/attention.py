@@ -14,6 +14,7 @@ from traceanalyze.cli.options import (
     cache_options,
     iteration_options,
     output_options,
+    table_option,
 )
 from traceanalyze.render.attention import ATTENTION
 
@@ -28,11 +29,17 @@ from traceanalyze.render.attention import ATTENTION
     "newer than 9.15, PyTorch prefers cuDNN's SDPA on sm90/sm100.",
 )
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
+@table_option(ATTENTION)
 @output_options
 @cache_options
 @iteration_options
 def attention(
-    trace: Path, cudnn_version: str | None, full_names: bool, out: Output, loader: Loader
+    trace: Path,
+    cudnn_version: str | None,
+    full_names: bool,
+    table: str | None,
+    out: Output,
+    loader: Loader,
 ) -> None:
     """One row per attention call site and shape, per iteration: the implementation (composed,
     an SDPA backend, flex, a library), kernels, GPU and CPU µs, FLOPs, TFLOP/s and % of peak,
@@ -45,7 +52,9 @@ def attention(
       traceanalyze attention sample_traces/h200_default --format json -o attention.json
     """
     results = api.labelled(api.attention(trace, cudnn_version=cudnn_version, loading=loader))
-    out.write(ATTENTION.render(results, out.format, full_names=full_names), inputs=[trace])
+    out.write(
+        ATTENTION.render(results, out.format, full_names=full_names, table=table), inputs=[trace]
+    )
 
 
 COMMANDS = (attention,)

@@ -13,16 +13,18 @@ from traceanalyze.cli.options import (
     cache_options,
     iteration_options,
     output_options,
+    table_option,
 )
 from traceanalyze.render.audit import AUDIT
 
 
 @click.command()
 @click.argument("trace", type=click.Path(path_type=Path))
+@table_option(AUDIT)
 @output_options
 @cache_options
 @iteration_options
-def audit(trace: Path, out: Output, loader: Loader) -> None:
+def audit(trace: Path, table: str | None, out: Output, loader: Loader) -> None:
     """Can this trace be trusted? Checks of the trace itself, one row per finding: launches
     whose GPU activity is missing, activity whose launch is missing (before the window or
     inside it), overlapping activities on one stream, overflowing durations, bad timestamps,
@@ -37,7 +39,7 @@ def audit(trace: Path, out: Output, loader: Loader) -> None:
       traceanalyze audit run/ranks --format json -o audit.json
     """
     result = api.audit(trace, loading=loader)
-    out.write(AUDIT.render(api.labelled(result), out.format), inputs=[trace])
+    out.write(AUDIT.render(api.labelled(result), out.format, table=table), inputs=[trace])
 
 
 COMMANDS = (audit,)

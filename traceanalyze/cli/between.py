@@ -15,6 +15,7 @@ from traceanalyze.cli.options import (
     cache_options,
     iteration_options,
     output_options,
+    table_option,
 )
 from traceanalyze.render.between.idle import IDLE
 
@@ -56,10 +57,13 @@ launches = _table_command(
     help="How many of the longest gaps to show.",
 )
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
+@table_option(IDLE)
 @output_options
 @cache_options
 @iteration_options
-def idle(trace: Path, largest: int, full_names: bool, out: Output, loader: Loader) -> None:
+def idle(
+    trace: Path, largest: int, full_names: bool, table: str | None, out: Output, loader: Loader
+) -> None:
     """Why the GPU sits idle inside the iterations: the idle time per iteration split into
     causes that add up to it (sync, host wait, launch overhead, other), per stream, and the
     largest gaps with the CPU ops during them.
@@ -70,7 +74,8 @@ def idle(trace: Path, largest: int, full_names: bool, out: Output, loader: Loade
       traceanalyze idle trace.json.gz --format json -o idle.json
     """
     results = api.labelled(api.idle(trace, largest=largest, loading=loader))
-    out.write(IDLE.render(results, out.format, full_names=full_names), inputs=[trace])
+    text = IDLE.render(results, out.format, full_names=full_names, table=table)
+    out.write(text, inputs=[trace])
 
 
 COMMANDS = (streams, launches, idle)

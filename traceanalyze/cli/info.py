@@ -7,15 +7,16 @@ from pathlib import Path
 import click
 
 from traceanalyze import api
-from traceanalyze.cli.options import Loader, Output, cache_options, output_options
+from traceanalyze.cli.options import Loader, Output, cache_options, output_options, table_option
 from traceanalyze.render.info import INFO
 
 
 @click.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@table_option(INFO)
 @output_options
 @cache_options
-def info(traces: tuple[Path, ...], out: Output, loader: Loader) -> None:
+def info(traces: tuple[Path, ...], table: str | None, out: Output, loader: Loader) -> None:
     """Device, versions, time span, event counts, iterations and linking of each TRACE.
 
     TRACE is a .json or .json.gz trace, a folder of the ranks of one job, or a folder of
@@ -26,4 +27,5 @@ def info(traces: tuple[Path, ...], out: Output, loader: Loader) -> None:
       traceanalyze info sample_traces/h200_default/sdpa_flash.json.gz
       traceanalyze info run/*.json.gz --format json
     """
-    out.write(INFO.render(api.info(traces, loading=loader), out.format), inputs=traces)
+    records = api.info_records(traces, loading=loader)
+    out.write(INFO.render(records, out.format, table=table), inputs=traces)

@@ -14,6 +14,7 @@ from traceanalyze.cli.options import (
     cache_options,
     iteration_options,
     output_options,
+    table_option,
 )
 from traceanalyze.render.memory.chart import memory_chart
 from traceanalyze.render.memory.tables import MEMORY
@@ -21,10 +22,11 @@ from traceanalyze.render.memory.tables import MEMORY
 
 @click.command()
 @trace_argument
+@table_option(MEMORY)
 @output_options
 @cache_options
 @iteration_options
-def memory(trace: Path, out: Output, loader: Loader) -> None:
+def memory(trace: Path, table: str | None, out: Output, loader: Loader) -> None:
     """Per iteration and device: allocated bytes at the start, the peak and its increase over
     the start, the peak reserved, allocations that outlive the iteration; the largest blocks
     live at each peak (op, size, recorded shapes, lifetime), the top allocating ops and leak
@@ -39,7 +41,7 @@ def memory(trace: Path, out: Output, loader: Loader) -> None:
     """
     chart = out.chart_beside("memory")
     results = api.labelled(api.memory(trace, loading=loader))
-    out.write(MEMORY.render(results, out.format), inputs=[trace])
+    out.write(MEMORY.render(results, out.format, table=table), inputs=[trace])
     data = memory_chart(results) if chart is not None else None
     if chart is not None and data is not None:
         out.write_beside(chart, data)

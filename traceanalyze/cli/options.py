@@ -4,12 +4,14 @@ traces load (--no-cache, --cache-dir, progress). Commands receive one ``out: Out
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 import click
 
@@ -20,15 +22,22 @@ from traceanalyze.analyses.audit.rules import SAID_ALWAYS
 from traceanalyze.analyses.iterations import Selection, counted
 from traceanalyze.api import Loading
 from traceanalyze.cli.progress import loading, loading_file
+from traceanalyze.errors import os_problem
 from traceanalyze.load import Input, load
 from traceanalyze.load.parallel import THREADS_ENV
 from traceanalyze.load.variants import VariantSet, load_variants
-from traceanalyze.render.formats import FOR_PEOPLE, FORMATS, MARKDOWN
+from traceanalyze.render.formats import BINARY, FOR_PEOPLE, FORMATS, MARKDOWN, Forms
 from traceanalyze.trace import Skipped, Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
-SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".json": "json", ".csv": "csv"}
+SUFFIX_FORMATS = {
+    ".md": "md",
+    ".markdown": "md",
+    ".json": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+}
 STDOUT = "-"  # -o - writes standard output, as the default does
 
 
@@ -41,18 +50,29 @@ class Output:
     force: bool
 
     @classmethod
-    def from_options(cls, fmt: str | None, path: Path | None, force: bool) -> Output:
-        """The format defaults to the -o suffix, else md. An existing -o file is refused here,
-        before any trace is loaded, unless --force."""
-        if path is not None and str(path) == STDOUT:
-            path = None
+    def from_options(
+        cls, fmt: str | None, given: str | None, force: bool, *, folder_file: str | None = None
+    ) -> Output:
+        """The format follows the -o suffix (md without -o); a suffix that names no format is
+        refused. A folder (a trailing slash, or one that exists) is written inside, as
+        ``folder_file``, by a command that writes several files (``report``), and refused by
+        the others. An existing -o file is refused here, before any trace is loaded, unless
+        --force."""
+        path = None if given is None or given == STDOUT else _output_path(given, folder_file)
         implied = SUFFIX_FORMATS.get(path.suffix.lower()) if path else None
+        if path is not None and implied is None:
+            raise click.UsageError(
+                f"-o {given}: {_suffix_words(path)}; name the file .md, .json, .csv or .parquet "
+                "(its suffix says the format)"
+            )
         if fmt is None:
             fmt = implied or MARKDOWN
         elif implied is not None and implied != fmt:
             raise click.UsageError(
                 f"-o {path} says {implied} by its suffix but --format says {fmt}; make them agree."
             )
+        if BINARY[fmt] and path is None:
+            raise click.UsageError(f"{fmt} is a binary format; write it to a file: -o FILE.{fmt}")
         out = cls(fmt, path, force)
         if path is not None:
             out.check_free(path)
@@ -75,10 +95,16 @@ class Output:
         return self.path is None and FOR_PEOPLE[self.format]
 
     def check_free(self, path: Path) -> None:
-        if path.exists() and not self.force:
+        with _writing(path):
+            there = path.exists()
+        if there and not self.force:
             raise click.UsageError(f"{path} exists; pass --force to overwrite it.")
 
-    def write(self, text: str, inputs: Sequence[Path] = ()) -> None:
+    def write(self, text: str | bytes, inputs: Sequence[Path] = ()) -> None:
+        if isinstance(text, bytes):  # a binary format: only to a file (from_options)
+            self.write_with(lambda path: _write_bytes(path, text), inputs)
+            click.echo(f"wrote {self.path}", err=True)
+            return
         if self.path is None:
             click.echo(text, nl=False)
             return
@@ -102,9 +128,11 @@ class Output:
     def refuse_inputs(path: Path, inputs: Sequence[Path]) -> None:
         """Never write onto an input, nor onto an existing file inside an input folder (a
         trace the command reads, whatever --force says)."""
-        resolved = path.resolve()
+        with _writing(path):
+            resolved = _resolved(path)
         for given in map(Path, inputs):
-            source = given.resolve()
+            with _writing(given):
+                source = _resolved(given)
             if resolved == source:
                 raise click.UsageError(f"-o {path} is one of the inputs; refusing to overwrite it.")
             if source.is_dir() and resolved.is_file() and source in resolved.parents:
@@ -138,12 +166,46 @@ def _writing(path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
+        if isinstance(exc, FileExistsError) and exc.filename and not os.path.isdir(exc.filename):
+            # Making the folders: a part of the path is a file (the system says "exists").
+            exc = NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), exc.filename)
+        reason, fix = os_problem(exc)
         where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
         raise OutputError(
-            f"cannot write {path}: {reason}{where}. Choose another -o path, or -o - for "
-            "standard output."
+            f"cannot write {path}: {reason}{where}. {fix}; or write to standard output (-o -)."
         ) from None
+
+
+def _resolved(path: Path) -> Path:
+    """``path.resolve()``, a loop of symbolic links an OSError (pathlib before Python 3.13
+    raises RuntimeError for one)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path)) from None
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _output_path(given: str, folder_file: str | None) -> Path:
+    """The file -o names: ``given``, or ``folder_file`` inside it where it is a folder."""
+    path = Path(given)
+    with _writing(path):
+        folder = given.endswith(("/", os.sep)) or path.is_dir()
+    if not folder:
+        return path
+    if folder_file is None:
+        raise click.UsageError(f"-o {given} is a folder; name a file, e.g. -o {path / 'out.md'}")
+    return path / folder_file
+
+
+def _suffix_words(path: Path) -> str:
+    if not path.suffix:
+        return "the name has no suffix"
+    return f"traceanalyze writes no {path.suffix} files"
 
 
 @dataclass(frozen=True)
@@ -256,9 +318,10 @@ _OUTPUT_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "-o",
         "--output",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=click.Path(),
         default=None,
-        help="Write to this file instead of standard output (- for standard output).",
+        help="Write to this file instead of standard output: .md, .json, .csv or .parquet, "
+        "which says the format (- for standard output).",
     ),
     click.option("--force", is_flag=True, help="Overwrite the -o file if it exists."),
 )
@@ -285,16 +348,39 @@ _CACHE_OPTIONS: tuple[Decorator, ...] = (
 )
 
 
-def output_options(func: F) -> F:
-    """--format, -o/--output and --force; the command receives ``out: Output``."""
+@overload
+def output_options(func: F, *, folder_file: str | None = None) -> F: ...
+@overload
+def output_options(func: None = None, *, folder_file: str | None = None) -> Callable[[F], F]: ...
+def output_options(func: F | None = None, *, folder_file: str | None = None) -> Any:
+    """--format, -o/--output and --force; the command receives ``out: Output``. With
+    ``folder_file``, -o naming a folder writes that file inside it (else it is refused)."""
 
-    @functools.wraps(func)
-    def command(
-        *args: Any, fmt: str | None, output: Path | None, force: bool, **kwargs: Any
-    ) -> Any:
-        return func(*args, out=Output.from_options(fmt, output, force), **kwargs)
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def command(
+            *args: Any, fmt: str | None, output: str | None, force: bool, **kwargs: Any
+        ) -> Any:
+            out = Output.from_options(fmt, output, force, folder_file=folder_file)
+            return func(*args, out=out, **kwargs)
 
-    return cast(F, _add_options(command, _OUTPUT_OPTIONS))
+        return cast(F, _add_options(command, _OUTPUT_OPTIONS))
+
+    return decorate if func is None else decorate(func)
+
+
+def table_option(forms: Forms[Any]) -> Decorator:
+    """--table: which of a nested answer's tables CSV, Parquet, JSON and markdown write (CSV and
+    Parquet: the first without it; JSON: every table in one object); the command receives
+    ``table`` and passes it to the renderer."""
+    views = list(forms.tables)
+    return click.option(
+        "--table",
+        type=click.Choice(views),
+        default=None,
+        help=f"Write one table of the answer (CSV and Parquet write {views[0]} without it; JSON "
+        "and markdown the whole answer). `traceanalyze schema` lists each table's columns.",
+    )
 
 
 def cache_options(func: F) -> F:

@@ -14,6 +14,7 @@ from traceanalyze.cli.options import (
     cache_options,
     iteration_options,
     output_options,
+    table_option,
 )
 from traceanalyze.render.perf import EXPLAIN, ROOFLINE
 from traceanalyze.render.waterfall import waterfall
@@ -37,6 +38,7 @@ positive = click.FloatRange(min=0, min_open=True)
 )
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N rows.")
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
+@table_option(ROOFLINE)
 @output_options
 @cache_options
 @iteration_options
@@ -46,6 +48,7 @@ def roofline(
     peak_tbps: float | None,
     top: int | None,
     full_names: bool,
+    table: str | None,
     out: Output,
     loader: Loader,
 ) -> None:
@@ -61,17 +64,18 @@ def roofline(
     results = api.labelled(
         api.roofline(trace, peak_tflops=peak_tflops, peak_tbps=peak_tbps, loading=loader)
     )
-    out.write(ROOFLINE.render(results, out.format, top=top, full_names=full_names),
-              inputs=[trace])  # fmt: skip
+    text = ROOFLINE.render(results, out.format, top=top, full_names=full_names, table=table)
+    out.write(text, inputs=[trace])
 
 
 @click.command()
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
+@table_option(EXPLAIN)
 @output_options
 @cache_options
 @iteration_options
-def explain(base: Path, new: Path, out: Output, loader: Loader) -> None:
+def explain(base: Path, new: Path, table: str | None, out: Output, loader: Loader) -> None:
     """Why NEW's GPU time per iteration differs from BASE's: the change in GPU span split
     into parts that add up exactly (kernels by launching op and category, memory copies and
     sets by cause, stream overlap, idle gaps), with the CPU side beside it. With -o FILE.md a
@@ -84,7 +88,7 @@ def explain(base: Path, new: Path, out: Output, loader: Loader) -> None:
     """
     chart = out.chart_beside("waterfall")
     result = api.explain(base, new, loading=loader)
-    text = EXPLAIN.render(result, out.format, charts=[chart] if chart else [])
+    text = EXPLAIN.render(result, out.format, charts=[chart] if chart else [], table=table)
     out.write(text, inputs=[base, new])
     if chart is not None:
         out.write_beside(chart, waterfall(result))

@@ -16,6 +16,7 @@ from traceanalyze.cli.options import (
     clock_align_option,
     iteration_options,
     output_options,
+    table_option,
     warn_skipped,
 )
 from traceanalyze.cli.progress import loading
@@ -61,6 +62,7 @@ from traceanalyze.render.ranks import RANKS
     help="Worker processes of the local engine or local cluster [default: one per CPU].",
 )
 @click.option("--full-names", is_flag=True, help="Show kernel names in full in markdown.")
+@table_option(RANKS)
 @clock_align_option
 @output_options
 @cache_options
@@ -73,6 +75,7 @@ def ranks(
     address: str | None,
     workers: int | None,
     full_names: bool,
+    table: str | None,
     clock_align: bool,
     out: Output,
     loader: Loader,
@@ -100,4 +103,5 @@ def ranks(
             loading=loader,
         )
     warn_skipped(result.skipped)
-    out.write(RANKS.render(result, out.format, full_names=full_names), inputs=[folder])
+    text = RANKS.render(result, out.format, full_names=full_names, table=table)
+    out.write(text, inputs=[folder])

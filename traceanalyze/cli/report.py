@@ -18,6 +18,7 @@ from traceanalyze.cli.options import (
     cache_options,
     iteration_options,
     output_options,
+    table_option,
 )
 from traceanalyze.render.formats import refusal
 from traceanalyze.render.report.markdown import CHART_TITLES, COMPARISON, DIFF, charts
@@ -55,7 +56,7 @@ full_names_option = click.option(
     help="A file of expectations, one per line, in the syntax of `check` (e.g. "
     "'kernels_per_iter <= 1'): adds a Guesses section, broken first. Repeatable.",
 )
-@output_options
+@output_options(folder_file="report.md")
 @cache_options
 @iteration_options
 @click.pass_context
@@ -73,7 +74,8 @@ def report(
     """A markdown report comparing the traces in PATHS, with PNG charts beside it.
 
     PATHS are trace files or folders; a capture folder (with manifest.json) is read as a set of
-    variants in the order they were captured. Charts are written next to -o's file.
+    variants in the order they were captured. Charts are written next to -o's file; -o FOLDER/
+    (or an existing folder) writes FOLDER/report.md and its charts inside.
 
     \b
     Example:
@@ -154,6 +156,7 @@ def compare(
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
 @full_names_option
+@table_option(DIFF)
 @output_options
 @cache_options
 @iteration_options
@@ -161,6 +164,7 @@ def diff(
     base: Path,
     new: Path,
     full_names: bool,
+    table: str | None,
     out: Output,
     loader: Loader,
 ) -> None:
@@ -176,7 +180,8 @@ def diff(
     if not out.on_terminal_for_people:  # the markdown shows them
         for warning in result.warnings:
             click.echo(f"traceanalyze: warning: {warning}", err=True)
-    out.write(DIFF.render(result, out.format, full_names=full_names), inputs=[base, new])
+    text = DIFF.render(result, out.format, full_names=full_names, table=table)
+    out.write(text, inputs=[base, new])
 
 
 def _command_line(ctx: click.Context) -> str:

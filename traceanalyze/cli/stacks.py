@@ -15,6 +15,7 @@ from traceanalyze.cli.options import (
     cache_options,
     iteration_options,
     output_options,
+    table_option,
 )
 from traceanalyze.render.stacks import STACKS
 
@@ -37,6 +38,7 @@ from traceanalyze.render.stacks import STACKS
     metavar="PREFIX",
     help="Also leave out frames whose file starts with PREFIX (e.g. transformers/); repeatable.",
 )
+@table_option(STACKS)
 @output_options
 @cache_options
 @iteration_options
@@ -45,6 +47,7 @@ def stacks(
     full_stack: bool,
     category: str | None,
     exclude: tuple[str, ...],
+    table: str | None,
     out: Output,
     loader: Loader,
 ) -> None:
@@ -62,7 +65,7 @@ def stacks(
     result = api.stacks(
         trace, full_stack=full_stack, category=category, exclude=exclude, loading=loader
     )
-    out.write(STACKS.render(api.labelled(result), out.format), inputs=[trace])
+    out.write(STACKS.render(api.labelled(result), out.format, table=table), inputs=[trace])
 
 
 COMMANDS = (stacks,)

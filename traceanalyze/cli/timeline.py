@@ -16,6 +16,7 @@ from traceanalyze.cli.options import (
     clock_align_option,
     iteration_options,
     output_options,
+    table_option,
 )
 from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH, critical_path_chart
 
@@ -23,10 +24,13 @@ from traceanalyze.render.between.critical_path import COMMS, CRITICAL_PATH, crit
 @click.command(name="critical-path")
 @trace_argument
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the first N items.")
+@table_option(CRITICAL_PATH)
 @output_options
 @cache_options
 @iteration_options
-def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> None:
+def critical_path(
+    trace: Path, top: int | None, table: str | None, out: Output, loader: Loader
+) -> None:
     """Per iteration, the chain of CPU ops, launches, GPU activities and sync waits that set
     its length (it equals the iteration's span), its time by kind, and for the longest items
     the slack: how much an iteration would shrink if the item took no time. With -o FILE.md a
@@ -39,7 +43,8 @@ def critical_path(trace: Path, top: int | None, out: Output, loader: Loader) -> 
     """
     chart = out.chart_beside("path")
     path = api.critical_path(trace, loading=loader)
-    out.write(CRITICAL_PATH.render(path, out.format, top=top, chart=chart), inputs=[trace])
+    text = CRITICAL_PATH.render(path, out.format, top=top, chart=chart, table=table)
+    out.write(text, inputs=[trace])
     if chart is not None:
         out.write_beside(chart, critical_path_chart(path))
 

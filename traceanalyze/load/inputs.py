@@ -23,8 +23,15 @@ from pathlib import Path
 import msgspec
 
 from capture.manifest import MANIFEST_FILE
-from traceanalyze.errors import EmptyTraceError, NotATraceError, TraceAnalyzeError, TraceReadError
+from traceanalyze.errors import (
+    EmptyTraceError,
+    NotATraceError,
+    TraceAnalyzeError,
+    TraceReadError,
+    path_error,
+)
 from traceanalyze.load.chunks import first_look
+from traceanalyze.load.foreign import refuse_foreign
 from traceanalyze.load.source import refuse_special
 from traceanalyze.trace import Skipped
 
@@ -82,22 +89,26 @@ def resolve(path: str | os.PathLike[str]) -> Input:
     if status is None and not is_trace_name(source):
         raise TraceReadError("no such file or folder", source, "Check the path.")
     refuse_special(source)
+    refuse_foreign(source)
     return Input(source, InputKind.TRACE, (source,), manifest=manifest_beside(source))
 
 
 def _status(path: Path) -> os.stat_result | None:
-    """``path``'s stat; None when it does not exist (loading names the problem). A folder on
-    its path that this user cannot search is one error, not a PermissionError traceback."""
+    """``path``'s status; None when nothing is there (loading names the problem). A folder on
+    its path that this user cannot search, or any other refusal (a name too long), is one error
+    naming the path, not an OSError traceback."""
     try:
         return path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
     except PermissionError:
         raise TraceReadError(
             "permission denied (a folder on its path cannot be searched)",
             path,
             "Make the folders on the path searchable for this user (chmod +x).",
         ) from None
-    except OSError:
-        return None
+    except OSError as exc:
+        raise path_error(exc, path) from None
 
 
 def manifest_beside(trace_file: Path) -> Path | None:
@@ -181,6 +192,7 @@ def _look(path: Path) -> tuple[bytes | None, str | None]:
     """The head of ``path`` (see :func:`first_look`), and why it is not a trace (None: it
     may be one)."""
     try:
+        refuse_foreign(path)
         return first_look(path), None
     except (NotATraceError, TraceReadError) as error:
         return None, reason_of(error, path)

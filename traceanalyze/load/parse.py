@@ -11,6 +11,7 @@ from traceanalyze.link import link
 from traceanalyze.load import fast, frames, parallel
 from traceanalyze.load.chunks import scan_document
 from traceanalyze.load.decode import FIX_NOT_A_TRACE, too_deep
+from traceanalyze.load.foreign import refuse_foreign
 from traceanalyze.load.forks import before_polars
 from traceanalyze.load.metadata import BadRankError, device_frame, rank_of, trace_meta
 from traceanalyze.load.scanned import Scanned
@@ -33,6 +34,8 @@ def parse_file(
     scanner (the msgspec path gives the same Trace); ``threads`` scanner threads (default
     :func:`~traceanalyze.load.parallel.default_threads`)."""
     before_polars()
+    refuse_special(path)  # before a look inside: opening a pipe waits for a writer
+    refuse_foreign(path)  # another tool's file is named as such, not as broken JSON
     return _parse(path, timer or (lambda _stage: None), progress, native, threads)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, BinaryIO
 
-from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError
+from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError, path_error
 
 GZIP_MAGIC = b"\x1f\x8b"
 # Decompressed bytes per chunk: large enough that per-chunk costs vanish, small enough that a
@@ -333,6 +333,9 @@ def _gunzip(
     packed = head
     read = len(head)
     member, member_at, member_out = 1, 0, 0  # the member being inflated (see GzipCut)
+    # Whether the first bytes inflated start a JSON document (None: none inflated yet): a
+    # stream that ends early is a cut-off trace only if it does, else corrupt (issue 41).
+    inflated_json: bool | None = None
     while True:
         if not packed:
             try:
@@ -364,15 +367,55 @@ def _gunzip(
             packed = inflate.unconsumed_tail
         if data:
             member_out += len(data)
+            inflated_json = _starts_json(inflated_json, data)
             if progress:
                 progress(min(read, total), total)
             yield data
     if inflate is not None and not inflate.eof:
+        _refuse_corrupt(inflated_json, file, path)
         # Every member ends with its checksum and size; a stream without them was cut off.
         member_out += yield from _drained(inflate, chunk_bytes)
         missing = _trailer_missing(inflate, module)
         raise StreamCut(path, GzipCut(member, member_at, member_out, missing), read)
     return read
+
+
+def _starts_json(known: bool | None, data: bytes) -> bool | None:
+    """Whether the inflated bytes start a JSON document: ``known`` once decided, else from
+    ``data``'s first byte that is not white space or a byte-order mark (None: none yet)."""
+    if known is not None:
+        return known
+    first = data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+    return first in (b"{", b"[") if first else None
+
+
+# A gzip header's extra flags (XFL) and operating system (OS) bytes as gzip writers set them
+# (RFC 1952): a header with others is damaged, not the start of a cut-off file.
+_GZIP_XFL = frozenset({0, 2, 4})
+_GZIP_OS = frozenset({*range(14), 255})
+
+
+def _refuse_corrupt(inflated_json: bool | None, file: BinaryIO, path: Path) -> None:
+    """A gzip stream that ends before its end mark and is no cut-off trace is corrupt."""
+    if not _cut_off(inflated_json, file):
+        raise TraceFormatError(
+            "is corrupt gzip data (it ends before its end mark, and neither its header "
+            "nor what it inflates to is a trace's)",
+            path,
+            "Copy or re-export the file again.",
+        )
+
+
+def _cut_off(inflated_json: bool | None, file: BinaryIO) -> bool:
+    """Whether a gzip stream that ends early is a trace cut off (else it is corrupt): what it
+    inflated starts a JSON document or, where nothing was inflated, its header is sound."""
+    if inflated_json is not None:
+        return inflated_json
+    try:
+        header = os.pread(file.fileno(), 10, 0)
+    except OSError:
+        return True  # cannot look again: say what the stream itself shows
+    return len(header) < 10 or (header[8] in _GZIP_XFL and header[9] in _GZIP_OS)
 
 
 def _drained(inflate: Any, chunk_bytes: int) -> Generator[bytes, None, int]:
@@ -414,6 +457,4 @@ def _read_error(exc: OSError, path: Path) -> TraceReadError:
         return TraceReadError("is a folder, not a file", path, "Pass the trace file.")
     if isinstance(exc, PermissionError):
         return TraceReadError("permission denied", path, "Make the file readable for this user.")
-    return TraceReadError(
-        f"cannot be read ({exc.strerror})", path, "Copy it to a local disk and try again."
-    )
+    return path_error(exc, path)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import overload
 
 from capture.manifest import Manifest, ManifestError, VariantResult, manifest_from_dict
+from traceanalyze.display import ShortRepr
 from traceanalyze.errors import EmptyTraceError, TraceFormatError, TraceReadError, UsageError
 from traceanalyze.load import are_ranks, combine_ranks, load_each
 from traceanalyze.load.folder import load_dropping
@@ -20,8 +21,8 @@ from traceanalyze.load.inputs import Input, InputKind, manifest_beside, resolve
 from traceanalyze.trace import Skipped, Trace
 
 
-@dataclass(frozen=True)
-class Variant:
+@dataclass(frozen=True, repr=False)  # ShortRepr: the trace and manifest entry in a few words
+class Variant(ShortRepr):
     """One trace in a comparison, with what the capture manifest says about it (if any)."""
 
     label: str

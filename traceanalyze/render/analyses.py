@@ -7,23 +7,75 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.analyses.summary import Summary
-from traceanalyze.render.formats import Forms, Labelled, shown_table
-from traceanalyze.render.table import markdown_record, prose_number, to_csv
+from traceanalyze.render.formats import Forms, Labelled, labelled, shown_table
+from traceanalyze.render.table import markdown_record, prose_number
+from traceanalyze.tables import VARIANT, conform
 
 
-def _summaries_markdown(results: Labelled[Summary], **_options: Any) -> str:
-    """One record as it is; several (one per variant) as one section per variant."""
-    if len(results) == 1:
-        return markdown_record(results[0][1])
-    return "\n".join(f"## {label}\n\n{markdown_record(s)}" for label, s in results)
+def summary_row(summary: Summary) -> pl.DataFrame:
+    """The summary as one row of its table: every key but ``launch_apis`` and
+    ``audit_warnings`` (whose keys are data: their own tables) and ``variant`` (the labelled
+    forms add it), the fixed mappings as struct columns."""
+    record = {k: str(v) if k == "iteration_source" else v for k, v in summary.items()}
+    for key in ("launch_apis", "audit_warnings", VARIANT):
+        record.pop(key, None)
+    return pl.DataFrame([record], infer_schema_length=None)
+
+
+def summary_json(summary: Summary) -> dict[str, Any]:
+    """The JSON object: the keys in the record's order, each value of its declared type."""
+    row = conform(summary_row(summary), "summary.figures").row(0, named=True)
+    row |= {
+        "launch_apis": summary.launch_apis,
+        "audit_warnings": summary.audit_warnings,
+        VARIANT: summary.variant,
+    }
+    return {key: row[key] for key in summary}
+
+
+def launch_api_rows(summary: Summary) -> pl.DataFrame:
+    """``launch_apis`` as rows: each launch API with its launches per iteration."""
+    apis = summary.launch_apis
+    return pl.DataFrame(
+        {"launch_api": list(apis), "launches_per_iter": list(apis.values())},
+        schema={"launch_api": pl.String, "launches_per_iter": pl.Float64},
+    )
+
+
+def audit_warning_rows(summary: Summary) -> pl.DataFrame:
+    """``audit_warnings`` as rows: each audit finding (check/finding) that moves the figures,
+    with its warning (none where the trace was not audited or nothing was found)."""
+    warnings = summary.audit_warnings or {}
+    return pl.DataFrame(
+        {"finding": list(warnings), "warning": list(warnings.values())},
+        schema={"finding": pl.String, "warning": pl.String},
+    )
+
+
+def summary_markdown(summary: Summary, **_options: Any) -> str:
+    """The record for people: categories the trace has, largest first; spreads shown only
+    where the steps differ."""
+    shown = dict(summary)
+    for key in ("category_us", "category_count"):
+        present = {k: v for k, v in shown[key].items() if v}
+        shown[key] = dict(sorted(present.items(), key=lambda kv: -kv[1]))
+    shown["spread_per_iter"] = {k: v for k, v in summary.spread_per_iter.items() if v is not None}
+    return markdown_record(shown)
 
 
 # `summary`: one record as it is; several (one per variant, each with its ``variant`` key) as a
-# JSON list, one key/value CSV block each, or one markdown section each.
-SUMMARIES: Forms[Labelled[Summary]] = Forms(
-    markdown=_summaries_markdown,
-    json=lambda results, **_: results[0][1] if len(results) == 1 else [s for _, s in results],
-    csv=lambda results, **_: "".join(to_csv(s) for _, s in results),
+# JSON list, one row each in its tables, or one markdown section each.
+SUMMARIES: Forms[Labelled[Summary]] = labelled(
+    Forms(
+        markdown=summary_markdown,
+        json=lambda s, **_: summary_json(s),
+        tables={
+            "figures": lambda s, **_: summary_row(s),
+            "launch_apis": lambda s, **_: launch_api_rows(s),
+            "audit_warnings": lambda s, **_: audit_warning_rows(s),
+        },
+        command="summary",
+    ),
 )
 
 
@@ -49,7 +101,7 @@ def check_markdown(results: pl.DataFrame, **_options: Any) -> str:
 
 
 # `check`: the table of expectations; in markdown one line each.
-CHECK: Forms[pl.DataFrame] = Forms(markdown=check_markdown)
+CHECK: Forms[pl.DataFrame] = Forms(markdown=check_markdown, command="check")
 
 IterationTable = tuple[pl.DataFrame, list[str]]
 
@@ -65,5 +117,6 @@ def iterations_markdown(result: IterationTable, **_options: Any) -> str:
 ITERATIONS: Forms[IterationTable] = Forms(
     markdown=iterations_markdown,
     json=lambda result, **_: result[0],
-    csv=lambda result, **_: result[0],
+    tables={"": lambda result, **_: result[0]},
+    command="iterations",
 )

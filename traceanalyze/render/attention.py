@@ -9,7 +9,7 @@ import polars as pl
 
 from traceanalyze.analyses.attention import AttentionResult
 from traceanalyze.names import readable_names
-from traceanalyze.render.formats import Forms, Labelled, labelled
+from traceanalyze.render.formats import Forms, Labelled, figures_row, labelled
 from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_table
 
@@ -102,14 +102,21 @@ def _kernels(rows: pl.DataFrame, full_names: bool) -> str:
     return markdown_table(listed.rename({c: heading(c) for c in listed.columns}))
 
 
-# `attention`: one trace as one object (JSON) or sections (markdown); a capture folder one
-# section per variant. CSV is the rows.
+# `attention`: JSON one object per trace (a list for several); tables the rows (one per call
+# site and shape, the default), the host cost and the figures (with a ``variant`` column for
+# several); markdown one section per trace.
+ATTENTION_FIGURES = ("gpu_activity_us_per_iter", "attention_us_per_iter", "has_shapes")
 ATTENTION: Forms[Labelled[AttentionResult]] = labelled(
     Forms(
         markdown=attention_markdown,
         json=lambda result, **_: attention_record(result),
+        tables={
+            "rows": "rows",
+            "host": "host",
+            "figures": lambda result, **_: figures_row(result, ATTENTION_FIGURES),
+        },
+        command="attention",
     ),
-    table=lambda result: result.rows,
     nested_markdown=lambda result, nested, **options: attention_markdown(
         result, level=3 if nested else 2, **options
     ),

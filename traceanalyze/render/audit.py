@@ -1,5 +1,5 @@
-"""Renderers for `audit`: markdown for people, JSON (``ok``, ``checks``, ``error_bars``), CSV
-(the checks table)."""
+"""Renderers for `audit`: markdown for people, JSON (``ok``, ``checks``, ``error_bars``), its
+tables (the checks, the error bars, the clock offsets, the verdict)."""
 
 from __future__ import annotations
 
@@ -73,13 +73,38 @@ def _offsets(result: Audit) -> str:
     return "Clock offsets (against the lowest rank): " + ", ".join(items) + ".\n"
 
 
-def audit_table(result: Audit) -> pl.DataFrame:
-    """The CSV: the checks table."""
-    return result.checks
+def _error_bars_table(result: Audit, **_: object) -> pl.DataFrame:
+    """One row per figure the warnings and errors move: its ± per iteration."""
+    return pl.DataFrame(
+        {
+            "figure": list(result.error_bars),
+            "error_bar_per_iter": list(result.error_bars.values()),
+        },
+        schema={"figure": pl.String, "error_bar_per_iter": pl.Float64},
+    )
 
 
+def _offsets_table(result: Audit, **_: object) -> pl.DataFrame:
+    """One row per rank of a job: its clock's offset against the lowest rank's."""
+    ranks = sorted(result.offsets_us)
+    return pl.DataFrame(
+        {"rank": ranks, "offset_us": [result.offsets_us[r] for r in ranks]},
+        schema={"rank": pl.Int32, "offset_us": pl.Float64},
+    )
+
+
+# `audit`: JSON ``ok``, ``checks``, ``error_bars`` (stable keys); tables the checks (the
+# default), the error bars, the clock offsets and the verdict.
 ONE: Forms[Audit] = Forms(
-    markdown=audit_markdown, json=lambda r, **_: audit_record(r), csv=audit_table
+    markdown=audit_markdown,
+    json=lambda r, **_: audit_record(r),
+    tables={
+        "checks": "checks",
+        "error_bars": _error_bars_table,
+        "offsets": _offsets_table,
+        "figures": lambda r, **_: pl.DataFrame({"ok": [r.ok]}),
+    },
+    command="audit",
 )
 # `audit` of a trace, a folder of ranks (one result) or a capture folder (one per variant).
-AUDIT = labelled(ONE, table=audit_table, nested_markdown=audit_markdown)
+AUDIT = labelled(ONE, nested_markdown=audit_markdown)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+import polars as pl
+
 from traceanalyze.load.cache import CacheInfo
 from traceanalyze.render.formats import Forms
 from traceanalyze.render.table import number_cell
@@ -29,10 +31,18 @@ def _entries(count: int) -> str:
     return f"{number_cell(count)} {'entry' if count == 1 else 'entries'}"
 
 
-def _record(info: CacheInfo) -> dict[str, object]:
+def _record(info: CacheInfo, **_options: object) -> dict[str, object]:
     return asdict(info)
 
 
-# `cache info` and `cache clear`: JSON and CSV the record; markdown a sentence.
-CACHE_INFO: Forms[CacheInfo] = Forms(markdown=cache_info_markdown, json=_record, csv=_record)
-CACHE_CLEARED: Forms[CacheInfo] = Forms(markdown=cache_cleared_markdown, json=_record, csv=_record)
+def _row(info: CacheInfo, **_options: object) -> pl.DataFrame:
+    return pl.DataFrame([asdict(info)])
+
+
+# `cache info` and `cache clear`: JSON the record, its table one row; markdown a sentence.
+CACHE_INFO: Forms[CacheInfo] = Forms(
+    markdown=cache_info_markdown, json=_record, tables={"": _row}, command="cache info"
+)
+CACHE_CLEARED: Forms[CacheInfo] = Forms(
+    markdown=cache_cleared_markdown, json=_record, tables={"": _row}, command="cache clear"
+)

@@ -15,6 +15,9 @@ from traceanalyze.render.table import markdown_table
 from traceanalyze.units import duration
 
 VIEWS = ("op", "cause", "call", "variant", "cache")
+# Each view's table of a ColdSet (``variant``: the summary with break-even).
+_VIEW_ATTRIBUTES = {"op": "rows", "cause": "causes", "call": "calls", "variant": "summary",
+                    "cache": "caches"}  # fmt: skip
 TOP_OPERATORS = 10
 OUTSIDE_OPERATORS = "(outside operators)"
 WHERE_COLUMNS = ("variant", "first_call_in", "cache_state", "cache_state_source", "cache_hits")
@@ -41,13 +44,8 @@ CALL_COLUMNS = ("call", "name", "shape_index", "role", "cpu_us", "gpu_us", "wall
 def view_frame(result: ColdSet, view: str) -> pl.DataFrame:
     """The table one view shows: per cause and operator, per cause, per call, per variant or
     per cache event."""
-    frames = {
-        "op": result.rows,
-        "cause": result.causes,
-        "call": result.calls,
-        "cache": result.caches,
-    }
-    return frames.get(view, result.summary)
+    frame: pl.DataFrame = getattr(result, _VIEW_ATTRIBUTES[view])
+    return frame
 
 
 def cold_markdown(result: ColdSet, *, view: str | None = None, full_names: bool = False) -> str:
@@ -64,13 +62,15 @@ def cold_markdown(result: ColdSet, *, view: str | None = None, full_names: bool 
     return "\n".join([*parts, _legend()])
 
 
-def _view_rows(result: ColdSet, *, view: str | None = None, **_options: object) -> pl.DataFrame:
-    return view_frame(result, view or "op")
-
-
-# `cold`: JSON and CSV the rows of ``view`` (default ``op``); markdown that table alone, or
-# without ``view`` the whole comparison.
-COLD: Forms[ColdSet] = Forms(markdown=cold_markdown, json=_view_rows, csv=_view_rows)
+# `cold`: JSON and the tables the rows of ``view`` (default ``op``); markdown that table alone,
+# or without ``view`` the whole comparison.
+COLD: Forms[ColdSet] = Forms(
+    markdown=cold_markdown,
+    json=lambda result, **options: COLD.table(result, **options),  # noqa: PLW0108 (not yet bound)
+    tables={view: _VIEW_ATTRIBUTES[view] for view in VIEWS},
+    command="cold",
+    choose="view",
+)
 
 
 def _legend() -> str:

@@ -11,10 +11,11 @@ import polars as pl
 from traceanalyze.analyses.roofline.model import TOP_OPS, Roofline
 from traceanalyze.analyses.variants.explain import Explanation
 from traceanalyze.names import with_readable_names
-from traceanalyze.render.formats import Forms, Labelled, labelled, labelled_table
+from traceanalyze.render.formats import Forms, Labelled, figures_row, labelled
 from traceanalyze.render.headings import heading
 from traceanalyze.render.memory.tables import memory_change_markdown
 from traceanalyze.render.table import markdown_table
+from traceanalyze.tables import conform
 
 FIGURE_COLUMNS = (
     "op_name", "shapes", "dtype", "count_per_iter", "gpu_us", "gpu_us_per_iter",
@@ -32,26 +33,34 @@ PEAK_COLUMNS = ("device_name", "gpu", "peak_bf16_tflops", "peak_fp16_tflops",
                 "peak_tf32_tflops", "peak_fp32_tflops", "peak_tbps", "peak_source")  # fmt: skip
 
 
+ROOFLINE_FIGURES = ("gpu_activity_us_per_iter", "modelled_pct", "has_shapes", "notes")
+
+
+def _limited(result: Roofline, top: int | None) -> Roofline:
+    """``result`` with its lists of rows limited to the first ``top``."""
+    if top is None:
+        return result
+    return replace(
+        result, ops=result.ops.head(top), unmodelled=result.unmodelled.head(top),
+        waves=result.waves.head(top),
+    )  # fmt: skip
+
+
+def _peaks(result: Roofline) -> pl.DataFrame:
+    """The peaks of each GPU model the trace ran on (one row per model)."""
+    return result.devices.drop("rank", "device").unique(maintain_order=True)
+
+
 def roofline_record(result: Roofline, *, top: int | None = None) -> dict[str, Any]:
     """The JSON form of one trace's roofline (keys listed in the README); ``top`` limits its
     lists of rows, as it limits the markdown's tables."""
-    if top is not None:
-        result = replace(
-            result,
-            ops=result.ops.head(top),
-            unmodelled=result.unmodelled.head(top),
-            waves=result.waves.head(top),
-        )
-    return {
-        "gpu_activity_us_per_iter": result.gpu_activity_us_per_iter,
-        "modelled_pct": result.modelled_pct,
-        "has_shapes": result.has_shapes,
-        "notes": list(result.notes),
-        "devices": result.devices.drop("rank", "device").unique(maintain_order=True).to_dicts(),
-        "ops": result.ops.to_dicts(),
-        "unmodelled": result.unmodelled.to_dicts(),
-        "waves": result.waves.to_dicts(),
-    }
+    result = _limited(result, top)
+    figures = conform(figures_row(result, ROOFLINE_FIGURES), "roofline.figures")
+    return figures.row(0, named=True) | {
+        "devices": conform(_peaks(result), "roofline.devices").to_dicts(),
+        **{name: conform(getattr(result, name), f"roofline.{name}").to_dicts()
+           for name in ("ops", "unmodelled", "waves")},
+    }  # fmt: skip
 
 
 def roofline_markdown(result: Roofline, *, top: int | None = None, full_names: bool = False) -> str:
@@ -111,7 +120,7 @@ def _table(frame: pl.DataFrame, columns: Sequence[str]) -> str:
     return markdown_table(frame.select(kept).rename({c: heading(c) for c in kept}))
 
 
-def explain_markdown(result: Explanation, *, charts: Sequence[str] = ()) -> str:
+def explain_markdown(result: Explanation, *, charts: Sequence[str] = (), **_: Any) -> str:
     total = float(result.parts["us_per_iter_delta"].sum())
     # The traces' labels head the columns, unless they cannot (equal, or a heading's name).
     labels = {result.base, result.new}
@@ -142,22 +151,54 @@ def explain_markdown(result: Explanation, *, charts: Sequence[str] = ()) -> str:
     return "\n".join(parts)
 
 
-# `roofline`: JSON one object per trace (a list for several); CSV the op rows (with a
-# ``variant`` column for several); markdown one section per trace.
-_ROOFLINE: Forms[Labelled[Roofline]] = labelled(
-    Forms(markdown=roofline_markdown, json=lambda r, *, top=None, **_: roofline_record(r, top=top)),
-    table=lambda r: r.ops,
-)
-ROOFLINE: Forms[Labelled[Roofline]] = replace(
-    _ROOFLINE,
-    csv=lambda results, *, top=None, **_: labelled_table(
-        results, lambda r: r.ops if top is None else r.ops.head(top)
+# `roofline`: JSON one object per trace (a list for several); tables the op rows (the
+# default), what is not modelled, the kernels' waves, the GPU peaks and the figures (with a
+# ``variant`` column for several; ``top`` limits the rows); markdown one section per trace.
+ROOFLINE: Forms[Labelled[Roofline]] = labelled(
+    Forms(
+        markdown=roofline_markdown,
+        json=lambda r, *, top=None, **_: roofline_record(r, top=top),
+        tables={
+            **{
+                name: (lambda r, *, top=None, _name=name, **_: getattr(_limited(r, top), _name))
+                for name in ("ops", "unmodelled", "waves")
+            },
+            "devices": lambda r, **_: _peaks(r),
+            "figures": lambda r, **_: figures_row(r, ROOFLINE_FIGURES),
+        },
+        command="roofline",
     ),
 )
-# `explain`: JSON the explanation's record; CSV its parts; markdown the sentence, the parts,
-# the figures they add up to and the CPU side.
+
+
+def explain_figures(result: Explanation) -> pl.DataFrame:
+    """The explanation's figures as one row (its JSON's scalars and the memory peaks)."""
+    record = result.to_record()
+    memory = record.pop("memory") or {}
+    for name in ("parts", "cpu"):
+        del record[name]
+    peaks = {k: memory.get(k) for k in EXPLAIN_MEMORY_FIGURES}
+    return pl.DataFrame([record | peaks], infer_schema_length=None)
+
+
+def explain_blocks(result: Explanation) -> pl.DataFrame:
+    """The blocks behind the change in peak memory (none without memory events)."""
+    return result.memory.blocks if result.memory is not None else pl.DataFrame()
+
+
+EXPLAIN_MEMORY_FIGURES = ("base_peak_increase_bytes_per_iter", "new_peak_increase_bytes_per_iter",
+                          "peak_increase_bytes_per_iter_delta")  # fmt: skip
+# `explain`: JSON the explanation's record; tables its parts (the default), the CPU side, the
+# figures and the memory blocks; markdown the sentence, the parts, the figures they add up to
+# and the CPU side.
 EXPLAIN: Forms[Explanation] = Forms(
     markdown=explain_markdown,
     json=lambda result, **_: result.to_record(),
-    csv=lambda result, **_: result.parts,
+    tables={
+        "parts": "parts",
+        "cpu": "cpu",
+        "figures": lambda result, **_: explain_figures(result),
+        "memory_blocks": lambda result, **_: explain_blocks(result),
+    },
+    command="explain",
 )

@@ -12,14 +12,20 @@ from traceanalyze.names import with_readable_names
 from traceanalyze.render.formats import Forms
 from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_table
+from traceanalyze.tables import conform
 
 TOP_COLLECTIVES = 10
 
 
-def ranks_record(result: RanksResult) -> dict[str, Any]:
-    """The JSON form (its keys are listed in the README under "Stable keys")."""
-    return {
-        "ranks": result.ranks.to_dicts(),
+RANK_FIGURES = (
+    "median_wall_us_per_iter", "straggler_pct", "stragglers", "clock_alignment",
+    "collectives_matched", "median_start_spread_us", "max_start_spread_us", "notes",
+)  # fmt: skip
+
+
+def ranks_figures(result: RanksResult) -> pl.DataFrame:
+    """The figures of the job as one row."""
+    row = {
         "median_wall_us_per_iter": result.median_wall_us_per_iter,
         "straggler_pct": result.straggler_pct,
         "stragglers": result.stragglers,
@@ -27,9 +33,23 @@ def ranks_record(result: RanksResult) -> dict[str, Any]:
         "collectives_matched": result.collectives.height,
         "median_start_spread_us": result.median_start_spread_us,
         "max_start_spread_us": result.max_start_spread_us,
-        "collectives": result.collectives.to_dicts(),
         "notes": list(result.notes),
     }
+    return pl.DataFrame([row], infer_schema_length=None)
+
+
+def ranks_record(result: RanksResult) -> dict[str, Any]:
+    """The JSON form (its keys are listed in the README under "Stable keys")."""
+    figures = conform(ranks_figures(result), "ranks.figures").row(0, named=True)
+    notes = figures.pop("notes")
+    return (
+        {"ranks": conform(result.ranks, "ranks.ranks").to_dicts()}
+        | figures
+        | {
+            "collectives": conform(result.collectives, "ranks.collectives").to_dicts(),
+            "notes": notes,
+        }
+    )
 
 
 def ranks_markdown(result: RanksResult, *, full_names: bool = False, level: int = 2) -> str:
@@ -49,12 +69,17 @@ def ranks_markdown(result: RanksResult, *, full_names: bool = False, level: int 
     return "\n".join(p for p in parts if p)
 
 
-# `ranks`: JSON every table (:func:`ranks_record`); CSV the rank table; markdown
-# :func:`ranks_markdown`.
+# `ranks`: JSON every table (:func:`ranks_record`); tables the ranks (the default), the
+# collectives matched across ranks, the figures; markdown :func:`ranks_markdown`.
 RANKS: Forms[RanksResult] = Forms(
     markdown=ranks_markdown,
     json=lambda result, **_: ranks_record(result),
-    csv=lambda result, **_: result.ranks,
+    tables={
+        "ranks": "ranks",
+        "collectives": "collectives",
+        "figures": lambda result, **_: ranks_figures(result),
+    },
+    command="ranks",
 )
 
 

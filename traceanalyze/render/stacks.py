@@ -1,7 +1,8 @@
 """Renderers for `stacks`: :class:`~traceanalyze.analyses.stacks.StacksResult` in, text out.
 
-JSON and CSV are the rows (one per user frame, with ``variant`` first for several traces);
-markdown adds the memory copies and sets by line, or says how to record stacks."""
+JSON and the default table are the rows (one per user frame, with ``variant`` first for
+several traces); the ``copies`` table and the markdown add the memory copies and sets by line;
+markdown says how to record stacks where the trace has none."""
 
 from __future__ import annotations
 
@@ -23,11 +24,10 @@ def stacks_markdown(result: StacksResult, level: int = 2) -> str:
     )
 
 
-# `stacks`: JSON and CSV the rows (``variant`` first for several traces); markdown one section
-# per trace.
+# `stacks`: JSON the rows (``variant`` first for several traces); tables the rows (the
+# default) and the copies by line; markdown one section per trace.
 STACKS: Forms[Labelled[StacksResult]] = labelled(
-    Forms(markdown=stacks_markdown),
-    table=lambda r: r.rows,
+    Forms(markdown=stacks_markdown, tables={"rows": "rows", "copies": "copies"}, command="stacks"),
     nested_markdown=lambda r, nested, **_: stacks_markdown(r, level=3 if nested else 2),
     rows_as_json=True,
 )

@@ -4,19 +4,16 @@ Pure: a value in, a ``str`` out. Machine-readable output keeps keys and column n
 as the analyses name them; markdown rounds floats for people.
 
 CSV is for machines and sheets: plain numbers (``1075.585667``, full precision, no thousands
-separator; whole numbers as integers), ``true``/``false``, an empty field for a missing value.
-A table's columns depend on the table alone, never on the data, so every trace gives the same
-header: a frame's struct column ``c`` becomes the columns ``c.<field>`` (its fields are part of
-its type), and a list column is one field, its items joined by ``;`` (``cudaLaunchKernel;
-cudaGraphLaunch``), never ``c.0``, ``c.1`` for as many items as one trace happens to have. A
-record's nested values become dotted names on their own rows (``category_us.mask,367.2``,
-``devices.0,A``); in a table of records (one row per record) a nested value is one field:
-``A;B`` for a list, ``kernel=3;cpu_op=51`` for a mapping whose keys are data.
+separator; a float column's whole numbers as ``3.0``, so it reads back as floats on every
+trace), ``true``/``false``, an empty field for a missing value. A table's columns depend on
+the table alone, never on the data (its declared schema: :mod:`traceanalyze.tables`): a
+frame's struct column ``c`` becomes the columns ``c.<field>`` (its fields are part of its
+type), and a list column is one field, its items joined by ``;`` (``cudaLaunchKernel;
+cudaGraphLaunch``), never ``c.0``, ``c.1`` for as many items as one trace happens to have.
 """
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -27,8 +24,6 @@ import polars as pl
 
 from traceanalyze.units import byte_size, duration
 
-# Whole floats below this are exact integers (2**53); larger ones keep their float form.
-_EXACT_INTEGERS = 2**53
 # The most decimal places a number is written with; smaller magnitudes read as 0.000000.
 _MAX_DECIMALS = 6
 # Control characters (C0, DEL, C1) in names (a kernel or op name is whatever the program
@@ -88,66 +83,20 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def to_csv(value: pl.DataFrame | Mapping[str, Any]) -> str:
-    """A frame as its table; a record as ``key,value`` rows (nested keys dotted)."""
-    if isinstance(value, pl.DataFrame):
-        flat = _flat_columns(value)
-        # Missing is an empty field: NaN (0/0 somewhere) is missing too, not the text "NaN".
-        floats = [c for c, t in flat.schema.items() if t.is_float()]
-        flat = flat.with_columns(pl.col(floats).fill_nan(None), _escaped(pl.col(pl.String)))
-        return flat.with_columns(pl.col(_whole_columns(flat, floats)).cast(pl.Int64)).write_csv()
-    return _write_csv(["key", "value"], [{"key": k, "value": v} for k, v in flatten(value).items()])
+def to_csv(frame: pl.DataFrame) -> str:
+    """A table as CSV: struct columns as ``column.field`` columns, lists as one field; every
+    value written in its column's type (a float column's whole numbers as ``3.0``), so that a
+    column reads back as one type whatever the trace."""
+    flat = _flat_columns(frame)
+    # Missing is an empty field: NaN (0/0 somewhere) is missing too, not the text "NaN".
+    floats = [c for c, t in flat.schema.items() if t.is_float()]
+    return flat.with_columns(pl.col(floats).fill_nan(None), _escaped(pl.col(pl.String))).write_csv()
 
 
-def records_csv(records: Sequence[Mapping[str, Any]]) -> str:
-    """One row per record, one column per key of any record (first-seen order); a nested
-    value is one field, so the header does not depend on what the records hold."""
-    columns = list(dict.fromkeys(key for record in records for key in record))
-    rows = [{key: _joined(value) for key, value in record.items()} for record in records]
-    return _write_csv(columns, rows)
-
-
-def _joined(value: Any) -> Any:
-    """A nested value as one CSV field: ``A;B`` for a list, ``k=v;k=v`` for a mapping."""
-    if isinstance(value, Mapping):
-        return LIST_SEPARATOR.join(f"{k}={_csv_scalar(_joined(v))}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return LIST_SEPARATOR.join(_csv_scalar(_joined(item)) for item in value)
-    return value
-
-
-def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings and lists as dotted keys: ``{"a": {"b": 1}, "c": [2, 3]}`` ->
-    ``{"a.b": 1, "c.0": 2, "c.1": 3}``."""
-    flat: dict[str, Any] = {}
-    for key, value in record.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat |= flatten(value, f"{name}.")
-        elif isinstance(value, (list, tuple)):
-            flat |= flatten({str(i): item for i, item in enumerate(value)}, f"{name}.")
-        else:
-            flat[name] = value
-    return flat
-
-
-def _whole_columns(frame: pl.DataFrame, floats: Sequence[str]) -> list[str]:
-    """The float columns whose every value is a whole number: written as integers (``3``,
-    not ``3.0``), as a sheet shows a count."""
-    if not floats:
-        return []
-    whole = frame.select(
-        ((pl.col(c) == pl.col(c).round(0)) & (pl.col(c).abs() < _EXACT_INTEGERS)).all()
-        for c in floats
-    )
-    return [c for c in floats if whole[c].item()]
-
-
-def _write_csv(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([_csv_scalar(row.get(column)) for column in columns] for row in rows)
+def to_parquet(frame: pl.DataFrame) -> bytes:
+    """A table as a Parquet file's bytes (its schema inside, nested columns as they are)."""
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
     return buffer.getvalue()
 
 
@@ -195,19 +144,6 @@ def _is_share(name: str) -> bool:
 def _fixed(value: float, places: int) -> str:
     """A number in fixed notation with thousands separators (never 1.2e+15 nor 3.6e-03)."""
     return "" if math.isnan(value) else f"{value:,.{places}f}"
-
-
-def _csv_scalar(value: Any) -> str:
-    """As Polars writes a frame's CSV, so that records and tables read alike."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return (
-            str(int(value)) if value.is_integer() and abs(value) < _EXACT_INTEGERS else repr(value)
-        )
-    return str(value).translate(_ESCAPED)
 
 
 def _flat_columns(frame: pl.DataFrame) -> pl.DataFrame:

@@ -70,20 +70,6 @@ class CriticalPath(Shown):
     bound_margin_pct: float | None = None
     bound_note: str | None = None
 
-    def record(self) -> dict[str, object]:
-        """The JSON object of ``critical-path --format json``."""
-        return {
-            "bound": self.bound,
-            "bound_margin_pct": self.bound_margin_pct,
-            "bound_note": self.bound_note,
-            "span_us_per_iter": self.span_us_per_iter,
-            "length_us_per_iter": self.length_us_per_iter,
-            "by_kind": self.by_kind.to_dicts(),
-            "by_thread": self.by_thread.to_dicts(),
-            "items": self.items.to_dicts(),
-            "notes": list(self.notes),
-        }
-
 
 @per_trace
 @on_counted

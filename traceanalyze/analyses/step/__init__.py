@@ -1,7 +1,7 @@
 """The step model: one definition of what a step is, where its time went and what bounds it.
 
-Every command that states a per-step figure or a bound reads it from here (ARCHITECTURE.md,
-"Time accounting"; docs/architecture.md, "The step model"):
+Every command that states a per-step figure or a bound reads it from here (docs/architecture.md,
+"The step model"; the figures' definitions: docs/time.md):
 
 * :mod:`.window`: the step window (the step's span on the CPU and on the GPU, windows of a rank
   never overlapping) and the GPU's busy intervals clipped to it, whatever their launch time;

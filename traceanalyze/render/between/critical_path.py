@@ -14,7 +14,8 @@ from traceanalyze.analyses.distributed.comms import (
 )
 from traceanalyze.names import readable_names
 from traceanalyze.render.charts import CATEGORY_STYLES, _plain_ticks, _png, _pyplot
-from traceanalyze.render.formats import Forms, shown_table
+from traceanalyze.render.formats import Forms, figures_row, shown_table
+from traceanalyze.tables import conform
 
 # Colours of the kinds that are not a kernel category (kernels take their category's).
 KIND_STYLES: dict[str, tuple[str, str]] = {
@@ -55,6 +56,29 @@ def critical_path_markdown(
     return text + (f"\n![Critical path]({chart})\n" if chart is not None else "")
 
 
+PATH_FIGURES = ("bound", "bound_margin_pct", "bound_note", "span_us_per_iter",
+                "length_us_per_iter", "notes")  # fmt: skip
+
+
+def _items(path: CriticalPath, *, top: int | None = None, **_: object) -> pl.DataFrame:
+    return path.items if top is None else path.items.head(top)
+
+
+def critical_path_record(
+    path: CriticalPath, *, top: int | None = None, **_: object
+) -> dict[str, object]:
+    """The JSON object: the figures, the time by kind and by CPU thread, the items (the first
+    ``top``), the notes; every value of its declared type."""
+    figures = conform(figures_row(path, PATH_FIGURES), "critical-path.figures").row(0, named=True)
+    notes = figures.pop("notes")
+    return figures | {
+        "by_kind": conform(path.by_kind, "critical-path.by_kind").to_dicts(),
+        "by_thread": conform(path.by_thread, "critical-path.by_thread").to_dicts(),
+        "items": conform(_items(path, top=top), "critical-path.items").to_dicts(),
+        "notes": notes,
+    }
+
+
 def _threads(path: CriticalPath) -> list[str]:
     """The path's time per CPU thread, where it runs on more than one."""
     if path.by_thread.height < 2:
@@ -67,16 +91,20 @@ def _threads(path: CriticalPath) -> list[str]:
     ]
 
 
-# `critical-path`: JSON the stable object; CSV the items (the first ``top``); markdown figures,
-# verdict, both tables.
+# `critical-path`: JSON the stable object; tables the items (the first ``top``; the default),
+# the time by kind and by CPU thread, each iteration's span and length, the figures; markdown
+# figures, verdict, the tables.
 CRITICAL_PATH: Forms[CriticalPath] = Forms(
     markdown=critical_path_markdown,
-    json=lambda path, *, top=None, **_: (
-        path.record()
-        if top is None
-        else {**path.record(), "items": path.items.head(top).to_dicts()}
-    ),
-    csv=lambda path, *, top=None, **_: path.items if top is None else path.items.head(top),
+    json=critical_path_record,
+    tables={
+        "items": _items,
+        "by_kind": "by_kind",
+        "by_thread": "by_thread",
+        "iterations": "iterations",
+        "figures": lambda path, **_: figures_row(path, PATH_FIGURES),
+    },
+    command="critical-path",
 )
 
 
@@ -189,7 +217,16 @@ PEER_WAIT = (
 
 # `comms`: the calls or the summary per kind (``by``), the first ``top`` rows; in markdown,
 # what the trace lacks first.
-COMMS: Forms[Comms] = Forms(markdown=comms_markdown, json=comms_table, csv=comms_table)
+COMMS: Forms[Comms] = Forms(
+    markdown=comms_markdown,
+    json=lambda result, **options: COMMS.table(result, **options),  # noqa: PLW0108 (not yet bound)
+    tables={
+        "call": lambda result, *, top=None, **_: comms_table(result, by="call", top=top),
+        "kind": lambda result, *, top=None, **_: comms_table(result, by="kind", top=top),
+    },
+    command="comms",
+    choose="by",
+)
 
 
 REPORT_ITEMS = 5

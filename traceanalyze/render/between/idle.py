@@ -10,25 +10,23 @@ from traceanalyze.analyses.between.idle import IdleResult, definitions
 from traceanalyze.analyses.between.where import WhereTimeGoes
 from traceanalyze.analyses.step.verdict import CANNOT_TELL
 from traceanalyze.names import with_readable_names
-from traceanalyze.render.formats import Forms, Labelled, labelled
+from traceanalyze.render.formats import Forms, Labelled, figures_row, labelled
 from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_table
+from traceanalyze.tables import conform
+
+# The figures of one idle result, in its JSON's order (the rest are its tables).
+IDLE_FIGURES = ("gpu_idle_us_per_iter", "wall_us_per_iter", "bound", "clock_note",
+                "iterations", "gpu_activities_per_iter")  # fmt: skip
+IDLE_TABLES = ("causes", "by_stream", "largest_gaps", "syncs")
 
 
 def idle_record(result: IdleResult) -> dict[str, Any]:
     """The JSON object: ``gpu_idle_us_per_iter`` and ``causes`` (which add up to it), the
     split per stream, the largest gaps and the blocking calls (``syncs``)."""
-    return {
-        "gpu_idle_us_per_iter": result.gpu_idle_us_per_iter,
-        "wall_us_per_iter": result.wall_us_per_iter,
-        "bound": result.bound,
-        "clock_note": result.clock_note,
-        "iterations": result.iterations,
-        "gpu_activities_per_iter": result.gpu_activities_per_iter,
-        "causes": result.causes.to_dicts(),
-        "by_stream": result.by_stream.to_dicts(),
-        "largest_gaps": result.largest_gaps.to_dicts(),
-        "syncs": result.syncs.to_dicts(),
+    figures = conform(figures_row(result, IDLE_FIGURES), "idle.figures").row(0, named=True)
+    return figures | {
+        name: conform(getattr(result, name), f"idle.{name}").to_dicts() for name in IDLE_TABLES
     }
 
 
@@ -138,11 +136,19 @@ def where_time_goes_markdown(where: WhereTimeGoes) -> str:
     )
 
 
-# `idle`: JSON one object per trace (a list for several); CSV the causes (with a ``variant``
-# column for several); markdown one section per trace.
+# `idle`: JSON one object per trace (a list for several); tables the causes (the default),
+# per stream, the largest gaps, the blocking calls and the figures (with a ``variant`` column
+# for several); markdown one section per trace.
 IDLE: Forms[Labelled[IdleResult]] = labelled(
-    Forms(markdown=idle_markdown, json=lambda r, **_: idle_record(r)),
-    table=lambda r: r.causes,
+    Forms(
+        markdown=idle_markdown,
+        json=lambda r, **_: idle_record(r),
+        tables={
+            **{name: name for name in IDLE_TABLES},
+            "figures": lambda r, **_: figures_row(r, IDLE_FIGURES),
+        },
+        command="idle",
+    ),
 )
 
 

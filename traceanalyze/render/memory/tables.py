@@ -9,7 +9,8 @@ import polars as pl
 
 from traceanalyze.analyses.memory.diff import MemoryChange
 from traceanalyze.analyses.memory.usage import NO_MEMORY_EVENTS, MemoryResult
-from traceanalyze.render.formats import Forms, Labelled, labelled, shown_table
+from traceanalyze.render.formats import Forms, Labelled, figures_row, labelled, shown_table
+from traceanalyze.tables import conform
 from traceanalyze.units import byte_size
 
 # Markdown sections: (title, result attribute, line shown when it has no rows).
@@ -25,14 +26,13 @@ _SECTIONS = (
 )  # fmt: skip
 
 
+MEMORY_TABLES = ("iterations", "peak_blocks", "top_ops", "leak_suspects")
+
+
 def memory_record(result: MemoryResult) -> dict[str, Any]:
     """The JSON object of ``memory`` (stable keys: see the README)."""
-    return {
-        "events": result.events,
-        "iterations": result.iterations.to_dicts(),
-        "peak_blocks": result.peak_blocks.to_dicts(),
-        "top_ops": result.top_ops.to_dicts(),
-        "leak_suspects": result.leak_suspects.to_dicts(),
+    return {"events": result.events} | {
+        name: conform(getattr(result, name), f"memory.{name}").to_dicts() for name in MEMORY_TABLES
     }
 
 
@@ -48,10 +48,18 @@ def memory_markdown(result: MemoryResult, level: int = 2) -> str:
 
 
 # `memory`: one trace as one object (JSON) or sections (markdown); several (variants) as a list
-# of objects with ``variant``, or one heading per variant. CSV is the per-iteration table.
+# of objects with ``variant``, or one heading per variant. Tables: per iteration and device
+# (the default), the blocks at each peak, the top ops, the leak suspects, the figures.
 MEMORY: Forms[Labelled[MemoryResult]] = labelled(
-    Forms(markdown=memory_markdown, json=lambda r, **_: memory_record(r)),
-    table=lambda r: r.iterations,
+    Forms(
+        markdown=memory_markdown,
+        json=lambda r, **_: memory_record(r),
+        tables={
+            **{name: name for name in MEMORY_TABLES},
+            "figures": lambda r, **_: figures_row(r, ("events",)),
+        },
+        command="memory",
+    ),
     nested_markdown=lambda r, nested, **_: memory_markdown(r, level=3 if nested else 2),
 )
 

@@ -31,6 +31,7 @@ from traceanalyze.render.table import (
     markdown_table,
     prose_number,
 )
+from traceanalyze.tables import conform
 from traceanalyze.trace import IterationSource
 
 CHART_GPU = "gpu_time_by_category"
@@ -424,29 +425,18 @@ def _performance_glossary() -> list[str]:
     ]
 
 
-def diff_sections(result: TraceDiff) -> dict[str, pl.DataFrame]:
-    return {"figures": result.figures, "categories": result.categories, "kernels": result.kernels}
+DIFF_SECTIONS = ("figures", "categories", "kernels")
 
 
 def diff_record(result: TraceDiff) -> dict[str, Any]:
     """The JSON object: the warnings, then each section's rows."""
-    sections = diff_sections(result)
     return {
         "warnings": list(result.warnings),
-        **{name: frame.to_dicts() for name, frame in sections.items()},
+        **{
+            name: conform(getattr(result, name), f"diff.{name}").to_dicts()
+            for name in DIFF_SECTIONS
+        },
     }
-
-
-def diff_table(result: TraceDiff) -> pl.DataFrame:
-    """One table for all three sections: a `section` column, then each section's columns
-    (empty where a row's section has no such column)."""
-    return pl.concat(
-        [
-            frame.select(pl.lit(name).alias("section"), pl.all())
-            for name, frame in diff_sections(result).items()
-        ],
-        how="diagonal_relaxed",
-    )
 
 
 def diff_markdown(result: TraceDiff, *, full_names: bool = False) -> str:
@@ -475,12 +465,13 @@ def _figure_headings(figures: pl.DataFrame) -> pl.Expr:
     return pl.col("figure").replace_strict({n: heading(n) for n in names}, return_dtype=pl.String)
 
 
-# `compare`: JSON and CSV the table; markdown the headline and details tables.
-COMPARISON: Forms[pl.DataFrame] = Forms(markdown=comparison_markdown)
-# `diff`: JSON one object of sections; CSV one table with a `section` column; markdown the
+# `compare`: JSON and the table the table; markdown the headline and details tables.
+COMPARISON: Forms[pl.DataFrame] = Forms(markdown=comparison_markdown, command="compare")
+# `diff`: JSON one object of sections; tables the sections (figures the default); markdown the
 # warnings, then one heading per section.
 DIFF: Forms[TraceDiff] = Forms(
     markdown=diff_markdown,
     json=lambda result, **_: diff_record(result),
-    csv=lambda result, **_: diff_table(result),
+    tables={name: name for name in DIFF_SECTIONS},
+    command="diff",
 )

@@ -68,9 +68,18 @@ def variant_findings(variant: VariantReport) -> list[str]:
         one = outside == 1
         sentences.append(
             f"{outside} GPU {'activity' if one else 'activities'} in the trace "
-            f"{'belongs' if one else 'belong'} to no iteration (launched before the profiling "
-            f"window or outside the steps) and {'is' if one else 'are'} left out of every "
-            "per-iteration figure."
+            f"{'was' if one else 'were'} launched outside every iteration and "
+            f"{'is' if one else 'are'} left out of every per-iteration figure."
+        )
+    unlinked = figures["gpu_activities_without_launch_total"]
+    if unlinked:
+        one = unlinked == 1
+        sentences.append(
+            f"{unlinked} GPU {'activity' if one else 'activities'} in the trace "
+            f"{'has' if one else 'have'} no launch call in it (launched before the trace "
+            f"began, or the profiler dropped the call): no iteration holds "
+            f"{'it' if one else 'them'}, and {'it is' if one else 'they are'} left out of "
+            "every per-iteration figure."
         )
     return sentences
 
