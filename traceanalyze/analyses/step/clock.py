@@ -163,9 +163,7 @@ def clock_offsets(trace: Trace, waiting_pct: pl.DataFrame) -> list[ClockOffset]:
 def _lone_streams(trace: Trace, linked: pl.DataFrame) -> pl.DataFrame:
     """Per rank, ``lone_stream``: all its GPU activities on one stream of one device, and no
     call making a stream wait on an event (nothing recorded for a queued kernel to wait on)."""
-    streams = trace.gpu.group_by("rank").agg(
-        one=pl.struct("device", "stream").n_unique() == 1
-    )
+    streams = trace.gpu.group_by("rank").agg(one=pl.struct("device", "stream").n_unique() == 1)
     waits = (
         trace.cpu.filter(pl.col("name").is_in(STREAM_WAIT_CALLS))
         .group_by("rank")
@@ -176,7 +174,9 @@ def _lone_streams(trace: Trace, linked: pl.DataFrame) -> pl.DataFrame:
         .unique()
         .join(streams, on="rank", how="left")
         .join(waits, on="rank", how="left")
-        .select("rank", lone_stream=pl.col("one").fill_null(value=False) & pl.col("waits").is_null())
+        .select(
+            "rank", lone_stream=pl.col("one").fill_null(value=False) & pl.col("waits").is_null()
+        )
     )
 
 

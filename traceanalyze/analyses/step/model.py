@@ -36,11 +36,11 @@ from traceanalyze.analyses.step.times import SPLIT_US_COLUMNS, STEP_COLUMNS, spl
 from traceanalyze.analyses.step.verdict import (
     AGREEING_STEPS,
     BUSY_OVER_WALL_TOLERANCE_PCT,
-    LONE_STEP_MIN_MARGIN_PCT,
     CANNOT_TELL,
     COMMUNICATION_BOUND,
     DISPATCH_MAX_NS,
     GPU_BOUND,
+    LONE_STEP_MIN_MARGIN_PCT,
     QUEUED_DISPATCH,
     QUEUED_WAITING,
     SIDES,
@@ -134,8 +134,10 @@ def _waiting_pct(steps: pl.DataFrame, gaps: pl.DataFrame, trace: Trace) -> pl.Da
     gaps), which the clock check weighs: ``waiting_pct`` between recorded GPU activities (from
     the rank's first activity on) and ``leading_pct`` before the first (where work launched
     before the profiler, which it did not record, may have kept the GPU busy)."""
-    first = trace.gpu.filter(pl.col("ts_ns").is_not_null()).group_by("rank").agg(
-        first_ns=pl.col("ts_ns").min()
+    first = (
+        trace.gpu.filter(pl.col("ts_ns").is_not_null())
+        .group_by("rank")
+        .agg(first_ns=pl.col("ts_ns").min())
     )
     waiting = (pl.col("cause") == QUEUED) & (pl.col("gap_ns") >= DISPATCH_MAX_NS)
     leading = pl.col("gap_end_ns") <= pl.col("first_ns")

@@ -5,8 +5,9 @@ stream or event synchronize, a synchronous copy or set, or an asynchronous copy 
 only once its copy ran (``cudaMemcpyAsync`` to or from pageable memory: what ``.item()``,
 ``.cpu()`` and ``aten::nonzero`` do; a pageable host-to-device copy's call returns a little
 before its last chunk lands: ``COPY_RETURN_TOLERANCE_NS``). A stream waiting on an event
-(``cudaStreamWaitEvent``) does not block the host and is not one. Each blocking call is priced by the CPU time it
-blocked and the GPU work that ran while it waited, and named by the operator that made it
+(``cudaStreamWaitEvent``) does not block the host and is not one. Each blocking call is
+priced by the CPU time it blocked and the GPU work that ran while it waited, and named by the
+operator that made it
 (the outermost CPU operator around it: ``aten::item``, ``aten::nonzero``, ``aten::to``) and,
 where the trace has Python stacks, by the user's line.
 """
