@@ -67,10 +67,10 @@ def test_per_iteration_frame(tmp_path: Path) -> None:
         "exposed_copy_us": 2.0,
         "carried_in_us": 0.0,
     }
-    # Busy 17 of 20 us and 3 us queued: GPU-bound, but one step only.
+    # Busy 17 of 20 us and 3 us queued: GPU-bound by 20 points, so one step is enough.
     figures = summary(trace)
-    assert figures["bound"] == "cannot tell"
-    assert "GPU-bound by 20.0 points" in figures["bound_note"]
+    assert (figures["bound"], figures["bound_margin_pct"]) == ("GPU-bound", 20.0)
+    assert "one step only counts: it is GPU-bound by 10 points or more" in figures["bound_note"]
 
 
 def test_no_gpu_activity_gets_no_verdict(tmp_path: Path) -> None:
