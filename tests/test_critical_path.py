@@ -89,8 +89,9 @@ def test_gpu_bound_path_runs_through_its_kernels(tmp_path: Path) -> None:
             (SOFTMAX, "kernel:softmax", 40.0, 40.0),
         ),
     )
-    # One step: no verdict (the step model's rule), but the path's make-up is said.
-    assert path_verdict(path).startswith("cannot tell; the critical path is 100% GPU work")
+    # One step, GPU-bound by 20 points: the step model's verdict on that step alone, and the
+    # path's make-up.
+    assert path_verdict(path).startswith("GPU-bound; the critical path is 100% GPU work")
 
 
 # CPU-bound: two ops with short kernels; the step's CPU side ends last (100) after the last
