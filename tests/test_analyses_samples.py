@@ -34,8 +34,8 @@ import pytest
 import traceanalyze
 from tests.micro import present
 from traceanalyze.analyses.cudnn import cudnn_table
-from traceanalyze.analyses.kernels import kernel_table, occupancy_table
 from traceanalyze.analyses.iterations import FIRST_STEP_FLAG, classify_iterations
+from traceanalyze.analyses.kernels import kernel_table, occupancy_table
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary
 from traceanalyze.render.report.variant_findings import memory_findings
