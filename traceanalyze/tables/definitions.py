@@ -257,8 +257,8 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "summary has no value)",
     # memory
     "block_bytes": "the size of one memory block, as its allocation event records",
-    "allocated_in_iteration": "the iteration the block was allocated in (null: before every "
-    "counted iteration)",
+    "allocated_in_iteration": "the iteration the block was allocated in (null: outside the "
+    "counted iterations, as a rule before them)",
     "lifetime_us": "time from the block's allocation to its free; null where the block outlives "
     "the trace",
     "blocks_per_iter": "blocks of the op and size that outlive their iteration, per counted "
