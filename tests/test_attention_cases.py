@@ -51,18 +51,29 @@ def test_each_case_row_matches_its_manifest(folder: Path, name: str, entry: dict
     if entry.get("backend"):  # an SDPA variant: the backend the capture saw run
         assert row["implementation"] == f"sdpa_{entry['backend']}"
     if facts.get("nested"):
-        # Variable-length: the longest sequence, all tokens, FLOPs an upper bound.
+        # Variable-length: the longest sequence, all tokens; FLOPs exact from the manifest's
+        # per-sequence lengths (the trace holds only their count, total and longest).
         assert (row["batch"], row["seq_q"], row["tokens_q"]) == (
             facts["batch"], facts["seq_q"], facts["tokens"],
         )  # fmt: skip
-        assert row["flops_per_call"] == facts["flops_dense"]
-        assert row["flops_note"] and "upper bound" in row["flops_note"]
+        assert row["nested"] is True  # as its why_not says (nested inputs), where it says one
+        assert not row["why_not"] or "nested inputs" in row["why_not"]
+        assert row["flops_per_call"] == facts["flops_exact"]
+        assert row["flops_note"] and "capture manifest's per-sequence lengths" in row["flops_note"]
         return
     assert {k: row[k] for k in SHAPES} == {k: facts[k] for k in SHAPES}
     assert row["mask"] == facts["mask"]
+    assert row["nested"] is False
     every = row["implementation"] in ("sdpa_math", "composed", "composed_compiled", "flex")
     halved = facts["causal"] and not every and facts["seq_q"] == facts["seq_kv"]
-    assert row["flops_per_call"] == facts["flops_dense"] // (2 if halved else 1)
+    dense = facts["flops_dense"] // (2 if halved else 1)
+    if facts.get("block_sparsity_pct") is not None:
+        # flex: the blocks its block mask computes, from the manifest's sparsity.
+        computed = round(facts["flops_dense"] * (100 - facts["block_sparsity_pct"]) / 100)
+        assert row["flops_per_call"] == computed < dense
+        assert "from the capture manifest" in row["flops_note"]
+        return
+    assert row["flops_per_call"] == dense
 
 
 DISPATCHED = [e for e in ENTRIES if e[2].get("dispatch")]

@@ -29,6 +29,7 @@ from traceanalyze.analyses.annotate import Annotation
 from traceanalyze.analyses.annotate import annotate as annotation_of
 from traceanalyze.analyses.attention import AttentionResult
 from traceanalyze.analyses.attention import attention as attention_of
+from traceanalyze.analyses.attention.capture_facts import CaptureFacts
 from traceanalyze.analyses.attention.dispatch import FORCED
 from traceanalyze.analyses.audit import Audit
 from traceanalyze.analyses.audit import audit as audit_of
@@ -585,8 +586,9 @@ def attention(
 
 def _attention_of(trace: Trace, cudnn_version: str | None = None) -> AttentionResult:
     """`attention_of` with what the capture manifest beside the trace's file says that traces
-    do not record: the cuDNN version (unless ``cudnn_version`` is given) and the SDPA backend
-    the capture forced with sdpa_kernel."""
+    do not record: the cuDNN version (unless ``cudnn_version`` is given), the SDPA backend
+    the capture forced with sdpa_kernel, and the call's per-sequence lengths and block
+    sparsity (for exact FLOPs)."""
     path = trace.path
     manifest = capture_manifest(path) if len(trace.meta) == 1 and path.is_file() else None
     if manifest is None:
@@ -594,8 +596,9 @@ def _attention_of(trace: Trace, cudnn_version: str | None = None) -> AttentionRe
     found = manifest.environment.get("cudnn")
     entry = manifest.entry_for(path.name)
     member = entry[1].forced_backend if entry is not None else None
+    facts = CaptureFacts.from_manifest(entry[1].attention) if entry is not None else None
     return attention_of(
-        trace, cudnn_version or (str(found) if found else None), FORCED.get(member or "")
+        trace, cudnn_version or (str(found) if found else None), FORCED.get(member or ""), facts
     )
 
 

@@ -88,16 +88,25 @@ def attention_markdown(
 
 def _kernels(rows: pl.DataFrame, full_names: bool) -> str:
     """One line per row: its implementation, direction, call site and kernels."""
-    names = rows.select("implementation", "direction", "call_site", "kernels").explode("kernels")
+    # Per row (rows of one site may differ in shape or in the kernels they ran: a line each).
+    names = (
+        rows.with_row_index("_row")
+        .select("_row", "implementation", "direction", "call_site", "kernels")
+        .explode("kernels")
+    )
     if not full_names and names["kernels"].drop_nulls().len():
         names = names.with_columns(readable_names(names["kernels"], width=KERNEL_WIDTH))
     distinct = pl.col("kernels").drop_nulls().unique(maintain_order=True)
     more = distinct.len().cast(pl.Int64) - KERNELS_SHOWN
-    listed = names.group_by("implementation", "direction", "call_site", maintain_order=True).agg(
-        kernels=pl.concat_str(
-            distinct.head(KERNELS_SHOWN).str.join(", "),
-            pl.when(more > 0).then(pl.format(" (+{} more)", more)).otherwise(pl.lit("")),
+    listed = (
+        names.group_by("_row", "implementation", "direction", "call_site", maintain_order=True)
+        .agg(
+            kernels=pl.concat_str(
+                distinct.head(KERNELS_SHOWN).str.join(", "),
+                pl.when(more > 0).then(pl.format(" (+{} more)", more)).otherwise(pl.lit("")),
+            )
         )
+        .drop("_row")
     )
     return markdown_table(listed.rename({c: heading(c) for c in listed.columns}))
 

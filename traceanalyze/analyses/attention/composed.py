@@ -30,6 +30,7 @@ from traceanalyze.analyses.attention.recorded import decoded, dim, dims, dtype, 
 from traceanalyze.analyses.attention.rules import (
     ATTENTION_GEMM_OPS,
     BACKWARD,
+    COMPOSED_BY,
     COMPOSED_WINDOW,
     COMPOSED_WINDOW_SHAPED,
     DROPOUT_OPS,
@@ -288,6 +289,12 @@ def _described(
         pl.when(compiled).then(pl.lit("composed_compiled")).otherwise(pl.lit("composed"))
     )
     site = pl.concat_str([pl.col("qk_name"), pl.col("name"), pl.col("pv_name")], separator=" -> ")
+    described = described.join(_composed_by(cpu, described["op_id"]), on="op_id", how="left")
+    site = (
+        pl.when(pl.col("by_site").is_not_null())
+        .then(pl.format("{}: {}", "by_site", site))
+        .otherwise(site)
+    )
     return described.select(
         call_id="op_id",
         source=pl.lit("composed"),
@@ -327,6 +334,34 @@ def _described(
         mask_copies=pl.col("mask_copies").fill_null(False),
         dropout="dropout",
     )
+
+
+def _composed_by(cpu: pl.DataFrame, ids: pl.Series) -> pl.DataFrame:
+    """op_id -> ``by_site``: the COMPOSED_BY op around each composed call (its softmax
+    ``ids``), with the argument that made it compose where recorded so, e.g.
+    "aten::_native_multi_head_attention (need_weights=True)"; absent where none is around."""
+    pattern = "|".join(f"(?:{rule.op})" for rule in COMPOSED_BY)
+    above = nearest_ancestor(cpu, ids, pl.lit(name_mask(cpu, pattern)))
+    found = pl.DataFrame({"op_id": ids, "by_id": above}).drop_nulls()
+    if not found.height:
+        return pl.DataFrame(schema={"op_id": pl.Int64(), "by_site": pl.String()})
+    ops = decoded(
+        cpu.select("op_id", "name", "input_dims", "input_types", "concrete_inputs").join(
+            found.select(op_id="by_id").unique(), on="op_id"
+        )
+    )
+    site: pl.Expr = pl.col("name")
+    for rule in reversed(COMPOSED_BY):
+        chose = pl.col("name").str.contains(rule.op) & (
+            pl.col("concrete").list.get(rule.argument, null_on_oob=True) == rule.value
+        )
+        site = (
+            pl.when(chose)
+            .then(pl.format("{} ({}={})", "name", pl.lit(rule.label), pl.lit(rule.value)))
+            .otherwise(site)
+        )
+    by = ops.select(by_id="op_id", by_site=site)
+    return found.join(by, on="by_id").select("op_id", "by_site")
 
 
 def _gemm_roles(name: pl.Expr) -> tuple[pl.Expr, pl.Expr]:

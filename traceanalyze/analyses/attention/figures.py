@@ -10,11 +10,13 @@ is 2.5x its forward (FlashAttention's convention: five matrix products against t
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from traceanalyze.analyses.attention.calls import CAPTURED, GRAPH_REPLAY
 from traceanalyze.analyses.attention.dispatch import BACKENDS, DISPATCH_INPUTS, with_why_not
-from traceanalyze.analyses.attention.rules import BACKWARD, COMPOSED, FORWARD
+from traceanalyze.analyses.attention.rules import BACKWARD, COMPOSED, COMPOSED_BY, FORWARD
 from traceanalyze.hardware.peaks import PEAK_DTYPES
 
 SHAPES_MISSING = "shapes not recorded (record_shapes=False) and not in the kernel names"
@@ -36,6 +38,14 @@ GRAPH_SHAPES = (
     "lengths); the kernel names give at most the head size, dtype and GQA ratio"
 )
 VARLEN_BOUND = "upper bound: variable-length batch counted as batch x longest q x longest kv"
+MANIFEST_LENGTHS = (
+    "exact, from the capture manifest's per-sequence lengths (the trace holds only their "
+    "count, total and longest)"
+)
+MANIFEST_BLOCKS = (
+    "the blocks computed: {}% of the block mask's blocks skipped, from the capture manifest "
+    "(the block mask's contents are not in the trace)"
+)
 BLOCK_BOUND = "upper bound: every block counted (the block mask's contents are not in the trace)"
 CAUSAL_UNEQUAL = (
     "is_causal with seq_q != seq_kv: the share computed depends on the mask's alignment"
@@ -60,11 +70,21 @@ def flops() -> tuple[pl.Expr, pl.Expr]:
     pairs = pl.when(pl.col("causal").fill_null(False)).then(causal_pairs).otherwise("step_sqsk")
     dims = pl.col("heads_q") * (pl.col("head_dim") + pl.coalesce("head_dim_v", "head_dim"))
     forward = pl.coalesce(forward, 2 * pairs * dims)
+    # A capture manifest's facts (capture_facts), where they fit the call: the per-sequence
+    # lengths (exact), and the share of blocks a flex block mask computes.
+    known_causal = pl.col("known_sqsk") - (pl.col("known_sqsq") - pl.col("known_sq")) // 2
+    causal_known = pl.col("causal").fill_null(False)
+    by_lengths = 2 * pl.when(causal_known).then(known_causal).otherwise("known_sqsk") * dims
+    by_blocks = (full * pl.col("known_block_share")).round().cast(pl.Int64)
+    forward = pl.coalesce(by_lengths, by_blocks, forward)
     value = pl.when(pl.col("direction") == BACKWARD).then(forward * 5 // 2).otherwise(forward)
     varlen = pl.col("varlen").fill_null(False) & ~_uniform()
     graph = pl.col("call_site") == GRAPH_REPLAY
     note = (
         pl.when(pl.col("source") == CAPTURED).then(pl.lit(CAPTURED_NOTE))
+        .when(by_lengths.is_not_null()).then(pl.lit(MANIFEST_LENGTHS))
+        .when(by_blocks.is_not_null())
+        .then(pl.format(MANIFEST_BLOCKS, (100 - pl.col("known_block_share") * 100).round(2)))
         .when(full.is_null() & graph).then(pl.lit(GRAPH_SHAPES))
         .when(full.is_null() & pairs.is_not_null() & pl.col("causal").is_null())
         .then(pl.lit(STEP_BOUND))
@@ -117,7 +137,23 @@ def with_call_figures(calls: pl.DataFrame) -> pl.DataFrame:
     sdpa = pl.col("implementation").is_in(list(BACKENDS)) & (pl.col("direction") == FORWARD)
     signature = [c for c in DISPATCH_INPUTS if c in figures.columns]
     judged = with_why_not(figures.filter(sdpa).select(signature).unique())
-    return figures.join(judged, on=signature, how="left", nulls_equal=True)
+    figures = figures.join(judged, on=signature, how="left", nulls_equal=True)
+    return figures.with_columns(why_not=pl.coalesce("why_not", composed_why()))
+
+
+def composed_why() -> pl.Expr:
+    """A composed call's why_not where an op chose to compose it (COMPOSED_BY: its call site
+    names the op and the argument)."""
+    why: pl.Expr = pl.lit(None, pl.String)
+    for rule in reversed(COMPOSED_BY):
+        chose = f"({rule.label}={rule.value}): "
+        site = pl.col("call_site").str.contains(rule.op.rstrip("$") + " " + re.escape(chose))
+        why = (
+            pl.when(site & pl.col("implementation").is_in(list(COMPOSED)))
+            .then(pl.lit(rule.why))
+            .otherwise(why)
+        )
+    return why
 
 
 # A row is a call site and shape (not a region: a cold capture names every call's region).
@@ -134,7 +170,11 @@ def rows(calls: pl.DataFrame, iterations: int, gpu_activity_us_per_iter: float) 
     per call (means)."""
     counted = calls.filter(pl.col("iteration").is_not_null())
     gpu_us = pl.col("gpu_ns") / 1e3
-    table = counted.group_by(list(ROW_KEY), maintain_order=True).agg(
+    # Calls of one site and shape that ran different attention kernels (vLLM's unified
+    # attention: a 2d kernel, or a 3d kernel and its reduction) are rows of their own: a mean
+    # over both would describe no call.
+    key = [*ROW_KEY, "kernel_set"] if "kernel_set" in counted.columns else list(ROW_KEY)
+    table = counted.group_by(key, maintain_order=True).agg(
         source=pl.col("source").first(),
         region=pl.col("region").drop_nulls().first(),
         calls_per_iter=pl.len() / iterations,

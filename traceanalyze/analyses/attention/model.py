@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceanalyze.analyses.activities import classified_activities, iteration_count
-from traceanalyze.analyses.attention.calls import FoundCalls, find_calls
+from traceanalyze.analyses.attention.calls import FUSED, FoundCalls, find_calls
+from traceanalyze.analyses.attention.capture_facts import CaptureFacts, with_capture_facts
 from traceanalyze.analyses.attention.composed import ComposedCalls
-from traceanalyze.analyses.attention.dispatch import family
+from traceanalyze.analyses.attention.dispatch import BACKENDS, family
 from traceanalyze.analyses.attention.figures import (
     rows,
     with_call_figures,
@@ -22,10 +23,11 @@ from traceanalyze.analyses.attention.figures import (
 )
 from traceanalyze.analyses.attention.findings import findings
 from traceanalyze.analyses.attention.host import host_costs
-from traceanalyze.analyses.attention.match import name_mask
+from traceanalyze.analyses.attention.match import kernel_rules, name_mask
 from traceanalyze.analyses.attention.rules import (
     BACKWARD,
     CUDNN_PLAN_BUILD_US,
+    KERNEL_RULES,
     KV_CACHE_WRITE_KERNELS,
 )
 from traceanalyze.analyses.attention.scores import score_writes
@@ -61,9 +63,12 @@ DEFINITIONS: dict[str, str] = {
     "ascend), a Triton kernel (triton_fused) or other; the most specific name any of its ops "
     "or kernels carries",
     "call_site": "the CPU op that made the call (its outermost attention op), the composed "
-    "ops (matmul -> softmax -> matmul), or for a call with no op of its own the op that "
-    "launched its kernels (a CUDA graph replay says so)",
-    "calls_per_iter": "calls of this site and shape per counted iteration",
+    "ops (matmul -> softmax -> matmul, after the op that chose to compose them where one "
+    "did, e.g. aten::_native_multi_head_attention (need_weights=True)), or for a call with "
+    "no op of its own the op that launched its kernels (a CUDA graph replay says so)",
+    "calls_per_iter": "calls of this site and shape per counted iteration (calls that ran "
+    "different attention kernels, such as vLLM's unified 2d and 3d kernels or a causal and a "
+    "sliding-window kernel, are rows of their own)",
     "shape columns": "`batch`, `heads_q`, `heads_kv`, `seq_q`, `seq_kv`, `head_dim` from the "
     "call's recorded inputs (`record_shapes`); composed attention from the softmax's scores "
     "[batch, heads, seq_q, seq_kv] and the matmuls; a variable-length batch gives its longest "
@@ -110,7 +115,10 @@ DEFINITIONS: dict[str, str] = {
     "math, which compute every score), 2.5x for a backward; a variable-length call without "
     "lengths of its own (vLLM, SGLang) from its step annotation's sums over the sequences "
     "(2·H·(D + Dv)·Σ Sq·Skv, causal Σ Sq·Skv - Sq·(Sq - 1)/2; a row's mean over its steps); "
-    "`flops_note` says where it is an upper bound or unknown",
+    "where a capture manifest beside the trace states them and they fit the call, its "
+    "per-sequence lengths (the same sums: exact) and a flex block mask's sparsity (the blocks "
+    "computed); `flops_note` says where it is an upper bound or unknown, or where the manifest "
+    "gave it",
     "tflops": "flops_per_call / gpu_us_per_call",
     "pct_of_peak": "tflops over the GPU's dense peak for `peak_dtype` (the inputs' dtype; "
     "composed attention: its GEMMs' precision)",
@@ -120,7 +128,11 @@ DEFINITIONS: dict[str, str] = {
     "each faster backend and the dispatch rule its inputs fail (PyTorch's sdp_utils), or "
     "eligible when they fail none; first, where the capture manifest says the caller forced "
     "the backend that ran (sdpa_kernel), that; `refused_backends` and `eligible_backends` "
-    "list them",
+    "list them; for composed attention inside an op that chose to compose it "
+    "(nn.MultiheadAttention's native op with need_weights=True), that op's reason",
+    "nested": "nested (jagged) inputs: a nested tensor, or packed [tokens, heads, dim] inputs "
+    "with cumulative lengths given to an SDPA backend's op (how nested-tensor SDPA reaches it); "
+    "a library's own variable-length call (flash-attn, vLLM) is not nested",
     "share_of_gpu_activity_pct": "the row's GPU time per iteration over the iteration's GPU "
     "activity time",
     "fused_estimate_us": "for composed attention: its FLOPs at the rate this trace's fused "
@@ -164,18 +176,23 @@ class AttentionResult(Shown):
 
 
 def attention(
-    trace: Trace, cudnn_version: str | None = None, forced: str | None = None
+    trace: Trace,
+    cudnn_version: str | None = None,
+    forced: str | None = None,
+    facts: CaptureFacts | None = None,
 ) -> AttentionResult:
     """The attention calls of ``trace`` (see the module docstring). ``cudnn_version`` (e.g.
     "9.19.0", a capture manifest's) decides whether PyTorch prefers cuDNN's SDPA on sm90/sm100
     (newer than 9.15); traces do not record it, and without it flash is the first choice.
     ``forced`` is the SDPA backend ("math", "flash", ... as ``dispatch.FORCED`` names them) the
-    caller forced with sdpa_kernel around the whole trace, where a capture manifest says so."""
+    caller forced with sdpa_kernel around the whole trace, where a capture manifest says so.
+    ``facts``: what the capture manifest says of the call that the trace cannot (per-sequence
+    lengths, a block mask's sparsity), used for FLOPs where it fits the call."""
     trace = attention_steps(trace)
     gpu = classified_activities(trace)
     found = find_calls(trace, gpu)
     preferred = cudnn_preferred(cudnn_version)
-    calls = with_call_figures(_per_call(trace, found, preferred, forced))
+    calls = with_call_figures(with_capture_facts(_per_call(trace, found, preferred, forced), facts))
     n = iteration_count(trace)
     activity_us = float(gpu.filter(pl.col("iteration").is_not_null())["dur_ns"].sum() or 0) / 1e3
     per_iter = activity_us / n
@@ -240,6 +257,7 @@ def _per_call(
             kernel_names=pl.col("name")
             .filter(pl.col("kind") == "kernel")
             .unique(maintain_order=True),
+            kernel_set=pl.col("name").filter(_attention_kernel(activities)).unique().sort(),
             device=pl.col("device").first(),
             gemm_precision=pl.col("gemm_precision")
             .filter(pl.col("category") == "gemm")
@@ -264,6 +282,7 @@ def _per_call(
             pl.coalesce("kernel_names", "captured_names").fill_null([]),
         )
         .drop("captured_names")
+        .with_columns(nested=_nested())
     )
     calls = (
         _with_devices(calls, _devices(trace))
@@ -320,10 +339,29 @@ def _shapes(
     )
     return shapes.with_columns(
         batch_heads=pl.coalesce(pl.col("batch") * pl.col("heads_q"), "batch_heads"),
-        head_dim_v=pl.coalesce("head_dim_v", "head_dim"),
+        head_dim_v=pl.coalesce("head_dim_v", "k_head_dim_v", "head_dim"),
         heads_kv=pl.coalesce("heads_kv", pl.col("heads_q") // pl.col("k_gqa_ratio"), "heads_q"),
         gqa_ratio=pl.coalesce(recorded_ratio, "k_gqa_ratio"),
     ).drop([f"k_{c}" for c in KERNEL_SAID])
+
+
+def _attention_kernel(activities: pl.DataFrame) -> pl.Expr:
+    """An attention kernel (by the taxonomy or a kernel rule, helpers included): the kernels
+    that tell one variant of a call from another (vLLM's unified attention runs one 2d kernel
+    or a 3d kernel and its reduction, by the step's lengths)."""
+    named = kernel_rules(activities["name"].unique(), KERNEL_RULES)["name"]
+    return (pl.col("kind") == "kernel") & (
+        (pl.col("category") == FUSED) | pl.col("name").is_in(named.implode())
+    )
+
+
+def _nested() -> pl.Expr:
+    """Nested (jagged) inputs: a nested tensor recorded without dims, or packed [tokens, heads,
+    dim] inputs with cumulative lengths given to an SDPA backend's op, which is how
+    nested-tensor SDPA reaches it (no aten::scaled_dot_product_attention op is recorded); a
+    library's varlen call (flash_attn, vLLM) is varlen, not nested."""
+    sdpa = pl.col("implementation").is_in(list(BACKENDS))
+    return pl.col("nested").fill_null(False) | (pl.col("varlen").fill_null(False) & sdpa)
 
 
 # Shape columns a backward takes from its forward call where it has none of its own.

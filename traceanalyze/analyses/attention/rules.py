@@ -345,7 +345,8 @@ SHAPE_FAMILY_PATTERNS: tuple[tuple[str, str], ...] = (
 @dataclass(frozen=True)
 class KernelShapeRule:
     """What a kernel's name says about the call, for calls without recorded shapes: a regex
-    with one group, and the column its value fills (``head_dim`` and ``gqa_ratio``, query
+    with one group, and the column its value fills (``head_dim``, ``head_dim_v`` and
+    ``gqa_ratio``, query
     heads per key/value head, ints; ``dtype`` a short dtype; ``causal`` true where the group
     matched ``causal_when``)."""
 
@@ -364,6 +365,27 @@ KERNEL_SHAPE_RULES: tuple[KernelShapeRule, ...] = (
     KernelShapeRule("head_dim", r"Flash_(?:fwd|bwd)_kernel_traits<(\d+),"),
     # flash_fwd_kernel<Kernel_traits, Is_dropout, Is_causal, ...> (pytorch_flash and flash-attn 2).
     KernelShapeRule("causal", r"flash_fwd_kernel<.*?> >, (?:true|false), (true|false),"),
+    # FlashAttention 3 (hopper/) forward: compute_attn_ws<Ktraits, Is_causal, [Is_local, ]
+    # TileScheduler, ...>; its traits Flash_fwd_kernel_traits<kHeadDim, kBlockM, kBlockN,
+    # kNWarps, kStages, Is_Q_in_regs, kClusterM, elem_type[, ...]>, where builds for
+    # different key and value head sizes (DeepSeek's MLA: 192 and 128) add an int, the value
+    # head size, right after elem_type (upstream's next argument, Is_split, is a bool).
+    KernelShapeRule("causal", r"compute_attn_ws<\w+<[^<>]*>, (true|false),"),
+    KernelShapeRule(
+        "head_dim_v",
+        r"compute_attn_ws<Flash_fwd_kernel_traits<\d+, \d+, \d+, \d+, \d+, (?:true|false), \d+, "
+        r"[\w:]+, (\d+)>",
+    ),
+    # FlashAttention 3 backward: FlashAttnBwdPreprocess<TileShape_MK [kBlockM, kHeadDim],
+    # [TileShape_MK of V (builds with a value head size of its own),] Element, ...>.
+    KernelShapeRule(
+        "head_dim", r"FlashAttnBwdPreprocess<cute::tuple<cute::C<\d+>, cute::C<(\d+)> >"
+    ),
+    KernelShapeRule(
+        "head_dim_v",
+        r"FlashAttnBwdPreprocess<cute::tuple<cute::C<\d+>, cute::C<\d+> >, "
+        r"cute::tuple<cute::C<\d+>, cute::C<(\d+)> >",
+    ),
     # TensorRT-LLM fmha: fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausal...
     KernelShapeRule("head_dim", r"^fmhaSm\d+\w*?H(\d+)"),
     KernelShapeRule("causal", r"^fmhaSm\d+\w*?(Causal)", "true"),
@@ -397,6 +419,32 @@ STEP_LENGTH_PATTERNS = (
     r"context_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)",
     r"generation_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)",
 )
+
+
+@dataclass(frozen=True)
+class ComposedBy:
+    """An op that computes attention composed (matmul, softmax, matmul) by its own choice: it
+    names the call site of the composed call inside it, with the argument that made it choose
+    (input ``argument`` recorded as ``value``), and ``why`` is that call's why_not."""
+
+    op: str  # regex on the op's name
+    argument: int
+    label: str  # the argument's name, as the call site shows it
+    value: str  # its recorded concrete value that makes the op compose attention
+    why: str
+
+
+COMPOSED_BY = (
+    # (query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias,
+    #  mask, need_weights, average_attn_weights, mask_type): nn.MultiheadAttention's fast
+    # path; with need_weights it must return the attention weights, so it computes them with
+    # bmm -> softmax -> bmm, and calls SDPA only when they are not wanted.
+    ComposedBy(
+        r"^aten::_native_multi_head_attention$", 10, "need_weights", "True",
+        "need_weights=True: nn.MultiheadAttention returns the attention weights, so it "
+        "computes them with bmm -> softmax -> bmm; need_weights=False lets it run SDPA",
+    ),
+)  # fmt: skip
 
 # Composed attention in the CPU op tree: the softmax over the scores' last dimension, with a
 # batched matmul before (Q @ K^T) and after (P @ V) on the same thread and level.

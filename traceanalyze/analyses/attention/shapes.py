@@ -174,7 +174,7 @@ def _argument_columns() -> dict[str, pl.Expr]:
 
 
 # The columns kernel names can say (KERNEL_SHAPE_RULES' ``column``).
-KERNEL_SAID = ("head_dim", "gqa_ratio", "causal", "dtype")
+KERNEL_SAID = ("head_dim", "head_dim_v", "gqa_ratio", "causal", "dtype")
 
 
 def step_lengths(region: pl.Expr) -> dict[str, pl.Expr]:
@@ -193,8 +193,8 @@ def step_lengths(region: pl.Expr) -> dict[str, pl.Expr]:
 
 
 def kernel_shapes(activities: pl.DataFrame) -> pl.DataFrame:
-    """Per call: head_dim, gqa_ratio, causal and dtype where its kernels' names say them (the
-    first kernel that says each)."""
+    """Per call: ``k_`` + each of KERNEL_SAID where its kernels' names say it (the first
+    kernel that says each)."""
     names = activities["name"].unique().to_frame("name")
     said = names.with_columns(**{column: _said(column) for column in KERNEL_SAID})
     return (
@@ -202,12 +202,7 @@ def kernel_shapes(activities: pl.DataFrame) -> pl.DataFrame:
         .join(said, on="name")
         .sort("ts_ns")
         .group_by("call_id")
-        .agg(
-            k_head_dim=pl.col("head_dim").drop_nulls().first(),
-            k_gqa_ratio=pl.col("gqa_ratio").drop_nulls().first(),
-            k_causal=pl.col("causal").drop_nulls().first(),
-            k_dtype=pl.col("dtype").drop_nulls().first(),
-        )
+        .agg(**{f"k_{column}": pl.col(column).drop_nulls().first() for column in KERNEL_SAID})
     )
 
 
@@ -218,7 +213,7 @@ def _said(column: str) -> pl.Expr:
         found = name.str.extract(ascii_regex(rule.pattern), 1)
         got = pl.lit(rule.value) if rule.value is not None else found
         value = pl.when(found.is_not_null()).then(got).otherwise(value)
-    if column in ("head_dim", "gqa_ratio"):
+    if column in ("head_dim", "head_dim_v", "gqa_ratio"):
         return value.cast(pl.Int64, strict=False)
     if column == "causal":
         return pl.when(value.is_not_null()).then(value.str.to_lowercase() == "true")

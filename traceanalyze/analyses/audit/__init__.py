@@ -93,8 +93,9 @@ DEFINITIONS: dict[str, str] = {
     "iteration",
     "figures": "the figures the finding moves: those that change when its events are repaired "
     "(dropped, clipped, put back in their step), and `bound` where the verdict can change",
-    "moved_pct": "the largest move of one of those figures, as a share of the figure; null "
-    "where it moves none, or moves one the trace records as 0 (no share to give)",
+    "moved_pct": "the largest move of one of those figures, as a share of the figure without "
+    "the fault (its repaired value: above 100% where the fault more than doubles it); null "
+    "where it moves none, or moves one that is 0 without the fault (no share to give)",
     "severity": "`info` for what a profiler does by design, `warning` for a fault, `error` for "
     "a fault that moves a figure by 10% or more",
     "ok": "no warning and no error",
@@ -127,7 +128,7 @@ class Audit(Shown):
         more, or that its rule says always (a cut gzip file: its detail), the largest move
         first: ``check/finding`` -> what it moves most, by how much
         (``{"launches_without_activity/dropped": "22 events move memset_per_iter ±22 per
-        iteration (the trace shows 0)"}``)."""
+        iteration (0 without the fault)"}``)."""
         said: list[tuple[float, str, str]] = []
         for finding in self.findings:
             if severity(finding, self.figures) == INFO:
@@ -136,7 +137,7 @@ class Audit(Shown):
                 (pct, figure, amount)
                 for figure, amount in finding.moves.items()
                 if figure in printed
-                and (pct := moved_pct(figure, amount, self.figures)) is not None
+                and (pct := _pct(finding, figure, amount, self.figures)) is not None
                 and pct >= WARN_LINE_PCT
             ]
             if FINDINGS[(finding.check, finding.finding)].said_always:
@@ -161,8 +162,8 @@ class Audit(Shown):
         return f"{_events(finding.count)} the bound verdict once repaired"
 
     def _move(self, finding: Finding, figure: str, amount: float, pct: float) -> str:
-        value = self.figures.get(SHARE_OF.get(figure, figure), 0.0)
-        share = "the trace shows 0" if math.isinf(pct) else f"{pct:.1f}% of {value:,.4g}"
+        value = amount / pct * 100 if pct else 0.0  # the figure without the fault
+        share = "0 without the fault" if math.isinf(pct) else f"{pct:.1f}% of {value:,.4g}"
         return (
             f"{_events(finding.count, 'move')} {figure} ±{amount:,.4g} {FIGURES[figure]} ({share})"
         )
@@ -184,8 +185,17 @@ def severity(finding: Finding, figures: Mapping[str, float]) -> str:
     return WARNING
 
 
+def _pct(
+    finding: Finding, figure: str, amount: float, figures: Mapping[str, float]
+) -> float | None:
+    """``amount`` as a share of ``figure`` without ``finding``'s fault (a figure shared of
+    another: that one without the fault, which moves by its own delta or not at all)."""
+    of = SHARE_OF.get(figure, figure)
+    return moved_pct(figure, amount, figures, finding.deltas.get(of, None if of == figure else 0.0))
+
+
 def _largest_pct(finding: Finding, figures: Mapping[str, float]) -> float:
-    shares = [moved_pct(f, amount, figures) for f, amount in finding.moves.items()]
+    shares = [_pct(finding, f, amount, figures) for f, amount in finding.moves.items()]
     return max((s for s in shares if s is not None), default=0.0)
 
 
@@ -238,7 +248,7 @@ def _table(found: Sequence[Finding], figures: Mapping[str, float]) -> pl.DataFra
                 moved.append(VERDICT)
             pct = _largest_pct(f, figures) if f.moves else None
             if pct is not None and math.isinf(pct):
-                pct = None  # a figure the trace records as 0: no share to give
+                pct = None  # a figure that is 0 without the fault: no share to give
             rows.append(
                 (f.check, f.finding, severity(f, figures), f.count, f.affected_us_per_iter,
                  moved, pct, f.detail)

@@ -20,13 +20,15 @@ FIGURES: dict[str, str] = {
     "op_us_per_iter": "µs",
     # A rank's clock against the reference rank's (ranks, comms on a folder of ranks).
     "clock_offset_us": "µs",
+    # CPU operators in no counted iteration, over the whole trace (summary).
+    "cpu_ops_outside_iterations_total": "ops",
 }
 # The bound verdict: moved when the figures it reads, moved by a finding, can change it.
 VERDICT = "bound"
 # The figure a figure's share is taken of, where it is not the figure itself.
 SHARE_OF = {"op_us_per_iter": "gpu_activity_us_per_iter"}
 # Figures moved by an amount that is no share of a mean (a clock offset).
-ABSOLUTE = ("clock_offset_us",)
+ABSOLUTE = ("clock_offset_us", "cpu_ops_outside_iterations_total")
 # Moves smaller than this (in a figure's unit) are rounding, not a move.
 _NOISE = 1e-9
 
@@ -45,6 +47,9 @@ class Finding:
     moves: Mapping[str, float] = field(default_factory=dict)
     offsets_us: Mapping[int, float] | None = None  # clock_skew: rank -> offset
     verdict_changes: bool = False  # the repair changes the bound verdict
+    # figure -> its value with the fault minus its value without (signed); a moved figure
+    # missing here is one the fault inflates (delta = +move)
+    deltas: Mapping[str, float] = field(default_factory=dict)
 
 
 def weighed(
@@ -52,23 +57,36 @@ def weighed(
 ) -> Finding:
     """A finding whose moves are a repair's (:func:`~.steps.weigh`); the per-op figure moves
     with the GPU activity (the op table sums the activities' time)."""
-    moves = dict(weight.moves)
+    moves, deltas = dict(weight.moves), dict(weight.deltas)
     if "gpu_activity_us_per_iter" in moves:
         moves["op_us_per_iter"] = moves["gpu_activity_us_per_iter"]
     return Finding(
-        check, finding, count, affected_us, detail, moves, verdict_changes=weight.verdict_changes
+        check,
+        finding,
+        count,
+        affected_us,
+        detail,
+        moves,
+        verdict_changes=weight.verdict_changes,
+        deltas=deltas,
     )
 
 
-def moved_pct(figure: str, amount: float, base: Mapping[str, float]) -> float | None:
-    """``amount`` as a share of the figure's value in ``base`` (infinite where the figure is 0
-    and moves; None for absolute figures)."""
+def moved_pct(
+    figure: str, amount: float, base: Mapping[str, float], delta: float | None = None
+) -> float | None:
+    """``amount`` as a share of the figure's value without the fault: its value in ``base``
+    (with the fault) minus ``delta`` (the fault's signed part of it; +``amount`` when not
+    given: the fault inflates it). Above 100% where the fault more than doubles the figure
+    (infinite where the figure is 0 without it; None for absolute figures). A figure shared
+    of another (SHARE_OF) takes that one's value and ``delta``."""
     if figure in ABSOLUTE:
         return None
-    value = abs(base.get(SHARE_OF.get(figure, figure), 0.0))
     if amount <= _NOISE:
         return 0.0
-    return amount / value * 100 if value > 0 else math.inf
+    of = base.get(SHARE_OF.get(figure, figure), 0.0)
+    without = abs(of - (amount if delta is None else delta))
+    return amount / without * 100 if without > _NOISE else math.inf
 
 
 # The figures each command prints (by the command's, and the library function's, name): a
@@ -83,7 +101,7 @@ _GPU_TIMES = (
 )
 _BETWEEN = ("gpu_busy_us_per_iter", "gpu_span_us_per_iter", "gpu_idle_us_per_iter")
 COMMAND_FIGURES: dict[str, tuple[str, ...]] = {
-    "summary": (*_PER_ITER, VERDICT),
+    "summary": (*_PER_ITER, VERDICT, "cpu_ops_outside_iterations_total"),
     "check": (*_PER_ITER, VERDICT),
     "iterations": _PER_ITER,
     "compare": (*_PER_ITER, VERDICT, "op_us_per_iter"),

@@ -51,6 +51,8 @@ _GPU_TIME_FIGURES = (
     "gpu_idle_us_per_iter",
     "op_us_per_iter",
 )
+# Of those, the figures missing activities make larger (the GPU looks idle where it worked).
+_INFLATED = ("gpu_idle_us_per_iter",)
 
 
 def launches_without_activity(trace: Trace) -> list[Finding]:
@@ -208,6 +210,8 @@ def _dropped(steps: Trace, dropped: pl.DataFrame) -> Finding:
             ]
         ),
         {k: v for k, v in moves.items() if v > 0},
+        # The lost records are missing from every figure but idle time, which they inflate.
+        deltas={k: v if k in _INFLATED else -v for k, v in moves.items() if v > 0},
     )
 
 
@@ -295,6 +299,7 @@ def _lone_finding(
         ),
         {k: v for k, v in weight.moves.items() if v > 0},
         verdict_changes=weight.verdict_changes,
+        deltas=weight.deltas,
     )
 
 

@@ -61,6 +61,8 @@ def _measured(steps: Trace, untraced_median_ms: float) -> Finding:
         f"traced wall time {wall_us:,.3f} µs per iteration against the capture's untraced "
         f"median {untraced_us:,.3f} µs: {added_us:+,.3f} µs{share}",
         {"wall_us_per_iter": abs(added_us)},
+        # Without the profiler the wall is the untraced median (the trace may be the faster).
+        deltas={"wall_us_per_iter": added_us},
     )
 
 

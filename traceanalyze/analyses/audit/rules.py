@@ -32,6 +32,10 @@ CHECKS = (
 )
 # A check that found nothing has one row with this finding, count 0 and severity info.
 CLEAN = "none"
+# A step and an operator "end together" with the rank's last CPU event within this much: the
+# trace writes µs with three decimals, so a cut rewritten into a step's dur rounds by up to 1 ns
+# per event (the step and its enclosing ops each).
+CUT_TOLERANCE_NS = 1_000
 # A fault that moves a figure by this share of its value or more is an error, not a warning.
 ERROR_PCT = 10.0
 
@@ -134,6 +138,14 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
     ("bad_timestamps", "negative_duration"): FindingRule(
         WARNING, ERROR_PCT, "an event whose duration is negative"
     ),
+    ("bad_timestamps", "missing_duration"): FindingRule(
+        WARNING,
+        ERROR_PCT,
+        "a kernel with no duration (its `dur` missing or 0) on a rank that times kernels to "
+        "the nanosecond, where no kernel takes 0 ns: its time is lost, estimated from the "
+        "median of the same kernel's other runs (a trace of whole microseconds, where short "
+        "kernels round to 0, is not checked)",
+    ),
     ("bad_timestamps", "outside_span"): FindingRule(
         WARNING,
         ERROR_PCT,
@@ -164,6 +176,16 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         "the last counted step has less than half the span on the CPU and half the GPU "
         "activities of the step before it: cut short when the profiler stopped, and counted in "
         "the means",
+    ),
+    ("truncated", "cut_last_step"): FindingRule(
+        WARNING,
+        ERROR_PCT,
+        "the recording ends inside the rank's last step: the step ends where the rank's last "
+        "CPU event ends, at the same nanosecond as an operator running in it (both cut there), "
+        "so its later work and the GPU activity of its last launches are lost; left out of the "
+        "means (whatever its length, and whether or not its GPU work lags: a clean trace's "
+        "last step, the profiler's closing one included, ends before its last CPU event and "
+        "no operator ends with it)",
     ),
     ("truncated", "gzip_cut"): FindingRule(
         WARNING,

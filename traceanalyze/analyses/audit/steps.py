@@ -12,7 +12,7 @@ by the same rule again).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -75,10 +75,13 @@ def step_rows(steps: Trace) -> pl.DataFrame:
 @dataclass(frozen=True)
 class Weight:
     """What a repair changes: each figure's move (in its unit, per iteration; figures that do
-    not move left out) and whether the bound verdict changes."""
+    not move left out), whether the bound verdict changes, and each moved figure's value with
+    the fault minus its value once repaired (``deltas``, signed: a figure the fault inflates
+    has a positive delta, one it deflates a negative one)."""
 
     moves: dict[str, float]
     verdict_changes: bool
+    deltas: dict[str, float] = field(default_factory=dict)
 
 
 # Moves smaller than this (in a figure's unit) are rounding, not a move.
@@ -101,12 +104,13 @@ def weigh(
         iterations=every.iterations if iterations is None else iterations,
     )
     before, after = step_model(steps), step_model(fixed)
-    moves = {
-        name: abs(float(after.means.get(name, 0.0)) - float(before.means.get(name, 0.0)))
+    deltas = {
+        name: float(before.means.get(name, 0.0)) - float(after.means.get(name, 0.0))
         for name in STEP_FIGURES
     }
     changed = after.verdict.bound != before.verdict.bound
-    return Weight({k: v for k, v in moves.items() if v > _NOISE}, changed)
+    moved = {k: v for k, v in deltas.items() if abs(v) > _NOISE}
+    return Weight({k: abs(v) for k, v in moved.items()}, changed, moved)
 
 
 def step_at(every: Trace, frame: pl.DataFrame, ts: str = "ts_ns") -> pl.Series:

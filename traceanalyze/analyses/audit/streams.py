@@ -7,7 +7,8 @@ this order of precedence: a duplicated record (same name and correlation id); br
 graph replay; a programmatic dependent launch (the later activity launched with an extended
 launch call on compute capability 9.0+, in the tail of the one before); the blocker's duration
 overflowing (it runs past the
-start of its next activity by more than the time it had before it); else a timing error.
+start of its next activity by more than the time it had before it); else a timing error,
+one per blocker, by how far the blocker runs past the start of the first activity it overlaps.
 Separately, an activity implausibly long for its kind is an overflow too.
 """
 
@@ -179,7 +180,23 @@ def overlapping_on_stream(trace: Trace) -> list[Finding]:
     return found
 
 
+def _per_blocker(rows: pl.DataFrame) -> pl.DataFrame:
+    """Timing overlaps, one per blocker (one fault: the blocker ends late or the first
+    activity it overlaps starts early): the first activity it overlaps, ``covered`` (how many
+    it overlaps) and ``overlap_ns`` the blocker's time past that one's start, the amount the
+    repair clips (the later activity's own length, or a second one overlapped, aside)."""
+    return (
+        rows.sort("ts_ns", "_row")
+        .group_by("b_row", maintain_order=True)
+        .agg(pl.all().first(), covered=pl.len())
+        .with_columns(overlap_ns=pl.col("b_end") - pl.col("ts_ns"))
+        .select(*rows.columns, "covered")
+    )
+
+
 def _overlap_finding(steps: Trace, rows: pl.DataFrame, how: str, n: int) -> Finding:
+    if how == "timing":
+        rows = _per_blocker(rows)
     inside = rows.filter(pl.col("iteration").is_not_null())
     affected_us = float(inside["overlap_ns"].sum()) / 1e3 / n
     # Overlaps by design move nothing: nothing to repair.
@@ -194,7 +211,11 @@ def _overlap_finding(steps: Trace, rows: pl.DataFrame, how: str, n: int) -> Find
             [
                 f"{rows.height:,} activities overlap the previous one on their stream by "
                 f"{float(rows['overlap_ns'].sum()) / 1e3:,.3f} µs in all "
-                f"(longest {longest:,.3f} µs)",
+                f"(longest {longest:,.3f} µs)"
+                if how != "timing"
+                else f"{rows.height:,} activities end after the next one on their stream "
+                f"starts, by {float(rows['overlap_ns'].sum()) / 1e3:,.3f} µs in all (longest "
+                f"{longest:,.3f} µs), over {int(rows['covered'].sum()):,} later activities",
                 "first: "
                 + examples(
                     rows,

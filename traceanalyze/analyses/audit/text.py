@@ -25,12 +25,21 @@ def micros(ns: int | None) -> str:
 
 def examples(rows: pl.DataFrame, describe: pl.Expr, ts: str = "ts_ns") -> str:
     """The first :data:`EXAMPLES` rows by ``ts``, each as ``describe`` (a string expression)
-    followed by its timestamp; "(+N more)" for the rest."""
+    followed by its timestamp (and its rank where ``rows`` hold several); "(+N more)" for the
+    rest."""
     if not rows.height:
         return ""
-    first = rows.sort(ts, nulls_last=True).head(EXAMPLES).select(describe.alias("what"), ts)
+    # A folder of ranks: each example names its rank (the folder audit's examples of two ranks
+    # otherwise read alike).
+    ranked = "rank" in rows.columns and rows["rank"].n_unique() > 1
+    where = pl.format(" on rank {}", "rank") if ranked else pl.lit("")
+    first = (
+        rows.sort(ts, nulls_last=True)
+        .head(EXAMPLES)
+        .select(describe.alias("what"), ts, where.alias("where"))
+    )
     # At most EXAMPLES rows: a few strings.
-    said = [f"{what} at ts {micros(at)} µs" for what, at in first.iter_rows()]
+    said = [f"{what} at ts {micros(at)} µs{on}" for what, at, on in first.iter_rows()]
     more = rows.height - len(said)
     return "; ".join(said) + (f" (+{more:,} more)" if more > 0 else "")
 

@@ -16,6 +16,7 @@ import polars as pl
 
 from traceanalyze.analyses.audit.figures import Finding, weighed
 from traceanalyze.analyses.audit.rules import (
+    CUT_TOLERANCE_NS,
     EXAMPLES,
     OUTSIDE_FACTOR,
     OUTSIDE_MIN_NS,
@@ -129,7 +130,57 @@ def bad_timestamps(trace: Trace) -> list[Finding]:
     disorder = _steps_out_of_order(as_loaded(trace))
     if disorder is not None:
         found.append(disorder)
+    missing = _missing_durations(trace)
+    if missing is not None:
+        found.append(missing)
     return found
+
+
+def _missing_durations(trace: Trace) -> Finding | None:
+    """Kernels with no duration (the loader reads a missing ``dur`` as 0) on ranks whose
+    kernel durations are not all whole microseconds: a kernel of 0 ns is no real time there.
+    Their time is estimated from the median of the same kernel's timed runs."""
+    kernels = trace.gpu.filter(pl.col("kind") == "kernel")
+    fine = kernels.filter(pl.col("dur_ns") % 1000 != 0).select("rank").unique()
+    zero = kernels.with_row_index("_row").filter(pl.col("dur_ns") == 0)
+    zero = zero.join(fine, on="rank", how="semi", maintain_order="left")
+    if not zero.height:
+        return None
+    steps = counted_steps(trace)
+    zero = counted_rows(steps, "gpu", zero, "_row")
+    medians = (
+        kernels.filter(pl.col("dur_ns") > 0)
+        .group_by("rank", "name")
+        .agg(est_ns=pl.col("dur_ns").median())
+    )
+    inside = zero.filter(pl.col("iteration").is_not_null()).join(
+        medians, on=["rank", "name"], how="left"
+    )
+    n = step_count(steps)
+    us = float(inside["est_ns"].fill_null(0).sum() or 0) / 1e3 / n
+    figures = ("gpu_kernel_us_per_iter", "gpu_activity_us_per_iter", "op_us_per_iter")
+    return Finding(
+        CHECK_TIMES,
+        "missing_duration",
+        zero.height,
+        us,
+        sentence(
+            [
+                f"{zero.height:,} kernels with no duration (`dur` missing or 0) on a rank that "
+                "times kernels to the ns",
+                f"estimated lost kernel time {us:,.3f} µs per iteration (median of the same "
+                "kernel's timed runs)"
+                if us
+                else "",
+                "first: "
+                + examples(
+                    zero, pl.format("`{}` (correlation {})", clipped("name"), "correlation")
+                ),
+            ]
+        ),
+        dict.fromkeys(figures, us) if us else {},
+        deltas=dict.fromkeys(figures, -us) if us else {},
+    )
 
 
 def _before_launch(steps: Trace, early: pl.DataFrame) -> Finding:
@@ -283,6 +334,11 @@ def _time_finding(
     weight = weigh(steps, gpu=new_gpu, cpu=new_cpu, iterations=iterations)
     inside = rows.filter(pl.col("iteration").is_not_null())
     affected_us = float(inside["dur_ns"].abs().sum() or 0) / 1e3 / n
+    # CPU operators the bad time put out of every step: their step is unknown, not their time.
+    lost = cpu.filter(bad & pl.col("iteration").is_null() & (pl.col("cat") == "cpu_op"))
+    if finding != "negative_duration" and lost.height:
+        weight, lost_us = _with_lost_ops(weight, lost, n)
+        affected_us += lost_us
     lost_launches = int(replant.sum())
     return weighed(
         CHECK_TIMES,
@@ -303,6 +359,24 @@ def _time_finding(
         ),
         weight,
     )
+
+
+def _with_lost_ops(weight: Weight, lost: pl.DataFrame, n: int) -> tuple[Weight, float]:
+    """``weight`` with what CPU operators at a lost time, outside every step, move: the
+    whole-trace count of operators outside the iterations (by their number), and the CPU
+    operator time per iteration by their own durations, an upper bound (each may have been an
+    outermost operator of some step; where, the trace no longer says). Also their time per
+    iteration."""
+    us = float(lost["dur_ns"].clip(lower_bound=0).sum() or 0) / 1e3 / n
+    moves, deltas = dict(weight.moves), dict(weight.deltas)
+    if us > moves.get(_CPU_OP, 0.0):
+        moves[_CPU_OP], deltas[_CPU_OP] = us, -us  # the steps lack it
+    moves[_OUTSIDE] = deltas[_OUTSIDE] = float(lost.height)  # the count has them in excess
+    return Weight(moves, weight.verdict_changes, deltas), us
+
+
+_CPU_OP = "cpu_op_us_per_iter"
+_OUTSIDE = "cpu_ops_outside_iterations_total"
 
 
 def _launched_step(every: Trace, lost: pl.Series) -> pl.Series:
@@ -405,12 +479,18 @@ def truncated(trace: Trace) -> list[Finding]:
         steps = counted_steps(trace)
         holding = open_steps.select("rank", iteration=step_at(steps, open_steps)).drop_nulls()
         found.append(_step_finding(steps, open_steps, holding, "open_step"))
+    cut = _cut_last_steps(loaded).join(open_steps.select(ITERATION), on=ITERATION, how="anti")
+    if cut.height:
+        steps = counted_steps(trace)
+        holding = cut.select("rank", iteration=step_at(steps, cut)).drop_nulls()
+        found.append(_step_finding(steps, cut, holding, "cut_last_step"))
     # Profiler steps are weighed only where their activities say one may be cut or empty (the
     # step model's tables cost most of a clean trace's audit).
     suspect = stepped and _falls_short(loaded)
     if not stepped or suspect:
         steps = counted_steps(trace)
-        short = _short_last_steps(steps)
+        # A step the recording cut is said once, as cut.
+        short = _short_last_steps(steps).join(cut.select(ITERATION), on=ITERATION, how="anti")
         if short.height:
             found.append(_step_finding(steps, short, short.select(ITERATION), "short_last_step"))
     if not suspect:
@@ -420,6 +500,7 @@ def truncated(trace: Trace) -> list[Finding]:
         choice_of(counted_steps(trace))
         .table.filter(pl.col("kind") == CLOSING)
         .join(open_steps.select(ITERATION), on=ITERATION, how="anti")
+        .join(cut.select(ITERATION), on=ITERATION, how="anti")
     )
     if closing.height:
         numbers = ", ".join(str(i) for i in closing["iteration"].to_list())
@@ -433,6 +514,43 @@ def truncated(trace: Trace) -> list[Finding]:
             )
         )
     return found
+
+
+def _cut_last_steps(loaded: Trace) -> pl.DataFrame:
+    """Per rank, the last step region when the recording ends inside it: it ends where the
+    rank's last CPU event ends, and a CPU operator ends at that same nanosecond (the stop cut
+    both; a step the program closed ends after the operators in it, and before the profiler's
+    own last events)."""
+    if loaded.iteration_source is IterationSource.WHOLE_TRACE or not loaded.iterations.height:
+        return loaded.iterations.clear()
+    end = pl.col("ts_ns") + pl.col("dur_ns")
+    last_cpu = loaded.cpu.group_by("rank").agg(cpu_end=end.max())
+    last = (
+        loaded.iterations.filter(pl.col("dur_ns") > 0)
+        .sort("rank", "ts_ns")
+        .group_by("rank", maintain_order=True)
+        .last()
+        .join(last_cpu, on="rank")
+        .filter((end - pl.col("cpu_end")).abs() <= CUT_TOLERANCE_NS)
+    )
+    if not last.height:
+        return last.select(loaded.iterations.columns)
+    # Another operator than the step itself (old traces write ProfilerStep as an operator).
+    ops = loaded.cpu.filter(pl.col("cat") == "cpu_op").select("rank", "name", op_end=end)
+    # Only ops ending near the last CPU end are joined (a handful), not every op.
+    near = ops.join(last_cpu, on="rank").filter(
+        pl.col("cpu_end") - pl.col("op_end") <= 2 * CUT_TOLERANCE_NS
+    )
+    cut = (
+        last.join(near.select("rank", "op_end", op_name="name"), on="rank")
+        .filter(
+            ((end - pl.col("op_end")).abs() <= CUT_TOLERANCE_NS)
+            & (pl.col("op_name") != pl.col("name"))
+        )
+        .select(ITERATION)
+        .unique()
+    )
+    return last.join(cut, on=ITERATION, how="semi").select(loaded.iterations.columns)
 
 
 def _gzip_cuts(trace: Trace) -> list[Finding]:
@@ -521,11 +639,11 @@ def _step_finding(
     kept = every.join(left_out.select(ITERATION), on=ITERATION, how="anti")
     weight = weigh(steps, iterations=kept) if kept.height else Weight({}, verdict_changes=False)
     numbers = ", ".join(str(i) for i in left_out["iteration"].to_list())
-    what = (
-        "step regions with no duration, never closed"
-        if finding == "open_step"
-        else "last steps with under half the CPU span and GPU activities of the step before"
-    )
+    what = {
+        "open_step": "step regions with no duration, never closed",
+        "cut_last_step": "last steps the recording ends inside (the step and an operator in "
+        "it end together at the rank's last CPU event)",
+    }.get(finding, "last steps with under half the CPU span and GPU activities of the step before")
     return weighed(
         CHECK_TRUNCATED,
         finding,
