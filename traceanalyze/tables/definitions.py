@@ -312,9 +312,8 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "one_off_difference_us": "the variant's `excess_us` minus the baseline's, from "
     "`advantage_source` (see `advantage_us`)",
     # critical-path
-    "slack_us_per_iter": "how much an iteration would shrink if the item took no time, a "
-    "first-order estimate (`critical-path`'s items); 0 off the path, never more than its time on "
-    "the path",
+    "slack_us_per_iter": "how much an iteration would shrink if the item took no time: a "
+    "first-order estimate (`critical-path`'s `items` says how it is made)",
 }
 
 # Names built from a defined figure X: (how the name is built, its sentence).
