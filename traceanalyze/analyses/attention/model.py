@@ -88,7 +88,7 @@ DEFINITIONS: dict[str, str] = {
     "tokens_q": "query tokens of the call: batch x seq_q, or a packed batch's token count (the "
     "query's first dimension)",
     "dropout": "the dropout probability the call recorded (composed attention: its dropout "
-    "op's, 0 where the op ran in eval mode)",
+    "op's, 0 without one or in eval mode)",
     "blocks_q": "flex attention's block mask: its query blocks (the last dimension of the "
     "op's `kv_num_blocks` input)",
     "blocks_kv": "flex attention's block mask: the most key/value blocks one query block "
