@@ -64,28 +64,42 @@ class ClockOffset:
         return f"rank {self.rank}'s GPU clock is offset from its CPU clock: {seen}"
 
 
-def clock_offsets(trace: Trace, waiting_pct: pl.DataFrame) -> list[ClockOffset]:
-    """The ranks of ``trace`` whose GPU clock is offset from the CPU's (module docstring);
-    ``waiting_pct``: per ``rank``, ``waiting_pct``, the share of the steps' wall the GPU idled
-    with its next work queued (gaps of ``DISPATCH_MAX_NS`` or more)."""
+def _launch_delays(trace: Trace) -> pl.DataFrame:
+    """Per rank with ``OFFSET_MIN_LAUNCHES`` launches or more: ``launches``, ``min_delay_us``
+    (the shortest launch-to-start delay) and ``before_launch_pct``."""
     linked = trace.gpu.filter(pl.col("launch_ts_ns").is_not_null() & pl.col("ts_ns").is_not_null())
-    if not linked.height:
-        return []
-    per_rank = (
+    return (
         linked.group_by("rank")
         .agg(
             launches=pl.len(),
             min_delay_us=(pl.col("ts_ns") - pl.col("launch_ts_ns")).min() / 1e3,
             before_launch_pct=(pl.col("ts_ns") < pl.col("launch_ts_ns")).mean() * 100,
         )
-        .join(waiting_pct, on="rank", how="left")
         .filter(pl.col("launches") >= OFFSET_MIN_LAUNCHES)
+    )
+
+
+_DEEP_DELAY = pl.col("min_delay_us") >= OFFSET_MIN_DELAY_US
+_BEFORE_LAUNCH = pl.col("before_launch_pct") >= BEFORE_LAUNCH_MIN_PCT
+
+
+def offset_possible(trace: Trace) -> bool:
+    """Whether any rank's launch delays alone could show an offset: the cheap half of the rule,
+    so that a caller can skip building the steps' gaps (``clock_offsets``' ``waiting_pct``)
+    where no rank can be offset."""
+    return bool(_launch_delays(trace).filter(_DEEP_DELAY | _BEFORE_LAUNCH).height)
+
+
+def clock_offsets(trace: Trace, waiting_pct: pl.DataFrame) -> list[ClockOffset]:
+    """The ranks of ``trace`` whose GPU clock is offset from the CPU's (module docstring);
+    ``waiting_pct``: per ``rank``, ``waiting_pct``, the share of the steps' wall the GPU idled
+    with its next work queued (gaps of ``DISPATCH_MAX_NS`` or more)."""
+    per_rank = (
+        _launch_delays(trace)
+        .join(waiting_pct, on="rank", how="left")
         .filter(
-            (
-                (pl.col("min_delay_us") >= OFFSET_MIN_DELAY_US)
-                & (pl.col("waiting_pct").fill_null(0.0) >= OFFSET_WAITING_MIN_PCT)
-            )
-            | (pl.col("before_launch_pct") >= BEFORE_LAUNCH_MIN_PCT)
+            (_DEEP_DELAY & (pl.col("waiting_pct").fill_null(0.0) >= OFFSET_WAITING_MIN_PCT))
+            | _BEFORE_LAUNCH
         )
         .sort("rank")
     )
