@@ -1,4 +1,4 @@
-"""Regenerate (or check) the command outputs shown in README.md and docs/*.md from the code.
+"""Regenerate (or check) the command outputs and definitions in README.md and docs/*.md.
 
 A tour block in the README or a docs page is::
 
@@ -10,7 +10,13 @@ A tour block in the README or a docs page is::
     <!-- /tour -->
 
 ``<!-- tour: ARGS | lines N -->`` keeps the first N lines of the output and says how many
-were left out. A block whose input lies beside the repository (``../shared/...``, the public
+were left out. A definitions block prints a DEFINITIONS dict of the code, one ``- `name`:
+sentence.`` line per entry, so a figure's definition is written once, in the code::
+
+    <!-- definitions: traceanalyze.tables.definitions:COLUMN_DEFINITIONS -->
+    - `speedup_low`: ...
+    <!-- /definitions -->
+ A block whose input lies beside the repository (``../shared/...``, the public
 traces) is kept as it is where that input is absent. Run from the repository root:
 
     PYTHONPATH=$PWD python scripts/readme_tour.py          # rewrite the blocks
@@ -22,6 +28,7 @@ traces) is kept as it is where that input is absent. Run from the repository roo
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import shlex
 import sys
@@ -65,8 +72,26 @@ def render(match: re.Match[str]) -> str:
     return f"{head}\n```text\n{body}\n```\n<!-- /tour -->"
 
 
+DEFINITIONS_BLOCK = re.compile(
+    r"<!-- definitions: (?P<module>[\w.]+):(?P<name>\w+) -->\n.*?<!-- /definitions -->",
+    re.DOTALL,
+)
+
+
+def definition_lines(module: str, name: str) -> str:
+    """One ``- `key`: sentence.`` line per entry of the dict ``name`` in ``module``."""
+    definitions: dict[str, str] = getattr(importlib.import_module(module), name)
+    return "\n".join(f"- `{key}`: {text}." for key, text in definitions.items())
+
+
+def render_definitions(match: re.Match[str]) -> str:
+    module, name = match["module"], match["name"]
+    head = f"<!-- definitions: {module}:{name} -->"
+    return f"{head}\n{definition_lines(module, name)}\n<!-- /definitions -->"
+
+
 def regenerate(text: str) -> str:
-    return BLOCK.sub(render, text)
+    return DEFINITIONS_BLOCK.sub(render_definitions, BLOCK.sub(render, text))
 
 
 def main() -> int:

@@ -34,6 +34,7 @@ import pytest
 import traceanalyze
 from tests.micro import present
 from traceanalyze.analyses.cudnn import cudnn_table
+from traceanalyze.analyses.iterations import FIRST_STEP_FLAG, classify_iterations
 from traceanalyze.analyses.kernels import kernel_table, occupancy_table
 from traceanalyze.analyses.memcpy import memory_traffic
 from traceanalyze.analyses.summary import summary
@@ -80,10 +81,34 @@ def test_every_default_variant_was_captured() -> None:
     ]
 
 
+# Captures whose first step (ProfilerStep#2) waits on the CPU: its host span is longer than its
+# GPU span and than the median step, its wall an outlier (sdpa_cudnn: CPU 224.8 µs, GPU 85.9,
+# wall 254.1 against a median of 142.6). That one-off step is left out of the means and the
+# verdict; the two steady steps count.
+FIRST_STEP_WAITS = {
+    DEFAULT: ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn", "flex_attention", "compiled_naive"),
+    BACKWARD: ("flex_attention",),
+}
+
+
+def steps_left_out(folder: Path, variant: str) -> list[int]:
+    """The profiler steps left out of the means, each checked to be a first step waiting on
+    the CPU."""
+    table = classify_iterations(trace(folder, variant)).filter(~pl.col("counted"))
+    assert table["flag"].str.starts_with(FIRST_STEP_FLAG).all()
+    return table["iteration"].to_list()
+
+
 @pytest.mark.parametrize("variant", variants(DEFAULT))
 def test_three_profiler_steps(variant: str) -> None:
     result = summary_of(DEFAULT, variant)
-    assert (result["iterations"], result["iteration_source"]) == (3, "ProfilerStep")
+    waits = variant in FIRST_STEP_WAITS[DEFAULT]
+    assert steps_left_out(DEFAULT, variant) == ([2] if waits else [])
+    assert (
+        result["iterations"] + result["iterations_left_out"],
+        result["iterations"],
+        result["iteration_source"],
+    ) == (3, 2 if waits else 3, "ProfilerStep")
 
 
 @pytest.mark.parametrize(
@@ -158,12 +183,16 @@ def test_cpu_side_transposes(variant: str, transposes: int) -> None:
 
 def test_cudnn_cpu_time_and_table() -> None:
     result = summary_of(DEFAULT, "sdpa_cudnn")
-    # As measured on the H200 sample: 48 µs of the 111 µs of CPU operator time per forward.
-    assert result["cudnn_cpu_us_per_iter"] == pytest.approx(47.963, abs=1e-3)
-    assert result["cpu_op_us_per_iter"] == pytest.approx(111.050, abs=1e-3)
+    # As measured on the H200 sample, over the counted steps #3 and #4 (#2 waits on the CPU):
+    # aten::_cudnn_attention_forward's self time 31.883 and 48.961 µs (its duration less its
+    # allocations and runtime calls), 40 µs of the 86 µs of CPU operator time per forward
+    # (outermost ops: 75.659 and 96.263 µs).
+    assert result["cudnn_cpu_us_per_iter"] == pytest.approx((31.883 + 48.961) / 2, abs=1e-3)
+    assert result["cpu_op_us_per_iter"] == pytest.approx((75.659 + 96.263) / 2, abs=1e-3)
     table = cudnn_table(trace(DEFAULT, "sdpa_cudnn"))
     top = table.row(0, named=True)
     assert top["name"] == "aten::_cudnn_attention_forward"
+    # calls_total is over the whole trace, the step left out of the means included.
     assert (top["calls_per_iter"], top["calls_total"]) == (1.0, 3)
     assert top["launch_api"] == ["cuLaunchKernelEx"]
     # One figure, one share: the table's share is of the CPU operator time per iteration.
@@ -231,7 +260,10 @@ def test_every_backward_variant_is_counted() -> None:
 def test_backward_activities_per_iteration(variant: str) -> None:
     result = summary_of(BACKWARD, variant)
     counts = BACKWARD_CATEGORIES[variant]
-    assert result["iterations"] == 3
+    assert result["iterations"] == 3 - len(steps_left_out(BACKWARD, variant))
+    assert steps_left_out(BACKWARD, variant) == (
+        [2] if variant in FIRST_STEP_WAITS[BACKWARD] else []
+    )
     assert present(result["category_count"]) == {k: float(v) for k, v in counts.items()}
     kernels = sum(n for category, n in counts.items() if category not in NOT_KERNELS)
     assert result["kernels_per_iter"] == kernels

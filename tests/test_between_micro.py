@@ -68,10 +68,12 @@ def test_each_idle_cause_on_its_gap(tmp_path: Path) -> None:
     result = idle_breakdown(trace)
     causes = pl.DataFrame(
         {
-            "cause": ["queued", "sync", "data_loading", "host", "launch"],
-            "us_per_iter": [52.0, 10.0, 0.0, 90.0, 0.0],
-            "gaps_per_iter": [3.0, 1.0, 0.0, 2.0, 0.0],
-            "share_of_idle_pct": [52 / 1.52, 10 / 1.52, 0.0, 90 / 1.52, 0.0],
+            # Every cause, each once; no launch call lasts 1 ms (a one-off call): none is
+            # launch_first_call.
+            "cause": ["queued", "sync", "data_loading", "host", "launch", "launch_first_call"],
+            "us_per_iter": [52.0, 10.0, 0.0, 90.0, 0.0, 0.0],
+            "gaps_per_iter": [3.0, 1.0, 0.0, 2.0, 0.0, 0.0],
+            "share_of_idle_pct": [52 / 1.52, 10 / 1.52, 0.0, 90 / 1.52, 0.0, 0.0],
         }
     )
     assert_frame_equal(result.causes, causes)

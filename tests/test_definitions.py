@@ -1,9 +1,11 @@
 """Every figure a command prints is defined in docs/ (issue 41's newcomer pass met ~30 that were
 not). Walks the declared tables (tests/test_schemas.py holds every command's output to them on
-every trace): each numeric column must have a definition line in docs/ (``- `name`: ...``), be
+every trace): each numeric column must have a definition line in docs/ (``- `name`: ...``) or be
 built from a defined figure by one of the rules docs/formats.md states (``base_X``, ``new_X``,
-``X_delta``, ``X_step_min``/``_max``, a per-step table's ``X`` for ``X_per_iter``), or be on
-the list of columns still undefined below, which may only shrink."""
+``X_delta``, ``X_step_min``/``_max`` of a figure ``X`` or of ``X_per_iter``, a per-step
+table's ``X`` for ``X_per_iter``). Definitions are written once in the code
+(``traceanalyze/tables/definitions.py`` or an analysis' DEFINITIONS dict) and printed into docs/
+by ``scripts/readme_tour.py``."""
 
 from __future__ import annotations
 
@@ -21,39 +23,6 @@ PER_STEP = {("iterations", ""), ("sql", "iterations"), ("streams", "iteration")}
 PER_STEP |= {("critical-path", "iterations")}
 # Tables that describe the tool, not a trace.
 NOT_FIGURES = {"schema", "cache info", "cache clear"}
-
-# Figure columns with no definition in docs/ yet (issue 41: a ratchet; define one and remove
-# it here, the test then keeps it defined).
-STILL_UNDEFINED = frozenset((
-    # main's fix38b (merged 8c23f8c): per-step columns whose _per_iter figure has no line yet.
-    "carried_in_warmup_us", "idle_launch_first_call_us",
-    "activities_per_iter", "activity_us", "activity_us_per_iter", "allocated_in_iteration",
-    "attention_us_per_iter", "base", "base_peak_increase_bytes_per_iter", "base_per_iter",
-    "batch", "block_bytes", "blocks_kv", "blocks_per_iter", "blocks_q", "busbw_gbps_median",
-    "busbw_pct_of_peak", "busy_us", "busy_us_per_iter", "busy_us_per_iter_delta",
-    "bytes_median", "call", "calls", "change", "change_pct", "change_us",
-    "collectives_matched", "cpu_blocked_us_per_iter", "cpu_excess_us", "cpu_us", "delta",
-    "device_growth_bytes_per_iter", "dropout", "error_bar_per_iter", "first_rank", "flops",
-    "gpu_activities_per_iter", "gpu_busy_us_step_max", "gpu_busy_us_step_min",
-    "gpu_excess_us", "gpu_sm", "gpu_us", "gpu_waited_us_per_iter", "graph", "head_dim",
-    "head_dim_v", "heads_kv", "heads_q", "idle_data_loading_us", "idle_host_us",
-    "idle_launch_us", "idle_queued_dispatch_us", "idle_queued_us", "idle_queued_waiting_us",
-    "idle_sync_us", "idle_us", "idle_us_per_iter", "intensity", "iterations",
-    "kernel_align_elements", "kernel_sm", "kernel_us", "kernel_us_per_iter",
-    "largest_block_bytes", "last_rank", "lifetime_us", "link_peak_gbps",
-    "max_start_spread_us", "mean_kernel_us", "measured", "median_start_spread_us",
-    "median_wall_us_per_iter", "modelled_pct", "name_median_delay_us", "new",
-    "new_peak_increase_bytes_per_iter", "new_per_iter", "occurrence", "offset_us",
-    "one_off_difference_us", "own_busy_us", "pct_of_roofline", "peak_bf16_tflops",
-    "peak_fp16_tflops", "peak_fp32_tflops", "peak_fp64_tensor_tflops", "peak_fp64_tflops",
-    "peak_fp8_tflops", "peak_increase_bytes_per_iter", "peak_increase_bytes_per_iter_delta",
-    "peak_tbps", "peak_tf32_tflops", "peak_tflops", "plan_builds_per_iter", "position",
-    "rank", "replays_per_iter", "seq_kv", "seq_q", "shape_index", "share_of_excess_pct",
-    "slack_us_per_iter", "steady_call", "steady_calls", "straggler_pct", "stream", "tbps",
-    "thread", "timed_excess_us", "timed_steady_us", "tokens_q", "total_us_per_iter_delta",
-    "total_us_per_iter_delta_high", "total_us_per_iter_delta_low", "us_per_call", "wall_us",
-    "wall_us_step_max", "wall_us_step_min",
-))  # fmt: skip
 
 
 def _docs() -> str:
@@ -81,6 +50,9 @@ def _defined(column: str, table: tuple[str, str], names: set[str]) -> bool:
     for suffix in ("_delta", "_step_min", "_step_max"):
         if column.endswith(suffix) and column.removesuffix(suffix) in names:
             return True
+    for suffix in ("_step_min", "_step_max"):  # the steps' values of X_per_iter
+        if column.endswith(suffix) and f"{column.removesuffix(suffix)}_per_iter" in names:
+            return True
     return table in PER_STEP and f"{column}_per_iter" in names
 
 
@@ -99,13 +71,7 @@ def _undefined() -> dict[str, list[str]]:
 
 def test_every_figure_column_is_defined_in_docs() -> None:
     missing = _undefined()
-    new = {c: tables for c, tables in missing.items() if c not in STILL_UNDEFINED}
-    assert not new, f"figure columns with no definition in docs/ (define them): {new}"
-
-
-def test_the_list_of_undefined_columns_only_shrinks() -> None:
-    defined_now = STILL_UNDEFINED - set(_undefined())
-    assert not defined_now, f"now defined in docs/: remove from STILL_UNDEFINED: {defined_now}"
+    assert not missing, f"figure columns with no definition in docs/ (define them): {missing}"
 
 
 @pytest.mark.parametrize(

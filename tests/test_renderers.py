@@ -67,18 +67,28 @@ def test_cold_markdown(capture: VariantSet) -> None:
 def test_comparison_markdown(capture: VariantSet) -> None:
     lines = COMPARISON.render(comparison(capture.variants), "md").splitlines()
     # Each call (call1, call2, ...) is a step: 60 µs of GPU busy time a step in both, so a
-    # speed-up of 1; wall time from the steps' windows, 400 against 443.3 µs: 0.90.
+    # speed-up of 1; wall time from the steps' counted windows: naive's two (500 and 300 µs;
+    # two steps are too few to flag an outlier) against cuDNN's calls 2 and 3 (160 and 170 µs
+    # to their kernels' ends; call 1, 1,000 µs of plan building on the CPU, is a first step
+    # waiting on the CPU, left out): 400 / 165 = 2.42.
     assert lines[:4] == [
         "| variant | GPU busy µs/iter | speed-up | speed-up wall | bound | kernels/iter | "
         "memcpy/iter | fused kernel |",
         "|---|---:|---:|---:|---|---:|---:|---|",
         "| naive | 60 | 1 | 1.00 | CPU-bound | 1 | 0 | — |",
-        "| sdpa_cudnn | 60 | 1 | 0.90 | CPU-bound | 1 | 0 | "
+        "| sdpa_cudnn | 60 | 1 | 2.42 | CPU-bound | 1 | 0 | "
         "cudnn_generated_fort_native_sdpa_sm90_flash_fpr… |",
     ]
     assert (
         "- `naive`: CPU-bound: GPU 15.0% (compute 15.0%), CPU 85.0% (host 85.0%) of the wall (the "
-        "trace's step windows); margin 42.5 points; 2 of 2 steps agree (100% of their wall time)"
+        "trace's step windows); margin 42.5 points; 2 of 2 counted steps agree (100% of their "
+        "wall time)"
+    ) in lines
+    # cuDNN over its counted calls 2 and 3: 60 µs of GPU in 165 µs of wall, 36.4%.
+    assert (
+        "- `sdpa_cudnn`: CPU-bound: GPU 36.4% (compute 36.4%), CPU 63.6% (host 63.6%) of the "
+        "wall (the trace's step windows); margin 31.8 points; 2 of 2 counted steps agree (100% "
+        "of their wall time)"
     ) in lines
 
 

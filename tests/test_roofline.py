@@ -13,6 +13,7 @@ import pytest
 import traceanalyze
 from tests.conftest import CORPUS_TRACES, PUBLIC_TRACES, skip_without
 from tests.micro import annotation, call, kernel, load, op, span
+from traceanalyze.analyses.iterations import classify_iterations
 from traceanalyze.analyses.roofline.formulas import NO_SHAPES
 from traceanalyze.analyses.roofline.model import ROOFLINE_COLUMNS, UNMODELLED_COLUMNS, roofline
 from traceanalyze.analyses.roofline.ops import COMPOSITE, NO_MODEL
@@ -78,9 +79,31 @@ def step(offset: float, index: int, *, shapes: bool = True) -> list[Event]:
 
 @pytest.fixture
 def micro(tmp_path: Path) -> traceanalyze.Trace:
-    # Two steps, and a kernel launched before the profiling window (no runtime call).
-    events = [*step(0, 1), *step(1000, 2), kernel(GEMM, 5, 50, 999, **footprint(300))]
+    # Two steps, and a kernel launched before the profiling window (no runtime call): 20 µs,
+    # 2% of step 1's window, below the 5% that makes a step `warm-up` (see the next test).
+    events = [*step(0, 1), *step(1000, 2), kernel(GEMM, 5, 20, 999, **footprint(300))]
     return load(tmp_path, events)
+
+
+def test_a_warm_up_step_is_left_out(tmp_path: Path) -> None:
+    # The pre-window kernel runs 50 µs of step 1's 1000: 5%, so step 1 is `warm-up` (its GPU
+    # time is not its own) and only step 2 counts: each op once, the same time per step, and
+    # one counted step is too few for a verdict, so no CPU-bound note.
+    events = [*step(0, 1), *step(1000, 2), kernel(GEMM, 5, 50, 999, **footprint(300))]
+    trace = load(tmp_path, events)
+    table = classify_iterations(trace)
+    assert table.select("iteration", "kind", "counted").rows() == [
+        (1, "warm-up", False),
+        (2, "profiled", True),
+    ]
+    result = roofline(trace)
+    assert result.ops.select("op_name", "count", "gpu_us_per_iter").rows() == [
+        ("aten::_scaled_dot_product_flash_attention", 1, 20.0),
+        ("aten::addmm", 1, 10.0),
+        ("aten::copy_", 1, 1.0),
+    ]
+    assert result.gpu_activity_us_per_iter == 36.0
+    assert not any(n.startswith("the steps are CPU-bound") for n in result.notes)
 
 
 ADDMM_FLOPS = 2 * 64 * 256 * 128

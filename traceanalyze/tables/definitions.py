@@ -142,6 +142,178 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "graph_launches_per_iter": "CUDA/HIP graph launch calls per iteration (each replays a whole "
     "graph)",
     "cudnn_cpu_us_per_iter": "CPU self time of the ops that call into cuDNN, per iteration",
+    # identifiers and counts shared by many tables
+    "rank": "the rank (process of a distributed job) of the row: the `distributedInfo` rank its "
+    "trace states, 0 for a trace that states none",
+    "stream": "the CUDA/HIP stream id the activity ran on, as the trace records it (`kernels`: "
+    "the stream most of the name's calls ran on, the lowest on a tie)",
+    "iterations": "iterations (steps) the figures are over: the counted ones (`summary`, `idle`, "
+    "`ranks` per rank); every one found (`info`); the counted ones in which the stream ran "
+    "something (`streams`)",
+    "thread": "the CPU thread id (`tid`) the path runs on",
+    # iterations (per step); `idle` defines each cause
+    "own_busy_us": "time at least one GPU activity the step launched runs, wherever it falls: "
+    "the union of their intervals per device, summed over the devices",
+    "carried_in_warmup_us": "the part of `carried_in_us` launched before the rank's first step "
+    "or with no launch recorded (profiler warm-up steps, work before the profiler started); a "
+    "step holding much of it is a `warm-up` step",
+    **{
+        f"idle_{cause}_us": f"the step's idle time of the cause `{cause}` (`idle`)"
+        # The step model's causes (analyses/step/gaps.py); a new one is a new column, which
+        # tests/test_definitions.py then asks to define.
+        for cause in ("queued", "sync", "data_loading", "host", "launch", "launch_first_call")
+    },
+    "idle_queued_dispatch_us": "the part of `idle_queued_us` in gaps shorter than 10 µs: the "
+    "GPU's own dispatch between queued kernels (the verdict counts it on the GPU side)",
+    "idle_queued_waiting_us": "the part of `idle_queued_us` in gaps of 10 µs or more: queued "
+    "work waiting on a dependency (another stream's work, an event)",
+    # streams (per stream, and per step with --by iteration)
+    "activity_us_per_iter": "durations of the stream's kernels, copies and sets launched in the "
+    "iteration, summed, per iteration (an iteration where it ran nothing counts as 0)",
+    "kernel_us_per_iter": "the kernels' part of the stream's `activity_us_per_iter`",
+    "busy_us_per_iter": "time at least one of the stream's activities runs (the union of their "
+    "intervals), per iteration",
+    "idle_us_per_iter": "the stream's span (first start to last end of its activities in the "
+    "iteration) minus its busy time, per iteration; a gap another stream fills counts, so "
+    "streams' idle times do not add up to `gpu_idle_us_per_iter`",
+    # idle
+    "gpu_activities_per_iter": "GPU activities launched inside the counted iterations, per "
+    "iteration (0: no GPU timeline, so no idle time)",
+    "cpu_blocked_us_per_iter": "duration of the row's blocking calls (the CPU time they "
+    "blocked), per iteration",
+    "gpu_waited_us_per_iter": "time the rank's GPU was busy while the row's blocking calls "
+    "waited, per iteration (the rest of the blocked time the GPU idled)",
+    # launches
+    "name_median_delay_us": "median `launch_delay_us` of every launch of the same kernel name "
+    "inside the iterations; an outlier's delay is over 3 times it and 10 µs or more above it",
+    # roofline
+    "flops": "floating-point operations of one call of the op, from its recorded shapes (the "
+    "formulas of `traceanalyze/analyses/roofline/ops.py`)",
+    "gpu_us": "GPU time of one call: the durations of the kernels, copies and sets it launched, "
+    "summed (`roofline`: mean over the row's calls; `cold --table calls`: that call's)",
+    "tbps": "`bytes` / `gpu_us`: the achieved memory throughput in TB/s (10^12 bytes per "
+    "second), a lower bound as `bytes` is",
+    "intensity": "`flops` / `bytes`: FLOPs per byte moved (arithmetic intensity)",
+    "pct_of_roofline": "the call's time on the roofline, max(flops / peak FLOP/s, bytes / peak "
+    "bandwidth) (bytes alone for an op without FLOPs), over `gpu_us`, x 100 (100: on the "
+    "roofline); null without the GPU's peaks",
+    "mean_kernel_us": "mean duration of the row's kernels (copies and sets left out); null "
+    "without kernels",
+    "gpu_sm": "the GPU's compute capability x 10 (90 for an H100), from the trace's "
+    "deviceProperties",
+    "kernel_sm": "the architecture (compute capability x 10) the name of the row's longest GEMM "
+    "kernel says it was built for; null where it says none",
+    "kernel_align_elements": "the smallest operand alignment, in elements, the name of the "
+    "row's longest GEMM kernel states (`align8`); null where it states none",
+    "modelled_pct": "the modelled rows' share of the iterations' GPU activity time "
+    "(`gpu_activity_us_per_iter`)",
+    "activities_per_iter": "GPU activities (kernels, copies, sets) of the row per iteration",
+    "peak_tflops": "the GPU's dense compute peak the row is held to, in TFLOP/s: the one for "
+    "`peak_dtype` (`peak_*_tflops`, or `roofline --peak-tflops`); null where the GPU or the "
+    "dtype has none, and for memory ops",
+    "peak_tbps": "the GPU's peak device-memory bandwidth in TB/s (10^12 bytes per second): the "
+    "datasheet's (`traceanalyze/hardware/peaks.py`), or `roofline --peak-tbps`",
+    **{
+        f"peak_{dtype}_tflops": f"the GPU's dense {path} peak in TFLOP/s (the datasheet's in "
+        "`traceanalyze/hardware/peaks.py`, without sparsity, at boost clock; `peak_source` says "
+        "where a flag replaced it); null where the GPU has none"
+        for dtype, path in (
+            ("bf16", "bf16 tensor-core (AMD: matrix-core)"),
+            ("fp16", "fp16 tensor-core (AMD: matrix-core)"),
+            ("fp8", "fp8 tensor-core (AMD: matrix-core)"),
+            ("tf32", "TF32 tensor-core (fp32 inputs with TF32 allowed; AMD: xf32)"),
+            ("fp32", "fp32 (NVIDIA: the CUDA cores, no TF32; AMD: the FP32 matrix)"),
+            ("fp64", "plain FP64 (NVIDIA: the CUDA cores; AMD: vector)"),
+            ("fp64_tensor", "FP64 tensor-core (NVIDIA DMMA, sm80+; AMD: matrix-core)"),
+        )
+    },
+    # comms
+    "bytes_median": "median `bytes` over the row's calls (inside the iterations or not)",
+    "busbw_gbps_median": "median `busbw_gbps` over the row's calls",
+    "link_peak_gbps": "the GPU's intra-node link peak in one direction, in GB/s, what busbw "
+    "approaches within a node (the table in `traceanalyze/analyses/distributed/comms_rules.py`); "
+    "null for a GPU it lacks",
+    "busbw_pct_of_peak": "`busbw_gbps_median` / `link_peak_gbps` x 100",
+    # ranks
+    "median_wall_us_per_iter": "the median over the ranks of their `wall_us_per_iter`",
+    "straggler_pct": "the straggler threshold (`--straggler-pct`): a rank whose "
+    "`wall_pct_over_median` exceeds it is a straggler",
+    "collectives_matched": "collectives run on two or more ranks and matched across them (the "
+    "rows of `ranks --table collectives`)",
+    "median_start_spread_us": "the median `start_spread_us` over the matched collectives",
+    "max_start_spread_us": "the largest `start_spread_us` over the matched collectives",
+    "occurrence": "which launch of the kernel name in the iteration the collective is, on each "
+    "rank: 0 the first, 1 the second, ...",
+    "first_rank": "the rank that started the collective first, on aligned clocks (ties: the "
+    "lowest); null where all started together",
+    "last_rank": "the rank that started the collective last, on aligned clocks (ties: the "
+    "lowest); null where all started together",
+    # audit
+    "error_bar_per_iter": "the figure's error bar (`error_bars`), in the figure's unit per "
+    "iteration",
+    "offset_us": "the rank's clock minus the lowest rank's (`offsets_us`)",
+    # check
+    "measured": "the expectation's metric as the trace's summary gives it (null where the "
+    "summary has no value)",
+    # memory
+    "block_bytes": "the size of one memory block, as its allocation event records",
+    "allocated_in_iteration": "the iteration the block was allocated in (null: outside the "
+    "counted iterations, as a rule before them)",
+    "lifetime_us": "time from the block's allocation to its free; null where the block outlives "
+    "the trace",
+    "blocks_per_iter": "blocks of the op and size that outlive their iteration, per counted "
+    "iteration",
+    "device_growth_bytes_per_iter": "the device's allocated bytes at an iteration's end minus at "
+    "its start, mean over the iterations",
+    "largest_block_bytes": "the largest block allocated: by the op in that iteration on that "
+    "device (`memory --table top_ops`); by any op on a GPU inside the iterations (`compare`)",
+    "peak_increase_bytes_per_iter": "the median over the counted iterations of the GPU's "
+    "`peak_increase_bytes` (the highest GPU's in each, for several); null without GPU memory "
+    "events",
+    # diff and explain
+    "base": "the row's figure (`figure`) in the baseline, in its unit",
+    "new": "the row's figure in the other trace",
+    "delta": "`new` - `base`",
+    "change": "`new` - `base`, in the figure's unit",
+    "change_pct": "`change` / `base` x 100; null where `base` is 0",
+    "change_us": "GPU time per iteration of the other trace minus the baseline's (`new_us` - "
+    "`base_us`; `new_us_per_iter` - `base_us_per_iter` per kernel)",
+    "total_us_per_iter_delta": "the change in GPU span per iteration (`gpu_span_us_per_iter`): "
+    "the sum of the parts' changes",
+    "total_us_per_iter_delta_low": "the change in span with the other trace's shortest step "
+    "against the baseline's longest; null under 3 counted steps in either",
+    "total_us_per_iter_delta_high": "the change in span with the other trace's longest step "
+    "against the baseline's shortest; null under 3 counted steps in either",
+    "busy_us_per_iter_delta": "the change in `own_busy_us` per iteration (mean over the counted "
+    "steps)",
+    "base_per_iter": "blocks of the op and size live at the GPU's peak per counted iteration, in "
+    "the baseline",
+    "new_per_iter": "the same in the other trace",
+    # graphs
+    "graph": "the CUDA graph, numbered 1, 2, ... per rank in order of first replay",
+    "position": "the activity's place in one replay of the graph, from 0 (graph node id order "
+    "where recorded, else start order)",
+    "replays_per_iter": "replays that ran the activity, per iteration",
+    # cold
+    "call": "the call's number on its rank, 1, 2, ... in time order (call 1: the first call)",
+    "steady_call": "the median steady call the first call is compared with (its `call`)",
+    "steady_calls": "the steady calls (later calls of the same shapes) the median is taken over",
+    "calls": "the calls found in the trace on call 1's rank",
+    "shape_index": "the call's input shapes, numbered 1, 2, ... in order of first appearance",
+    "share_of_excess_pct": "the row's `excess_us` as a share of its call and side's total "
+    "excess; null where that total is not positive",
+    "cpu_us": "the call's span on the CPU",
+    "wall_us": "the call's wall time: the longer of its CPU span and the span of the GPU work it "
+    "launched",
+    "cpu_excess_us": "`excess_us` of the breakdown's side `cpu`, summed",
+    "gpu_excess_us": "`excess_us` of the breakdown's side `gpu`, summed; null without GPU work",
+    "timed_steady_us": "the timed steady call (see `timed_first_call_us`)",
+    "timed_excess_us": "`timed_first_call_us` - `timed_steady_us`",
+    "one_off_difference_us": "the variant's `excess_us` minus the baseline's, from "
+    "`advantage_source` (see `advantage_us`)",
+    # critical-path
+    "slack_us_per_iter": "how much an iteration would shrink if the item took no time: a "
+    "first-order estimate (`critical-path`'s `items` says how it is made)",
 }
 
 # Names built from a defined figure X: (how the name is built, its sentence).
@@ -149,7 +321,8 @@ DERIVED: dict[str, str] = {
     "base_X": "X of the baseline (the first trace of `diff`/`explain`)",
     "new_X": "X of the other trace",
     "X_delta": "X of the other trace minus X of the baseline",
-    "X_step_min": "the smallest value of X over the counted steps (X_step_max: the largest)",
+    "X_step_min": "the smallest value of X over the counted steps, where X is a figure or the "
+    "step's value of X_per_iter (X_step_max: the largest)",
     "X (per-step tables)": "in a table of one row per step (`iterations`, `streams --by "
     "iteration`, `critical-path --table iterations`, `sql`'s iterations), the figure "
     "X_per_iter for that one step",

@@ -24,7 +24,12 @@ from traceanalyze.analyses.attention.figures import (
 from traceanalyze.analyses.attention.findings import findings
 from traceanalyze.analyses.attention.host import host_costs
 from traceanalyze.analyses.attention.match import kernel_rules, name_mask
-from traceanalyze.analyses.attention.rules import BACKWARD, KERNEL_RULES, KV_CACHE_WRITE_KERNELS
+from traceanalyze.analyses.attention.rules import (
+    BACKWARD,
+    CUDNN_PLAN_BUILD_US,
+    KERNEL_RULES,
+    KV_CACHE_WRITE_KERNELS,
+)
 from traceanalyze.analyses.attention.scores import score_writes
 from traceanalyze.analyses.attention.shapes import (
     KERNEL_SAID,
@@ -70,6 +75,24 @@ DEFINITIONS: dict[str, str] = {
     "sequences; without recorded shapes what the kernel names say (`shapes_from`): a "
     "head size, a dtype, causal, a GQA ratio (ROCm's paged decode kernels), never the "
     "per-call batch, heads or sequence lengths",
+    "batch": "sequences in the call: the query's first dimension, or for a packed "
+    "variable-length batch one less than the length of its cumulative query lengths",
+    "heads_q": "query heads",
+    "heads_kv": "key/value heads (fewer than `heads_q` under grouped-query attention)",
+    "seq_q": "query tokens per sequence (a variable-length batch: its longest, the call's "
+    "maximum query length argument)",
+    "seq_kv": "key/value tokens per sequence (a variable-length batch: its longest, the "
+    "call's maximum key length argument)",
+    "head_dim": "the head size of the queries and keys, in elements",
+    "head_dim_v": "the head size of the values (and of the output), in elements",
+    "tokens_q": "query tokens of the call: batch x seq_q, or a packed batch's token count (the "
+    "query's first dimension)",
+    "dropout": "the dropout probability the call recorded (composed attention: its dropout "
+    "op's, 0 without one or in eval mode)",
+    "blocks_q": "flex attention's block mask: its query blocks (the last dimension of the "
+    "op's `kv_num_blocks` input)",
+    "blocks_kv": "flex attention's block mask: the most key/value blocks one query block "
+    "lists (the last dimension of the op's `kv_indices` input)",
     "gqa_ratio": "query heads per key/value head: heads_q / heads_kv where recorded, else the "
     "GQA_RATIO template argument of the call's kernel",
     "causal": "is_causal as the call recorded it, or the kernel's name says it; null where "
@@ -118,6 +141,13 @@ DEFINITIONS: dict[str, str] = {
     "host cost": "per kind of host work of attention libraries: cuDNN attention's CPU self "
     "time (a call above 1,000 µs builds a plan), FlashInfer planning, vLLM and SGLang "
     "attention metadata, flex's create_block_mask, per call and per iteration",
+    "us_per_call": "host cost per call, mean: a cuDNN attention op's CPU self time, else the "
+    "duration of the op, annotation or Python frame",
+    "plan_builds_per_iter": "cuDNN attention calls per iteration whose CPU self time exceeds "
+    f"{CUDNN_PLAN_BUILD_US:,.0f} µs (a plan built, or the plan cache missed); null for the "
+    "other kinds",
+    "attention_us_per_iter": "GPU time of every attention call per iteration: `gpu_us_per_iter` "
+    "summed over the rows",
 }
 
 
