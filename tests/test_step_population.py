@@ -333,6 +333,9 @@ def test_vllm_rocm_clock_offset_is_found_and_no_verdict_is_given(
     note = json.loads(idle.stdout)["clock_note"]
     assert "the trace cannot tell which" in note
     assert "never lets it idle" not in note
+    audit = CliRunner().invoke(main, ["audit", str(path), "--format", "json"])
+    rows = [r for r in json.loads(audit.stdout)["checks"] if r["check"] == "gpu_clock_offset"]
+    assert [r["finding"] for r in rows] == ["unclear"]
 
 
 def test_param_resnet_busy_share_and_verdict_are_over_one_population() -> None:
