@@ -32,10 +32,16 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.cold.rules import COMPILING
 from traceanalyze.analyses.cputree import outermost_ops
 from traceanalyze.analyses.iterations import MIN_COVERAGE_PCT
-from traceanalyze.link import PROFILER_STEP, STEP_CATS, nearest_ancestor
+from traceanalyze.analyses.repeated import (
+    SPAN,
+    as_regions,
+    group_spans,
+    outside_compiles,
+    region_groups,
+)
+from traceanalyze.link import STEP_CATS
 from traceanalyze.trace import IterationSource, Trace
 
 CALL_REGION = r"^call(\d+)$"
@@ -43,8 +49,6 @@ CALL_REGION = r"^call(\d+)$"
 MAX_PERIOD = 512
 # Threads per rank (the busiest) searched for a repeated operator sequence.
 MAX_THREADS = 4
-# Ancestor chains are short; this bounds the walk from an operator to its annotations.
-_MAX_DEPTH = 64
 
 CALL_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -83,7 +87,7 @@ def find_calls(trace: Trace) -> Calls:
 
 
 Found = tuple[pl.DataFrame, str] | None
-_SPAN = ("rank", "name", "region_id", "region_depth", "pid", "tid", "ts_ns", "dur_ns")
+_SPAN = SPAN
 
 
 def _call_regions(trace: Trace) -> Found:
@@ -93,7 +97,7 @@ def _call_regions(trace: Trace) -> Found:
     if regions.height < 2:
         return None
     # A region nested in another of the same number (a re-entered record_function) is one call.
-    outer = _as_regions(regions).sort("region_depth").unique(["rank", "name"], keep="first")
+    outer = as_regions(regions).sort("region_depth").unique(["rank", "name"], keep="first")
     return outer.select(*_SPAN, order=pl.col("name").str.extract(CALL_REGION).cast(pl.Int64)), (
         "annotations call<i>"
     )
@@ -105,78 +109,24 @@ def _iteration_calls(trace: Trace) -> Found:
     regions = trace.cpu.filter(pl.col("cat").is_in(STEP_CATS)).join(
         trace.iterations.select("rank", "name", "ts_ns"), on=["rank", "name", "ts_ns"], how="semi"
     )
-    regions = _as_regions(regions).sort("region_depth").unique(["rank", "name", "ts_ns"])
+    regions = as_regions(regions).sort("region_depth").unique(["rank", "name", "ts_ns"])
     return regions.select(*_SPAN, order="ts_ns"), str(trace.iteration_source)
 
 
 def _repeated_regions(trace: Trace) -> Found:
-    """The group of non-nested annotations with the same operator sequence covering most time."""
-    signatures = _region_signatures(trace)
-    if not signatures.height:
-        return None
-    members = signatures.sort("ts_ns").with_columns(
-        previous_end=(pl.col("ts_ns") + pl.col("dur_ns")).shift(1).over("rank", "signature"),
-        members=pl.len().over("rank", "signature"),
-    )
-    nested = (pl.col("ts_ns") < pl.col("previous_end")).fill_null(value=False)
-    groups = (
-        members.with_columns(nested=nested.any().over("rank", "signature"))
-        .filter((pl.col("members") >= 2) & ~pl.col("nested"))
-        .group_by("rank", "signature")
-        .agg(covered=pl.col("dur_ns").sum(), members=pl.len(), first=pl.col("ts_ns").min())
-        .sort(["covered", "members", "first"], descending=[True, True, False])
-    )
+    """The group of non-nested annotations with the same operator sequence covering most time
+    (:mod:`~traceanalyze.analyses.repeated`, which the iterations read too)."""
+    groups = region_groups(trace)
     if not groups.height:
         return None
-    best = groups.head(1).select("rank", "signature")
-    chosen = members.join(best, on=["rank", "signature"], how="semi")
+    chosen = group_spans(trace, groups.head(1))
     names = " / ".join(chosen["name"].unique(maintain_order=True).to_list())
     return chosen.select(*_SPAN, order="ts_ns"), f"repeated region: {names}"
 
 
-def _region_signatures(trace: Trace) -> pl.DataFrame:
-    """Each annotation (not ProfilerStep) with the names of the outermost operators under it,
-    in call order, as one string; annotations without operators are left out."""
-    cpu = trace.cpu
-    is_region = (
-        (pl.col("cat") == "user_annotation")
-        & ~pl.col("name").str.contains(PROFILER_STEP.pattern)
-        & ~pl.col("name").str.contains(COMPILING)
-    )
-    regions = cpu.select(is_region.alias("region")).to_series()
-    if not regions.any():
-        return pl.DataFrame()
-    ops = _outside_compiles(trace).select("op_id", "ts_ns", op_name="name")
-    parents = pl.lit(cpu["parent_id"])
-    walk = ops.with_columns(cursor=parents.gather("op_id"))
-    pairs = []
-    for _ in range(_MAX_DEPTH):
-        walk = walk.filter(pl.col("cursor").is_not_null())
-        if not walk.height:
-            break
-        hit = pl.lit(regions).gather("cursor")
-        pairs.append(walk.filter(hit).select("cursor", "ts_ns", "op_name"))
-        walk = walk.with_columns(cursor=parents.gather("cursor"))
-    if not pairs:
-        return pl.DataFrame()
-    signatures = (
-        pl.concat(pairs)
-        .sort("ts_ns")
-        .group_by("cursor")
-        .agg(signature=pl.col("op_name").str.join("\n"))
-    )
-    found = cpu.join(signatures, left_on="op_id", right_on="cursor")
-    return _as_regions(found).select(*_SPAN, "signature")
-
-
-def _as_regions(rows: pl.DataFrame) -> pl.DataFrame:
-    """Rows of trace.cpu as call regions: their op_id and depth under the span's names."""
-    return rows.with_columns(region_id=pl.col("op_id"), region_depth=pl.col("depth"))
-
-
 def _repeated_sequence(trace: Trace) -> Found:
     """Blocks of a periodic run of outermost operators, on each rank's driving thread."""
-    ops = _outside_compiles(trace)
+    ops = outside_compiles(trace)
     if ops.height < 2:
         return None
     busiest = (
@@ -234,15 +184,6 @@ def _start_to_start(blocks: pl.DataFrame) -> pl.DataFrame:
     known (what follows it may be the loop's next work or other work), is no call."""
     ends = pl.col("ts_ns").shift(-1)
     return blocks.with_columns(dur_ns=ends - pl.col("ts_ns")).drop("end").head(-1)
-
-
-def _outside_compiles(trace: Trace) -> pl.DataFrame:
-    """The outermost operators that are not compile phases and run in none (Dynamo traces a
-    model on fake tensors inside them: its operators repeat per layer, not per call)."""
-    ops = outermost_ops(trace)
-    compiling = pl.col("name").str.contains(COMPILING)
-    inside = nearest_ancestor(trace.cpu, ops["op_id"], compiling).is_not_null()
-    return ops.filter(~inside & ~ops.select(compiling).to_series())
 
 
 def _periodic_blocks(ops: pl.DataFrame) -> pl.DataFrame | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceanalyze.analyses.cudnn import CUDNN_OP
+from traceanalyze.analyses.repeated import COMPILING
 
 OTHER = "other"
 
@@ -82,10 +83,6 @@ _CUBLAS = (
 _TRITON = (
     r"(?i:triton|autotun|benchmark_all_configs|precompile|do_bench|select_algorithm)"
     r"|^_CALLABLE$"
-)
-# Dynamo and Inductor at compile time: dynamo_timed phases and the events around them.
-COMPILING = (
-    r"\(dynamo_timed\)$|^dynamo$|^entire_frame_compile$|compile_id=|^torch/_(dynamo|inductor)/"
 )
 # The compiled code as it runs (its first-call excess: guards, wrappers, first load).
 _COMPILED = (
