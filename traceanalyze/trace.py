@@ -31,6 +31,8 @@ class IterationSource(StrEnum):
     ANNOTATION = "annotation:"
     # A repeated sequence of top-level annotations: "sequence:<name of the first>".
     SEQUENCE = "sequence:"
+    # Repeated regions in a trace without step annotations: "region:<names>".
+    REGION = "region:"
 
     @classmethod
     def named(cls, kind: IterationSource, region: str) -> Self:
@@ -41,7 +43,7 @@ class IterationSource(StrEnum):
     def _missing_(cls, value: object) -> IterationSource | None:
         # A named region's source: a member of its kind (ANNOTATION, SEQUENCE) whose value
         # carries the name, made here since names are the trace's, not a fixed list.
-        for kind in (cls.ANNOTATION, cls.SEQUENCE):
+        for kind in (cls.ANNOTATION, cls.SEQUENCE, cls.REGION):
             if isinstance(value, str) and value.startswith(kind.value):
                 member = str.__new__(cls, value)
                 member._name_ = kind.name
@@ -56,7 +58,7 @@ class IterationSource(StrEnum):
 
     @property
     def region(self) -> str | None:
-        """The region's name of an ANNOTATION or SEQUENCE source (None for the others)."""
+        """The region's name of an ANNOTATION, SEQUENCE or REGION source (None for the others)."""
         kind = self.kind
         return self.value.removeprefix(kind.value) if self is not kind else None
 

@@ -29,6 +29,7 @@ import polars as pl
 
 from traceanalyze.analyses.accounting import ITERATION
 from traceanalyze.analyses.activities import per_trace
+from traceanalyze.analyses.repeated import group_spans, region_groups
 from traceanalyze.analyses.step.times import step_times
 from traceanalyze.errors import UsageError
 from traceanalyze.link import RUNTIME_CATS
@@ -43,6 +44,10 @@ CAPTURE = "capture"
 REGION = "region"
 WHOLE = "whole trace"
 WARM_UP = "warm-up"
+WARM_UP_REGION = "warm-up region"
+# A repeated region named as a warm-up (a benchmark's `warmup|forward` before its
+# `measure|forward`): one-off work by the trace's own word, left out of the means.
+WARM_UP_NAME = r"(?i)warm[-_ ]?up"
 # A step is `warm-up` when GPU work launched before the rank's first step (or with no launch
 # recorded) runs in at least this share of its window: the profiler's warm-up steps' work
 # queued ahead of the first recorded step, whose launches the trace dropped. Its GPU busy and
@@ -59,6 +64,8 @@ KINDS: dict[str, str | None] = {
     CAPTURE: "CUDA graph capture step: one-off capture and instantiation, not a replay",
     WARM_UP: "GPU work launched before the first step (the profiler's warm-up, launches not "
     f"recorded) runs in {WARM_UP_MIN_PCT:g}% or more of its window: its GPU time is not its own",
+    WARM_UP_REGION: "a repeated region named as a warm-up: one-off work (lazy init, allocator "
+    "growth, first calls), not a steady step",
 }
 # Runtime calls that only a step capturing a CUDA (or HIP) graph makes.
 CAPTURE_CALLS = (
@@ -93,8 +100,9 @@ DEFINITIONS: dict[str, str] = {
     "last step with no GPU activity), `empty` (no GPU activity while others have some), "
     "`capture` (a step that captures a CUDA graph), `warm-up` (GPU work launched before the "
     "first step or with no launch recorded, `carried_in_warmup_us`, runs in "
-    f"{WARM_UP_MIN_PCT:g}% or more of its window), `region` (a repeated annotation or "
-    "sequence of annotations), `whole trace`",
+    f"{WARM_UP_MIN_PCT:g}% or more of its window), `region` (a repeated annotation, sequence "
+    "of annotations, or repeated region of a trace without step annotations), `warm-up region` "
+    "(such a region whose name says warm-up, e.g. `...|warmup|forward`), `whole trace`",
     "flag": "null, or why the iteration is left out of the means (its kind) or stands out: an "
     "outlier whose wall time is further from the median than "
     f"{OUTLIER_MAD_K:g} median absolute deviations and {NOISE_PCT:g}% of the median (with at "
@@ -103,13 +111,18 @@ DEFINITIONS: dict[str, str] = {
     f"{FIRST_STEP_RATIO_MAX_ROWS} iterations, {FIRST_STEP_MIN_RATIO:g} times the median wall of "
     "the others or more, is left out of the means and the verdict alike",
     "counted": "whether the iteration is in the per-iteration means and the verdict (one "
-    "population for every command): every kind but closing, empty, capture and warm-up "
+    "population for every command): every kind but closing, empty, capture, warm-up and "
+    "warm-up region "
     "(unless none would be left) and a first step flagged as waiting on the CPU, or what "
     "--iterations / --skip chose",
     "iteration_coverage_pct": "the share of the trace's GPU activity time launched inside the "
     "iterations; a repeated annotation below "
     f"{MIN_COVERAGE_PCT:g}% gives way to the repeated sequence of top-level annotations (from "
-    "one start of its first annotation to the next), else to the whole trace",
+    "one start of its first annotation to the next), else to the whole trace. A trace without "
+    "step annotations takes its repeated regions (annotations at any depth running the same "
+    "operators, as `cold` finds them) as iterations when they hold "
+    f"{MIN_COVERAGE_PCT:g}% of the GPU activity time launched from the first region on (work "
+    "before it is setup, in no iteration), else the whole trace",
     "iterations_left_out": "how many iterations the means leave out (`iteration_note` says "
     "which and why)",
     "spread_per_iter": "`<figure>_min`, `_median` and `_max` over the counted iterations for "
@@ -342,6 +355,8 @@ def classify_iterations(trace: Trace) -> pl.DataFrame:
             last=pl.col("iteration") == pl.col("iteration").max().over("rank"),
         )
     )
+    names = trace.iterations.lazy().select(*ITERATION, "name").unique(ITERATION)
+    rows = rows.join(names, on=ITERATION, how="left")
     kinds = rows.with_columns(kind=_kind_expr(trace.iteration_source)).with_columns(
         counted=pl.col("kind").is_in([k for k, why in KINDS.items() if why is None])
     )
@@ -371,6 +386,8 @@ def _kind_expr(source: IterationSource) -> pl.Expr:
     idle = ~pl.col("active") & pl.col("rank_active")
     steps = source is IterationSource.PROFILER_STEP
     warm_up = pl.col("carried_in_warmup_us") >= pl.col("wall_us") * WARM_UP_MIN_PCT / 100
+    regions = source.kind is IterationSource.REGION
+    named_warm_up = pl.lit(regions) & pl.col("name").str.contains(WARM_UP_NAME).fill_null(False)
     return (
         pl.when(pl.col("capture"))
         .then(pl.lit(CAPTURE))
@@ -380,6 +397,8 @@ def _kind_expr(source: IterationSource) -> pl.Expr:
         .then(pl.lit(EMPTY))
         .when(warm_up & (pl.col("carried_in_warmup_us") > 0))
         .then(pl.lit(WARM_UP))
+        .when(named_warm_up)
+        .then(pl.lit(WARM_UP_REGION))
         .otherwise(pl.lit(PROFILED if steps else REGION))
     )
 
@@ -425,7 +444,11 @@ def coverage_pct(trace: Trace) -> float | None:
 def regions(trace: Trace) -> Trace:
     """``trace`` with iterations that cover the work: a repeated annotation that covers less
     than ``MIN_COVERAGE_PCT`` of the GPU activity gives way to the repeated sequence of
-    top-level annotations, else to the whole trace."""
+    top-level annotations, else to the whole trace. A trace without step annotations takes its
+    repeated regions where they hold the work from the first one on."""
+    if trace.iteration_source is IterationSource.WHOLE_TRACE:
+        found = _region_steps(trace)
+        return trace if found is None else found
     if trace.iteration_source.kind is not IterationSource.ANNOTATION or _covers(trace):
         return trace
     sequence = _sequence_spans(trace.cpu)
@@ -436,6 +459,40 @@ def regions(trace: Trace) -> Trace:
         if _covers(candidate):
             return candidate
     return _with_iterations(trace, _whole_spans(trace), IterationSource.WHOLE_TRACE)
+
+
+def _region_steps(trace: Trace) -> Trace | None:
+    """``trace`` with the repeated regions (:mod:`~traceanalyze.analyses.repeated`, the best
+    group of each rank) as iterations, or None: no GPU activity, a rank without repeated
+    regions, or regions that hold less than ``MIN_COVERAGE_PCT`` of the GPU activity time
+    launched from the first region on."""
+    groups = region_groups(trace)
+    if not trace.gpu.height or not groups.height:
+        return None
+    best = groups.group_by("rank", maintain_order=True).head(1)  # sorted best first
+    if best["rank"].n_unique() < trace.iterations["rank"].n_unique():
+        return None
+    spans = group_spans(trace, best)
+    steps = spans.select(
+        "rank",
+        iteration=pl.int_range(pl.len(), dtype=pl.Int64).over("rank"),
+        name="name",
+        ts_ns="ts_ns",
+        dur_ns="dur_ns",
+    ).cast(ITERATION_SCHEMA)  # type: ignore[arg-type]
+    names = " / ".join(spans["name"].unique(maintain_order=True).to_list())
+    candidate = _with_iterations(trace, steps, IterationSource.named(IterationSource.REGION, names))
+    return candidate if _holds_from_first(candidate) else None
+
+
+def _holds_from_first(trace: Trace) -> bool:
+    """Whether the iterations hold ``MIN_COVERAGE_PCT`` of the GPU activity time launched
+    from the rank's first iteration on (what ran before is setup, not a missed step)."""
+    first = trace.iterations.group_by("rank").agg(first=pl.col("ts_ns").min())
+    after = trace.gpu.join(first, on="rank").filter(pl.col("launch_ts_ns") >= pl.col("first"))
+    total = int(after["dur_ns"].sum())
+    inside = int(after.filter(pl.col("iteration").is_not_null())["dur_ns"].sum())
+    return total > 0 and inside * 100 >= total * MIN_COVERAGE_PCT
 
 
 def _covers(trace: Trace) -> bool:
@@ -539,6 +596,12 @@ def _notes(
             f"whole trace taken as one iteration: the repeated annotation `{name}` covers "
             f"{coverage_pct(origin) or 0:.1f}% of the GPU activity, no repeated sequence of "
             f"top-level annotations covers {MIN_COVERAGE_PCT:.0f}%"
+        )
+    if source.kind is IterationSource.REGION:
+        parts.append(
+            f"iterations are the repeated regions `{source.region}` (the trace has no step "
+            "annotation; `cold` finds the same regions as its calls); GPU work launched before "
+            "the first region is setup, in no iteration"
         )
     if source.kind is IterationSource.SEQUENCE:
         parts.append(
