@@ -14,6 +14,7 @@ from click.testing import CliRunner
 import traceanalyze
 from tests.conftest import SHARED, skip_without
 from tests.micro import annotation, call, kernel, load, op, present, write_trace
+from traceanalyze.analyses.calls import find_calls
 from traceanalyze.analyses.iterations import (
     Selection,
     choice_of,
@@ -372,3 +373,85 @@ def test_iteration_source_is_an_enum_whose_json_is_its_text(tmp_path: Path) -> N
     naive = summary(traceanalyze.load(SAMPLES / "h200_default" / "naive.json.gz"))
     assert naive.iteration_source is IterationSource.PROFILER_STEP
     assert IterationSource("whole trace") is IterationSource.WHOLE_TRACE
+
+
+def forward_region(name: str, start: float, dur: float, correlation: int) -> list[Event]:
+    """A benchmark's region (``name``) whose conv2d launches one 10 µs kernel."""
+    return [
+        annotation(name, start, dur),
+        op("aten::conv2d", start + 1, 5),
+        call("cudaLaunchKernel", start + 2, 2, correlation),
+        kernel("conv_k", start + 10, 10, correlation),
+    ]
+
+
+# hta_alexnet_a100 reduced: no step annotation; setup work, then a warm-up and a measured
+# forward nested in one top-level region (which is no step: it does not repeat).
+BENCHMARK = [
+    annotation("[param|cuda]", 0, 1000),
+    op("aten::to", 5, 20),
+    call("cudaMemcpyAsync", 6, 2, 1),
+    kernel("Memcpy HtoD", 8, 50, 1, cat="gpu_memcpy"),
+    *forward_region("model|warmup|forward", 100, 400, 2),
+    *forward_region("model|measure|forward", 600, 50, 3),
+]
+
+
+def test_repeated_regions_are_the_steps_of_a_trace_without_step_annotations(
+    tmp_path: Path,
+) -> None:
+    trace = load(tmp_path, BENCHMARK)
+    assert trace.iteration_source == "whole trace"  # what the linker found
+    result = summary(trace)
+    assert result["iteration_source"] == ("region:model|warmup|forward / model|measure|forward")
+    assert step_rows(trace).select(*ROWS, "wall_us").rows() == [
+        (
+            0,
+            "warm-up region",
+            "a repeated region named as a warm-up: one-off work (lazy init, allocator growth, "
+            "first calls), not a steady step",
+            False,
+            1,
+            0,
+            10.0,
+            400.0,
+        ),
+        (1, "region", None, True, 1, 0, 10.0, 50.0),
+    ]
+    # The measured forward alone: its window is its CPU span, 10 of its 50 µs GPU busy.
+    assert (result["iterations"], result["wall_us_per_iter"]) == (1, 50.0)
+    assert result["gpu_busy_us_per_iter"] == 10.0
+    # The setup copy (50 of the 70 µs of GPU activity) is in no iteration.
+    assert result["iteration_coverage_pct"] == pytest.approx(20 / 70 * 100)
+    assert "GPU work launched before the first region is setup" in result["iteration_note"]
+
+
+def test_regions_that_miss_the_work_after_them_leave_the_whole_trace(tmp_path: Path) -> None:
+    # After the regions, unannotated work holds most of the GPU time: no loop of regions.
+    events = [
+        *BENCHMARK,
+        op("aten::mm", 700, 10),
+        call("cudaLaunchKernel", 701, 2, 4),
+        kernel("gemm_k", 710, 100, 4),
+    ]
+    result = summary(load(tmp_path, events))
+    assert result["iteration_source"] == "whole trace"
+    assert result["iterations"] == 1
+
+
+def test_hta_alexnet_steps_are_the_forwards_cold_finds() -> None:
+    path = PUBLIC / "hta_alexnet_a100.json.gz"
+    skip_without(path)
+    trace = traceanalyze.load(path)
+    result = summary(trace)
+    assert result["iteration_source"].startswith("region:[param|pytorch.model.alex_net")
+    # Recomputed from the raw JSON: the measure|forward annotation spans 79,678 µs, and the
+    # GPU runs 5,282 µs of it; the warm-up (12,757,093 µs) is left out.
+    assert (result["iterations"], result["iterations_left_out"]) == (1, 1)
+    assert result["wall_us_per_iter"] == 79_678.0
+    assert result["gpu_busy_us_per_iter"] == 5_282.0
+    kinds = step_rows(trace).select("kind", "wall_us").rows()
+    assert kinds == [("warm-up region", 12_757_093.0), ("region", 79_678.0)]
+    # One rule: cold's calls are the same regions.
+    calls = find_calls(trace).spans
+    assert calls["ts_ns"].to_list() == choice_of(trace).regions.iterations["ts_ns"].to_list()
