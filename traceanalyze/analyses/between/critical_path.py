@@ -1,9 +1,9 @@
 """`critical-path`: per iteration, the chain of work that set its length, and what freeing an
 item of it would buy.
 
-The path is walked back from the end of the iteration's window (the step model's window, from
-the step's start on the CPU to the later end of its two sides, so the window's length is the
-accounting's ``wall_us``; :func:`critical_graph.iteration_bounds`) through each node's
+The path is walked back from the end of the iteration's window (the span of its slower side:
+the step, or its GPU span on its longest device, whichever is longer, so the window's length
+is the accounting's ``wall_us``; :func:`critical_graph.iteration_bounds`) through each node's
 last-arriving predecessor (:mod:`critical_graph`, :mod:`critical_walk`) to the window's start.
 Its segments tile the window, so the path's length equals the span, and the span the wall
 time, by construction (a test checks both on every trace).

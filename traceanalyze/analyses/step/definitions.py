@@ -16,11 +16,10 @@ DEFINITIONS: dict[str, str] = {
     "sets launched in the step",
     "gpu_kernel_us_per_iter": "the kernels' part of that GPU activity time",
     "gpu_span_us_per_iter": "first start to last end of the GPU activities the step launched",
-    "wall_us_per_iter": "the step's window: from the step's start on the CPU (a wait before its "
-    "first launch, such as data loading, is in it) to the later of its end on the CPU and the "
-    "end of the GPU work it launched; windows of a rank never overlap (one starts no earlier "
-    "than the previous ends, and right there where that end falls after the step began on the "
-    "CPU): the pace of back-to-back steps, that of the slower side",
+    "wall_us_per_iter": "the step's window: the span of its slower side, the step on the CPU "
+    "or, where longer, the GPU span of the work it launched; windows of a rank never overlap "
+    "(one starts no earlier than the previous ends, and right there where that end falls "
+    "after the step began on the CPU): the pace of back-to-back steps",
     "gpu_busy_us_per_iter": "time at least one GPU activity runs in the step's window, whatever "
     "its launch time: the union of the intervals across streams (and a rank's devices), cut "
     "at the window's bounds",

@@ -1,14 +1,13 @@
 """The step window, and GPU busy time clipped to it.
 
-A step's **window** starts where the step starts on the CPU (its annotation), so a step that
-waits before launching anything (loading data) shows that wait, and the first step holds what
-the GPU ran from its start on. It ends where both sides are done: the later of the step's end
-on the CPU and the end of the GPU work it launched, so a GPU-bound step (whose CPU runs ahead)
-is as long as its slower side. Windows of one rank never overlap: a window starts no earlier
-than the earlier ones have ended, and where the previous window ends after the step began on
-the CPU it starts right there (a GPU-bound loop's step starts where the GPU finished the
-previous one), so back-to-back steps' windows tile the timeline and their length, the step's
-``wall_us``, is its period (time between steps that run apart belongs to none).
+A step's **window** starts where its slower side starts: the step on the CPU (its
+annotation), or, where the GPU work the step launched takes longer from its first start to its
+last end, that work's first start (a GPU-bound loop's CPU runs ahead, and its step is paced by
+the GPU). It ends where both sides are done: the later of the step's end on the CPU and the end
+of the GPU work it launched. Windows of one rank never overlap: a window starts no earlier than
+the earlier ones have ended, and where the previous window ends after the step began on the CPU
+it starts right there, so back-to-back steps' windows tile the timeline and their length, the
+step's ``wall_us``, is its period (time between steps that run apart belongs to none).
 
 GPU time inside a window counts whatever its launch time: work launched before the step (by an
 earlier step, by the CPU before the profiler started, or outside every step) that is still
@@ -41,11 +40,11 @@ def step_windows(trace: Trace) -> pl.DataFrame:
         .group_by(STEP)
         .agg(own_lo_ns=pl.col("ts_ns").min(), own_hi_ns=(pl.col("ts_ns") + pl.col("dur_ns")).max())
     )
-    # From the step's start on the CPU: its own GPU work starts no earlier (it is launched in
-    # the step), and a leading wait before the first launch is the step's (issue 38: a first
-    # step that started at its first GPU activity left 763 µs of htadiff_cudagraph in no window).
+    on_gpu = (pl.col("own_hi_ns") - pl.col("own_lo_ns")).fill_null(0) > (
+        pl.col("cpu_hi_ns") - pl.col("cpu_lo_ns")
+    ).fill_null(0)
     raw = steps.join(own, on=STEP, how="left").with_columns(
-        lo_ns=pl.coalesce("cpu_lo_ns", "own_lo_ns"),
+        lo_ns=pl.when(on_gpu).then("own_lo_ns").otherwise("cpu_lo_ns"),
         hi_ns=pl.max_horizontal("cpu_hi_ns", "own_hi_ns"),
     )
     # A window starts where every earlier one of its rank has ended (the furthest end so far),
