@@ -455,3 +455,19 @@ def test_hta_alexnet_steps_are_the_forwards_cold_finds() -> None:
     # One rule: cold's calls are the same regions.
     calls = find_calls(trace).spans
     assert calls["ts_ns"].to_list() == choice_of(trace).regions.iterations["ts_ns"].to_list()
+
+
+def test_a_step_paced_by_its_gpu_keeps_its_leading_wait(tmp_path: Path) -> None:
+    # The step's kernel (50 µs) spans longer than the step on the CPU (5 µs): the window ends at
+    # the kernel, and starts at the step's CPU start, since the GPU ran nothing before (the
+    # 10 µs before the kernel, a data load's wait in a real step, are the step's).
+    result = step_rows(load(tmp_path, step(1, 0, 5, 1, 50))).select("wall_us", "gpu_idle_us")
+    assert result.rows() == [(60.0, 10.0)]
+
+
+def test_a_step_paced_by_its_gpu_starts_after_earlier_gpu_work(tmp_path: Path) -> None:
+    # Work launched before the profiler (no launch recorded) runs until 8 µs: the window starts
+    # there, not at the CPU start (0), so the GPU's time on earlier work is no step's.
+    events = [*step(1, 0, 5, 1, 50), kernel("earlier_k", -20, 28, 99)]
+    result = step_rows(load(tmp_path, events)).select("wall_us", "gpu_busy_us", "carried_in_us")
+    assert result.rows() == [(52.0, 50.0, 0.0)]

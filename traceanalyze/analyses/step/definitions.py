@@ -17,11 +17,11 @@ DEFINITIONS: dict[str, str] = {
     "gpu_kernel_us_per_iter": "the kernels' part of that GPU activity time",
     "gpu_span_us_per_iter": "first start to last end of the GPU activities the step launched",
     "wall_us_per_iter": "the step's window: the span of its slower side, the step on the CPU "
-    "or, where longer, the GPU span of the work it launched; windows of a rank never overlap "
-    "(one starts no earlier than the previous ends, and right there where that end falls "
-    "after the step began on the CPU): the pace of back-to-back steps. A step whose window "
-    "starts at its GPU work (a rank's first step, or one after a pause, paced by the GPU) "
-    "leaves the CPU's time before that work in no window",
+    "or, where longer, the GPU span of the work it launched, that one from where the GPU last "
+    "ran other work before it (no earlier than the step's CPU start: the GPU's idle time before "
+    "the step's first activity, such as a wait for data loading, is the step's); windows of a "
+    "rank never overlap (one starts no earlier than the previous ends, and right there where "
+    "that end falls after the step began on the CPU): the pace of back-to-back steps",
     "gpu_busy_us_per_iter": "time at least one GPU activity runs in the step's window, whatever "
     "its launch time: the union of the intervals across streams (and a rank's devices), cut "
     "at the window's bounds",

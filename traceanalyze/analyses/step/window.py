@@ -3,7 +3,9 @@
 A step's **window** starts where its slower side starts: the step on the CPU (its
 annotation), or, where the GPU work the step launched takes longer from its first start to its
 last end, that work's first start (a GPU-bound loop's CPU runs ahead, and its step is paced by
-the GPU). It ends where both sides are done: the later of the step's end on the CPU and the end
+the GPU), moved back over the GPU's idle time before it down to the step's CPU start (a step
+that waits for data before its first launch shows that wait; the GPU's time on earlier work
+stays out: skeptic38c finding 6). It ends where both sides are done: the later of the step's end on the CPU and the end
 of the GPU work it launched. Windows of one rank never overlap: a window starts no earlier than
 the earlier ones have ended, and where the previous window ends after the step began on the CPU
 it starts right there, so back-to-back steps' windows tile the timeline and their length, the
@@ -43,10 +45,34 @@ def step_windows(trace: Trace) -> pl.DataFrame:
     on_gpu = (pl.col("own_hi_ns") - pl.col("own_lo_ns")).fill_null(0) > (
         pl.col("cpu_hi_ns") - pl.col("cpu_lo_ns")
     ).fill_null(0)
-    raw = steps.join(own, on=STEP, how="left").with_columns(
-        lo_ns=pl.when(on_gpu).then("own_lo_ns").otherwise("cpu_lo_ns"),
-        hi_ns=pl.max_horizontal("cpu_hi_ns", "own_hi_ns"),
+    # Paced by the GPU, the window starts where the GPU was last busy before the step's work
+    # (its leading idle, such as a wait for data loading, is the step's; the GPU's time on
+    # earlier work is not), and no earlier than the step on the CPU.
+    ends = (
+        trace.gpu.lazy()
+        .filter(pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null())
+        .select("rank", before_ns=pl.col("ts_ns") + pl.col("dur_ns"))
+        .sort("before_ns")
     )
+    joined = (
+        steps.join(own, on=STEP, how="left")
+        .sort("own_lo_ns")
+        .join_asof(
+            ends,
+            left_on="own_lo_ns",
+            right_on="before_ns",
+            by="rank",
+            strategy="backward",
+            check_sortedness=False,
+        )
+    )
+    from_gpu = pl.max_horizontal(
+        "cpu_lo_ns", pl.min_horizontal(pl.col("before_ns").fill_null(0), "own_lo_ns")
+    )
+    raw = joined.with_columns(
+        lo_ns=pl.when(on_gpu).then(from_gpu).otherwise("cpu_lo_ns"),
+        hi_ns=pl.max_horizontal("cpu_hi_ns", "own_hi_ns"),
+    ).drop("before_ns")
     # A window starts where every earlier one of its rank has ended (the furthest end so far),
     # and where that end falls inside the step (after it began on the CPU), right there: the
     # time between the two belongs to the step, so back-to-back windows leave no hole.
