@@ -5,11 +5,12 @@ annotation), or, where the GPU work the step launched takes longer from its firs
 last end, that work's first start (a GPU-bound loop's CPU runs ahead, and its step is paced by
 the GPU), moved back over the GPU's idle time before it down to the step's CPU start (a step
 that waits for data before its first launch shows that wait; the GPU's time on earlier work
-stays out: skeptic38c finding 6). It ends where both sides are done: the later of the step's end on the CPU and the end
-of the GPU work it launched. Windows of one rank never overlap: a window starts no earlier than
-the earlier ones have ended, and where the previous window ends after the step began on the CPU
-it starts right there, so back-to-back steps' windows tile the timeline and their length, the
-step's ``wall_us``, is its period (time between steps that run apart belongs to none).
+stays out: skeptic38c finding 6). It ends where both sides are done: the later of the step's
+end on the CPU and the end of the GPU work it launched. Windows of one rank never overlap: a
+window starts no earlier than the earlier ones have ended, and where the previous window ends
+after the step began on the CPU it starts right there, so back-to-back steps' windows tile the
+timeline and their length, the step's ``wall_us``, is its period (time between steps that run
+apart belongs to none).
 
 GPU time inside a window counts whatever its launch time: work launched before the step (by an
 earlier step, by the CPU before the profiler started, or outside every step) that is still
