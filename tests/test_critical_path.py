@@ -62,8 +62,9 @@ def expected_items(*rows: tuple[str, str, float, float]) -> pl.DataFrame:
 
 # GPU-bound: two kernels back to back on one stream, launched early by a short CPU step.
 # A (GEMM, 10-60) waits for its launch at 6; B (softmax, 60-100) for A (its launch was at 21).
-# The GPU's span (10-100, 90 us) is longer than the step's (0-50): the iteration's window is
-# the GPU's span, as its wall time is (accounting), and the path is A then B, 90 us.
+# The GPU's span (10-100, 90 us) is longer than the step's (0-50): the iteration's window runs
+# to the GPU's end, from the step's start (the GPU ran nothing before A), as its wall time
+# does (accounting), and the path is the CPU up to A's launch (10 us), then A and B.
 GPU_BOUND = [
     annotation("ProfilerStep#1", 0, 50),
     op("aten::mm", 5, 10),
@@ -77,21 +78,32 @@ GPU_BOUND = [
 
 def test_gpu_bound_path_runs_through_its_kernels(tmp_path: Path) -> None:
     path = path_of(tmp_path, GPU_BOUND)
-    assert path.span_us_per_iter == path.length_us_per_iter == 90
+    assert path.span_us_per_iter == path.length_us_per_iter == 100
     assert path.span_us_per_iter == mean_per_iter(counted(path_trace(tmp_path)), "wall_us")
-    assert kinds(path) == {"kernel:gemm": 50, "kernel:softmax": 40}
+    # The step's annotation until aten::mm (5), the op until its launch (1), the launch until
+    # A starts (4).
+    assert kinds(path) == {
+        "annotation": 5,
+        "cpu_op": 1,
+        "launch": 4,
+        "kernel:gemm": 50,
+        "kernel:softmax": 40,
+    }
     # Free the GEMM and B starts once its own launch (21) has come: 39 us shorter. Free the
     # softmax and the step ends with A at 60 (its CPU side ended at 50): 40 us shorter.
     assert_frame_equal(
         items(path),
         expected_items(
+            ("ProfilerStep#1", "annotation", 5.0, 5.0),
             (SGEMM, "kernel:gemm", 50.0, 39.0),
+            ("aten::mm", "cpu_op", 1.0, 1.0),
+            ("cudaLaunchKernel", "launch", 4.0, 4.0),
             (SOFTMAX, "kernel:softmax", 40.0, 40.0),
         ),
     )
     # One step, GPU-bound by 20 points: the step model's verdict on that step alone, and the
     # path's make-up.
-    assert path_verdict(path).startswith("GPU-bound; the critical path is 100% GPU work")
+    assert path_verdict(path).startswith("GPU-bound; the critical path is 90% GPU work")
 
 
 # CPU-bound: two ops with short kernels; the step's CPU side ends last (100) after the last
@@ -191,11 +203,19 @@ def test_a_stream_waiting_for_another_streams_kernel_puts_that_kernel_on_the_pat
     tmp_path: Path,
 ) -> None:
     path = path_of(tmp_path, CROSS_STREAM)
-    # The window is the GPU span, 10-120: B 15, the wait's release 100-105, C 12-100, and
-    # before it C's launch (from its call at 6, clipped to the window's start at 10).
-    assert path.span_us_per_iter == path.length_us_per_iter == 110
-    assert kinds(path) == {"kernel:softmax": 15, "gap": 5, "kernel:communication": 88, "launch": 2}
-    assert "94% GPU work" in path_verdict(path)
+    # The window runs from the step's start (the GPU ran nothing before) to the GPU's end,
+    # 0-120: B 15, the wait's release 100-105, C 12-100, C's launch from its call at 6, and the
+    # CPU before it (allreduce_ from 5, mm 1-5, the step's annotation 0-1).
+    assert path.span_us_per_iter == path.length_us_per_iter == 120
+    assert kinds(path) == {
+        "kernel:softmax": 15,
+        "gap": 5,
+        "kernel:communication": 88,
+        "launch": 7,
+        "cpu_op": 4,
+        "annotation": 1,
+    }
+    assert "86% GPU work" in path_verdict(path)
 
 
 # A cudaMemcpyAsync to pageable memory blocks until its copy is done (hta_negative_queue: a
@@ -283,8 +303,11 @@ def test_json_keys_and_markdown(tmp_path: Path) -> None:
         "items",
         "notes",
     ]
-    assert record["by_thread"] == []  # all of this path is on the GPU
-    assert sum(row["us_per_iter"] for row in record["by_kind"]) == pytest.approx(90)
+    # The CPU until the first kernel starts (10 us), then the GPU.
+    assert record["by_thread"] == [
+        {"rank": 0, "thread": 1, "autograd_engine": False, "us_per_iter": 10.0}
+    ]
+    assert sum(row["us_per_iter"] for row in record["by_kind"]) == pytest.approx(100)
     assert set(record["items"][0]) == {"name", "kind", "us_per_iter", "slack_us_per_iter"}
     top = CliRunner().invoke(main, ["critical-path", str(trace), "--format", "json", "--top", "1"])
     assert [row["name"] for row in json.loads(top.output)["items"]] == [SGEMM]
@@ -292,7 +315,7 @@ def test_json_keys_and_markdown(tmp_path: Path) -> None:
     out.parent.mkdir()
     result = CliRunner().invoke(main, ["critical-path", str(trace), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "the critical path is 100% GPU work" in out.read_text()
+    assert "the critical path is 90% GPU work" in out.read_text()
     assert (out.parent / "path_path.png").read_bytes().startswith(b"\x89PNG")
 
 
