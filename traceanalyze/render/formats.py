@@ -148,6 +148,20 @@ def shown_table(
 TABLE: Forms[pl.DataFrame] = Forms(markdown=shown_table)
 
 
+def query_table(frame: pl.DataFrame, **_options: Any) -> str:
+    """A SQL query's result for people: its columns under the query's own names and its
+    values as they are (numbers with thousands separators, floats rounded), never a heading,
+    unit or shortened name read into a column the user named (``count(*) AS bytes`` is a
+    count, not a size)."""
+    if not frame.height:
+        return "No rows.\n"
+    return markdown_table(frame, units=False)
+
+
+# A SQL query's result: JSON rows, CSV table, markdown with the query's column names.
+QUERY: Forms[pl.DataFrame] = Forms(markdown=query_table)
+
+
 def table_forms(command: str, views: Sequence[str]) -> Forms[pl.DataFrame]:
     """The forms of a table command's frame (its ``--by`` view already chosen)."""
     return Forms(
