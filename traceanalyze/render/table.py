@@ -119,7 +119,9 @@ def _column_format(column: pl.Series, digits: int, *, units: bool = True) -> Any
         return lambda value: "" if value is None else byte_size(float(value))
     if column.dtype.is_float():
         known = column.drop_nulls().drop_nans()
-        share = units and _is_share(column.name)  # always ``digits`` places, even when all are whole
+        share = units and _is_share(
+            column.name
+        )  # always ``digits`` places, even when all are whole
         whole = known.len() and (known == known.round(0)).all() and known.abs().max() < 1e15  # type: ignore[operator]
         if whole and not share:
             return lambda value: _cell(value if value is None else round(value), digits)
