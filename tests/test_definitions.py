@@ -164,3 +164,14 @@ def test_every_figure_an_audit_finding_names_is_defined() -> None:
     names = _defined_names(_docs())
     # X_per_iter is the mean of a per-step table's X (DERIVED): `own_busy_us_per_iter`.
     assert not [f for f in FIGURES if f not in names and f.removesuffix("_per_iter") not in names]
+
+
+def test_no_name_is_defined_twice_in_docs() -> None:
+    # One figure, one definition: a second ``- `name`: ...`` line (the step model's
+    # wall_us_per_iter again per rank, issue 41's newcomer pass) is a second meaning.
+    seen: dict[str, int] = {}
+    for line in re.findall(r"^\s*[-*] (.+)$", _docs(), re.MULTILINE):
+        head = re.match(r"((?:`[a-z0-9_]+`(?:,? (?:and |or )?)?)+)(?: \([^)]*\))?: ", line)
+        for name in set(re.findall(r"`([a-z0-9_]+)`", head[1])) if head else ():
+            seen[name] = seen.get(name, 0) + 1
+    assert not [name for name, n in seen.items() if n > 1]
