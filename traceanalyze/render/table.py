@@ -206,11 +206,23 @@ def _cell(value: Any, digits: int) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, Mapping):
-        return ", ".join(f"{k}: {_cell(v, digits)}" for k, v in value.items())
+        return ", ".join(f"{k}: {_cell(v, digits)}" for k, v in _whole_counts(value).items())
     if isinstance(value, (list, tuple)):
         return ", ".join(_cell(v, digits) for v in value)
     text = str(value).translate(_ESCAPED).replace("|", "\\|")
     return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " ")
+
+
+def _whole_counts(mapping: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    """A mapping whose numbers are all whole (counts per iteration that came out even:
+    ``gemm: 2.0``) with them as integers (``gemm: 2``, never ``2.00``); any other as it is,
+    so one map keeps one number format."""
+    numbers = [v for v in mapping.values() if isinstance(v, float)]
+    if not numbers or not all(
+        math.isfinite(v) and v.is_integer() and abs(v) < 1e15 for v in numbers
+    ):
+        return mapping
+    return {k: round(v) if isinstance(v, float) else v for k, v in mapping.items()}
 
 
 def _escaped(text: pl.Expr) -> pl.Expr:
