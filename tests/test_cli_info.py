@@ -256,3 +256,25 @@ def test_devices_described_by_what_the_trace_says(tmp_path: Path) -> None:
     result = run(path, "--format", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)[0]["devices"] == ["NVIDIA H200", "device 1"]
+
+
+def test_span_ms_is_the_recorded_work_not_the_profilers_envelope(tmp_path: Path) -> None:
+    # span_ms's definition: CPU ops, annotations, runtime calls and GPU activities; the
+    # profiler's `Trace` envelope, instant events and GPU-side annotations are left out.
+    envelope = {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": 1, "tid": 1,
+                "ts": -500, "dur": 2000}  # fmt: skip
+    instant = {"ph": "i", "cat": "cpu_instant_event", "name": "Record Window End", "pid": 1,
+               "tid": 1, "ts": 1400, "s": "t"}  # fmt: skip
+    gpu_note = kernel("ProfilerStep#1", -100, 900, 1, cat="gpu_user_annotation")
+    path = write_trace(tmp_path, [*EVENTS, envelope, instant, gpu_note], name="env.json")
+    (record,) = json.loads(run(path, "--format", "json").stdout)
+    assert record["span_ms"] == pytest.approx(0.1)  # the annotation's 0-100 µs
+    assert record["event_counts"]["Trace"] == 1  # counted as an event, not in the span
+
+
+def test_streams_is_a_count_and_defined_as_one(trace: Path) -> None:
+    from traceanalyze.tables.definitions import COLUMN_DEFINITIONS
+
+    rows = json.loads(CliRunner().invoke(main, ["kernels", str(trace), "--format", "json"]).stdout)
+    assert all(isinstance(row["streams"], int) and row["streams"] >= 1 for row in rows)
+    assert COLUMN_DEFINITIONS["streams"].startswith("how many distinct streams")

@@ -89,3 +89,89 @@ def test_column_definitions_are_printed_in_formats_md() -> None:
     text = (DOCS / "formats.md").read_text(encoding="utf-8")
     for column, definition in COLUMN_DEFINITIONS.items():
         assert f"- `{column}`: {definition}." in text, column
+
+
+# Struct columns and JSON maps whose fields are figures (each must be defined); every other
+# map's keys are data (causes, categories, APIs, `cat` values) and the map itself is defined.
+FIGURE_MAPS = {"base_figures", "new_figures", "error_bars"}
+# `spread_per_iter`'s keys: X_min, X_median, X_max of a figure X_per_iter (its definition).
+SPREAD = re.compile(r"(.+)_(min|median|max)$")
+
+
+def _numeric(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _undefined_keys(value: object, table: tuple[str, str], names: set[str]) -> set[str]:
+    """The numeric keys, and the keys of maps of numbers, of a command's JSON with no
+    definition in docs/ (``name (map)`` for a map)."""
+    missing: set[str] = set()
+    if isinstance(value, list):
+        for item in value:
+            missing |= _undefined_keys(item, table, names)
+    if not isinstance(value, dict):
+        return missing
+    for key, item in value.items():
+        if _numeric(item) and not _defined(key, table, names):
+            missing.add(key)
+        elif isinstance(item, dict) and key == "spread_per_iter":
+            spread = {
+                k for k in item if not (m := SPREAD.match(k)) or f"{m[1]}_per_iter" not in names
+            }
+            missing |= spread
+        elif isinstance(item, dict) and key in FIGURE_MAPS:
+            missing |= {k for k, v in item.items() if _numeric(v) and not _defined(k, table, names)}
+        elif isinstance(item, dict) and item and all(_numeric(v) for v in item.values()):
+            if not _defined(key, table, names):
+                missing.add(f"{key} (map)")
+        else:
+            missing |= _undefined_keys(item, table, names)
+    return missing
+
+
+NAIVE = "sample_traces/h200_default/naive.json.gz"
+ONE_TRACE = [
+    "summary", "kernels", "idle", "streams", "launches", "memcpy", "iterations", "info",
+    "audit", "occupancy", "memory", "comms", "cold", "critical-path", "stacks", "roofline",
+    "attention",
+]  # fmt: skip
+JSON_COMMANDS = [[c, NAIVE] for c in ONE_TRACE] + [
+    ["compare", "sample_traces/h200_default"],
+    ["diff", NAIVE, "sample_traces/h200_default/sdpa_flash.json.gz"],
+    ["explain", NAIVE, "sample_traces/h200_default/sdpa_flash.json.gz"],
+]
+
+
+@pytest.mark.parametrize("args", JSON_COMMANDS, ids=[a[0] for a in JSON_COMMANDS])
+def test_every_json_figure_key_is_defined_in_docs(args: list[str]) -> None:
+    # The declared tables cover the columns; a command's JSON also holds maps (summary's
+    # idle_us_by_cause, info's event_counts) and records of figures (explain's base_figures).
+    import json
+
+    from click.testing import CliRunner
+
+    from traceanalyze.cli import main
+
+    result = CliRunner().invoke(main, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    missing = _undefined_keys(json.loads(result.stdout), (args[0], ""), _defined_names(_docs()))
+    assert not missing, f"`{args[0]}` JSON keys with no definition in docs/: {sorted(missing)}"
+
+
+def test_every_figure_an_audit_finding_names_is_defined() -> None:
+    from traceanalyze.analyses.audit.figures import FIGURES
+
+    names = _defined_names(_docs())
+    # X_per_iter is the mean of a per-step table's X (DERIVED): `own_busy_us_per_iter`.
+    assert not [f for f in FIGURES if f not in names and f.removesuffix("_per_iter") not in names]
+
+
+def test_no_name_is_defined_twice_in_docs() -> None:
+    # One figure, one definition: a second ``- `name`: ...`` line (the step model's
+    # wall_us_per_iter again per rank, issue 41's newcomer pass) is a second meaning.
+    seen: dict[str, int] = {}
+    for line in re.findall(r"^\s*[-*] (.+)$", _docs(), re.MULTILINE):
+        head = re.match(r"((?:`[a-z0-9_]+`(?:,? (?:and |or )?)?)+)(?: \([^)]*\))?: ", line)
+        for name in set(re.findall(r"`([a-z0-9_]+)`", head[1])) if head else ():
+            seen[name] = seen.get(name, 0) + 1
+    assert not [name for name, n in seen.items() if n > 1]

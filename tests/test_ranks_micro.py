@@ -30,8 +30,9 @@ def launched(correlation: int, name: str, ts: float, dur: float, **where: Any) -
 def test_exposed_communication_and_overlap(tmp_path: Path) -> None:
     # Step 1 on device 0: compute [10, 25] and [40, 45] on stream 7; communication [20, 50] and
     # [45, 60] on stream 9 (union [20, 60] = 40 us); a copy [30, 35] that is not compute; and on
-    # device 1 a compute kernel [20, 50], which hides nothing on device 0. Compute overlaps the
-    # communication union in [20, 25] and [40, 45]: 10 us; exposed 30 us. Step 2: compute only.
+    # device 1 a compute kernel [20, 50], which hides nothing on device 0 for the overlap share
+    # (per device). Compute overlaps the communication union in [20, 25] and [40, 45]: 10 us
+    # of 40. Step 2: compute only.
     events = [
         annotation("ProfilerStep#1", 0, 100),
         op("aten::mm", 0.5, 5),
@@ -55,7 +56,9 @@ def test_exposed_communication_and_overlap(tmp_path: Path) -> None:
         "gpu_busy_us_per_iter": (50 + 10) / 2,
         "gpu_kernel_us_per_iter": (15 + 5 + 30 + 15 + 30 + 10) / 2,
         "communication_kernel_us_per_iter": (30 + 15) / 2,
-        "exposed_communication_us_per_iter": 30 / 2,
+        # The step model's (the summary's), the rank's GPUs together: device 1's compute
+        # [20, 50] hides device 0's collectives there, leaving [50, 60] exposed.
+        "exposed_communication_us_per_iter": 10 / 2,
         "overlap_pct_of_communication": 10 / 40 * 100,
         "collective_busbw_gbps_median": None,  # the kernels carry no collective args
         # The steps' windows (0-100, 100-200) minus their busy time.

@@ -62,3 +62,27 @@ def test_prose_numbers_have_thousands_separators_and_no_exponent() -> None:
         "0.095",
         "12,345.68",
     ]
+
+
+def test_a_map_of_whole_counts_prints_integers() -> None:
+    # summary's category_count / launch_apis: per-iteration means that came out even are
+    # counts (`gemm: 2`, not `gemm: 2.00`); a map with one fraction keeps one format.
+    text = markdown_record({"launch_apis": {"cudaLaunchKernel": 3.0, "cuLaunchKernelEx": 2.0}})
+    assert "cudaLaunchKernel: 3, cuLaunchKernelEx: 2 |" in text
+    mixed = markdown_record({"category_count": {"gemm": 2.0, "softmax": 0.5}})
+    assert "gemm: 2.00, softmax: 0.50 |" in mixed
+
+
+def test_summary_prints_its_per_category_counts_as_integers() -> None:
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from traceanalyze.cli import main
+
+    naive = Path(__file__).resolve().parents[1] / "sample_traces/h200_default/naive.json.gz"
+    text = CliRunner().invoke(main, ["summary", str(naive)]).stdout
+    [counts] = [line for line in text.splitlines() if line.startswith("| category_count |")]
+    [apis] = [line for line in text.splitlines() if line.startswith("| launch_apis |")]
+    assert "gemm: 2," in counts and ".00" not in counts
+    assert "cudaLaunchKernel: 3," in apis and ".00" not in apis

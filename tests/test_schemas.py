@@ -9,6 +9,7 @@ import importlib.util
 import inspect
 import io
 import json
+import re
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -227,3 +228,28 @@ def test_every_table_command_writes_markdown_and_json(
                 result = CliRunner().invoke(main, [*given, "--format", fmt])
                 assert result.exit_code == 0, (given, fmt, result.output)
                 assert result.stdout.strip(), (given, fmt)
+
+
+def test_the_formats_pages_csv_recipe_reads_a_zero_row_csv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CSV has no types: a plain read of a zero-row table is all strings and will not
+    # concatenate. docs/formats.md's recipe (run here as written) reads both with the schema.
+    from tests.micro import annotation, op, write_trace
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text()
+    [recipe] = re.findall(r"```python\n(.*?)```", docs, re.DOTALL)
+    no_gpu = write_trace(tmp_path, [annotation("ProfilerStep#1", 0, 100), op("aten::add", 1, 5)])
+    naive = Path(__file__).resolve().parents[1] / "sample_traces/h200_default/naive.json.gz"
+    for trace, name in ((naive, "a.csv"), (no_gpu, "empty.csv")):
+        result = CliRunner().invoke(main, ["kernels", str(trace), "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    assert pl.read_csv(tmp_path / "empty.csv").height == 0
+    with pytest.raises(pl.exceptions.SchemaError):  # what the recipe is for
+        pl.concat([pl.read_csv(tmp_path / n) for n in ("a.csv", "empty.csv")])
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, object] = {}
+    exec(recipe, scope)  # the documented snippet, run as a reader would
+    kernels = scope["kernels"]
+    assert isinstance(kernels, pl.DataFrame) and kernels.height == pl.read_csv("a.csv").height
+    assert kernels.schema == tables.csv_schema("kernels.kernel")

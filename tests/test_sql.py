@@ -76,7 +76,8 @@ def test_a_folder_of_variants_adds_the_variant() -> None:
             "SELECT k.name FROM kernels k JOIN cpu_ops c ON k.op_id = c.op_id WHERE c.bogus = 1",
             'no column "bogus" in kernels (51 columns), cpu_ops (19 columns).',
         ),
-        ("SELEC * FROM kernels", "the query failed: sql parser error"),
+        ("SELECT * FROM kernels WHERE", "the query failed: sql parser error"),
+        ("SELEC * FROM kernels", "only SELECT and WITH queries are run, not 'SELEC'"),
         ("SELECT name FROM kernels WHERE dur_us > 'a'", "cannot compare string with numeric"),
         ("  ", "the query is empty"),
     ],
@@ -331,3 +332,42 @@ def test_placement_names_what_no_iteration_holds(tmp_path: Path) -> None:
     summary = traceanalyze.summary(NAIVE)
     assert summary.gpu_activities_without_launch_total == 2
     assert summary.gpu_activities_outside_iterations_total == 0
+
+
+def test_markdown_keeps_the_querys_column_names_and_plain_numbers() -> None:
+    # A query's own columns mean what the query says: `count(*) AS bytes` is a count and
+    # `sum(dur_ns) AS total_us` nanoseconds, whatever the declared tables call those names.
+    query = "SELECT count(*) AS bytes, sum(dur_ns) AS total_us, 0.5 AS share_pct FROM kernels"
+    frame = traceanalyze.sql(NAIVE, query)
+    text = CliRunner().invoke(main, ["sql", str(NAIVE), query]).stdout
+    header, _, row = text.splitlines()
+    assert header == "| bytes | total_us | share_pct |"
+    # 0.5, not a share's fixed 0.50: nothing is read into the name `share_pct` either.
+    assert row == f"| {frame['bytes'][0]:,} | {frame['total_us'][0]:,} | 0.5 |"
+    assert frame["bytes"][0] == 17  # the sample's 17 kernels, not "17 B"
+
+
+@pytest.mark.parametrize(
+    "statement", ["DROP TABLE kernels", "SHOW TABLES", "CREATE TABLE k AS SELECT * FROM kernels"]
+)
+def test_only_queries_are_run(statement: str) -> None:
+    result = CliRunner().invoke(main, ["sql", str(NAIVE), statement])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.splitlines()
+    assert "only SELECT and WITH queries are run" in line and not result.stdout
+
+
+def test_a_query_may_open_with_a_comment_a_parenthesis_or_with() -> None:
+    plain = "SELECT count(*) AS n FROM kernels WHERE category = 'softmax'"
+    [softmaxes] = traceanalyze.sql(NAIVE, plain)["n"].to_list()
+    assert softmaxes > 0
+    for query in (
+        "-- the softmaxes\n(SELECT count(*) AS n FROM kernels WHERE category = 'softmax')",
+        "WITH s AS (SELECT * FROM kernels WHERE category = 'softmax') SELECT count(*) AS n FROM s",
+    ):
+        assert traceanalyze.sql(NAIVE, query)["n"].to_list() == [softmaxes], query
+
+
+def test_the_help_example_sums_integer_nanoseconds() -> None:
+    text = CliRunner().invoke(main, ["sql", "--help"]).stdout
+    assert "sum(dur_ns)" in text and "sum(dur_us)" not in text

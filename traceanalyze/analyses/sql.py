@@ -151,11 +151,26 @@ def run_query(query: str, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     naming the problem (not Polars' plan dump)."""
     if not query.strip():
         raise UsageError("the query is empty", None, _FIX)
+    if not _QUERY_START.match(query):
+        raise UsageError(_not_a_query(query), None, _FIX)
     context = pl.SQLContext(frames=tables)
     try:
         return context.execute(query, eager=True)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise UsageError(_problem(str(exc), tables), None, _FIX) from None
+
+
+# A query reads: SELECT or WITH first (after comments and opening parentheses). Polars' SQL
+# also takes statements (DROP TABLE, CREATE TABLE, TRUNCATE, SHOW TABLES, EXPLAIN) that change
+# or describe its context, not the trace; such a statement's "result" would read as "No rows".
+_QUERY_START = re.compile(
+    r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/|\()\s*)*(?:SELECT|WITH)\b", re.IGNORECASE | re.DOTALL
+)
+
+
+def _not_a_query(query: str) -> str:
+    first = query.split(maxsplit=1)[0] if query.split() else ""
+    return f"only SELECT and WITH queries are run, not {first[:40]!r} (the tables are read-only)"
 
 
 # Polars' messages: an unknown column (two wordings), an unknown table, and where the

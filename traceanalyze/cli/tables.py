@@ -15,7 +15,7 @@ from traceanalyze.cli.options import (
     iteration_options,
     output_options,
 )
-from traceanalyze.render.formats import TABLE, Forms, shown_table
+from traceanalyze.render.formats import QUERY, Forms, shown_table
 from traceanalyze.tables import commands
 
 SCHEMA: Forms[object] = Forms(markdown=shown_table, command="schema")
@@ -64,13 +64,13 @@ def sql(trace: Path, query: str, out: Output, loader: Loader) -> None:
 
     \b
     Example:
-      traceanalyze sql trace.json.gz "SELECT name, sum(dur_us) AS us FROM kernels
-          WHERE op_chain LIKE '%attention%' GROUP BY name ORDER BY us DESC"
+      traceanalyze sql trace.json.gz "SELECT name, sum(dur_ns) AS ns FROM kernels
+          WHERE op_chain LIKE '%attention%' GROUP BY name ORDER BY ns DESC"
       traceanalyze sql trace.json.gz "SELECT * FROM gpu WHERE kind = 'memcpy'
           AND bytes > 1048576" --format csv -o big_copies.csv
     """
     result = api.sql(trace, query, loading=loader)
-    out.write(TABLE.render(result, out.format), inputs=[trace])
+    out.write(QUERY.render(result, out.format), inputs=[trace])
 
 
 COMMANDS = (schema, sql)

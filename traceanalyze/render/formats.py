@@ -148,6 +148,22 @@ def shown_table(
 TABLE: Forms[pl.DataFrame] = Forms(markdown=shown_table)
 
 
+def query_table(frame: pl.DataFrame, **_options: Any) -> str:
+    """A SQL query's result for people: its columns under the query's own names and its
+    values as they are (numbers with thousands separators, floats rounded), never a heading
+    or unit read into a column the user named (``count(*) AS bytes`` is a count, not a size).
+    A text ``name`` column is shortened like every table's kernel names (CSV, JSON and
+    Parquet keep them whole)."""
+    if not frame.height:
+        return "No rows.\n"
+    names = frame.schema.get("name") == pl.String
+    return markdown_table(with_readable_names(frame) if names else frame, units=False)
+
+
+# A SQL query's result: JSON rows, CSV table, markdown with the query's column names.
+QUERY: Forms[pl.DataFrame] = Forms(markdown=query_table)
+
+
 def table_forms(command: str, views: Sequence[str]) -> Forms[pl.DataFrame]:
     """The forms of a table command's frame (its ``--by`` view already chosen)."""
     return Forms(

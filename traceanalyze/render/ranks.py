@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from traceanalyze.analyses.distributed.ranks import RANK_DEFINITIONS, RanksResult
+from traceanalyze.analyses.step.definitions import DEFINITIONS
 from traceanalyze.names import with_readable_names
 from traceanalyze.render.formats import Forms
 from traceanalyze.render.headings import heading
@@ -52,6 +53,17 @@ def ranks_record(result: RanksResult) -> dict[str, Any]:
     )
 
 
+# The rank table's glossary: the step model's figures it states per rank (defined once, with
+# the step model), then its own.
+_DEFINED = {
+    **{
+        k: f"{DEFINITIONS[k]}, per rank"
+        for k in ("wall_us_per_iter", "exposed_communication_us_per_iter")
+    },
+    **RANK_DEFINITIONS,
+}
+
+
 def ranks_markdown(result: RanksResult, *, full_names: bool = False, level: int = 2) -> str:
     """The rank table, the stragglers, the widest collective skews, notes and definitions;
     ``level`` is the heading level of the two parts."""
@@ -64,7 +76,7 @@ def ranks_markdown(result: RanksResult, *, full_names: bool = False, level: int 
         f"{mark} Collective skew\n",
         _skew(result, full_names),
         *(f"{note}\n" for note in result.notes),
-        "\n".join(f"- *{heading(k)}*: {text}." for k, text in RANK_DEFINITIONS.items()) + "\n",
+        "\n".join(f"- *{heading(k)}*: {text}." for k, text in _DEFINED.items()) + "\n",
     ]
     return "\n".join(p for p in parts if p)
 

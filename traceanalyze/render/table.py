@@ -38,14 +38,16 @@ _ESCAPED = {
 LIST_SEPARATOR = ";"
 
 
-def markdown_table(frame: pl.DataFrame, digits: int = 2) -> str:
+def markdown_table(frame: pl.DataFrame, digits: int = 2, *, units: bool = True) -> str:
     """A GitHub-flavoured markdown table for people: numbers right-aligned, floats rounded,
-    byte counts in KiB/MiB/GiB, columns of whole numbers without decimals."""
+    byte counts in KiB/MiB/GiB, columns of whole numbers without decimals. ``units=False``
+    reads nothing into the column names (a SQL query's own columns: no byte sizes, shares
+    rounded like any number), so a column is written as the plain number it holds."""
     if not frame.width:
         return "_(no columns)_\n"
     header = "| " + " | ".join(frame.columns) + " |"
     align = "|" + "|".join(_alignment(dtype) for dtype in frame.dtypes) + "|"
-    formats = [_column_format(frame[c], digits) for c in frame.columns]
+    formats = [_column_format(frame[c], digits, units=units) for c in frame.columns]
     rows = [
         "| " + " | ".join(fmt(value) for fmt, value in zip(formats, row, strict=True)) + " |"
         for row in frame.rows()  # rendering the (small) result for people, not analysing
@@ -109,14 +111,17 @@ def _record_cell(key: str, value: Any, digits: int) -> str:
     return text
 
 
-def _column_format(column: pl.Series, digits: int) -> Any:
+def _column_format(column: pl.Series, digits: int, *, units: bool = True) -> Any:
     """How one column's cells are written: one number format for the whole column (no ``1``
-    beside ``1.00``, no ``0.404`` beside ``1.13``)."""
-    if "bytes" in column.name and column.dtype.is_numeric():
+    beside ``1.00``, no ``0.404`` beside ``1.13``); ``units``: byte counts and shares known
+    by their column's name."""
+    if units and "bytes" in column.name and column.dtype.is_numeric():
         return lambda value: "" if value is None else byte_size(float(value))
     if column.dtype.is_float():
         known = column.drop_nulls().drop_nans()
-        share = _is_share(column.name)  # always ``digits`` places, even when all are whole
+        share = units and _is_share(
+            column.name
+        )  # always ``digits`` places, even when all are whole
         whole = known.len() and (known == known.round(0)).all() and known.abs().max() < 1e15  # type: ignore[operator]
         if whole and not share:
             return lambda value: _cell(value if value is None else round(value), digits)
@@ -201,11 +206,23 @@ def _cell(value: Any, digits: int) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, Mapping):
-        return ", ".join(f"{k}: {_cell(v, digits)}" for k, v in value.items())
+        return ", ".join(f"{k}: {_cell(v, digits)}" for k, v in _whole_counts(value).items())
     if isinstance(value, (list, tuple)):
         return ", ".join(_cell(v, digits) for v in value)
     text = str(value).translate(_ESCAPED).replace("|", "\\|")
     return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " ")
+
+
+def _whole_counts(mapping: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    """A mapping whose numbers are all whole (counts per iteration that came out even:
+    ``gemm: 2.0``) with them as integers (``gemm: 2``, never ``2.00``); any other as it is,
+    so one map keeps one number format."""
+    numbers = [v for v in mapping.values() if isinstance(v, float)]
+    if not numbers or not all(
+        math.isfinite(v) and v.is_integer() and abs(v) < 1e15 for v in numbers
+    ):
+        return mapping
+    return {k: round(v) if isinstance(v, float) else v for k, v in mapping.items()}
 
 
 def _escaped(text: pl.Expr) -> pl.Expr:

@@ -75,14 +75,19 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "registers_per_thread": "registers each thread of the kernel uses, as the trace records",
     "shared_memory_bytes": "shared memory per block, static and dynamic, as the trace records",
     "threads_per_block": "threads in one block of the kernel (block x * y * z)",
-    "streams": "the streams the kernel ran on",
+    "streams": "how many distinct streams the kernel's calls ran on (a count; `stream` names "
+    "the one most of them ran on)",
     # memcpy
     "bytes_per_call": "bytes one copy moves, mean over the calls",
     "bytes_per_iter": "bytes the copies move per iteration",
     "bandwidth_gbps": "bytes moved / time taken, over the row's copies, in GB/s (10^9 bytes per "
     "second)",
     # info
-    "span_ms": "the trace's span, first event start to last event end",
+    "span_ms": "first start to last end of the recorded work: CPU operators, `record_function` "
+    "annotations, runtime and driver calls, and GPU kernels, copies and sets, all ranks "
+    "together. The profiler's own envelope (its `Trace` event), instant events (such as "
+    "`Record Window End`), GPU-side annotations and Python frames are left out, so it can be "
+    "shorter than the recording window a timeline viewer shows",
     "events": "events the trace holds",
     "gpu_linked": "GPU activities whose launch call (runtime or driver, same correlation id) is "
     "in the trace",
@@ -97,6 +102,32 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "iteration can be given (left out of every per-iteration figure)",
     "cpu_ops_outside_iterations_total": "CPU operators outside every iteration",
     "launches_per_iter": "launch calls of this API per iteration",
+    "idle_us_by_cause": "`gpu_idle_us_per_iter` split by cause (the causes `idle --table "
+    "causes` defines: queued, sync, data_loading, host, launch, launch_first_call), µs per "
+    "iteration; the causes add up to `gpu_idle_us_per_iter`",
+    "category_us": "GPU activity time per iteration in each category (the kernel categories, "
+    "`memcpy` and `memset`); adds up to `gpu_activity_us_per_iter`",
+    "category_count": "GPU activities per iteration in each category (the kernel categories, "
+    "`memcpy` and `memset`), a mean over the counted iterations (a whole number prints as one); "
+    "adds up to `kernels_per_iter` + `memcpy_per_iter` + `memset_per_iter`",
+    "launch_apis": "launch calls per iteration of each runtime or driver API that launched GPU "
+    "activities (one `cudaGraphLaunch` starts a whole graph's activities), a mean over the "
+    "counted iterations",
+    # info
+    "event_counts": "events of the trace file per `cat` field (`cpu_op`, `kernel`, "
+    "`cuda_runtime`, `ac2g` flow arrows, `Trace` the profiler's envelope, ...; `(none)`: events "
+    "with no `cat`, such as metadata); adds up to `events`",
+    # explain's base_figures / new_figures: the own-work figures of the step model
+    "gpu_own_busy_us_per_iter": "the mean of `own_busy_us` over the counted steps (`audit` "
+    "names it `own_busy_us_per_iter`): time at least one GPU activity the step launched runs, "
+    "wherever it falls",
+    "gpu_own_idle_us_per_iter": "`gpu_span_us_per_iter` minus `gpu_own_busy_us_per_iter`: the "
+    "gaps inside the span of the work the step launched. Not `gpu_idle_us_per_iter`, which is "
+    "the step's window (`wall_us_per_iter`, which can be longer than that span) minus the time "
+    "anything runs in it: `explain` follows the work each step launched, `summary` the window",
+    "overlap_us_per_iter": "`gpu_activity_us_per_iter` minus `gpu_own_busy_us_per_iter`: time "
+    "two or more of the step's activities run at once on different streams, counted once "
+    "more for each extra one",
     # sql's raw fields (as Kineto records them)
     "pid": "the process id the event was recorded in",
     "tid": "the thread id (for a GPU activity, Kineto's stream row)",

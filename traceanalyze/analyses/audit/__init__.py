@@ -103,6 +103,9 @@ DEFINITIONS: dict[str, str] = {
     "figure is within ± this of its true value as far as the trace's own faults go",
     "offsets_us": "clock_skew: each rank's clock minus the lowest rank's, in µs, from "
     "collectives that must end together",
+    "launch_op_us_per_iter": "(a figure in `figures` and `error_bars`) the GPU activity time "
+    "per iteration put under the op that launched it: `us_per_iter` of `kernels --by op` and "
+    "of `memcpy`'s rows; a finding moves it where activities lose or change their launching op",
 }
 
 

@@ -17,7 +17,7 @@ from traceanalyze.analyses.audit.steps import STEP_FIGURES, Weight
 FIGURES: dict[str, str] = {
     **{name: ("µs" if "_us_" in name else "per iteration") for name in STEP_FIGURES},
     # GPU activity time per iteration put under the op that launched it (kernels --by op).
-    "op_us_per_iter": "µs",
+    "launch_op_us_per_iter": "µs",
     # A rank's clock against the reference rank's (ranks, comms on a folder of ranks).
     "clock_offset_us": "µs",
     # CPU operators in no counted iteration, over the whole trace (summary).
@@ -26,7 +26,7 @@ FIGURES: dict[str, str] = {
 # The bound verdict: moved when the figures it reads, moved by a finding, can change it.
 VERDICT = "bound"
 # The figure a figure's share is taken of, where it is not the figure itself.
-SHARE_OF = {"op_us_per_iter": "gpu_activity_us_per_iter"}
+SHARE_OF = {"launch_op_us_per_iter": "gpu_activity_us_per_iter"}
 # Figures moved by an amount that is no share of a mean (a clock offset).
 ABSOLUTE = ("clock_offset_us", "cpu_ops_outside_iterations_total")
 # Moves smaller than this (in a figure's unit) are rounding, not a move.
@@ -59,7 +59,7 @@ def weighed(
     with the GPU activity (the op table sums the activities' time)."""
     moves, deltas = dict(weight.moves), dict(weight.deltas)
     if "gpu_activity_us_per_iter" in moves:
-        moves["op_us_per_iter"] = moves["gpu_activity_us_per_iter"]
+        moves["launch_op_us_per_iter"] = moves["gpu_activity_us_per_iter"]
     return Finding(
         check,
         finding,
@@ -104,30 +104,30 @@ COMMAND_FIGURES: dict[str, tuple[str, ...]] = {
     "summary": (*_PER_ITER, VERDICT, "cpu_ops_outside_iterations_total"),
     "check": (*_PER_ITER, VERDICT),
     "iterations": _PER_ITER,
-    "compare": (*_PER_ITER, VERDICT, "op_us_per_iter"),
-    "report": (*_PER_ITER, VERDICT, "op_us_per_iter"),
-    "diff": (*_PER_ITER, "op_us_per_iter"),
-    "explain": (*_PER_ITER, "op_us_per_iter"),
-    "kernels": (*_GPU_COUNTS, *_GPU_TIMES, "op_us_per_iter"),
+    "compare": (*_PER_ITER, VERDICT, "launch_op_us_per_iter"),
+    "report": (*_PER_ITER, VERDICT, "launch_op_us_per_iter"),
+    "diff": (*_PER_ITER, "launch_op_us_per_iter"),
+    "explain": (*_PER_ITER, "launch_op_us_per_iter"),
+    "kernels": (*_GPU_COUNTS, *_GPU_TIMES, "launch_op_us_per_iter"),
     "occupancy": ("kernels_per_iter", "gpu_kernel_us_per_iter"),
     "memcpy": (
         "memcpy_per_iter",
         "memset_per_iter",
         "gpu_memcpy_us_per_iter",
         "gpu_memset_us_per_iter",
-        "op_us_per_iter",
+        "launch_op_us_per_iter",
     ),
     "cudnn": ("cpu_op_us_per_iter",),
-    "graphs": ("gpu_activity_us_per_iter", "op_us_per_iter"),
+    "graphs": ("gpu_activity_us_per_iter", "launch_op_us_per_iter"),
     "idle": (*_BETWEEN, "launch_us_per_iter"),
     "streams": (*_GPU_COUNTS, *_BETWEEN),
     "launches": ("kernels_per_iter", "launch_us_per_iter"),
     "critical-path": ("wall_us_per_iter", "gpu_busy_us_per_iter", "cpu_op_us_per_iter"),
     "comms": ("gpu_kernel_us_per_iter", "clock_offset_us"),
-    "roofline": ("gpu_kernel_us_per_iter", "gpu_activity_us_per_iter", "op_us_per_iter"),
+    "roofline": ("gpu_kernel_us_per_iter", "gpu_activity_us_per_iter", "launch_op_us_per_iter"),
     "stacks": ("gpu_activity_us_per_iter", "cpu_op_us_per_iter", "kernels_per_iter"),
     "cold": ("gpu_activity_us_per_iter", "cpu_op_us_per_iter", "wall_us_per_iter"),
-    "annotate": ("gpu_activity_us_per_iter", "op_us_per_iter"),
+    "annotate": ("gpu_activity_us_per_iter", "launch_op_us_per_iter"),
     "ranks": (
         "wall_us_per_iter",
         "gpu_busy_us_per_iter",

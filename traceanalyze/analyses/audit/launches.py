@@ -49,7 +49,7 @@ _GPU_TIME_FIGURES = (
     "gpu_activity_us_per_iter",
     "gpu_busy_us_per_iter",
     "gpu_idle_us_per_iter",
-    "op_us_per_iter",
+    "launch_op_us_per_iter",
 )
 # Of those, the figures missing activities make larger (the GPU looks idle where it worked).
 _INFLATED = ("gpu_idle_us_per_iter",)
@@ -279,7 +279,7 @@ def _lone_finding(
         )
         weight = weigh_repair(steps, gpu=every.gpu.with_columns(put_back.alias("iteration")))
         # No op launched them: the per-op figures miss all of their time.
-        weight.moves["op_us_per_iter"] = affected_us
+        weight.moves["launch_op_us_per_iter"] = affected_us
     first = rows.select(pl.col("correlation").min(), pl.col("first_correlation").first()).row(0)
     return Finding(
         CHECK_ACTIVITY,

@@ -95,7 +95,7 @@ def graph_replays_opaque(trace: Trace) -> list[Finding]:
                     str(opaque["attribution_note"].drop_nulls().first() or ""),
                 ]
             ),
-            {"op_us_per_iter": opaque_us},
+            {"launch_op_us_per_iter": opaque_us},
         )
     ]
 

@@ -158,7 +158,7 @@ def _missing_durations(trace: Trace) -> Finding | None:
     )
     n = step_count(steps)
     us = float(inside["est_ns"].fill_null(0).sum() or 0) / 1e3 / n
-    figures = ("gpu_kernel_us_per_iter", "gpu_activity_us_per_iter", "op_us_per_iter")
+    figures = ("gpu_kernel_us_per_iter", "gpu_activity_us_per_iter", "launch_op_us_per_iter")
     return Finding(
         CHECK_TIMES,
         "missing_duration",

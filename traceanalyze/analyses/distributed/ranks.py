@@ -110,18 +110,22 @@ def rank_work(trace: Trace) -> RankWork:
 def rank_rows(trace: Trace) -> pl.DataFrame:
     """Per rank: step (wall) time, GPU busy, kernel, communication kernel and exposed
     communication time, the overlap share and GPU idle time, means over the iterations."""
-    figures = ("communication_kernel_us", "communication_busy_us", "exposed_communication_us")
+    figures = ("communication_kernel_us", "communication_busy_us", "device_exposed_us")
+    # The step model's figures per rank (one definition each, docs/time.md: the wall and the
+    # exposed communication are the summary's, per rank); the overlap share is this table's
+    # own, per device (a device's collective is hidden only by its own compute).
+    step_figures = ("wall_us", "gpu_busy_us", "gpu_kernel_us", "gpu_idle_us")
     # One query (in-memory engine) over the two small per-iteration tables.
     per_iteration = (
         step_model(trace)
         .steps.lazy()
-        .select(*ITERATION, "wall_us", "gpu_busy_us", "gpu_kernel_us", "gpu_idle_us")
+        .select(*ITERATION, *step_figures, "exposed_communication_us")
         .join(_communication_times(trace).lazy(), on=ITERATION, how="left")
         # An iteration without communication has none of it, not an unknown amount.
         .with_columns(pl.col(figures).fill_null(0.0))
     )
     busy = pl.col("communication_busy_us").sum()
-    overlapped = busy - pl.col("exposed_communication_us").sum()
+    overlapped = busy - pl.col("device_exposed_us").sum()
     return (
         per_iteration.group_by("rank")
         .agg(
@@ -182,7 +186,7 @@ def _communication_times(trace: Trace) -> pl.DataFrame:
         .group_by(ITERATION)
         .agg(
             communication_busy_us=pl.col("c_ns").sum() / 1e3,
-            exposed_communication_us=(pl.col("either_ns") - pl.col("k_ns")).sum() / 1e3,
+            device_exposed_us=(pl.col("either_ns") - pl.col("k_ns")).sum() / 1e3,
         )
     )
     durations = (
@@ -260,8 +264,6 @@ def _number(value: object) -> float | None:
 
 # One sentence per figure of the rank table, printed with it (and in the README).
 RANK_DEFINITIONS: dict[str, str] = {
-    "wall_us_per_iter": "the rank's step time: the longer of its CPU and GPU span per "
-    "iteration (the accounting's wall time)",
     "wall_pct_over_median": "how much longer the rank's step time is than the median over "
     "all ranks, in percent (negative: shorter)",
     "straggler": "the step time exceeds the median by more than the threshold; in a "
@@ -269,10 +271,8 @@ RANK_DEFINITIONS: dict[str, str] = {
     "can also show as the rank with the least exposed communication",
     "communication_kernel_us_per_iter": "the communication kernels' (NCCL/RCCL) part of the "
     "GPU kernel time",
-    "exposed_communication_us_per_iter": "time a communication kernel runs on a device while "
-    "no compute kernel (any other kernel; memory copies and sets are not compute) runs on it",
     "overlap_pct_of_communication": "the share of the time communication kernels run (their "
-    "union) during which a compute kernel runs too",
+    "union per device) during which a compute kernel runs too on the same device",
     "clock_offset_us": "the rank's clock minus the reference rank's, estimated from "
     "collective ends (see the alignment note)",
     "collectives_started_last": "how many collectives the rank started last, on aligned "
