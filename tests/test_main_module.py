@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from traceanalyze import __version__
 
@@ -45,3 +50,89 @@ def test_python_m_exit_statuses(tmp_path: Path) -> None:
     assert missing.returncode == 1
     [line] = missing.stderr.splitlines()
     assert line.startswith("traceanalyze: error: ")
+
+
+# --- Ctrl-C: one line and exit 130, from the first import on ----------------------------------
+
+# The command as its console script runs it (traceanalyze.__main__.run), in a child that says
+# "ready" once Python's own Ctrl-C handler is in place and the entry module is imported, then
+# waits for a line: the signal can then be sent at a known moment after the command starts.
+_STARTED_ON_CUE = r"""
+import sys
+from traceanalyze.__main__ import run
+print("ready", flush=True)
+sys.stdin.readline()
+sys.argv = ["traceanalyze", *sys.argv[1:]]
+run()
+"""
+
+# The CLI's imports interrupted for certain: the import of Polars, which every command brings
+# in before it parses its arguments, raises KeyboardInterrupt as Ctrl-C there would.
+_INTERRUPTED_IMPORT = r"""
+import sys
+
+
+class CtrlCOnPolars:
+    def find_spec(self, name, path=None, target=None):
+        if name == "polars":
+            raise KeyboardInterrupt
+        return None
+
+
+sys.meta_path.insert(0, CtrlCOnPolars())
+sys.argv = ["traceanalyze", *sys.argv[1:]]
+from traceanalyze.__main__ import run
+run()
+"""
+
+
+def test_ctrl_c_during_the_imports_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT, "summary", str(SAMPLE)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stderr, done.stdout) == (130, "Aborted!\n", "")
+
+
+def _interrupted_after(delay_s: float, cache: Path) -> subprocess.CompletedProcess[str]:
+    command = ["summary", str(SAMPLE), "--format", "json", "--cache-dir", str(cache)]
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STARTED_ON_CUE, *command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    child.stdin.write("\n")
+    child.stdin.flush()
+    time.sleep(delay_s)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+def test_ctrl_c_at_any_moment_of_a_run_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    # Moments spread over a short run: the CLI's imports (about half of it), argument parsing,
+    # the load and the analysis. A run that printed its answer before the signal came exits 0,
+    # or, when the signal lands in the interpreter's own shutdown, is ended by it as Python
+    # ends any process there (-SIGINT, nothing on stderr): either way its answer is whole.
+    interrupted = 0
+    for delay_s in (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8, 1.1):
+        done = _interrupted_after(delay_s, tmp_path / "cache")
+        if done.returncode in (0, -signal.SIGINT) and not done.stderr:
+            assert json.loads(done.stdout)["kernels_per_iter"] == 1.0
+            continue
+        interrupted += 1
+        assert "Traceback" not in done.stderr, (delay_s, done.stderr[-2000:])
+        # click writes an empty line before its own "Aborted!" (a fresh line after ^C)
+        assert done.stderr.split() == ["Aborted!"], (delay_s, done.stderr[-2000:])
+        assert done.returncode == 130, (delay_s, done.returncode)
+    assert interrupted >= 3  # most moments fall inside the run

@@ -20,20 +20,32 @@ from traceanalyze.errors import (
     TraceReadError,
     UsageError,
 )
-from traceanalyze.load import SeparateTracesError, load_each
 
-if TYPE_CHECKING:  # type checkers see the function; at run time it is the callable module
-    from traceanalyze.load import load as load
-else:
-    # ``traceanalyze.load`` is the module traceanalyze/load/, callable as load(path): the
-    # function does not shadow the module, so ``import traceanalyze.load`` works too.
-    from traceanalyze import load
-if TYPE_CHECKING:  # the function; at run time the callable module (Trace frames' schemas)
+if TYPE_CHECKING:  # type checkers see the names; at run time they are imported on first use
     from traceanalyze.api import schema as schema
-else:
-    from traceanalyze import schema
-from traceanalyze.load.variants import Variant, VariantSet, load_variants
-from traceanalyze.trace import IterationSource, Trace, TraceMeta
+    from traceanalyze.load import SeparateTracesError, load_each
+    from traceanalyze.load import load as load
+    from traceanalyze.load.variants import Variant, VariantSet, load_variants
+    from traceanalyze.trace import IterationSource, Trace, TraceMeta
+
+# Where the loading names live, imported on first use (PEP 562) like the command functions
+# below: importing them brings in Polars (0.3 s), and the ``traceanalyze`` command must reach
+# its Ctrl-C handler (traceanalyze/__main__.py) before that, so ``import traceanalyze`` costs
+# only the error classes. ``traceanalyze.load`` and ``traceanalyze.schema`` are modules that
+# are callable (load(path), schema(name)): the function does not shadow the module, so
+# ``import traceanalyze.load`` works too.
+_LOADING_NAMES = {
+    "load": None,
+    "schema": None,
+    "SeparateTracesError": "traceanalyze.load",
+    "load_each": "traceanalyze.load",
+    "Variant": "traceanalyze.load.variants",
+    "VariantSet": "traceanalyze.load.variants",
+    "load_variants": "traceanalyze.load.variants",
+    "IterationSource": "traceanalyze.trace",
+    "Trace": "traceanalyze.trace",
+    "TraceMeta": "traceanalyze.trace",
+}
 
 # One function per command, with the command's name (the occupancy model is the module
 # traceanalyze.hardware.occupancy, so no function shadows a module). Imported on first use
@@ -127,11 +139,17 @@ __all__ = [
 ]
 
 
-# The names of __all__ not bound above: the command functions, looked up in api on first use.
-_API_NAMES = frozenset(__all__) - set(globals())
+# The names of __all__ not bound above nor loading names: the command functions, looked up
+# in api on first use.
+_API_NAMES = frozenset(__all__) - set(globals()) - set(_LOADING_NAMES)
 
 
 def __getattr__(name: str) -> object:
+    home = _LOADING_NAMES.get(name)
+    if home is not None:
+        value = getattr(importlib.import_module(home), name)
+        globals()[name] = value
+        return value
     if name in _API_NAMES:
         from traceanalyze import api
 

@@ -15,6 +15,10 @@ from pathlib import Path
 # turns it into one line in one place (capture.cli.CaptureFailed).
 from capture.errors import CaptureError
 
+# The exit status of a command stopped by Ctrl-C, during start-up or later: 128 + SIGINT, what a
+# shell reports for a process the signal ended.
+INTERRUPTED_EXIT = 130
+
 
 class TraceAnalyzeError(Exception):
     """Base of every error traceanalyze raises on purpose."""

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from traceanalyze import __version__
-from traceanalyze.errors import TraceAnalyzeError
+from traceanalyze.errors import INTERRUPTED_EXIT, TraceAnalyzeError
 
 
 class LibraryError(click.ClickException):
@@ -99,9 +99,12 @@ class Commands(click.Group):
         except click.ClickException as error:
             error.show()
             sys.exit(error.exit_code)
-        except click.Abort:
+        except click.Abort as error:
             click.echo("Aborted!", err=True)
-            sys.exit(1)
+            # Ctrl-C (click turns it into Abort) exits as the entry does during start-up
+            # (traceanalyze/__main__.py); any other abort is a plain failure.
+            interrupted = isinstance(error.__cause__, KeyboardInterrupt)
+            sys.exit(INTERRUPTED_EXIT if interrupted else 1)
         sys.exit(done if isinstance(done, int) else 0)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
