@@ -118,9 +118,8 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "`cuda_runtime`, `ac2g` flow arrows, `Trace` the profiler's envelope, ...; `(none)`: events "
     "with no `cat`, such as metadata); adds up to `events`",
     # explain's base_figures / new_figures: the own-work figures of the step model
-    "gpu_own_busy_us_per_iter": "the mean of `own_busy_us` over the counted steps (`audit` "
-    "names it `own_busy_us_per_iter`): time at least one GPU activity the step launched runs, "
-    "wherever it falls",
+    "gpu_own_busy_us_per_iter": "the mean of the step table's `own_busy_us` over the counted "
+    "steps: time at least one GPU activity the step launched runs, wherever it falls",
     "gpu_own_idle_us_per_iter": "`gpu_span_us_per_iter` minus `gpu_own_busy_us_per_iter`: the "
     "gaps inside the span of the work the step launched. Not `gpu_idle_us_per_iter`, which is "
     "the step's window (`wall_us_per_iter`, which can be longer than that span) minus the time "
