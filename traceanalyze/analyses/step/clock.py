@@ -13,7 +13,15 @@ offset from the CPU's where, over ``OFFSET_MIN_LAUNCHES`` launches or more of a 
   On a rank whose work runs on one stream, with no stream waiting on an event, the delay
   floor is ``OFFSET_ONE_STREAM_MIN_DELAY_US``: there a queued kernel waits on nothing the
   trace could hide but its dispatch; or
-* ``BEFORE_LAUNCH_MIN_PCT`` or more of the activities start before their launch call began.
+* ``BEFORE_LAUNCH_MIN_PCT`` or more of the activities start before their launch call began; or
+* the clock *drifts*: the shortest delay of the launches made onto an idle GPU (the call began
+  after every earlier activity of the rank had ended, and the activity starts after them too:
+  nothing queued ahead, so on one clock the delay is the dispatch's few µs) moves steadily
+  across the trace, per counted step (per ``DRIFT_WINDOWS`` equal windows of the steps' span
+  where fewer than ``DRIFT_MIN_WINDOWS`` steps count), by the rank's delay floor or more: a
+  linear fit over ``DRIFT_MIN_WINDOWS`` or more windows of ``DRIFT_MIN_LAUNCHES`` such launches
+  each, explaining ``DRIFT_MIN_FIT`` of their variance. A constant offset shows in the whole
+  trace's shortest delay; a drift from zero does not (its earliest launches are on time).
 
 Where the delay is that long but the only such idle lies before the rank's first recorded
 activity, the trace cannot tell an offset from a GPU still busy with work launched before the
@@ -31,6 +39,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceanalyze.analyses.step.verdict import DISPATCH_MAX_NS
 from traceanalyze.trace import Trace
 
 # The shortest launch-to-start delay that a GPU on the CPU's clock does not reach over many
@@ -51,6 +60,17 @@ OFFSET_MIN_LAUNCHES = 20
 OFFSET_WAITING_MIN_PCT = 5.0
 # A share of activities starting before their launch call began: the GPU's clock is behind.
 BEFORE_LAUNCH_MIN_PCT = 10.0
+# A drift (module docstring) needs a trend over at least this many windows (counted steps, or
+# equal slices of their span) ...
+DRIFT_MIN_WINDOWS = 4
+# ... the steps' span is cut into this many where fewer steps count ...
+DRIFT_WINDOWS = 8
+# ... each window with this many launches onto an idle GPU (its minimum is then the dispatch's
+# delay, not one launch's accident) ...
+DRIFT_MIN_LAUNCHES = 5
+# ... and a straight line through the windows' minima explaining this share of their variance
+# (R²): a drift moves every window, while a one-off (a first step's lazy module loads) moves one.
+DRIFT_MIN_FIT = 0.9
 
 
 @dataclass(frozen=True)
@@ -63,14 +83,26 @@ class ClockOffset:
     before_launch_pct: float
     waiting_pct: float
     leading_pct: float = 0.0
+    # A drift: the shortest delay of launches onto an idle GPU per window (µs, in time order),
+    # what the fitted line moves across them, the floor it passed and what the windows are.
+    drift_minima_us: tuple[float, ...] = ()
+    drift_us: float = 0.0
+    floor_us: float = OFFSET_MIN_DELAY_US
+    drift_windows: str = "steps"
+
+    @property
+    def finding(self) -> str:
+        """``offset`` (a constant offset shown), ``drift`` (the offset moves across the trace)
+        or ``unclear`` (an offset or unrecorded earlier work: the trace cannot tell)."""
+        waiting = self.min_delay_us >= self.floor_us and self.waiting_pct >= OFFSET_WAITING_MIN_PCT
+        if self.before_launch_pct >= BEFORE_LAUNCH_MIN_PCT or waiting:
+            return "offset"
+        return "drift" if self.drift_minima_us else "unclear"
 
     @property
     def shown(self) -> bool:
         """Whether the trace shows the offset (else it cannot tell it from unrecorded work)."""
-        return (
-            self.before_launch_pct >= BEFORE_LAUNCH_MIN_PCT
-            or self.waiting_pct >= OFFSET_WAITING_MIN_PCT
-        )
+        return self.finding != "unclear"
 
     def describe(self) -> str:
         """The evidence, as a clause (only what the trace shows)."""
@@ -82,6 +114,21 @@ class ClockOffset:
             seen = (
                 f"{self.before_launch_pct:.1f}% of {self.launches:,} GPU activities start before "
                 "their launch call began"
+            )
+        elif self.finding == "drift":
+            minima = " / ".join(f"{m:,.1f}" for m in self.drift_minima_us[:12])
+            more = (
+                f" and {len(self.drift_minima_us) - 12} more"
+                if len(self.drift_minima_us) > 12
+                else ""
+            )
+            return (
+                f"rank {self.rank}'s GPU clock drifts from its CPU clock: the shortest delay "
+                f"from a launch onto an idle GPU to its start moves steadily by "
+                f"{self.drift_us:+,.1f} µs across the trace (the floor is {self.floor_us:,.0f} "
+                f"µs), per {self.drift_windows}: {minima}{more} µs (on one clock it stays at the "
+                "dispatch's few µs; the whole trace's shortest delay, "
+                f"{self.min_delay_us:,.1f} µs over {self.launches:,} launches, hides a drift)"
             )
         elif self.shown:
             seen = (
@@ -134,30 +181,180 @@ def offset_possible(trace: Trace) -> bool:
     return bool(_launch_delays(trace).filter(_FLOOR_DELAY | _BEFORE_LAUNCH).height)
 
 
-def clock_offsets(trace: Trace, waiting_pct: pl.DataFrame) -> list[ClockOffset]:
+def clock_offsets(
+    trace: Trace, waiting_pct: pl.DataFrame, steps: pl.DataFrame | None = None
+) -> list[ClockOffset]:
     """The ranks of ``trace`` whose GPU clock is offset from the CPU's (module docstring);
     ``waiting_pct``: per ``rank``, ``waiting_pct`` and ``leading_pct``, the share of the steps'
     wall the GPU idled with its next work queued (gaps of ``DISPATCH_MAX_NS`` or more) between
-    its recorded activities and before the first."""
+    its recorded activities and before the first; ``steps``: the counted steps' windows
+    (``rank``, ``lo_ns``, ``hi_ns``), over which a drift is looked for."""
+    delays = _launch_delays(trace)
+    drifts = window_drifts(trace, steps) if steps is not None else _NO_DRIFT
+    drifting = (pl.col("drift_us").abs() >= pl.col("floor_us")).fill_null(value=False)
     per_rank = (
-        _launch_delays(trace)
-        .join(waiting_pct, on="rank", how="left")
+        delays.join(waiting_pct, on="rank", how="left")
+        .join(drifts, on="rank", how="left")
         .filter(
             (_FLOOR_DELAY & (pl.col("waiting_pct").fill_null(0.0) >= OFFSET_WAITING_MIN_PCT))
             | (_DEEP_DELAY & (pl.col("leading_pct").fill_null(0.0) >= OFFSET_WAITING_MIN_PCT))
             | _BEFORE_LAUNCH
+            | drifting
+        )
+        .with_columns(
+            drift_minima_us=pl.when(drifting).then(pl.col("minima_us")),
+            drift_us=pl.when(drifting).then(pl.col("drift_us")),
         )
         .sort("rank")
     )
+    columns = ("rank", "launches", "min_delay_us", "before_launch_pct", "waiting_pct")
     # One row per offset rank: a handful.
     return [
         ClockOffset(
-            int(rank), int(n), float(delay), float(pct), float(waiting or 0.0), float(lead or 0.0)
+            int(row["rank"]),
+            int(row["launches"]),
+            float(row["min_delay_us"]),
+            float(row["before_launch_pct"]),
+            float(row["waiting_pct"] or 0.0),
+            float(row["leading_pct"] or 0.0),
+            tuple(row["drift_minima_us"] or ()),
+            float(row["drift_us"] or 0.0),
+            float(row["floor_us"]),
+            row["windows"] or "steps",
         )
-        for rank, n, delay, pct, waiting, lead in per_rank.select(
-            "rank", "launches", "min_delay_us", "before_launch_pct", "waiting_pct", "leading_pct"
-        ).iter_rows()
+        for row in per_rank.select(
+            *columns, "leading_pct", "drift_minima_us", "drift_us", "floor_us", "windows"
+        ).iter_rows(named=True)
     ]
+
+
+_NO_DRIFT = pl.DataFrame(
+    schema={
+        "rank": pl.Int32(),
+        "minima_us": pl.List(pl.Float64()),
+        "drift_us": pl.Float64(),
+        "fit": pl.Float64(),
+        "windows": pl.String(),
+    }
+)
+
+
+def idle_launches(trace: Trace) -> pl.DataFrame:
+    """The launches whose activity found the GPU idle: ``rank``, ``launch_ts_ns`` and
+    ``delay_ns`` (the activity's start minus its launch call's start) of each activity that
+    starts after every activity of its rank that starts before it has ended, and was either
+    launched after they ended too, or waited ``DISPATCH_MAX_NS`` or more on an idle GPU. On one
+    clock such a delay is the GPU's dispatch (a few µs): nothing ran ahead of the activity.
+    Left out: work queued behind other work that starts within the dispatch's few µs of it
+    (a deep queue's delay is its depth, which may grow over a trace on one clock)."""
+    recorded = trace.gpu.filter(pl.col("ts_ns").is_not_null()).select(
+        "rank",
+        "ts_ns",
+        "launch_ts_ns",
+        end_ns=pl.col("ts_ns") + pl.col("dur_ns").fill_null(0).clip(lower_bound=0),
+    )
+    before = pl.col("end_ns").cum_max().shift(1).over("rank")
+    ahead = recorded.sort("rank", "ts_ns").with_columns(ahead_ns=before)
+    after_idle = pl.col("ts_ns") >= pl.col("ahead_ns")
+    onto_idle = (pl.col("launch_ts_ns") >= pl.col("ahead_ns")) | (
+        pl.col("ts_ns") - pl.col("ahead_ns") >= DISPATCH_MAX_NS
+    )
+    free = pl.col("ahead_ns").is_null() | (after_idle & onto_idle)
+    return ahead.filter(pl.col("launch_ts_ns").is_not_null() & free).select(
+        "rank", "launch_ts_ns", delay_ns=pl.col("ts_ns") - pl.col("launch_ts_ns")
+    )
+
+
+def drift_windows(steps: pl.DataFrame) -> pl.DataFrame:
+    """The windows a drift is looked for in, per rank: ``rank``, ``window``, ``lo_ns``,
+    ``hi_ns`` and ``windows`` (what they are): its counted steps, or, where fewer than
+    ``DRIFT_MIN_WINDOWS`` count, ``DRIFT_WINDOWS`` equal slices of their span."""
+    counts = steps.group_by("rank").agg(
+        n=pl.len(), span_lo=pl.col("lo_ns").min(), span_hi=pl.col("hi_ns").max()
+    )
+    many = counts.filter(pl.col("n") >= DRIFT_MIN_WINDOWS).select("rank")
+    own = (
+        steps.join(many, on="rank")
+        .sort("rank", "lo_ns")
+        .select(
+            "rank",
+            window=pl.int_range(pl.len()).over("rank"),
+            lo_ns="lo_ns",
+            hi_ns="hi_ns",
+            windows=pl.lit("counted step"),
+        )
+    )
+    width = (pl.col("span_hi") - pl.col("span_lo")) / DRIFT_WINDOWS
+    sliced = (
+        counts.filter(pl.col("n") < DRIFT_MIN_WINDOWS)
+        .join(pl.DataFrame({"window": list(range(DRIFT_WINDOWS))}), how="cross")
+        .select(
+            "rank",
+            "window",
+            lo_ns=(pl.col("span_lo") + width * pl.col("window")).round().cast(pl.Int64),
+            hi_ns=(pl.col("span_lo") + width * (pl.col("window") + 1)).round().cast(pl.Int64),
+            windows=pl.lit(f"1/{DRIFT_WINDOWS} of the steps' span"),
+        )
+    )
+    return pl.concat([own.cast(sliced.schema), sliced])  # type: ignore[arg-type]
+
+
+def window_minima(trace: Trace, steps: pl.DataFrame) -> pl.DataFrame:
+    """Per rank and window (:func:`drift_windows`) with ``DRIFT_MIN_LAUNCHES`` launches onto
+    an idle GPU or more (:func:`idle_launches`, by the launch call's start): ``launches``,
+    ``min_delay_us`` (their shortest delay), ``mid_ns`` (the window's middle), ``windows``."""
+    windows = drift_windows(steps).sort("lo_ns")
+    placed = (
+        idle_launches(trace)
+        .sort("launch_ts_ns")
+        .join_asof(
+            windows, left_on="launch_ts_ns", right_on="lo_ns", by="rank", check_sortedness=False
+        )
+        .filter(pl.col("launch_ts_ns") < pl.col("hi_ns"))
+    )
+    return (
+        placed.group_by("rank", "window")
+        .agg(
+            launches=pl.len(),
+            min_delay_us=pl.col("delay_ns").min() / 1e3,
+            mid_ns=((pl.col("lo_ns") + pl.col("hi_ns")) / 2).first(),
+            windows=pl.col("windows").first(),
+        )
+        .filter(pl.col("launches") >= DRIFT_MIN_LAUNCHES)
+        .sort("rank", "window")
+    )
+
+
+def window_drifts(trace: Trace, steps: pl.DataFrame) -> pl.DataFrame:
+    """Per rank with ``DRIFT_MIN_WINDOWS`` windows of evidence or more (:func:`window_minima`):
+    ``minima_us`` (the windows' shortest delays in time order), ``drift_us`` (what a straight
+    line through them moves from the first window's middle to the last's), ``fit`` (its R²)
+    and ``windows``; only where the fit is ``DRIFT_MIN_FIT`` or better."""
+    minima = window_minima(trace, steps)
+    # Times from the rank's first window, in ms: a fit on epoch nanoseconds loses precision.
+    x = (pl.col("mid_ns") - pl.col("mid_ns").min().over("rank")) / 1e6
+    y = pl.col("min_delay_us")
+    return (
+        minima.with_columns(x=x)
+        .group_by("rank")
+        .agg(
+            n=pl.len(),
+            minima_us=y.sort_by("x"),
+            slope=pl.cov("x", y) / pl.col("x").var(),
+            span=pl.col("x").max() - pl.col("x").min(),
+            fit=(pl.corr("x", y) ** 2).fill_nan(0.0),
+            windows=pl.col("windows").first(),
+        )
+        .filter((pl.col("n") >= DRIFT_MIN_WINDOWS) & (pl.col("fit") >= DRIFT_MIN_FIT))
+        .select(
+            "rank",
+            "minima_us",
+            drift_us=pl.col("slope") * pl.col("span"),
+            fit="fit",
+            windows="windows",
+        )
+        .cast(_NO_DRIFT.schema)  # type: ignore[arg-type]
+    )
 
 
 def _lone_streams(trace: Trace, linked: pl.DataFrame) -> pl.DataFrame:

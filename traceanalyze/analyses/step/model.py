@@ -122,7 +122,7 @@ def _model(trace: Trace) -> StepModel:
     means = _means(steps)
     launched = bool(trace.gpu["linked"].fill_null(value=False).any())
     recorded = trace.gpu.height > 0
-    clock = tuple(clock_offsets(trace, _waiting_pct(steps, gaps, trace)))
+    clock = tuple(clock_offsets(trace, _waiting_pct(steps, gaps, trace), steps))
     verdict = _verdict(steps, means, gaps, calls, launched=launched, recorded=recorded)
     if clock:
         verdict = Verdict(CANNOT_TELL, None, verdict.shares_pct, offset_note(list(clock)))
