@@ -2,11 +2,12 @@
 
     python scripts/clock_drift_sweep.py [TRACE_OR_FOLDER ...]
 
-Without arguments: every trace of ``sample_traces/`` and of ``../shared/traces/public`` and
-``../shared/traces/corpus`` (``$TRACEANALYZE_SHARED`` if set). Per trace and rank it prints the
-windows the drift test looks in (counted steps, or equal slices of their span), the shortest
-delay of the launches onto an idle GPU in each window with enough of them, what a straight line
-through those minima moves across the trace and its R², the rank's delay floor, and what
+Without arguments: every trace (``*.json.gz``) of ``sample_traces/`` and of
+``../shared/traces/public`` and ``../shared/traces/corpus`` (``$TRACEANALYZE_SHARED`` if
+set). Per trace and rank it prints the windows the drift test looks in (counted steps, or equal
+slices of their span), the shortest delay of the launches onto an idle GPU in each window with
+enough of them, what a straight line through those minima moves across the trace and its R²,
+the rank's delay floor, and what
 `audit`'s gpu_clock_offset finds; the last line counts the traces on which it finds anything.
 """
 
@@ -33,7 +34,7 @@ def traces(arguments: list[str]) -> list[Path]:
     found: list[Path] = []
     for place in [Path(a) for a in arguments] or list(FOLDERS):
         if place.is_dir():
-            found += sorted(p for p in place.rglob("*.json*") if p.name.endswith((".json", ".gz")))
+            found += sorted(place.rglob("*.json.gz"))  # traces; manifests and facts are .json
         elif place.exists():
             found.append(place)
     return found
@@ -73,7 +74,7 @@ def main(arguments: list[str]) -> int:
     for path in paths:
         try:
             found, lines = sweep(path)
-        except Exception as error:  # noqa: BLE001  # a trace the tool refuses: say so, go on
+        except Exception as error:  # a trace the tool refuses: say so, go on
             print(f"{path}: not loaded ({type(error).__name__}: {error})")
             continue
         print(f"{path}: gpu_clock_offset {found}")

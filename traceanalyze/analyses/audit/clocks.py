@@ -28,7 +28,6 @@ from traceanalyze.analyses.audit.steps import counted_steps, step_count
 from traceanalyze.analyses.audit.text import sentence
 from traceanalyze.analyses.distributed.comms import Comms, collective_kind, comms
 from traceanalyze.analyses.distributed.skew import COLLECTIVE, collective_starts
-from traceanalyze.analyses.step.clock import offset_possible
 from traceanalyze.analyses.step.model import step_model
 from traceanalyze.trace import Trace
 
@@ -219,12 +218,10 @@ def _shifted(frame: pl.DataFrame, shift: pl.DataFrame) -> pl.DataFrame:
 
 
 def gpu_clock_offset(trace: Trace) -> list[Finding]:
-    """Ranks whose GPU clock is offset from their CPU clock (the step model's rule,
-    :mod:`~traceanalyze.analyses.step.clock`): the step model then gives no idle cause or
-    verdict, and says why. The steps' gaps are built only where launch delays alone allow an
-    offset (most traces: none)."""
-    if not offset_possible(trace):
-        return []
+    """Ranks whose GPU clock is offset from their CPU clock, or drifts from it (the step
+    model's rule, :mod:`~traceanalyze.analyses.step.clock`): the step model then gives no idle
+    cause or verdict, and says why. The model is the one every per-step figure of the audit
+    reads (built once per trace)."""
     steps = counted_steps(trace)
     offsets = step_model(steps).clock
     # A handful of ranks: the offset shown, and the doubt where the trace cannot tell.
@@ -238,8 +235,8 @@ def gpu_clock_offset(trace: Trace) -> list[Finding]:
             verdict_changes=True,
         )
         for finding, mine in (
-            ("offset", [o for o in offsets if o.shown]),
-            ("unclear", [o for o in offsets if not o.shown]),
+            (kind, [o for o in offsets if o.finding == kind])
+            for kind in ("offset", "drift", "unclear")
         )
         if mine
     ]

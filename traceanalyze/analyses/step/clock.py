@@ -92,12 +92,15 @@ class ClockOffset:
 
     @property
     def finding(self) -> str:
-        """``offset`` (a constant offset shown), ``drift`` (the offset moves across the trace)
-        or ``unclear`` (an offset or unrecorded earlier work: the trace cannot tell)."""
+        """``drift`` (the offset moves across the trace: the more telling, where a constant
+        offset shows too), ``offset`` (a constant offset shown) or ``unclear`` (an offset or
+        unrecorded earlier work: the trace cannot tell)."""
+        if self.drift_minima_us:
+            return "drift"
         waiting = self.min_delay_us >= self.floor_us and self.waiting_pct >= OFFSET_WAITING_MIN_PCT
         if self.before_launch_pct >= BEFORE_LAUNCH_MIN_PCT or waiting:
             return "offset"
-        return "drift" if self.drift_minima_us else "unclear"
+        return "unclear"
 
     @property
     def shown(self) -> bool:
@@ -172,13 +175,6 @@ def _launch_delays(trace: Trace) -> pl.DataFrame:
 _DEEP_DELAY = pl.col("min_delay_us") >= OFFSET_MIN_DELAY_US
 _FLOOR_DELAY = pl.col("min_delay_us") >= pl.col("floor_us")
 _BEFORE_LAUNCH = pl.col("before_launch_pct") >= BEFORE_LAUNCH_MIN_PCT
-
-
-def offset_possible(trace: Trace) -> bool:
-    """Whether any rank's launch delays alone could show an offset: the cheap half of the rule,
-    so that a caller can skip building the steps' gaps (``clock_offsets``' ``waiting_pct``)
-    where no rank can be offset."""
-    return bool(_launch_delays(trace).filter(_FLOOR_DELAY | _BEFORE_LAUNCH).height)
 
 
 def clock_offsets(
@@ -355,6 +351,15 @@ def window_drifts(trace: Trace, steps: pl.DataFrame) -> pl.DataFrame:
         )
         .cast(_NO_DRIFT.schema)  # type: ignore[arg-type]
     )
+
+
+def one_stream(trace: Trace) -> bool:
+    """Whether every rank of ``trace`` with linked GPU work runs it on one stream of one
+    device with no call making a stream wait on an event: its GPU then has no other stream's
+    work to wait on (a queued kernel waits on its dispatch only, on one clock)."""
+    linked = trace.gpu.filter(pl.col("launch_ts_ns").is_not_null() & pl.col("ts_ns").is_not_null())
+    lone = _lone_streams(trace, linked)["lone_stream"]
+    return bool(lone.len() and lone.all())
 
 
 def _lone_streams(trace: Trace, linked: pl.DataFrame) -> pl.DataFrame:

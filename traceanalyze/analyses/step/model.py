@@ -29,7 +29,7 @@ from traceanalyze.analyses.iterations import (
     iteration_rows,
 )
 from traceanalyze.analyses.stacks import frames_of_ops
-from traceanalyze.analyses.step.clock import ClockOffset, clock_offsets, offset_note
+from traceanalyze.analyses.step.clock import ClockOffset, clock_offsets, offset_note, one_stream
 from traceanalyze.analyses.step.gaps import CAUSE_NAMES, HOST, QUEUED, window_gaps
 from traceanalyze.analyses.step.syncs import priced_calls, sync_table
 from traceanalyze.analyses.step.times import SPLIT_US_COLUMNS, STEP_COLUMNS, split_times
@@ -68,6 +68,14 @@ WALL_FROM_STEADY = "cold capture's steady median (one-off first calls left out)"
 WAITING_NOTE = (
     "the GPU waits with work queued for most of the time it does not compute, on a dependency "
     "the trace does not show (another stream's event, a host callback, a peer rank): "
+)
+# The same where the work runs on one stream with no stream waits: no other stream can hold it.
+ONE_STREAM_WAITING_NOTE = (
+    "the GPU waits with work queued for most of the time it does not compute, yet its work runs "
+    "on one stream with no stream waiting on an event, so no other stream's work holds it: such "
+    "gaps point to a GPU clock offset from the CPU's below the clock check's floor (`audit`'s "
+    "gpu_clock_offset), or to work the trace does not record (another process on the GPU, a "
+    "host callback): "
 )
 # A collective kernel's time on one rank includes its wait for the slowest peer.
 COMMUNICATION_NOTE = (
@@ -123,7 +131,8 @@ def _model(trace: Trace) -> StepModel:
     launched = bool(trace.gpu["linked"].fill_null(value=False).any())
     recorded = trace.gpu.height > 0
     clock = tuple(clock_offsets(trace, _waiting_pct(steps, gaps, trace), steps))
-    verdict = _verdict(steps, means, gaps, calls, launched=launched, recorded=recorded)
+    waiting = ONE_STREAM_WAITING_NOTE if one_stream(trace) else WAITING_NOTE
+    verdict = _verdict(steps, means, gaps, calls, waiting, launched=launched, recorded=recorded)
     if clock:
         verdict = Verdict(CANNOT_TELL, None, verdict.shares_pct, offset_note(list(clock)))
     return StepModel(steps, gaps, calls, means, verdict, WALL_FROM_TRACE, clock)
@@ -227,6 +236,7 @@ def _verdict(
     means: Mapping[str, float],
     gaps: pl.DataFrame,
     calls: pl.DataFrame,
+    waiting: str,
     *,
     launched: bool,
     recorded: bool,
@@ -235,7 +245,8 @@ def _verdict(
     their wall time (each step judged on its own split), with its margin and evidence from
     their mean split; else ``cannot tell``. The counted steps are the means' population too
     (a warm-up step and a first step waiting on the CPU are not counted: ``iterations``), so
-    every figure beside the verdict is over the same steps."""
+    every figure beside the verdict is over the same steps. ``waiting``: what the note says
+    where the GPU waits on queued work (a dependency the trace does not show)."""
     parts = _per_step(means)
     times = side_times(parts)
     shares = shares_of(times)
@@ -284,7 +295,7 @@ def _verdict(
     if bound == COMMUNICATION_BOUND:
         notes.append(COMMUNICATION_NOTE)
     if bound == CANNOT_TELL:
-        return Verdict(bound, None, shares, WAITING_NOTE + "; ".join(notes))
+        return Verdict(bound, None, shares, waiting + "; ".join(notes))
     # Where some steps disagree, the verdict also changes if the agreeing steps' share of the
     # wall falls below two thirds: the margin is then the nearer of the two.
     vote_margin = held_pct - share / out_of * 100
