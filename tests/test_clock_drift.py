@@ -66,10 +66,9 @@ def test_a_drift_is_found_though_the_shortest_delay_is_on_time(tmp_path: Path) -
 
 def test_a_drift_backwards_is_found_too(tmp_path: Path) -> None:
     # The GPU's clock falls behind: 305 µs down to 5 µs.
-    # (The first step, its work running past its end, is left out of the counted steps.)
     model = step_model(_trace(tmp_path, _drift(300)[::-1]))
     assert [(o.finding, o.drift_minima_us) for o in model.clock] == [
-        ("drift", (245.0, 185.0, 125.0, 65.0, 5.0))
+        ("drift", (305.0, 245.0, 185.0, 125.0, 65.0, 5.0))
     ]
     assert model.clock[0].drift_us < -100
 

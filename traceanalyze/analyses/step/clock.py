@@ -236,7 +236,7 @@ _NO_DRIFT = pl.DataFrame(
 
 
 def idle_launches(trace: Trace) -> pl.DataFrame:
-    """The launches whose activity found the GPU idle: ``rank``, ``launch_ts_ns`` and
+    """The launches whose activity found the GPU idle: ``rank``, ``ts_ns``, ``launch_ts_ns`` and
     ``delay_ns`` (the activity's start minus its launch call's start) of each activity that
     starts after every activity of its rank that starts before it has ended, and was either
     launched after they ended too, or waited ``DISPATCH_MAX_NS`` or more on an idle GPU. On one
@@ -257,7 +257,7 @@ def idle_launches(trace: Trace) -> pl.DataFrame:
     )
     free = pl.col("ahead_ns").is_null() | (after_idle & onto_idle)
     return ahead.filter(pl.col("launch_ts_ns").is_not_null() & free).select(
-        "rank", "launch_ts_ns", delay_ns=pl.col("ts_ns") - pl.col("launch_ts_ns")
+        "rank", "ts_ns", "launch_ts_ns", delay_ns=pl.col("ts_ns") - pl.col("launch_ts_ns")
     )
 
 
@@ -297,16 +297,15 @@ def drift_windows(steps: pl.DataFrame) -> pl.DataFrame:
 
 def window_minima(trace: Trace, steps: pl.DataFrame) -> pl.DataFrame:
     """Per rank and window (:func:`drift_windows`) with ``DRIFT_MIN_LAUNCHES`` launches onto
-    an idle GPU or more (:func:`idle_launches`, by the launch call's start): ``launches``,
+    an idle GPU or more (:func:`idle_launches`, by the activity's start: the windows are the
+    GPU's, a step's ending with its last work): ``launches``,
     ``min_delay_us`` (their shortest delay), ``mid_ns`` (the window's middle), ``windows``."""
     windows = drift_windows(steps).sort("lo_ns")
     placed = (
         idle_launches(trace)
-        .sort("launch_ts_ns")
-        .join_asof(
-            windows, left_on="launch_ts_ns", right_on="lo_ns", by="rank", check_sortedness=False
-        )
-        .filter(pl.col("launch_ts_ns") < pl.col("hi_ns"))
+        .sort("ts_ns")
+        .join_asof(windows, left_on="ts_ns", right_on="lo_ns", by="rank", check_sortedness=False)
+        .filter(pl.col("ts_ns") < pl.col("hi_ns"))
     )
     return (
         placed.group_by("rank", "window")
