@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from traceanalyze.analyses.audit.steps import counted_steps
-from traceanalyze.analyses.step.clock import _launch_delays, window_minima
+from traceanalyze.analyses.step.clock import _launch_delays, idle_launches, window_minima
 from traceanalyze.analyses.step.model import step_model
 from traceanalyze.load import load
 
@@ -46,8 +46,18 @@ def sweep(path: Path) -> tuple[str, list[str]]:
     model = step_model(steps)
     windows = model.steps.select("rank", "lo_ns", "hi_ns")
     minima = window_minima(steps, windows)
-    floors = _launch_delays(steps).select("rank", "floor_us")
-    lines = []
+    floors = _launch_delays(steps).select("rank", "floor_us", "min_delay_us")
+    idle = (
+        idle_launches(steps)
+        .group_by("rank")
+        .agg(idle_launches=pl.len(), idle_min_us=pl.col("delay_ns").min() / 1e3)
+    )
+    lines = [
+        f"  rank {rank}: shortest delay {shortest:,.1f} µs over all launches, {low:,.1f} µs over "
+        f"{n:,} launches onto an idle GPU; floor {floor:,.0f} µs"
+        # One row per rank: a handful.
+        for rank, floor, shortest, n, low in floors.join(idle, on="rank").iter_rows()
+    ]
     # One row per rank: a handful.
     for (rank,), rows in minima.group_by("rank", maintain_order=True):
         xs = ((rows["mid_ns"] - rows["mid_ns"].min()) / 1e6).to_list()
@@ -57,12 +67,10 @@ def sweep(path: Path) -> tuple[str, list[str]]:
         )
         slope, r2 = fit.row(0)
         moved = (slope or 0.0) * (max(xs) - min(xs)) if len(xs) > 1 else 0.0
-        floor = floors.filter(pl.col("rank") == rank)["floor_us"]
         lines.append(
             f"  rank {rank}: {len(ys)} windows ({rows['windows'][0]}), minima "
             + " / ".join(f"{y:,.1f}" for y in ys[:16])
             + f" µs; line moves {moved:+,.1f} µs, R² {r2 if r2 is not None else float('nan'):.2f}"
-            + f"; floor {floor[0] if floor.len() else float('nan'):,.0f} µs"
         )
     found = ", ".join(f"rank {o.rank} {o.finding}" for o in model.clock) or "none"
     return found, lines

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceanalyze.analyses.step.verdict import DISPATCH_MAX_NS
+from traceanalyze.analyses.step.window import rank_segments
 from traceanalyze.trace import Trace
 
 # The shortest launch-to-start delay that a GPU on the CPU's clock does not reach over many
@@ -236,28 +236,56 @@ _NO_DRIFT = pl.DataFrame(
 
 
 def idle_launches(trace: Trace) -> pl.DataFrame:
-    """The launches whose activity found the GPU idle: ``rank``, ``ts_ns``, ``launch_ts_ns`` and
-    ``delay_ns`` (the activity's start minus its launch call's start) of each activity that
-    starts after every activity of its rank that starts before it has ended, and was either
-    launched after they ended too, or waited ``DISPATCH_MAX_NS`` or more on an idle GPU. On one
-    clock such a delay is the GPU's dispatch (a few µs): nothing ran ahead of the activity.
-    Left out: work queued behind other work that starts within the dispatch's few µs of it
-    (a deep queue's delay is its depth, which may grow over a trace on one clock)."""
-    recorded = trace.gpu.filter(pl.col("ts_ns").is_not_null()).select(
+    """The launches whose activity found the GPU idle: ``rank``, ``ts_ns``, ``launch_ts_ns``
+    and ``delay_ns`` (the activity's start minus its launch call's start) of each activity that
+    starts after every activity of its rank that starts before it has ended, launched once the
+    GPU had recorded work (before, unrecorded work launched before the profiler may fill the
+    delay), and whose GPU ran other work for less than half of the time from its launch call to
+    its start (or that starts before its launch call). On one clock nothing ran ahead of such an
+    activity for long, so its delay is the GPU's dispatch (a few µs) or a wait on an idle GPU;
+    work queued behind other work is left out (a deep queue's delay is its depth, which may grow
+    over a trace on one clock: a ROCm vLLM decode trace's grows from 147 to 281 ms)."""
+    recorded = trace.gpu.lazy().filter(pl.col("ts_ns").is_not_null())
+    activities = recorded.select(
         "rank",
         "ts_ns",
         "launch_ts_ns",
         end_ns=pl.col("ts_ns") + pl.col("dur_ns").fill_null(0).clip(lower_bound=0),
     )
     before = pl.col("end_ns").cum_max().shift(1).over("rank")
-    ahead = recorded.sort("rank", "ts_ns").with_columns(ahead_ns=before)
-    after_idle = pl.col("ts_ns") >= pl.col("ahead_ns")
-    onto_idle = (pl.col("launch_ts_ns") >= pl.col("ahead_ns")) | (
-        pl.col("ts_ns") - pl.col("ahead_ns") >= DISPATCH_MAX_NS
+    ahead = activities.sort("rank", "ts_ns").with_columns(
+        ahead_ns=before, first_ns=pl.col("ts_ns").min().over("rank")
     )
-    free = pl.col("ahead_ns").is_null() | (after_idle & onto_idle)
-    return ahead.filter(pl.col("launch_ts_ns").is_not_null() & free).select(
-        "rank", "ts_ns", "launch_ts_ns", delay_ns=pl.col("ts_ns") - pl.col("launch_ts_ns")
+    after_idle = pl.col("ahead_ns").is_not_null() & (pl.col("ts_ns") >= pl.col("ahead_ns"))
+    # Launched before the GPU recorded anything: unrecorded earlier work may fill the delay.
+    recording = pl.col("launch_ts_ns") >= pl.col("first_ns")
+    candidates = ahead.filter(pl.col("launch_ts_ns").is_not_null() & after_idle & recording)
+    segments = rank_segments(recorded)
+    timed = _busy_until(_busy_until(candidates, segments, "ts_ns"), segments, "launch_ts_ns")
+    delay = pl.col("ts_ns") - pl.col("launch_ts_ns")
+    busy = pl.col("_busy_ts_ns") - pl.col("_busy_launch_ts_ns")
+    mostly_idle = (delay <= 0) | (busy * 2 < delay)
+    return (
+        timed.filter(mostly_idle).select("rank", "ts_ns", "launch_ts_ns", delay_ns=delay).collect()
+    )
+
+
+def _busy_until(points: pl.LazyFrame, segments: pl.LazyFrame, at: str) -> pl.LazyFrame:
+    """``points`` with ``_busy_<at>``: the nanoseconds its rank's GPU was busy (``segments``:
+    disjoint per rank, ``start_ns``, ``end_ns``) before the time in its column ``at``."""
+    length = pl.col("end_ns") - pl.col("start_ns")
+    cumulative = (
+        segments.sort("rank", "start_ns")
+        .with_columns(_before=length.cum_sum().over("rank") - length)
+        .select("rank", "_before", _seg_start="start_ns", _seg_end="end_ns")
+        .sort("_seg_start")
+    )
+    inside = (pl.min_horizontal(at, "_seg_end") - pl.col("_seg_start")).clip(lower_bound=0)
+    return (
+        points.sort(at)
+        .join_asof(cumulative, left_on=at, right_on="_seg_start", by="rank", check_sortedness=False)
+        .with_columns((pl.col("_before") + inside).fill_null(0).alias(f"_busy_{at}"))
+        .drop("_before", "_seg_start", "_seg_end")
     )
 
 
