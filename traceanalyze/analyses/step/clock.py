@@ -14,9 +14,10 @@ offset from the CPU's where, over ``OFFSET_MIN_LAUNCHES`` launches or more of a 
   floor is ``OFFSET_ONE_STREAM_MIN_DELAY_US``: there a queued kernel waits on nothing the
   trace could hide but its dispatch; or
 * ``BEFORE_LAUNCH_MIN_PCT`` or more of the activities start before their launch call began; or
-* the clock *drifts*: the shortest delay of the launches made onto an idle GPU (the call began
-  after every earlier activity of the rank had ended, and the activity starts after them too:
-  nothing queued ahead, so on one clock the delay is the dispatch's few µs) moves steadily
+* the clock *drifts*: the shortest delay of the launches onto an idle GPU
+  (:func:`idle_launches`: the activity starts after every earlier activity of the rank has
+  ended, and the GPU ran other work for less than half the time since its launch call: nothing
+  queued ahead for long, so on one clock the delay is the dispatch's few µs) moves steadily
   across the trace, per counted step (per ``DRIFT_WINDOWS`` equal windows of the steps' span
   where fewer than ``DRIFT_MIN_WINDOWS`` steps count), by the rank's delay floor or more: a
   linear fit over ``DRIFT_MIN_WINDOWS`` or more windows of ``DRIFT_MIN_LAUNCHES`` such launches
@@ -320,7 +321,7 @@ def drift_windows(steps: pl.DataFrame) -> pl.DataFrame:
             windows=pl.lit(f"1/{DRIFT_WINDOWS} of the steps' span"),
         )
     )
-    return pl.concat([own.cast(sliced.schema), sliced])  # type: ignore[arg-type]
+    return pl.concat([own.cast(sliced.schema), sliced])
 
 
 def window_minima(trace: Trace, steps: pl.DataFrame) -> pl.DataFrame:
@@ -376,7 +377,7 @@ def window_drifts(trace: Trace, steps: pl.DataFrame) -> pl.DataFrame:
             fit="fit",
             windows="windows",
         )
-        .cast(_NO_DRIFT.schema)  # type: ignore[arg-type]
+        .cast(_NO_DRIFT.schema)
     )
 
 
