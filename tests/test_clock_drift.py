@@ -134,6 +134,21 @@ def test_the_waiting_note_names_no_other_stream_on_a_one_stream_trace(tmp_path: 
     assert "another stream's event" in waits.verdict.note
 
 
+def test_idle_words_the_queued_cause_from_the_streams(tmp_path: Path) -> None:
+    # One stream, no stream waits: `queued` names no other stream; with a stream wait it may.
+    path = _trace(tmp_path, [90.0] * STEPS).path  # type: ignore[attr-defined]
+    shown = CliRunner().invoke(main, ["idle", str(path)]).stdout
+    assert "so no other stream's work held it" in shown
+    assert "another stream's work it depends on" not in shown
+    (tmp_path / "w").mkdir()
+    wait = (call("cudaStreamWaitEvent", 3, 1, 99_999),)
+    waits = _trace(tmp_path / "w", [90.0] * STEPS, wait).path  # type: ignore[attr-defined]
+    assert (
+        "another stream's work it depends on"
+        in CliRunner().invoke(main, ["idle", str(waits)]).stdout
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # The drift written into real one-stream traces (skeptic 38d's drift.py: every GPU time, and the
 # flow arrows' GPU ends, moved by 0 at the trace's first event to MAX at its last).

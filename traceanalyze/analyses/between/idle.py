@@ -18,8 +18,8 @@ import polars as pl
 
 from traceanalyze.analyses.activities import activities, in_iterations, iteration_count
 from traceanalyze.analyses.iterations import counted, on_counted
-from traceanalyze.analyses.step.clock import offset_note
-from traceanalyze.analyses.step.gaps import CAUSE_NAMES, CAUSES
+from traceanalyze.analyses.step.clock import offset_note, one_stream
+from traceanalyze.analyses.step.gaps import CAUSE_NAMES, CAUSES, QUEUED, QUEUED_ONE_STREAM_MEANING
 from traceanalyze.analyses.step.model import step_model
 from traceanalyze.display import Shown
 from traceanalyze.trace import Trace
@@ -46,6 +46,13 @@ class IdleResult(Shown):
     bound: str
     # Why the causes cannot be read (the GPU's clock is offset from the CPU's), or None.
     clock_note: str | None = None
+    # Every rank's work runs on one stream with no stream waits: `queued` then names no other
+    # stream (gaps.QUEUED_ONE_STREAM_MEANING).
+    one_stream: bool = False
+
+    def meanings(self) -> dict[str, str]:
+        """Each cause and what it means on this trace (``queued`` from the streams' evidence)."""
+        return definitions() | ({QUEUED: QUEUED_ONE_STREAM_MEANING} if self.one_stream else {})
 
 
 @on_counted
@@ -88,6 +95,7 @@ def idle_breakdown(trace: Trace, largest: int = LARGEST_GAPS) -> IdleResult:
         model.means["wall_us_per_iter"],
         model.verdict.bound,
         offset_note(list(model.clock)) if model.clock else None,
+        one_stream(trace),
     )
 
 

@@ -83,6 +83,16 @@ CAUSES: tuple[Cause, ...] = (
           "overhead"),
 )  # fmt: skip
 CAUSE_NAMES = tuple(c.cause for c in CAUSES)
+# What ``queued`` means where the rank's work runs on one stream with no stream waiting on an
+# event (:func:`~traceanalyze.analyses.step.clock.one_stream`): no other stream's work can hold
+# the GPU there, so a long wait is not a dependency the trace hides behind another stream.
+QUEUED_ONE_STREAM_MEANING = (
+    "the work that ends the gap was already queued (launched before the gap began, or most of "
+    "the gap passed after its launch call returned); the work runs on one stream with no stream "
+    "waiting on an event, so no other stream's work held it: beyond the GPU's own dispatch (a "
+    "few µs), such a gap points to a GPU clock offset from the CPU's (`audit`'s "
+    "gpu_clock_offset) or to work the trace does not record"
+)
 GAP_COLUMNS = (
     "rank", "iteration", "gap_start_ns", "gap_end_ns", "gap_ns", "cause", "device", "stream",
     "next_activity", "launch_api", "launch_tid",

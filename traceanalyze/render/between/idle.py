@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from traceanalyze.analyses.between.idle import IdleResult, definitions
+from traceanalyze.analyses.between.idle import IdleResult
 from traceanalyze.analyses.between.where import WhereTimeGoes
 from traceanalyze.analyses.step.verdict import CANNOT_TELL
 from traceanalyze.names import with_readable_names
@@ -45,7 +45,7 @@ def idle_markdown(result: IdleResult, *, full_names: bool = False, level: int = 
             "the GPU with torch.profiler's ProfilerActivity.CUDA.\n"
         )
     causes = result.causes.with_columns(
-        meaning=pl.col("cause").replace_strict(definitions(), return_dtype=pl.String)
+        meaning=pl.col("cause").replace_strict(result.meanings(), return_dtype=pl.String)
     )
     parts = [
         f"GPU idle time {result.gpu_idle_us_per_iter:,.2f} µs per iteration of a "
@@ -97,6 +97,13 @@ VERDICTS = {
     "eagerly with CUDA_MODULE_LOADING=EAGER)",
 }
 
+# The queued verdict where the work runs on one stream with no stream waits (no other stream).
+ONE_STREAM_QUEUED = (
+    "gaps before work that was already queued on the one stream the work runs on (no stream "
+    "waits): the GPU's own dispatch between many small kernels (fusion or CUDA graphs remove "
+    "it), or, for long gaps, a GPU clock offset from the CPU's or work the trace does not record"
+)
+
 
 def where_verdict(where: WhereTimeGoes) -> str:
     """One sentence: how much of the step the GPU idles, and what the largest cause says."""
@@ -107,10 +114,11 @@ def where_verdict(where: WhereTimeGoes) -> str:
         return "The GPU never idles in the steps' windows."
     top = idle.causes.sort("us_per_iter", descending=True).row(0, named=True)
     share = idle.gpu_idle_us_per_iter / where.wall_us_per_iter * 100
+    says = ONE_STREAM_QUEUED if top["cause"] == "queued" and idle.one_stream else None
     return (
         f"The GPU is idle {share:.2g}% of the step's wall time ({idle.bound}); the largest part "
         f"of that ({top['share_of_idle_pct']:.0f}%) is {top['cause']}: "
-        f"{VERDICTS[top['cause']]}."
+        f"{says or VERDICTS[top['cause']]}."
     )
 
 
