@@ -98,14 +98,31 @@ def test_a_drift_under_the_floor_is_silent(tmp_path: Path) -> None:
     assert step_model(_trace(tmp_path, _drift(80))).clock == ()
 
 
-def test_where_a_stream_waits_the_floor_is_a_millisecond(tmp_path: Path) -> None:
-    # A stream waiting on an event: a queued kernel may wait on another stream's work, so the
-    # floor is 1,000 µs; +300 µs passes unseen (docs/audit.md says so), +1,500 µs is found.
+def test_where_a_stream_waits_a_drift_is_found_alike(tmp_path: Path) -> None:
+    # A stream waiting on an event: a queued kernel may wait on another stream's work, but the
+    # launches onto an idle GPU waited on nothing: the drift's floor is 100 µs there too.
     wait = (call("cudaStreamWaitEvent", 3, 1, 99_999),)
-    assert step_model(_trace(tmp_path, _drift(300), wait)).clock == ()
-    (tmp_path / "far").mkdir()
-    far = step_model(_trace(tmp_path / "far", _drift(1_500), wait))
-    assert [(o.finding, o.floor_us) for o in far.clock] == [("drift", 1_000.0)]
+    found = step_model(_trace(tmp_path, _drift(300), wait))
+    assert [(o.finding, o.floor_us) for o in found.clock] == [("drift", 1_000.0)]
+    (tmp_path / "under").mkdir()
+    assert step_model(_trace(tmp_path / "under", _drift(80), wait)).clock == ()
+
+
+def test_a_constant_offset_on_several_streams_is_found_from_the_idle_launches(
+    tmp_path: Path,
+) -> None:
+    # +300 µs on every kernel where a stream waits on an event (the all-launch floor is
+    # 1,000 µs): the 112 launches onto an idle GPU (the first 8 are launched before the GPU
+    # records anything) all wait 305 µs, and the GPU idles with that work queued: an offset.
+    # +90 µs stays under the 100 µs floor.
+    wait = (call("cudaStreamWaitEvent", 3, 1, 99_999),)
+    model = step_model(_trace(tmp_path, [305.0] * STEPS, wait))
+    assert [(o.finding, o.idle_launches, o.idle_min_delay_us) for o in model.clock] == [
+        ("offset", 112, 305.0)
+    ]
+    assert "launches onto an idle GPU" in model.verdict.note
+    (tmp_path / "under").mkdir()
+    assert step_model(_trace(tmp_path / "under", [90.0] * STEPS, wait)).clock == ()
 
 
 def test_the_audit_reports_the_drift_with_each_windows_minimum(tmp_path: Path) -> None:
