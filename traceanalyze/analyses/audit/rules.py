@@ -221,17 +221,19 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         None,
         "a rank's GPU times are not on its CPU's clock: the shortest launch-to-start delay is at "
         "the rank's floor or past it (100 µs where its work runs on one stream with no stream "
-        "waits, else 1,000 µs) while the GPU idles with that work queued, or many activities "
-        "start before their launch call; idle causes, the bound verdict and the critical path "
-        "compare the two clocks, so the step model gives no verdict",
+        "waits, else 1,000 µs), or that of its 20 or more launches onto an idle GPU is 100 µs or "
+        "more, while the GPU idles with that work queued; or many activities start before their "
+        "launch call; idle causes, the bound verdict and the critical path compare the two "
+        "clocks, so the step model gives no verdict",
     ),
     ("gpu_clock_offset", "drift"): FindingRule(
         WARNING,
         None,
         "a rank's GPU clock drifts from its CPU's: the shortest delay of the launches that find "
-        "the GPU idle, per counted step (or per eighth of the steps' span), moves steadily (a "
-        "straight line through 4 or more windows' minima, R² 0.9 or more) by the rank's floor "
-        "or more across the trace, while on one clock it stays at the dispatch's few µs; the "
+        "the GPU idle (starting after all earlier work ended, the GPU busy under half the time "
+        "since their launch call), per counted step (or per eighth of the steps' span), moves steadily (a "
+        "straight line through 4 or more windows' minima, R² 0.9 or more) by 100 µs or more "
+        "across the trace, while on one clock it stays at the dispatch's few µs; the "
         "detail gives each window's minimum; idle causes, the bound verdict and the critical "
         "path compare the two clocks, so the step model gives no verdict",
     ),
