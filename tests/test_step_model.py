@@ -4,6 +4,7 @@ verdicts were wrong before it (issue 38's list)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -353,13 +354,17 @@ def test_a_stream_wait_beside_a_long_gap_is_the_hosts() -> None:
     assert set(longest["cause"].to_list()) <= {"host", "launch"}
 
 
-def test_an_item_that_blocks_twice_is_one_sync_of_its_operator(tmp_path: Path) -> None:
+@pytest.mark.parametrize("marker", [annotation, op], ids=["annotation", "operator"])
+def test_an_item_that_blocks_twice_is_one_sync_of_its_operator(
+    tmp_path: Path, marker: Callable[[str, float, float], dict[str, object]]
+) -> None:
     # aten::item makes two blocking calls (a stream synchronize, then the copy): one operator
     # call a step, blocked 8 us in all. A bare cudaDeviceSynchronize outside any op is its own.
+    # Old traces write ProfilerStep#N as an operator: a sync is never named after the step.
     events = []
     for step, t0 in ((1, 0), (2, 100)):
         events += [
-            annotation(f"ProfilerStep#{step}", t0, 60),
+            marker(f"ProfilerStep#{step}", t0, 60),
             call("cudaLaunchKernel", t0 + 1, 1, step),
             kernel(GEMM, t0 + 3, 10, step),
             op("aten::item", t0 + 5, 20),
@@ -368,6 +373,7 @@ def test_an_item_that_blocks_twice_is_one_sync_of_its_operator(tmp_path: Path) -
             call("cudaDeviceSynchronize", t0 + 30, 2, 920 + step),
         ]
     trace = load(tmp_path, events)
+    assert trace.iterations["iteration"].to_list() == [1, 2]
     table = step_model(trace).syncs(trace)
     assert table.select("op", "count_per_iter", "cpu_blocked_us_per_iter").rows() == [
         ("aten::item", 1.0, 8.0),
@@ -463,28 +469,6 @@ def test_tl_b200s_device_to_device_copies_are_not_syncs() -> None:
     model = step_model(trace)
     assert model.syncs(trace).height == 0
     assert model.gaps.filter(pl.col("cause") == "sync").height == 0
-
-
-def test_a_sync_is_never_named_after_a_step_marker(tmp_path: Path) -> None:
-    # Old traces write ProfilerStep#N as an operator: the sync inside `aten::to` is that op's,
-    # and a synchronize called right under the step marker is the call's own.
-    events = []
-    for step, t0 in ((1, 0), (2, 100)):
-        events += [
-            op(f"ProfilerStep#{step}", t0, 60),
-            call("cudaLaunchKernel", t0 + 1, 1, step),
-            kernel(GEMM, t0 + 3, 10, step),
-            op("aten::to", t0 + 5, 20),
-            call("cudaStreamSynchronize", t0 + 6, 5, 900 + step),
-            call("cudaDeviceSynchronize", t0 + 30, 2, 920 + step),
-        ]
-    trace = load(tmp_path, events)
-    assert trace.iterations["iteration"].to_list() == [1, 2]
-    table = step_model(trace).syncs(trace)
-    assert table.select("op", "count_per_iter", "cpu_blocked_us_per_iter").rows() == [
-        ("aten::to", 1.0, 5.0),
-        ("cudaDeviceSynchronize", 1.0, 2.0),
-    ]
 
 
 def test_legacy_resnets_syncs_are_aten_to_not_its_steps() -> None:
