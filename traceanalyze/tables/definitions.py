@@ -210,7 +210,9 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "gpu_activities_per_iter": "GPU activities launched inside the counted iterations, per "
     "iteration (0: no GPU timeline, so no idle time)",
     "cpu_blocked_us_per_iter": "duration of the row's blocking calls (the CPU time they "
-    "blocked), per iteration",
+    "blocked), per iteration; blocking as the `sync` idle cause defines it: a synchronize, a "
+    "synchronous copy or set, or an async copy call with a pageable side that waited for its "
+    "copy (a device-to-device or pinned copy never blocks)",
     "gpu_waited_us_per_iter": "time the rank's GPU was busy while the row's blocking calls "
     "waited, per iteration (the rest of the blocked time the GPU idled)",
     # launches
