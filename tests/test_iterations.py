@@ -269,6 +269,13 @@ def test_hta_mtia_inference_is_one_whole_trace_step() -> None:
     assert (result["iteration_source"], result["iterations"]) == ("whole trace", 1)
     assert "8 of its 137 spans start before an earlier one has ended" in result["iteration_note"]
     assert result["bound"] == "cannot tell"
+    # `cold` takes no calls from annotations that run at once either: the next rule's 15
+    # `Stage::preprocess::remote.forward` regions, one after another (was the 137 annotations).
+    calls = find_calls(trace)
+    assert (calls.source, calls.count) == (
+        "repeated region: Stage::preprocess::remote.forward",
+        15,
+    )
 
 
 def test_outliers_are_flagged_and_kept(tmp_path: Path) -> None:
