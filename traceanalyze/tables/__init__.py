@@ -108,7 +108,8 @@ def declared(name: str) -> Table:
 def _nearest(name: str) -> str:
     """The fix for an unknown table name: a command's own tables (``kernels`` ->
     ``kernels.kernel``, ``kernels.op``), else the closest names, else every table."""
-    own = [t for t in TABLES if t.split(".")[0] == name.split(".")[0]]
+    command = name.partition(".")[0]
+    own = [t for t in TABLES if t.partition(".")[0] == command]
     close = own or difflib.get_close_matches(name, TABLES, n=5, cutoff=0.6)
     if close:
         return f"Did you mean {' or '.join(close)}?"
