@@ -172,6 +172,10 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "graph_launches_per_iter": "CUDA/HIP graph launch calls per iteration (each replays a whole "
     "graph)",
     "cudnn_cpu_us_per_iter": "CPU self time of the ops that call into cuDNN, per iteration",
+    "cublas_cpu_us_per_iter": "CPU self time of the ATen ops that call cuBLAS or cuBLASLt "
+    "themselves (hipBLAS on ROCm: `aten::mm`, `addmm`, `bmm`, `baddbmm`, `mv`, `_scaled_mm`, "
+    "...), per iteration: ATen's dispatch and checks plus the library's host-side work; their "
+    "launch calls, children of the op, are not counted (`explain`'s `cpu` table)",
     # identifiers and counts shared by many tables
     "rank": "the rank (process of a distributed job) of the row: the `distributedInfo` rank its "
     "trace states, 0 for a trace that states none",
