@@ -188,3 +188,20 @@ def test_a_figure_named_by_a_row_must_be_defined_too() -> None:
     rows = {"cpu": [{"figure": "made_up_us_per_iter", "base": 1.0, "new": 2.0, "delta": 1.0}]}
     assert _undefined_keys(rows, ("explain", ""), names) == {"made_up_us_per_iter (a `figure` row)"}
     assert not _undefined_keys(rows, ("explain", ""), names | {"made_up_us_per_iter"})
+
+
+# Names many tables share (issue 41's second newcomer pass found each defined for one table
+# only: `device` a string in `memory`, an index elsewhere; `count` whole-trace in `kernels`,
+# inside the iterations in `launches`): one definition that names every command using it, and
+# one dtype everywhere.
+SHARED_NAMES = ("kernels_per_iter", "count", "count_in_iterations", "device", "bytes")
+
+
+@pytest.mark.parametrize("name", SHARED_NAMES)
+def test_a_shared_name_has_one_definition_for_every_table(name: str) -> None:
+    using = [t for t in DECLARED if name in t.columns]
+    assert len(using) > 1
+    definition = COLUMN_DEFINITIONS[name]
+    assert not [t.command for t in using if f"`{t.command}" not in definition]
+    assert len({str(t.columns[name]) for t in using}) == 1, name
+    assert len(re.findall(rf"^\s*[-*] `{name}`: ", _docs(), re.MULTILINE)) == 1

@@ -87,7 +87,6 @@ CLEAN_DETAIL: dict[str, str] = {
 }
 # One sentence per figure of the audit; the README's "Can this trace be trusted?" prints them.
 DEFINITIONS: dict[str, str] = {
-    "count": "how many events the finding holds",
     "affected_us_per_iter": "the GPU or CPU time of those events inside the counted "
     "iterations (a missing activity's: estimated from recorded ones launched alike), per "
     "iteration",
