@@ -233,8 +233,9 @@ def test_arrows_end_on_a_stream_the_trace_names_by_text(tmp_path: Path) -> None:
 
 
 def test_the_critical_path_counter_leaves_out_the_paths_gaps(tmp_path: Path) -> None:
-    # Two kernels launched early, B waiting on the stream 20 us after A: the path is A, a gap,
-    # B (the GPU's span, 10-60, is the window). The counter marked the whole window.
+    # Two kernels launched early, B waiting on the stream 20 us after A: the path is the CPU up to
+    # A's launch, A, a gap, B. The window runs from the step's CPU start (0; no earlier GPU work)
+    # to the end of the GPU's work (60). The counter marked the whole window.
     events = [
         annotation("ProfilerStep#1", 0, 30),
         op("aten::mm", 5, 3),
@@ -248,7 +249,7 @@ def test_the_critical_path_counter_leaves_out_the_paths_gaps(tmp_path: Path) -> 
     assert _run(source, "-o", tmp_path / "out.json").exit_code == 0
     path = [(e["ts"], e["args"]["on_path"]) for e in _added(_events_of(tmp_path / "out.json"), "C")
             if e["name"] == "Critical path"]  # fmt: skip
-    assert path == [(10.0, 1), (20.0, 0), (40.0, 1), (60.0, 0)]
+    assert path == [(0.0, 1), (20.0, 0), (40.0, 1), (60.0, 0)]
 
 
 def test_bare_event_array(tmp_path: Path) -> None:

@@ -57,12 +57,13 @@ def test_python_m_exit_statuses(tmp_path: Path) -> None:
 # The command as its console script runs it (traceanalyze.__main__.run), in a child that says
 # "ready" once Python's own Ctrl-C handler is in place and the entry module is imported, then
 # waits for a line: the signal can then be sent at a known moment after the command starts.
+# (Between the line and run() lie two bytecodes of this harness, no code of the command.)
 _STARTED_ON_CUE = r"""
 import sys
 from traceanalyze.__main__ import run
+sys.argv = ["traceanalyze", *sys.argv[1:]]
 print("ready", flush=True)
 sys.stdin.readline()
-sys.argv = ["traceanalyze", *sys.argv[1:]]
 run()
 """
 
@@ -86,9 +87,34 @@ run()
 """
 
 
-def test_ctrl_c_during_the_imports_is_one_line_and_exit_130(tmp_path: Path) -> None:
+# As NumPy does when Ctrl-C cuts its import short: the signal comes, the module catches the
+# KeyboardInterrupt and raises an ImportError of its own.
+_IMPORT_TURNS_CTRL_C_INTO_ITS_OWN_ERROR = r"""
+import os, signal, sys
+
+
+class NumPyLike:
+    def find_spec(self, name, path=None, target=None):
+        if name == "polars":
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                signal.pthread_sigmask(signal.SIG_BLOCK, [])  # lets the handler run
+            except KeyboardInterrupt:
+                raise ImportError("Importing the C-extensions failed") from None
+        return None
+
+
+sys.meta_path.insert(0, NumPyLike())
+sys.argv = ["traceanalyze", *sys.argv[1:]]
+from traceanalyze.__main__ import run
+run()
+"""
+
+
+@pytest.mark.parametrize("child", [_INTERRUPTED_IMPORT, _IMPORT_TURNS_CTRL_C_INTO_ITS_OWN_ERROR])
+def test_ctrl_c_during_the_imports_is_one_line_and_exit_130(child: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _INTERRUPTED_IMPORT, "summary", str(SAMPLE)],
+        [sys.executable, "-c", child, "summary", str(SAMPLE)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -96,6 +122,19 @@ def test_ctrl_c_during_the_imports_is_one_line_and_exit_130(tmp_path: Path) -> N
         check=False,
     )
     assert (done.returncode, done.stderr, done.stdout) == (130, "Aborted!\n", "")
+
+
+def test_an_import_error_without_ctrl_c_is_not_called_an_abort() -> None:
+    broken = _INTERRUPTED_IMPORT.replace("raise KeyboardInterrupt", "raise ImportError('no')")
+    done = subprocess.run(
+        [sys.executable, "-c", broken, "summary", str(SAMPLE)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1 and "ImportError: no" in done.stderr
 
 
 def _interrupted_after(delay_s: float, cache: Path) -> subprocess.CompletedProcess[str]:
