@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
+from tests.conftest import SHARED
 from tests.micro import write_trace
 from tests.test_audit_micro import clean_events, is_kernel, rank_events
 from traceanalyze.cli import main
@@ -130,3 +132,59 @@ def test_comms_clock_align_says_so(tmp_path: Path) -> None:
     assert {r["clock_offset_us"] for r in raw} == {None}  # a declared column: null unaligned
     moved = {r["ts_ns"] - a["ts_ns"] for r, a in zip(raw, aligned, strict=True)}
     assert moved == {0, 1_234_000}
+
+
+# --- a warning names only what the command prints (issue 41's second newcomer pass: `kernels`
+# on zoology warned about memcpy_per_iter, which `kernels` does not print) ------------------
+
+
+def _printed(command: str) -> set[str]:
+    """The names ``command`` prints: its declared tables' columns and struct fields, the rows
+    of its `figure` tables, and for `report` (markdown only) the keys of its headings."""
+    from traceanalyze.analyses.audit.steps import STEP_FIGURES
+    from traceanalyze.analyses.variants.diff import FIGURES as DIFF_ROWS
+    from traceanalyze.analyses.variants.explain import CPU_FIGURES
+    from traceanalyze.render.headings import heading
+    from traceanalyze.tables.declared import DECLARED
+
+    names: set[str] = set()
+    for table in DECLARED:
+        if table.command == command:
+            names |= set(table.columns)
+            for dtype in table.columns.values():
+                names |= {f.name for f in getattr(dtype, "fields", ())}
+    names |= {"diff": set(DIFF_ROWS), "explain": set(CPU_FIGURES)}.get(command, set())
+    if command == "check":  # its `expectation` column names the metric, `measured` prints it
+        names |= {c for t in DECLARED if t.command == "summary" for c in t.columns}
+    if command == "report":
+        golden = (Path(__file__).parent / "golden" / "report_h200_default.md").read_text()
+        names |= {f for f in (*STEP_FIGURES, "bound") if f"| {heading(f)} |" in golden}
+    return names
+
+
+def test_every_command_names_only_figures_it_prints() -> None:
+    from traceanalyze.analyses.audit.figures import COMMAND_FIGURES, FIGURES, VERDICT
+
+    wrong = {
+        (command, figure, shown)
+        for command, printed in COMMAND_FIGURES.items()
+        for figure, shown in printed.items()
+        if shown.split()[0] not in _printed(command) or figure not in (*FIGURES, VERDICT)
+    }
+    assert not wrong, wrong
+
+
+def test_kernels_on_a_trace_without_gpu_events_names_its_own_column() -> None:
+    trace = SHARED / "traces/corpus/zoology_a100x8_no_gpu_events.json.gz"
+    if not trace.exists():
+        pytest.skip(f"{trace} absent (../shared)")
+    lines = audit_lines(run("kernels", trace, "--format", "json"))
+    assert len(lines) == 1
+    assert (
+        "launches_without_activity/dropped: 268 events move count_per_iter of the memcpy rows "
+        "(their sum is memcpy_per_iter) ±8 per iteration" in lines[0]
+    )
+    # `check` prints only the metrics its expectations name
+    assert audit_lines(run("check", trace, "-e", "gpu_busy_us_per_iter >= 0")) == []
+    said = audit_lines(run("check", trace, "-e", "kernels_per_iter >= 0"))
+    assert len(said) == 1 and "move kernels_per_iter ±260 per iteration" in said[0]

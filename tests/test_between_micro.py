@@ -143,7 +143,7 @@ def test_launch_queue_delay_and_short_kernels(tmp_path: Path) -> None:
     )
     assert_frame_equal(events, expected, check_dtypes=False)
     table = launch_table(trace).select(
-        "name", "count", "launch_cpu_us_median", "launch_delay_us_median",
+        "name", "count_in_iterations", "launch_cpu_us_median", "launch_delay_us_median",
         "launch_delay_us_p90", "queue_max", "short_kernels",
     )  # fmt: skip
     assert table.rows() == [("long", 3, 1.0, 18.0, 25.2, 2, 0), ("tiny", 1, 5.0, 15.0, 15.0, 1, 1)]
@@ -167,7 +167,7 @@ def test_commands_give_the_stable_keys(tmp_path: Path) -> None:
     launches = runner.invoke(main, ["launches", str(path), "--format", "json", "--no-cache"])
     assert launches.exit_code == 0, launches.output
     assert {
-        "name", "category", "count", "launch_cpu_us_median", "launch_delay_us_median",
+        "name", "category", "count_in_iterations", "launch_cpu_us_median", "launch_delay_us_median",
         "launch_delay_us_p90", "short_kernels",
     } <= set(json.loads(launches.output)[0])  # fmt: skip
     streams = runner.invoke(main, ["streams", str(path), "--no-cache"])

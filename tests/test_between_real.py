@@ -43,7 +43,7 @@ def check(loaded: traceanalyze.Trace) -> None:
     )
     events = launch_events(trace)
     assert (events["queue"] >= 0).all()
-    assert launch_table(trace)["count"].sum() == events.height
+    assert launch_table(trace)["count_in_iterations"].sum() == events.height
 
 
 @pytest.mark.parametrize("path", SAMPLES)

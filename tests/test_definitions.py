@@ -114,6 +114,10 @@ def _undefined_keys(value: object, table: tuple[str, str], names: set[str]) -> s
     for key, item in value.items():
         if _numeric(item) and not _defined(key, table, names):
             missing.add(key)
+        elif key == "figure" and isinstance(item, str) and not _defined(item, table, names):
+            # a row of a table of figures (explain's `cpu`, diff's `figures`, audit's
+            # `error_bars`): the figure it names is one too (cublas_cpu_us_per_iter was not)
+            missing.add(f"{item} (a `figure` row)")
         elif isinstance(item, dict) and key == "spread_per_iter":
             spread = {
                 k for k in item if not (m := SPREAD.match(k)) or f"{m[1]}_per_iter" not in names
@@ -175,3 +179,29 @@ def test_no_name_is_defined_twice_in_docs() -> None:
         for name in set(re.findall(r"`([a-z0-9_]+)`", head[1])) if head else ():
             seen[name] = seen.get(name, 0) + 1
     assert not [name for name, n in seen.items() if n > 1]
+
+
+def test_a_figure_named_by_a_row_must_be_defined_too() -> None:
+    # explain's CPU table holds its figures as rows (`figure`: cublas_cpu_us_per_iter), not as
+    # keys: issue 41's second newcomer pass met that one undefined.
+    names = {"base", "new", "delta"}
+    rows = {"cpu": [{"figure": "made_up_us_per_iter", "base": 1.0, "new": 2.0, "delta": 1.0}]}
+    assert _undefined_keys(rows, ("explain", ""), names) == {"made_up_us_per_iter (a `figure` row)"}
+    assert not _undefined_keys(rows, ("explain", ""), names | {"made_up_us_per_iter"})
+
+
+# Names many tables share (issue 41's second newcomer pass found each defined for one table
+# only: `device` a string in `memory`, an index elsewhere; `count` whole-trace in `kernels`,
+# inside the iterations in `launches`): one definition that names every command using it, and
+# one dtype everywhere.
+SHARED_NAMES = ("kernels_per_iter", "count", "count_in_iterations", "device", "bytes")
+
+
+@pytest.mark.parametrize("name", SHARED_NAMES)
+def test_a_shared_name_has_one_definition_for_every_table(name: str) -> None:
+    using = [t for t in DECLARED if name in t.columns]
+    assert len(using) > 1
+    definition = COLUMN_DEFINITIONS[name]
+    assert not [t.command for t in using if f"`{t.command}" not in definition]
+    assert len({str(t.columns[name]) for t in using}) == 1, name
+    assert len(re.findall(rf"^\s*[-*] `{name}`: ", _docs(), re.MULTILINE)) == 1

@@ -205,12 +205,13 @@ def test_roofline_every_format(tmp_path: Path) -> None:
     assert "| op name | shapes | dtype | count/iter | GPU µs per call |" in md
     assert "**Verdicts** (the 3 ops with the most GPU time)" in md
     record = json.loads(run("roofline", str(trace), "--format", "json").stdout)
-    keys = {"op_name", "shapes", "dtype", "count", "flops", "bytes", "gpu_us", "tflops", "tbps",
-            "intensity", "peak_tflops", "peak_tbps", "pct_of_roofline", "bound"}  # fmt: skip
+    keys = {"op_name", "shapes", "dtype", "count_in_iterations", "flops", "bytes", "gpu_us",
+            "tflops", "tbps", "intensity", "peak_tflops", "peak_tbps", "pct_of_roofline",
+            "bound"}  # fmt: skip
     assert keys <= set(record["ops"][0])
     assert {"devices", "unmodelled", "waves", "notes", "modelled_pct"} <= set(record)
     csv = run("roofline", str(trace), "--format", "csv").stdout
-    assert csv.splitlines()[0].startswith("op_name,shapes,dtype,causal,count,")
+    assert csv.splitlines()[0].startswith("op_name,shapes,dtype,causal,count_in_iterations,")
     given = json.loads(
         run("roofline", str(trace), "--format", "json", "--peak-tflops", "500",
             "--peak-tbps", "2").stdout

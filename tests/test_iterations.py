@@ -203,7 +203,78 @@ def test_without_a_covering_sequence_the_whole_trace_is_one_iteration(tmp_path: 
     assert result["iteration_coverage_pct"] == 100.0
     assert result["iteration_note"] == (
         "whole trace taken as one iteration: the repeated annotation `probe` covers 3.0% of "
-        "the GPU activity, no repeated sequence of top-level annotations covers 50%"
+        "the GPU activity, and no repeated sequence of top-level annotations runs one after "
+        "another and covers 50%"
+    )
+
+
+def test_annotations_that_run_at_once_on_several_threads_are_no_steps(tmp_path: Path) -> None:
+    # hta_mtia_inference reduced: a server's per-request annotation on several threads, the
+    # second starting before the first ends. As steps, the second's window began where the
+    # first's ended: 1 µs of wall for 9 µs on the CPU (was 0.02 for 9.86 µs). The trace has
+    # no GPU activity, and the requests hold 23 of the 130 µs of CPU operators.
+    events = [
+        annotation("request", 0, 10, tid=1),
+        op("aten::to", 1, 8, tid=1),
+        annotation("request", 2, 9, tid=2),
+        op("aten::to", 3, 7, tid=2),
+        annotation("request", 40, 10, tid=3),
+        op("aten::to", 41, 8, tid=3),
+        op("aten::mm", 60, 100, tid=1),
+        op("aten::relu", 165, 7, tid=1),
+    ]
+    trace = load(tmp_path, events)
+    assert trace.iteration_source == "annotation:request"  # what the linker found
+    result = summary(trace)
+    assert (result["iteration_source"], result["iterations"]) == ("whole trace", 1)
+    assert result["iteration_note"] == (
+        "whole trace taken as one iteration: the repeated annotation `request` covers 17.7% of "
+        "the CPU operators' time (no GPU activity) and 1 of its 3 spans start before an "
+        "earlier one has ended (they run at once, on several threads: no loop), and no "
+        "repeated sequence of top-level annotations runs one after another and covers 50%"
+    )
+    table = step_rows(trace)
+    assert table.select("wall_us", "cpu_span_us").rows() == [(172.0, 172.0)]
+
+
+def test_sequential_annotations_that_hold_the_cpu_work_are_steps_without_a_gpu(
+    tmp_path: Path,
+) -> None:
+    # The same requests one after another on one thread, holding the work: steps (no GPU
+    # activity, so the coverage is the outermost CPU operators' time: 24 of 31 µs).
+    events = [
+        annotation("request", 0, 10),
+        op("aten::to", 1, 8),
+        annotation("request", 12, 10),
+        op("aten::to", 13, 8),
+        annotation("request", 24, 10),
+        op("aten::to", 25, 8),
+        op("aten::relu", 40, 7),
+    ]
+    trace = load(tmp_path, events)
+    result = summary(trace)
+    assert (result["iteration_source"], result["iterations"]) == ("annotation:request", 3)
+    assert step_rows(trace).select("wall_us", "cpu_span_us").rows() == [(10.0, 10.0)] * 3
+
+
+def test_hta_mtia_inference_is_one_whole_trace_step() -> None:
+    # Recomputed from the raw JSON (json/gzip): 137 `# TensorsToDeviceModule #` annotations of
+    # 0.88-15.1 µs on 6 threads, 8 starting before the one before has ended; the outermost CPU
+    # operators starting inside them hold 0.05% of the outermost operators' time.
+    path = CORPUS / "hta_mtia_inference.json.gz"
+    skip_without(path)
+    trace = traceanalyze.load(path)
+    assert trace.iteration_source == "annotation:# TensorsToDeviceModule #"
+    result = summary(trace)
+    assert (result["iteration_source"], result["iterations"]) == ("whole trace", 1)
+    assert "8 of its 137 spans start before an earlier one has ended" in result["iteration_note"]
+    assert result["bound"] == "cannot tell"
+    # `cold` takes no calls from annotations that run at once either: the next rule's 15
+    # `Stage::preprocess::remote.forward` regions, one after another (was the 137 annotations).
+    calls = find_calls(trace)
+    assert (calls.source, calls.count) == (
+        "repeated region: Stage::preprocess::remote.forward",
+        15,
     )
 
 

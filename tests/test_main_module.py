@@ -57,12 +57,13 @@ def test_python_m_exit_statuses(tmp_path: Path) -> None:
 # The command as its console script runs it (traceanalyze.__main__.run), in a child that says
 # "ready" once Python's own Ctrl-C handler is in place and the entry module is imported, then
 # waits for a line: the signal can then be sent at a known moment after the command starts.
+# (Between the line and run() lie two bytecodes of this harness, no code of the command.)
 _STARTED_ON_CUE = r"""
 import sys
 from traceanalyze.__main__ import run
+sys.argv = ["traceanalyze", *sys.argv[1:]]
 print("ready", flush=True)
 sys.stdin.readline()
-sys.argv = ["traceanalyze", *sys.argv[1:]]
 run()
 """
 

@@ -57,7 +57,7 @@ def two_steps() -> list[Event]:
 
 ITERATION_TYPES: dict[str, pl.DataType] = {
     "iteration": pl.Int64(),
-    "device": pl.String(),
+    "device_label": pl.String(),
     "start_allocated_bytes": pl.Int64(),
     "peak_allocated_bytes": pl.Int64(),
     "peak_increase_bytes": pl.Int64(),
@@ -113,7 +113,7 @@ def test_blocks_live_at_each_peak(tmp_path: Path) -> None:
         ],
         schema={
             "iteration": pl.Int64,
-            "device": pl.String,
+            "device_label": pl.String,
             "op_name": pl.String,
             "annotation": pl.String,
             "input_dims": pl.String,
@@ -137,7 +137,7 @@ def test_top_ops_per_iteration(tmp_path: Path) -> None:
         ],
         schema={
             "iteration": pl.Int64,
-            "device": pl.String,
+            "device_label": pl.String,
             "op_name": pl.String,
             "allocations": pl.UInt32,
             "allocated_bytes": pl.Int64,
@@ -161,7 +161,7 @@ def test_a_block_kept_by_every_iteration_is_a_leak_suspect(tmp_path: Path) -> No
     suspects = memory(load(tmp_path, events)).leak_suspects
     # Allocated memory grows 128 B in each step (0 -> 128 -> 256): the kept blocks leak.
     want = pl.DataFrame(
-        {"device": ["cuda:0"], "op_name": ["aten::cat"], "block_bytes": [128],
+        {"device_label": ["cuda:0"], "op_name": ["aten::cat"], "block_bytes": [128],
          "blocks_per_iter": [1.0], "device_growth_bytes_per_iter": [128.0]},
     )  # fmt: skip
     assert_frame_equal(suspects, want)
@@ -197,7 +197,7 @@ def test_no_leak_suspect_on_the_mi300x_norm_trace() -> None:
     path = CORPUS_TRACES / "new_tl_mi300x_norm_profile_memory.json.gz"
     skip_without(path)
     result = memory(traceanalyze.load(path))
-    gpu = result.iterations.filter(pl.col("device") == "hip:0")
+    gpu = result.iterations.filter(pl.col("device_label") == "hip:0")
     # The first of the three repeated regions (332 ms of one-off CPU work, 1,842x the median)
     # waits on the CPU: left out of the counted steps. The allocated level at each counted
     # step's start and end is 1.77 MiB (1,852,416 bytes): flat, so the two blocks (1 MiB) that
@@ -252,7 +252,7 @@ def test_cli_json_keys_and_no_memory_line(tmp_path: Path) -> None:
     record = json.loads(done.output)
     assert set(record) >= {"iterations", "peak_blocks", "top_ops"}
     assert set(record["iterations"][0]) >= {
-        "iteration", "device", "start_allocated_bytes", "peak_allocated_bytes",
+        "iteration", "device_label", "start_allocated_bytes", "peak_allocated_bytes",
         "peak_increase_bytes", "peak_reserved_bytes",
     }  # fmt: skip
     bare = write_trace(tmp_path, [op("aten::mm", 1, 5)], name="bare.json")

@@ -69,7 +69,7 @@ def test_figures_agree_with_the_traces_own_totals(name: str) -> None:
     trace = counted(traceanalyze.load(path))  # the iterations memory reports
     result = memory(trace)
     measured = {
-        (row["iteration"], row["device"]): (
+        (row["iteration"], row["device_label"]): (
             row["start_allocated_bytes"],
             row["peak_allocated_bytes"],
         )
@@ -89,7 +89,7 @@ def compare_with_torch(trace_path: Path, check_path: Path) -> None:
     measured around each profiled step, within one allocation's rounding."""
     check = json.loads(check_path.read_text())
     rows = memory(traceanalyze.load(trace_path)).iterations.filter(
-        pl.col("device") == check["device"]
+        pl.col("device_label") == check["device"]
     )
     figures = {
         row["iteration"]: row for row in rows.iter_rows(named=True)

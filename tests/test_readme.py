@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,63 @@ def test_the_docs_index_lists_every_page() -> None:
 def test_the_architecture_page_lists_the_taxonomy_in_order() -> None:
     listed = re.findall(r"^\| `(\w+)` \|", text(DOCS / "architecture.md"), re.MULTILINE)
     assert tuple(listed) == CATEGORIES
+
+
+# --- the README's commands (issue 41: a first answer in seconds, right after the install) ---
+
+
+def _section(title: str) -> str:
+    readme = text(REPO / "README.md")
+    start = readme.index(f"\n## {title}\n")
+    end = readme.find("\n## ", start + 1)
+    return readme[start : end if end != -1 else None]
+
+
+def _commands(section: str) -> list[str]:
+    """The `traceanalyze` command lines of a section's sh blocks (`$T` set as the block sets
+    it; a trailing comment dropped)."""
+    lines: list[str] = []
+    for block in re.findall(r"```sh\n(.*?)```", section, re.DOTALL):
+        variables = dict(re.findall(r"^(\w+)=(\S+)$", block, re.MULTILINE))
+        for line in block.splitlines():
+            command = line.split("  #")[0].strip()
+            for name, value in variables.items():
+                command = command.replace(f"${name}", value)
+            if command.startswith("traceanalyze "):
+                lines.append(command)
+    return lines
+
+
+def _run(command: str) -> str:
+    from click.testing import CliRunner
+
+    from traceanalyze.cli import main
+
+    args = shlex.split(command)[1:]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, f"{command}: {result.output}"
+    return result.stdout
+
+
+def test_the_first_answer_comes_right_after_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = text(REPO / "README.md")
+    titles = re.findall(r"^## (.+)$", readme, re.MULTILINE)
+    assert titles[:3] == ["Install", "A first answer", "The two commands"]
+    first = _commands(_section("A first answer"))
+    assert len(first) == 1  # one command, on one sample file (seconds, not a folder's report)
+    assert re.fullmatch(r"traceanalyze summary sample_traces/\w+/\w+\.json\.gz", first[0])
+    monkeypatch.chdir(REPO)
+    assert "| bound | GPU-bound |" in _run(first[0])
+    # the main-job command keeps its install (a fresh machine), and says it is needed once
+    two = _section("The two commands")
+    assert "python -m pip install -e . && traceanalyze report" in two
+    assert "needed only once" in two
+
+
+def test_every_readme_command_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    commands = _commands(text(REPO / "README.md"))
+    assert len(commands) >= 9
+    for command in commands:
+        if not command.startswith("traceanalyze report"):  # 9 traces: tests/test_report.py
+            assert _run(command).strip(), command

@@ -97,7 +97,7 @@ def test_a_warm_up_step_is_left_out(tmp_path: Path) -> None:
         (2, "profiled", True),
     ]
     result = roofline(trace)
-    assert result.ops.select("op_name", "count", "gpu_us_per_iter").rows() == [
+    assert result.ops.select("op_name", "count_in_iterations", "gpu_us_per_iter").rows() == [
         ("aten::_scaled_dot_product_flash_attention", 1, 20.0),
         ("aten::addmm", 1, 10.0),
         ("aten::copy_", 1, 1.0),
@@ -115,8 +115,8 @@ COPY_BYTES = 2 * 2 * 1024 * 1024
 
 def test_rows_attribute_kernels_to_the_innermost_modelled_op(micro: traceanalyze.Trace) -> None:
     result = roofline(micro)
-    ops = result.ops.select("op_name", "count", "count_per_iter", "flops", "bytes", "gpu_us",
-                            "gpu_us_per_iter")  # fmt: skip
+    ops = result.ops.select("op_name", "count_in_iterations", "count_per_iter", "flops", "bytes",
+                            "gpu_us", "gpu_us_per_iter")  # fmt: skip
     assert ops.rows() == [
         # linear -> addmm counts once, at addmm; _flash_attention_forward's kernel at the SDPA op
         ("aten::_scaled_dot_product_flash_attention", 2, 1.0, FLASH_FLOPS, FLASH_BYTES, 20.0, 20.0),

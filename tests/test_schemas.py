@@ -211,6 +211,25 @@ def test_schema_prints_each_tables_columns_with_units() -> None:
     assert unknown.exit_code == 2 and "writes no tables" in unknown.stderr
 
 
+@pytest.mark.parametrize(
+    ("name", "fix"),
+    [
+        ("kernels", "Did you mean kernels.kernel or kernels.op?"),  # the newcomer's guess
+        ("idle.gaps", "Did you mean idle.causes or idle.by_stream or idle.largest_gaps or "
+         "idle.syncs or idle.figures?"),
+        ("kernls.kernel", "Did you mean kernels.kernel or "),
+        ("nosuch", "The tables are info.traces, info.event_counts, kernels.kernel,"),
+    ],
+)  # fmt: skip
+def test_an_unknown_table_name_says_which_names_exist(name: str, fix: str) -> None:
+    # Issue 41's second newcomer pass: csv_schema("kernels") said only "no table 'kernels' is
+    # declared", not that the command's tables are kernels.kernel and kernels.op.
+    with pytest.raises(traceanalyze.UsageError) as raised:
+        tables.csv_schema(name)
+    assert raised.value.message == f"no table {name!r} is declared"
+    assert raised.value.fix is not None and raised.value.fix.startswith(fix)
+
+
 @pytest.mark.parametrize(("command", "view"), _runs(), ids=[" ".join(r).strip() for r in _runs()])
 def test_every_table_command_writes_markdown_and_json(
     command: str, view: str, load_once: Path

@@ -284,18 +284,48 @@ def test_the_kernels_under_one_nn_module_by_hand() -> None:
         name = module.removeprefix("nn.Module: ")
         query = (
             "SELECT correlation, dur_ns FROM kernels "
-            f"WHERE module_stack LIKE '%{name}' OR module_stack LIKE '%{name} >%'"
+            f"WHERE array_contains(string_to_array(module_stack, ' > '), '{name}')"
         )
         got = sorted(traceanalyze.sql(BERT, query).rows())
         assert [c for c, _ in got] == [c for c, _ in expected], module
         assert [ns / 1e3 for _, ns in got] == pytest.approx([d for _, d in expected]), module
     layer = traceanalyze.sql(
         BERT,
-        "SELECT count(*), sum(dur_ns) FROM kernels WHERE module_stack LIKE '%BertLayer_1%'",
+        "SELECT count(*), sum(dur_ns) FROM kernels "
+        "WHERE array_contains(string_to_array(module_stack, ' > '), 'BertLayer_1')",
     ).row(0)
     assert layer == (12, 58_431)  # the docs' figures: 12 kernels, 58.431 µs
     innermost = traceanalyze.sql(BERT, "SELECT module FROM kernels WHERE module = 'Linear_25'")
     assert innermost.height == 1
+
+
+def test_the_docs_module_query_takes_that_module_only(tmp_path: Path) -> None:
+    # docs/tools.md's idiom: the stack split at " > ", names compared whole. The LIKE
+    # '%BertLayer_1%' it replaced also took BertLayer_10 (and, `_` being a wildcard,
+    # BertLayerX1): issue 41's second newcomer pass.
+    from tests.micro import annotation, call, kernel, op, span, write_trace
+
+    events = [annotation("ProfilerStep#0", 0, 400)]
+    frames = [("BertLayer_1", 10, 80), ("Linear_3", 20, 30), ("BertLayer_10", 100, 60)]
+    frames += [("BertLayerX1", 200, 60), ("MyBertLayer_1", 300, 60)]
+    for correlation, (module, ts, dur) in enumerate(frames, start=1):
+        events += [
+            span("python_function", f"nn.Module: {module}", ts, dur),
+            op("aten::mm", ts + 1, 5),
+            call("cudaLaunchKernel", ts + 2, 2, correlation),
+            kernel(f"gemm_{module}", ts + 5, 1, correlation),
+        ]
+    trace = write_trace(tmp_path, events, "modules.json")
+    docs = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
+    where = "WHERE array_contains(string_to_array(module_stack, ' > '), 'BertLayer_1')"
+    assert where in docs
+    got = traceanalyze.sql(trace, f"SELECT name, module_stack FROM kernels {where} ORDER BY name")
+    assert got.rows() == [
+        ("gemm_BertLayer_1", "BertLayer_1"),
+        ("gemm_Linear_3", "BertLayer_1 > Linear_3"),
+    ]
+    like = "SELECT name FROM kernels WHERE module_stack LIKE '%BertLayer_1%'"
+    assert traceanalyze.sql(trace, like).height == 5  # what the old idiom took
 
 
 def test_the_modules_table_is_the_nn_module_frames() -> None:

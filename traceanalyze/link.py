@@ -435,7 +435,7 @@ def _may_be_profiler_step() -> pl.Expr:
     return pl.col("name").str.starts_with(_STEP_PREFIX)
 
 
-def _ops_not_steps(cpu: pl.DataFrame) -> pl.Series:
+def ops_not_steps(cpu: pl.DataFrame) -> pl.Series:
     """Whether each row is a ``cpu_op`` other than a ``ProfilerStep#N`` (the launching op)."""
     is_op = cpu.select((pl.col("cat") == "cpu_op").fill_null(value=False)).to_series()
     maybe = cpu.select(_may_be_profiler_step().fill_null(value=False)).to_series() & is_op
@@ -599,7 +599,7 @@ def link_gpu(
         )
     )
     gpu = gpu.join(calls, on=keys, how="left").with_columns(linked=pl.col("call_id").is_not_null())
-    ops = nearest_ancestor(cpu, gpu["call_id"], pl.lit(_ops_not_steps(cpu)))
+    ops = nearest_ancestor(cpu, gpu["call_id"], pl.lit(ops_not_steps(cpu)))
     gpu = gpu.with_columns(
         op_id=ops,
         op_name=cpu["name"].gather(ops),

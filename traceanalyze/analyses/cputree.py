@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from traceanalyze.analyses.activities import per_trace
-from traceanalyze.link import nearest_ancestor
+from traceanalyze.link import nearest_ancestor, ops_not_steps
 from traceanalyze.trace import Trace
 
 # Views that only change metadata (shape/strides) on the CPU: no kernel unless materialised.
@@ -41,12 +41,20 @@ def outermost_ops(trace: Trace) -> pl.DataFrame:
 def outermost_mask(trace: Trace) -> pl.Series:
     """Per cpu row: whether it is an outermost op (:func:`outermost_ops`), for callers that
     keep a few columns of those rows."""
-    is_op = pl.col("cat") == "cpu_op"
-    ops = trace.cpu.select(
-        "op_id", row=pl.int_range(pl.len(), dtype=pl.Int64), is_op=is_op.fill_null(value=False)
-    ).filter("is_op")
-    outermost = nearest_ancestor(trace.cpu, ops["op_id"], is_op).is_null()
-    return pl.Series([False]).new_from_index(0, trace.cpu.height).scatter(ops["row"], outermost)
+    return outermost_in(trace.cpu)
+
+
+def outermost_in(cpu: pl.DataFrame) -> pl.Series:
+    """:func:`outermost_mask` of a cpu frame (one whose categories a caller has changed).
+
+    A ``ProfilerStep#N`` operator (legacy traces record the step as one) is the step, not an
+    op: the ops inside it are outermost, as under the annotation newer traces record."""
+    is_op = pl.lit(ops_not_steps(cpu))
+    ops = cpu.select("op_id", row=pl.int_range(pl.len(), dtype=pl.Int64), is_op=is_op).filter(
+        "is_op"
+    )
+    outermost = nearest_ancestor(cpu, ops["op_id"], is_op).is_null()
+    return pl.Series([False]).new_from_index(0, cpu.height).scatter(ops["row"], outermost)
 
 
 def op_chains(cpu: pl.DataFrame, op_ids: pl.Series, cats: Sequence[str] = ("cpu_op",)) -> pl.Series:

@@ -11,6 +11,7 @@ import click
 from traceanalyze import api
 from traceanalyze.analyses.report import expectations as expect
 from traceanalyze.cli.options import (
+    PRINTED,
     Loader,
     Output,
     cache_options,
@@ -184,6 +185,8 @@ def check(
         parsed += expect.read_file(path)
     if not parsed:
         raise click.UsageError("give at least one expectation with -e/--expect or -f/--file")
+    # the audit line names only the figures this check prints (its expectations' metrics)
+    click.get_current_context().meta[PRINTED] = {e.metric for e in parsed}
     results = api.check(trace, parsed, loading=loader)
     out.write(CHECK.render(results, out.format), inputs=[trace])
     broken = int((~results["held"]).sum())

@@ -246,13 +246,16 @@ class Loader(Loading):
         """Note what the running command loaded from ``path`` (traces, or a worker's audit
         warnings already written) for its one audit line (:func:`warn_audited`)."""
         ctx = click.get_current_context(silent=True)
-        if ctx is not None and COMMAND_FIGURES.get(ctx.info_name or ""):
+        if ctx is not None and (ctx.info_name or "") in COMMAND_FIGURES:
             ctx.meta.setdefault(AUDITED, []).append((ctx.info_name, path, list(found)))
 
 
 # The key of click's context meta (shared by the contexts of one command line) under which the
 # Loader notes what the command loaded.
 AUDITED = "traceanalyze.audited"
+# ... and under which a command that prints only some of its figures (`check`: the metrics its
+# expectations name) says which.
+PRINTED = "traceanalyze.printed"
 
 
 def warn_audited(ctx: click.Context) -> None:
@@ -264,6 +267,8 @@ def warn_audited(ctx: click.Context) -> None:
     found: list[tuple[Path, str]] = []
     for command, path, loaded in noted:
         figures = COMMAND_FIGURES[command]
+        if PRINTED in ctx.meta:
+            figures = {k: v for k, v in figures.items() if k in ctx.meta[PRINTED]}
         for item in loaded:
             lines = (
                 [item]

@@ -12,6 +12,7 @@ from traceanalyze.analyses.audit.figures import FIGURES
 from traceanalyze.render.formats import Forms, labelled
 from traceanalyze.render.headings import heading
 from traceanalyze.render.table import markdown_table, number_cell
+from traceanalyze.tables.definitions import COLUMN_DEFINITIONS
 
 # The rows people read: one per finding, its figures and its first examples.
 SHOWN = (
@@ -33,6 +34,10 @@ def audit_record(result: Audit) -> dict[str, Any]:
     return {"ok": result.ok, "checks": rows, "error_bars": result.error_bars}
 
 
+# `count` is defined once for every table that has it (tables/definitions.py).
+_DEFINED = {"count": COLUMN_DEFINITIONS["count"], **DEFINITIONS}
+
+
 def audit_markdown(result: Audit, *, nested: bool = False, **_options: Any) -> str:
     """The verdict, one row per finding, the error bars, the clock offsets, the definitions."""
     shown = result.checks.select(SHOWN).with_columns(pl.col("figures").list.join(", "))
@@ -41,7 +46,7 @@ def audit_markdown(result: Audit, *, nested: bool = False, **_options: Any) -> s
         markdown_table(shown.rename({c: heading(c) for c in shown.columns})),
         _error_bars(result),
         _offsets(result),
-        "\n".join(f"- *{heading(k)}*: {text}." for k, text in DEFINITIONS.items()) + "\n",
+        "\n".join(f"- *{heading(k)}*: {text}." for k, text in _DEFINED.items()) + "\n",
     ]
     return "\n".join(p for p in parts if p)
 

@@ -13,6 +13,7 @@ Int64
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,7 +102,18 @@ def declared(name: str) -> Table:
     try:
         return TABLES[name]
     except KeyError:
-        raise AnalysisError(f"no table {name!r} is declared") from None
+        raise UsageError(f"no table {name!r} is declared", None, _nearest(name)) from None
+
+
+def _nearest(name: str) -> str:
+    """The fix for an unknown table name: a command's own tables (``kernels`` ->
+    ``kernels.kernel``, ``kernels.op``), else the closest names, else every table."""
+    command = name.partition(".")[0]
+    own = [t for t in TABLES if t.partition(".")[0] == command]
+    close = own or difflib.get_close_matches(name, TABLES, n=5, cutoff=0.6)
+    if close:
+        return f"Did you mean {' or '.join(close)}?"
+    return f"The tables are {', '.join(TABLES)}."
 
 
 def conform(frame: pl.DataFrame, name: str) -> pl.DataFrame:

@@ -160,7 +160,7 @@ DECLARED: tuple[Declared, ...] = (
     }),
     Declared("launches", "kernel", "--by",
         "One row per kernel name: launch call time, launch delay and queue.", {
-        "name": STR, "category": STR, "count": I64, "count_per_iter": F64,
+        "name": STR, "category": STR, "count_in_iterations": I64, "count_per_iter": F64,
         "launch_cpu_us_median": F64, "launch_cpu_us_p90": F64, "launch_cpu_us_max": F64,
         "launch_delay_us_median": F64, "launch_delay_us_p90": F64, "launch_delay_us_max": F64,
         "queue_median": F64, "queue_max": I64, "gpu_us_median": F64, "short_kernels": I64,
@@ -168,7 +168,8 @@ DECLARED: tuple[Declared, ...] = (
     }),
     Declared("launches", "category", "--by",
         "One row per category: launch call time, launch delay and queue.", {
-        "category": STR, "count": I64, "count_per_iter": F64, "launch_cpu_us_median": F64,
+        "category": STR, "count_in_iterations": I64, "count_per_iter": F64,
+        "launch_cpu_us_median": F64,
         "launch_cpu_us_p90": F64, "launch_cpu_us_max": F64, "launch_delay_us_median": F64,
         "launch_delay_us_p90": F64, "launch_delay_us_max": F64, "queue_median": F64,
         "queue_max": I64, "gpu_us_median": F64, "short_kernels": I64,
@@ -204,7 +205,7 @@ DECLARED: tuple[Declared, ...] = (
     }),
     Declared("roofline", "ops", "--table",
         "One row per op and shape: FLOPs, bytes, achieved rate, % of the roofline.", {
-        "op_name": STR, "shapes": STR, "dtype": STR, "causal": BOOL, "count": I64,
+        "op_name": STR, "shapes": STR, "dtype": STR, "causal": BOOL, "count_in_iterations": I64,
         "count_per_iter": F64, "flops": I64, "bytes": I64, "gpu_us": F64, "gpu_us_per_iter": F64,
         "share_of_gpu_activity_pct": F64, "tflops": F64, "tbps": F64, "intensity": F64,
         "peak_tflops": F64, "peak_tbps": F64, "pct_of_roofline": F64, "bound": STR,
@@ -333,22 +334,23 @@ DECLARED: tuple[Declared, ...] = (
     }),
     Declared("memory", "iterations", "--table",
         "One row per iteration and device: allocated bytes, peaks, what outlives it.", {
-        "iteration": I64, "device": STR, "start_allocated_bytes": I64, "peak_allocated_bytes": I64,
+        "iteration": I64, "device_label": STR, "start_allocated_bytes": I64,
+        "peak_allocated_bytes": I64,
         "peak_increase_bytes": I64, "peak_reserved_bytes": I64, "end_allocated_bytes": I64,
         "allocations": I64, "allocated_bytes": I64, "outliving_blocks": I64,
         "outliving_bytes": I64, "frees_without_allocation": I64,
     }),
     Declared("memory", "peak_blocks", "--table", "One row per block live at an iteration's peak.", {
-        "iteration": I64, "device": STR, "op_name": STR, "annotation": STR, "input_dims": STR,
+        "iteration": I64, "device_label": STR, "op_name": STR, "annotation": STR, "input_dims": STR,
         "allocated_in_iteration": I64, "lifetime_us": F64, "block_bytes": I64,
     }),
     Declared("memory", "top_ops", "--table", "One row per iteration, device and op: allocations.", {
-        "iteration": I64, "device": STR, "op_name": STR, "allocations": I64,
+        "iteration": I64, "device_label": STR, "op_name": STR, "allocations": I64,
         "allocated_bytes": I64, "largest_block_bytes": I64,
     }),
     Declared("memory", "leak_suspects", "--table",
         "One row per op whose blocks outlive every iteration.", {
-        "device": STR, "op_name": STR, "block_bytes": I64, "blocks_per_iter": F64,
+        "device_label": STR, "op_name": STR, "block_bytes": I64, "blocks_per_iter": F64,
         "device_growth_bytes_per_iter": F64,
     }),
     Declared("memory", "figures", "--table", "One row: how many memory events the trace holds.", {

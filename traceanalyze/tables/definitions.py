@@ -172,7 +172,34 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "graph_launches_per_iter": "CUDA/HIP graph launch calls per iteration (each replays a whole "
     "graph)",
     "cudnn_cpu_us_per_iter": "CPU self time of the ops that call into cuDNN, per iteration",
-    # identifiers and counts shared by many tables
+    "cublas_cpu_us_per_iter": "CPU self time of the ATen ops that call cuBLAS or cuBLASLt "
+    "themselves (hipBLAS on ROCm: `aten::mm`, `addmm`, `bmm`, `baddbmm`, `mv`, `_scaled_mm`, "
+    "...), per iteration: ATen's dispatch and checks plus the library's host-side work; their "
+    "launch calls, children of the op, are not counted (`explain`'s `cpu` table)",
+    # identifiers and counts shared by many tables (one name, one meaning in all of them)
+    "kernels_per_iter": "kernels (GPU activities of kind kernel; copies and sets not counted) "
+    "launched inside the counted iterations, per iteration (a mean over them): all of the "
+    "step's (`summary`, `compare`), the stream's (`streams`), those launched from the frame "
+    "(`stacks`, whose rows add up to the summary's)",
+    "count": "how many events the row stands for in the whole trace, inside the iterations or "
+    "not: the calls of the kernel name (`kernels`), the row's copies or sets (`memcpy`), the "
+    "collective calls (`comms --by kind`), the cache events in the call (`cold --table cache`), "
+    "the events the finding holds (`audit`); a table that counts only inside the iterations "
+    "says so, `count_in_iterations`",
+    "count_in_iterations": "how many of the row's events lie inside the counted iterations "
+    "(`count_per_iter` times the iterations): the launches of the name or category "
+    "(`launches`), the calls of the op and shapes (`roofline`)",
+    "device": "the device's index as the trace records it: a GPU activity's `device` (0, 1, "
+    "...: `streams`, `idle`, `sql`'s `gpu` and `kernels`); in `sql`'s `memory`, the memory "
+    "event's `Device Id` (-1 for host memory; "
+    "`device_type` gives the kind). `memory`'s tables name the device as `device_label`",
+    "bytes": "the size in bytes of what the row's event moves or holds: a copy's or set's bytes "
+    "as the trace records them (`sql`'s `gpu` and `kernels`: null for a kernel); an "
+    "allocation's bytes, negative for a free (`sql`'s `memory`); a collective's message as "
+    "nccl-tests counts it, the larger of `In msg nelems` and `Out msg nelems` times the element "
+    "size of `dtype`: an all-gather's output, a reduce-scatter's input (`comms`); one call's "
+    "memory traffic as the roofline models it, each input read once and each output written "
+    "once, so a lower bound (`roofline`)",
     "rank": "the rank (process of a distributed job) of the row: the `distributedInfo` rank its "
     "trace states, 0 for a trace that states none",
     "stream": "the CUDA/HIP stream id the activity ran on, as the trace records it (`kernels`: "
@@ -210,7 +237,9 @@ COLUMN_DEFINITIONS: dict[str, str] = {
     "gpu_activities_per_iter": "GPU activities launched inside the counted iterations, per "
     "iteration (0: no GPU timeline, so no idle time)",
     "cpu_blocked_us_per_iter": "duration of the row's blocking calls (the CPU time they "
-    "blocked), per iteration",
+    "blocked), per iteration; blocking as the `sync` idle cause defines it: a synchronize, a "
+    "synchronous copy or set, or an async copy call with a pageable side that waited for its "
+    "copy (a device-to-device or pinned copy never blocks)",
     "gpu_waited_us_per_iter": "time the rank's GPU was busy while the row's blocking calls "
     "waited, per iteration (the rest of the blocked time the GPU idled)",
     # launches

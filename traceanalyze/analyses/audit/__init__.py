@@ -87,7 +87,6 @@ CLEAN_DETAIL: dict[str, str] = {
 }
 # One sentence per figure of the audit; the README's "Can this trace be trusted?" prints them.
 DEFINITIONS: dict[str, str] = {
-    "count": "how many events the finding holds",
     "affected_us_per_iter": "the GPU or CPU time of those events inside the counted "
     "iterations (a missing activity's: estimated from recorded ones launched alike), per "
     "iteration",
@@ -126,8 +125,9 @@ class Audit(Shown):
         """No warning and no error."""
         return bool((self.checks["severity"] == INFO).all())
 
-    def warnings_for(self, printed: Sequence[str]) -> dict[str, str]:
-        """Each warning or error that moves one of ``printed`` figures by ``WARN_LINE_PCT`` or
+    def warnings_for(self, printed: Mapping[str, str]) -> dict[str, str]:
+        """Each warning or error that moves one of ``printed`` figures (figure -> the name the
+        command prints it under, :data:`~.figures.COMMAND_FIGURES`) by ``WARN_LINE_PCT`` or
         more, or that its rule says always (a cut gzip file: its detail), the largest move
         first: ``check/finding`` -> what it moves most, by how much
         (``{"launches_without_activity/dropped": "22 events move memset_per_iter ±22 per
@@ -155,7 +155,7 @@ class Audit(Shown):
                     (
                         pct,
                         f"{finding.check}/{finding.finding}",
-                        self._move(finding, figure, amount, pct),
+                        self._move(finding, printed[figure], figure, amount, pct),
                     )
                 )
         return {key: text for _, key, text in sorted(said, key=lambda item: -item[0])}
@@ -164,11 +164,11 @@ class Audit(Shown):
     def _verdict(finding: Finding) -> str:
         return f"{_events(finding.count)} the bound verdict once repaired"
 
-    def _move(self, finding: Finding, figure: str, amount: float, pct: float) -> str:
+    def _move(self, finding: Finding, shown: str, figure: str, amount: float, pct: float) -> str:
         value = amount / pct * 100 if pct else 0.0  # the figure without the fault
         share = "0 without the fault" if math.isinf(pct) else f"{pct:.1f}% of {value:,.4g}"
         return (
-            f"{_events(finding.count, 'move')} {figure} ±{amount:,.4g} {FIGURES[figure]} ({share})"
+            f"{_events(finding.count, 'move')} {shown} ±{amount:,.4g} {FIGURES[figure]} ({share})"
         )
 
 

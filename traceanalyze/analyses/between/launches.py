@@ -83,7 +83,8 @@ def _with_queue(linked: pl.DataFrame) -> pl.DataFrame:
 def _distribution(n: int) -> list[pl.Expr]:
     cpu, delay = pl.col("launch_cpu_us"), pl.col("launch_delay_us")
     return [
-        pl.len().alias("count"),
+        # inside the counted iterations, not the whole trace as `kernels`' `count` is
+        pl.len().alias("count_in_iterations"),
         (pl.len() / n).alias("count_per_iter"),
         cpu.median().alias("launch_cpu_us_median"),
         cpu.quantile(P90, "linear").alias("launch_cpu_us_p90"),
@@ -107,7 +108,9 @@ def launch_table(trace: Trace) -> pl.DataFrame:
     table = events.group_by("name").agg(
         pl.col("category").mode().sort().first(), *_distribution(iteration_count(trace))
     )
-    return table.sort(["count", "launch_delay_us_median", "name"], descending=[True, True, False])
+    return table.sort(
+        ["count_in_iterations", "launch_delay_us_median", "name"], descending=[True, True, False]
+    )
 
 
 @on_counted
@@ -115,7 +118,7 @@ def launch_by_category(trace: Trace) -> pl.DataFrame:
     """The same distributions per kernel category."""
     events = launch_events(trace)
     table = events.group_by("category").agg(*_distribution(iteration_count(trace)))
-    return table.sort(["count", "category"], descending=[True, False])
+    return table.sort(["count_in_iterations", "category"], descending=[True, False])
 
 
 @on_counted

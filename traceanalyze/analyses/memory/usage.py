@@ -305,17 +305,20 @@ def leak_suspects(
 
 
 _ITERATION_COLUMNS = (
-    "iteration", "device", "start_allocated_bytes", "peak_allocated_bytes",
+    "iteration", "device_label", "start_allocated_bytes", "peak_allocated_bytes",
     "peak_increase_bytes", "peak_reserved_bytes", "end_allocated_bytes", "allocations",
     "allocated_bytes", "outliving_blocks", "outliving_bytes", "frees_without_allocation",
 )  # fmt: skip
 
 
 def _public(frame: pl.DataFrame, trace: Trace) -> pl.DataFrame:
-    """The public form of a result frame: ``device`` named like ``cuda:0``, internal columns
-    dropped, ``rank`` only for a trace of several ranks."""
+    """The public form of a result frame: ``device_label`` like ``cuda:0`` (not ``device``,
+    which every other table holds as the index the trace records), internal columns dropped,
+    ``rank`` only for a trace of several ranks."""
     internal = ("device", "device_type", "device_code", "on_accelerator")
-    frame = frame.drop(c for c in internal if c in frame.columns).rename({"device_name": "device"})
+    frame = frame.drop(c for c in internal if c in frame.columns).rename(
+        {"device_name": "device_label"}
+    )
     if "peak_seq" in frame.columns:
         frame = frame.select(*_ITERATION_COLUMNS, "rank")
     if len(trace.meta) > 1:

@@ -63,7 +63,8 @@ TINY_KERNEL_US = 5.0
 TOP_OPS = 10
 
 ROOFLINE_COLUMNS = (
-    "op_name", "shapes", "dtype", "causal", "count", "count_per_iter", "flops", "bytes",
+    "op_name", "shapes", "dtype", "causal", "count_in_iterations", "count_per_iter", "flops",
+    "bytes",
     "gpu_us", "gpu_us_per_iter", "share_of_gpu_activity_pct", "tflops", "tbps", "intensity",
     "peak_tflops", "peak_tbps", "pct_of_roofline", "bound", "peak_dtype", "family",
     "kernels_per_call", "mean_kernel_us", "theoretical_occupancy_pct", "occupancy_limiter",
@@ -317,6 +318,8 @@ def _rows(frame: pl.DataFrame, n: int, total_ns: int) -> pl.DataFrame:
     rows = grouped.with_columns(
         op_name="model_name",
         bytes="op_bytes",
+        # calls inside the counted iterations (not the whole trace, as `kernels`' `count`)
+        count_in_iterations="count",
         count_per_iter=pl.col("count") / n,
         gpu_us=gpu_us,
         gpu_us_per_iter=pl.col("gpu_ns") / 1e3 / n,

@@ -21,7 +21,9 @@ DEFINITIONS: dict[str, str] = {
     "ran other work before it (no earlier than the step's CPU start: the GPU's idle time before "
     "the step's first activity, such as a wait for data loading, is the step's); windows of a "
     "rank never overlap (one starts no earlier than the previous ends, and right there where "
-    "that end falls after the step began on the CPU): the pace of back-to-back steps",
+    "that end falls after the step began on the CPU): the pace of back-to-back steps, so a "
+    "step whose start the previous step's GPU work still occupies is shorter than its CPU or "
+    "GPU span by at most that overlap",
     "gpu_busy_us_per_iter": "time at least one GPU activity runs in the step's window, whatever "
     "its launch time: the union of the intervals across streams (and a rank's devices), cut "
     "at the window's bounds",

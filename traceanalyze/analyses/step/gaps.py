@@ -69,8 +69,9 @@ CAUSES: tuple[Cause, ...] = (
           "began, or most of the gap passed after its launch call returned): the GPU waited on "
           "its own dispatch or on another stream's work it depends on"),
     Cause(SYNC, "the launching thread was blocked in a synchronisation or blocking copy when the "
-          "gap began, and the sync's round trip (its return and the next launch) is most of the "
-          "gap: it drained the GPU's queue"),
+          "gap began, and the sync's round trip (until it returned, then at most "
+          f"{ROUND_TRIP_HOST_NS / 1e3:,.0f} µs of the host's work before the next launch) is most "
+          "of the gap: it drained the GPU's queue"),
     Cause(DATA_LOADING, "most of the gap the launching thread was loading data (a DataLoader's "
           "`__next__`) before it launched the work"),
     Cause(HOST, "most of the gap the launching thread was busy with other CPU work (operators, "

@@ -83,7 +83,7 @@ def _mark_peak(
     y = top["allocated_bytes"] / scale
     axes.plot([x], [y], marker="v", color="black")
     blocks = result.peak_blocks.filter(
-        (pl.col("device") == device) & (pl.col("iteration") == top["iteration"])
+        (pl.col("device_label") == device) & (pl.col("iteration") == top["iteration"])
     ).head(_PEAK_LABELS)
     lines = [f"peak {byte_size(top['allocated_bytes'])}"] + [
         f"{byte_size(size)} {op}" for op, size in blocks.select("op_name", "block_bytes").rows()

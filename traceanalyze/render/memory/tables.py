@@ -74,22 +74,23 @@ def memory_section(result: MemoryResult | None) -> list[str]:
     table's empty memory columns say so once, not once per variant."""
     if result is None or result.empty:
         return []
-    gpu = result.iterations.filter(pl.col("device") != "cpu")
+    gpu = result.iterations.filter(pl.col("device_label") != "cpu")
     if not gpu.height:
         return ["**Memory**: the trace's memory events are all on the host (CPU).\n"]
-    columns = ["iteration", "device", "start_allocated_bytes", "peak_allocated_bytes",
+    columns = ["iteration", "device_label", "start_allocated_bytes", "peak_allocated_bytes",
                "peak_increase_bytes", "peak_reserved_bytes", "outliving_bytes"]  # fmt: skip
     highest = gpu.sort("peak_increase_bytes", descending=True, nulls_last=True).row(0, named=True)
     blocks = result.peak_blocks.filter(
-        (pl.col("device") == highest["device"]) & (pl.col("iteration") == highest["iteration"])
+        (pl.col("device_label") == highest["device_label"])
+        & (pl.col("iteration") == highest["iteration"])
     ).head(REPORT_BLOCKS)
     parts = ["**Memory** (GPU, per iteration)\n", shown_table(gpu.select(columns))]
     if blocks.height:
         title = (
             f"**Largest blocks live at the highest peak** (iteration {highest['iteration']}, "
-            f"{highest['device']})\n"
+            f"{highest['device_label']})\n"
         )
-        parts += [title, shown_table(blocks.drop("iteration", "device"))]
+        parts += [title, shown_table(blocks.drop("iteration", "device_label"))]
     return parts
 
 
