@@ -231,9 +231,9 @@ FINDINGS: dict[tuple[str, str], FindingRule] = {
         None,
         "a rank's GPU clock drifts from its CPU's: the shortest delay of the launches that find "
         "the GPU idle (starting after all earlier work ended, the GPU busy under half the time "
-        "since their launch call), per counted step (or per eighth of the steps' span), moves steadily (a "
-        "straight line through 4 or more windows' minima, R² 0.9 or more) by 100 µs or more "
-        "across the trace, while on one clock it stays at the dispatch's few µs; the "
+        "since their launch call), per counted step (or per eighth of the steps' span), moves "
+        "steadily (a straight line through 4 or more windows' minima, R² 0.9 or more) by 100 µs "
+        "or more across the trace, while on one clock it stays at the dispatch's few µs; the "
         "detail gives each window's minimum; idle causes, the bound verdict and the critical "
         "path compare the two clocks, so the step model gives no verdict",
     ),
