@@ -122,12 +122,15 @@ DEFINITIONS: dict[str, str] = {
     "the outermost CPU operators' time starting inside it), or whose spans run at once (one "
     "starting before an earlier one of its rank has ended: per-request annotations on several "
     "threads), gives way to the repeated sequence of top-level annotations (from "
-    "one start of its first annotation to the next; its first annotation's spans must not run "
-    "at once either), else to the whole trace. A trace without "
+    "one start of its first annotation to the next, the last one to the end of the rank's CPU "
+    "activity but no longer than the median of the earlier ones; its first annotation's spans "
+    "must not run at once either), else to the whole trace. A trace without "
     "step annotations takes its repeated regions (annotations at any depth running the same "
     "operators, as `cold` finds them) as iterations when they hold "
     f"{MIN_COVERAGE_PCT:g}% of the GPU activity time launched from the first region on (work "
-    "before it is setup, in no iteration), else the whole trace",
+    "before it is setup, in no iteration, and not counted in that share), else the whole "
+    "trace; in a trace without GPU activity regions are never steps (`cold` may still take "
+    "them as calls)",
     "iterations_left_out": "how many iterations the means leave out (`iteration_note` says "
     "which and why)",
     "spread_per_iter": "`<figure>_min`, `_median` and `_max` over the counted iterations for "
