@@ -10,8 +10,9 @@ Each run loads the trace afresh from the cache (untimed), so nothing is memoised
   (its threads together), steadier where other work shares the cores;
 * each check alone, on its own fresh Trace;
 * the hook: a command's own work (``summary`` without its audit, ``kernels``), then the audit
-  on the same Trace, as the command line runs it after the command; the audit's time there
-  against the command's time (the hook reuses what the command memoised).
+  on the same Trace, as the command line runs it after the command (``command_warnings``: the
+  checks that could move what the command prints); the audit's time there against the
+  command's time (the hook reuses what the command memoised).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from traceanalyze import load
-from traceanalyze.analyses.audit import RUNNERS, audit
+from traceanalyze.analyses.audit import RUNNERS, audit, command_warnings
 from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
 from traceanalyze.analyses.kernels import kernel_table
 from traceanalyze.analyses.summary import summary
@@ -66,7 +67,7 @@ def one_run(path: Path) -> dict[str, float]:
         times[f"{command}: the command"] = timed(lambda work=work, fresh=fresh: work(fresh))
         figures = COMMAND_FIGURES[command]
         times[f"{command}: its audit line"] = timed(
-            lambda fresh=fresh, figures=figures: audit(fresh).warnings_for(figures)
+            lambda fresh=fresh, figures=figures: command_warnings(fresh, figures)
         )
     return times
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast, overload
 import click
 
 from traceanalyze import files
-from traceanalyze.analyses.audit import audit
+from traceanalyze.analyses.audit import command_warnings
 from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
 from traceanalyze.analyses.audit.rules import SAID_ALWAYS
 from traceanalyze.analyses.iterations import Selection, counted
@@ -276,7 +276,7 @@ def warn_audited(ctx: click.Context) -> None:
                 else [
                     f"{item.path.name}: {key}: {text}"
                     # the counted trace the command analysed: its audit shares its tables
-                    for key, text in audit(counted(item)).warnings_for(figures).items()
+                    for key, text in command_warnings(counted(item), figures).items()
                 ]
             )
             found += [(path, line) for line in lines]
