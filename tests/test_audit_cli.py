@@ -188,3 +188,27 @@ def test_kernels_on_a_trace_without_gpu_events_names_its_own_column() -> None:
     assert audit_lines(run("check", trace, "-e", "gpu_busy_us_per_iter >= 0")) == []
     said = audit_lines(run("check", trace, "-e", "kernels_per_iter >= 0"))
     assert len(said) == 1 and "move kernels_per_iter ±260 per iteration" in said[0]
+
+
+def test_a_command_without_a_verdict_runs_no_verdict_only_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The clock check builds the step model (most of an audit on a large trace) and moves
+    # only the verdict: kernels prints none, so its audit line must not pay for it.
+    import traceanalyze
+    from traceanalyze.analyses import audit as audit_module
+    from traceanalyze.analyses.audit.figures import COMMAND_FIGURES
+
+    ran: list[str] = []
+    real = audit_module.RUNNERS["gpu_clock_offset"]
+
+    def counting(trace: traceanalyze.Trace) -> list[audit_module.Finding]:
+        ran.append(trace.path.name)
+        return real(trace)
+
+    monkeypatch.setitem(audit_module.RUNNERS, "gpu_clock_offset", counting)
+    trace = traceanalyze.load(SAMPLES / "h200_default" / "naive.json.gz")
+    audit_module.command_warnings(trace, COMMAND_FIGURES["kernels"])
+    assert ran == []
+    audit_module.command_warnings(trace, COMMAND_FIGURES["summary"])
+    assert ran == ["naive.json.gz"]
