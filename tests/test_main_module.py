@@ -113,9 +113,9 @@ run()
 """
 
 
-@pytest.mark.parametrize("child", [_INTERRUPTED_IMPORT, _IMPORT_TURNS_CTRL_C_INTO_ITS_OWN_ERROR])
-def test_ctrl_c_during_the_imports_is_one_line_and_exit_130(child: str) -> None:
-    done = subprocess.run(
+def _summary_in(child: str) -> subprocess.CompletedProcess[str]:
+    """``summary`` of the sample run by the ``child`` script (which calls the entry's run())."""
+    return subprocess.run(
         [sys.executable, "-c", child, "summary", str(SAMPLE)],
         capture_output=True,
         text=True,
@@ -123,19 +123,17 @@ def test_ctrl_c_during_the_imports_is_one_line_and_exit_130(child: str) -> None:
         timeout=120,
         check=False,
     )
+
+
+@pytest.mark.parametrize("child", [_INTERRUPTED_IMPORT, _IMPORT_TURNS_CTRL_C_INTO_ITS_OWN_ERROR])
+def test_ctrl_c_during_the_imports_is_one_line_and_exit_130(child: str) -> None:
+    done = _summary_in(child)
     assert (done.returncode, done.stderr, done.stdout) == (130, "Aborted!\n", "")
 
 
 def test_an_import_error_without_ctrl_c_is_not_called_an_abort() -> None:
     broken = _INTERRUPTED_IMPORT.replace("raise KeyboardInterrupt", "raise ImportError('no')")
-    done = subprocess.run(
-        [sys.executable, "-c", broken, "summary", str(SAMPLE)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
+    done = _summary_in(broken)
     assert done.returncode == 1 and "ImportError: no" in done.stderr
 
 
